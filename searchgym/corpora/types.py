@@ -1,0 +1,126 @@
+"""The small value types every part of searchgym speaks: passages, questions, hits."""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+from searchgym.error import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """One retrievable unit of text. ``id`` is unique within its corpus."""
+
+    id: str
+    title: str
+    text: str
+
+    @property
+    def contents(self) -> str:
+        """The Search-R1 / FlashRAG ``contents`` field: ``"title"\\ntext``."""
+        return f'"{self.title}"\n{self.text}'
+
+
+@dataclass(frozen=True)
+class QAExample:
+    """A question with its gold answers (the first one is canonical, the rest are aliases)."""
+
+    id: str
+    question: str
+    answers: tuple[str, ...]
+    metadata: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A passage returned by a retriever with its score (higher is better)."""
+
+    passage: Passage
+    score: float
+
+
+class Corpus(Sequence[Passage]):
+    """An ordered, immutable collection of passages with lookup by id."""
+
+    def __init__(self, passages: Iterable[Passage], name: str = "custom"):
+        self.name = name
+        self._passages: list[Passage] = list(passages)
+        self._index: dict[str, int] = {}
+        for i, p in enumerate(self._passages):
+            if p.id in self._index:
+                raise ConfigError(
+                    f"Corpus {name!r} has two passages with id {p.id!r} (positions "
+                    f"{self._index[p.id]} and {i}); expected unique ids. Rename or drop one."
+                )
+            self._index[p.id] = i
+        self._fingerprint: str | None = None
+
+    def __len__(self) -> int:
+        return len(self._passages)
+
+    @overload
+    def __getitem__(self, i: int) -> Passage: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Passage]: ...
+    def __getitem__(self, i):
+        return self._passages[i]
+
+    def __iter__(self) -> Iterator[Passage]:
+        return iter(self._passages)
+
+    def __repr__(self) -> str:
+        return f"Corpus(name={self.name!r}, passages={len(self)})"
+
+    def get(self, passage_id: str) -> Passage:
+        """The passage with this id; ``KeyError`` naming the id if absent."""
+        return self._passages[self.index_of(passage_id)]
+
+    def index_of(self, passage_id: str) -> int:
+        try:
+            return self._index[passage_id]
+        except KeyError:
+            raise KeyError(f"No passage with id {passage_id!r} in corpus {self.name!r}") from None
+
+    def __contains__(self, item: object) -> bool:
+        if isinstance(item, Passage):
+            return self._index.get(item.id) is not None and self._passages[self._index[item.id]] == item
+        return item in self._index
+
+    @property
+    def fingerprint(self) -> str:
+        """A content hash (ids, titles, texts) used to key on-disk caches of indexes and embeddings."""
+        if self._fingerprint is None:
+            h = hashlib.sha256()
+            for p in self._passages:
+                h.update(p.id.encode())
+                h.update(b"\x00")
+                h.update(p.title.encode())
+                h.update(b"\x00")
+                h.update(p.text.encode())
+                h.update(b"\x01")
+            self._fingerprint = h.hexdigest()[:16]
+        return self._fingerprint
+
+
+class Retriever(ABC):
+    """Batched search over a :class:`Corpus`.
+
+    ``search(queries, k)`` returns, for every query, at most ``k`` hits sorted by
+    decreasing score. An empty query returns no hits.
+    """
+
+    corpus: Corpus
+
+    @abstractmethod
+    def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        """Top-``k`` hits for every query, best first."""
+
+    @staticmethod
+    def _check_k(k: int) -> int:
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise ConfigError(f"Retriever.search expects k to be a positive integer, got {k!r}.")
+        return k
