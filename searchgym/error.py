@@ -56,6 +56,10 @@ class DataFormatError(SearchGymError, ValueError):
         super().__init__(f"{where}: expected {expected}, got {got}.")
 
 
+class DataFileNotFoundError(SearchGymError, FileNotFoundError):
+    """A corpus or dataset file does not exist (``FileNotFoundError(errno, message, path)``)."""
+
+
 class ConfigError(SearchGymError, ValueError):
     """An argument has an invalid value."""
 

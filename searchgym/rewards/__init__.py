@@ -1,0 +1,68 @@
+"""Rewards: answer normalization, metrics, format checks and the recipes of each system.
+
+Pure functions of strings; the only frozen models involved (s3's generator, R-Search's
+reader, a judge) are callables handed to a recipe. Nothing here imports the rest of
+searchgym except its errors.
+"""
+
+from searchgym.rewards.formats import (
+    RSearchFormat,
+    information_blocks,
+    r1_searcher_format_errors,
+    r_search_format,
+    search_r1_sequence,
+)
+from searchgym.rewards.metrics import (
+    answer_in_text,
+    cover_exact_match,
+    exact_match,
+    f1_score,
+    gen_acc,
+    span_check,
+    sub_exact_match,
+)
+from searchgym.rewards.normalize import normalize_answer, normalize_answer_r1searcher, tokens
+from searchgym.rewards.base import Episode, GoldSpanReader, RewardRecipe, RewardResult, call_frozen
+from searchgym.rewards.recipes import (
+    RECIPES,
+    R1SearcherStage1,
+    R1SearcherStage2,
+    RSearchReward,
+    S3GainBeyondRAG,
+    S3GenAcc,
+    SearchR1EM,
+    SearchR1Format,
+    make_recipe,
+)
+
+__all__ = [
+    "RECIPES",
+    "Episode",
+    "GoldSpanReader",
+    "R1SearcherStage1",
+    "R1SearcherStage2",
+    "RSearchFormat",
+    "RSearchReward",
+    "RewardRecipe",
+    "RewardResult",
+    "S3GainBeyondRAG",
+    "S3GenAcc",
+    "SearchR1EM",
+    "SearchR1Format",
+    "answer_in_text",
+    "call_frozen",
+    "cover_exact_match",
+    "exact_match",
+    "f1_score",
+    "gen_acc",
+    "information_blocks",
+    "make_recipe",
+    "normalize_answer",
+    "normalize_answer_r1searcher",
+    "r1_searcher_format_errors",
+    "r_search_format",
+    "search_r1_sequence",
+    "span_check",
+    "sub_exact_match",
+    "tokens",
+]

@@ -1,0 +1,383 @@
+"""Reward recipes: how each seed system turns a finished episode into a reward.
+
+The environment fills an :class:`Episode` when an episode ends and asks the recipe for a
+:class:`RewardResult`. Recipes are pure apart from the frozen models they call (the s3
+generator, the R-Search reader, an optional judge), which are passed to the constructor
+as plain callables. Defaults are the seeds' published settings:
+
+====================== ========================================================== =======
+name                   reward                                                     range
+====================== ========================================================== =======
+``search_r1_em``       EM of the answer (Search-R1 ``qa_em.compute_score_em``)    0..1
+``search_r1_format``   Search-R1 v0.3 table: EM, sequence validity, retrieval hit 0..1
+``r1_searcher_stage1`` 0.5 if it searched + 0.5 if the format is correct          0..1
+``r1_searcher_stage2`` answer F1, minus 2 if the format is wrong                  -2..1
+``r_search``           0.2 answer format + 0.2 evidence format + answer F1        0..2.4
+                       + F1 of the reader's answer from the agent's evidence
+``s3_gen_acc``         GenAcc of the generator on the selected documents          0..1
+``s3_gbr``             Gain Beyond RAG: GenAcc(selected) - GenAcc(naive top-k)    -1..1
+====================== ========================================================== =======
+
+No seed penalizes a malformed turn by itself, so ``invalid_action_penalty`` is 0 for all
+of them (every constructor accepts one).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from searchgym.error import ConfigError, UnknownNameError
+from searchgym.rewards.base import (
+    Episode,
+    GoldSpanReader,
+    RewardRecipe,
+    RewardResult,
+    require_callable,
+    call_frozen,
+)
+from searchgym.rewards.formats import (
+    information_blocks,
+    r1_searcher_format_errors,
+    r_search_format,
+    search_r1_sequence,
+)
+from searchgym.rewards.metrics import (
+    Judge,
+    answer_in_text,
+    cover_exact_match,
+    exact_match,
+    f1_score,
+    gen_acc,
+)
+from searchgym.rewards.normalize import normalize_answer_r1searcher
+
+# Episode, RewardResult, RewardRecipe and GoldSpanReader live in base.py and are part of
+# this module's API too.
+__all__ = [
+    "RECIPES",
+    "Episode",
+    "GoldSpanReader",
+    "R1SearcherStage1",
+    "R1SearcherStage2",
+    "RSearchReward",
+    "RewardRecipe",
+    "RewardResult",
+    "S3GainBeyondRAG",
+    "S3GenAcc",
+    "SearchR1EM",
+    "SearchR1Format",
+    "make_recipe",
+]
+
+
+# ---------------------------------------------------------------- Search-R1
+class SearchR1EM(RewardRecipe):
+    """Search-R1's outcome reward (``verl/utils/reward_score/qa_em.py``, ``compute_score_em``).
+
+    ``score`` if the answer exactly matches a gold answer after normalization,
+    ``format_score`` if it answered but wrongly (0 in all Search-R1 scripts), 0 if it
+    never answered. RECON uses the same reward.
+    """
+
+    name = "search_r1_em"
+
+    def __init__(self, *, score: float = 1.0, format_score: float = 0.0, invalid_action_penalty: float = 0.0):
+        super().__init__(invalid_action_penalty=invalid_action_penalty)
+        self.correct_score = float(score)
+        self.format_score = float(format_score)
+
+    def score(self, episode: Episode) -> RewardResult:
+        em = exact_match(episode.answer, episode.answers)
+        if episode.answer is None:
+            total = 0.0
+        else:
+            total = self.correct_score if em else self.format_score
+        return RewardResult(total, {"em": em})
+
+
+class SearchR1Format(RewardRecipe):
+    """Search-R1 v0.3 format reward (``verl/utils/reward_score/qa_em_format.py``).
+
+    ``valid`` is :func:`~searchgym.rewards.formats.search_r1_sequence`; ``retrieval``
+    is whether a gold answer occurs in some ``<information>`` block (checked only for
+    valid sequences, as in the seed). With ``s = structure_format_score``,
+    ``r = retrieval_score``, ``f = final_format_score``:
+
+    ============== ===== ========= ==========
+    answer         valid retrieval reward
+    ============== ===== ========= ==========
+    none           yes   yes       s + r
+    none           yes   no        s
+    none           no    \\-        0
+    EM correct     yes   \\-        score
+    EM correct     no    \\-        score - s
+    wrong          yes   yes       s + r
+    wrong          yes   no        s
+    wrong          no    \\-        f
+    ============== ===== ========= ==========
+
+    Defaults are ``scripts/nq_hotpotqa/v0.3/train_{ppo,grpo}_format.sh``:
+    ``s = 0.2``, ``f = 0.1``, ``r = 0``, ``score = 1``. (The seed's comments assume
+    ``r = 0.1``; its ``format_score`` argument is accepted there but never used.)
+    """
+
+    name = "search_r1_format"
+
+    def __init__(
+        self,
+        *,
+        structure_format_score: float = 0.2,
+        final_format_score: float = 0.1,
+        retrieval_score: float = 0.0,
+        score: float = 1.0,
+        invalid_action_penalty: float = 0.0,
+    ):
+        super().__init__(invalid_action_penalty=invalid_action_penalty)
+        self.structure_format_score = float(structure_format_score)
+        self.final_format_score = float(final_format_score)
+        self.retrieval_score = float(retrieval_score)
+        self.correct_score = float(score)
+
+    def score(self, episode: Episode) -> RewardResult:
+        valid, _ = search_r1_sequence(episode.response)
+        blocks = information_blocks(episode.response)
+        retrieval = valid and any(answer_in_text(block, episode.answers) for block in blocks)
+        em = exact_match(episode.answer, episode.answers)
+        s, r = self.structure_format_score, self.retrieval_score
+        if em:
+            total = self.correct_score if valid else self.correct_score - s
+        elif valid:
+            total = s + r if retrieval else s
+        else:
+            total = 0.0 if episode.answer is None else self.final_format_score
+        return RewardResult(total, {"em": em, "valid_format": float(valid), "retrieval_correct": float(retrieval)})
+
+
+# ---------------------------------------------------------------- R1-Searcher
+class R1SearcherStage1(RewardRecipe):
+    """R1-Searcher stage 1 (paper arXiv:2503.05592 §2.2; README "Reward Design").
+
+    ``retrieval_score`` (0.5) if the agent searched at least once, plus ``format_score``
+    (0.5) if :func:`~searchgym.rewards.formats.r1_searcher_format_errors` finds nothing.
+    The answer is not scored in stage 1 (paper). The released Llama stage-1 server
+    (``train/reward_server_llama_stage1.py``) also adds +1 when the answer passes
+    cover-EM and -1 otherwise; set ``answer_score=1.0`` to reproduce it.
+    """
+
+    name = "r1_searcher_stage1"
+
+    def __init__(
+        self,
+        *,
+        retrieval_score: float = 0.5,
+        format_score: float = 0.5,
+        answer_score: float = 0.0,
+        max_answer_words: int = 10,
+        invalid_action_penalty: float = 0.0,
+    ):
+        super().__init__(invalid_action_penalty=invalid_action_penalty)
+        self.retrieval_score = float(retrieval_score)
+        self.format_score = float(format_score)
+        self.answer_score = float(answer_score)
+        self.max_answer_words = int(max_answer_words)
+
+    def score(self, episode: Episode) -> RewardResult:
+        searched = episode.num_searches >= 1
+        format_ok = not r1_searcher_format_errors(episode.response, self.max_answer_words)
+        cem = cover_exact_match(episode.answer, episode.answers)
+        total = self.retrieval_score * searched + self.format_score * format_ok
+        if self.answer_score:
+            total += self.answer_score if cem else -self.answer_score
+        return RewardResult(total, {"searched": float(searched), "format_ok": float(format_ok), "cover_em": cem})
+
+
+class R1SearcherStage2(RewardRecipe):
+    """R1-Searcher stage 2: answer F1 minus ``format_penalty`` (2) if the format is wrong.
+
+    F1 uses R1-Searcher's normalization (punctuation to spaces, ``True``/``False`` to
+    ``yes``/``no``) and the yes/no/noanswer rule; no answer scores F1 0. Penalty 2 is the
+    paper's and that of ``train/reward_server_qwen_zero.py`` (the server the README
+    starts); the Llama stage-2 server subtracts 1.
+    """
+
+    name = "r1_searcher_stage2"
+
+    def __init__(self, *, format_penalty: float = 2.0, max_answer_words: int = 10, invalid_action_penalty: float = 0.0):
+        super().__init__(invalid_action_penalty=invalid_action_penalty)
+        self.format_penalty = float(format_penalty)
+        self.max_answer_words = int(max_answer_words)
+
+    def score(self, episode: Episode) -> RewardResult:
+        f1 = f1_score(episode.answer, episode.answers, normalize_answer_r1searcher)
+        format_ok = not r1_searcher_format_errors(episode.response, self.max_answer_words)
+        total = f1 - (0.0 if format_ok else self.format_penalty)
+        return RewardResult(total, {"f1": f1, "format_ok": float(format_ok)})
+
+
+# ---------------------------------------------------------------- R-Search
+class RSearchReward(RewardRecipe):
+    """R-Search (``src/verl/utils/reward_score/qa_f1.py``, ``compute_score_f1``).
+
+    ``answer_format_score`` (0.2) + ``evidence_format_score`` (0.2) for the flags of
+    :func:`~searchgym.rewards.formats.r_search_format`, plus the answer's token F1, plus
+    the token F1 of ``reader(question, evidence)`` — a frozen model of another family
+    (Llama-3.2-3B-Instruct in the seed) answering from the agent's evidence alone. Both
+    F1s use the plain normalization without the yes/no rule and are rounded to 2
+    decimals, as the seed's ``F1_check`` does. The reader is called only when the
+    evidence is scored (non-empty, after at least one search).
+    """
+
+    name = "r_search"
+    needs = frozenset({"reader"})
+
+    def __init__(
+        self,
+        reader: Callable[..., str] | None = None,
+        *,
+        answer_format_score: float = 0.2,
+        evidence_format_score: float = 0.2,
+        invalid_action_penalty: float = 0.0,
+    ):
+        super().__init__(invalid_action_penalty=invalid_action_penalty)
+        self.reader = require_callable(self.name, "reader", reader, "(question, evidence) -> str")
+        self.answer_format_score = float(answer_format_score)
+        self.evidence_format_score = float(evidence_format_score)
+
+    def score(self, episode: Episode) -> RewardResult:
+        fmt = r_search_format(episode.response)
+        answer_f1 = round(f1_score(episode.answer, episode.answers, special_yes_no=False), 2)
+        evidence_f1 = 0.0
+        evidence = episode.evidence if episode.evidence is not None else fmt.evidence
+        if fmt.evidence_scored and evidence and evidence.strip():
+            reply = call_frozen(self.reader, episode.question, evidence, answers=episode.answers)
+            evidence_f1 = round(f1_score(reply, episode.answers, special_yes_no=False), 2)
+        total = (
+            self.answer_format_score * fmt.answer_ok
+            + self.evidence_format_score * fmt.evidence_ok
+            + answer_f1
+            + evidence_f1
+        )
+        components = {
+            "answer_f1": answer_f1,
+            "evidence_f1": evidence_f1,
+            "answer_format": float(fmt.answer_ok),
+            "evidence_format": float(fmt.evidence_ok),
+        }
+        return RewardResult(total, components)
+
+
+# ---------------------------------------------------------------- s3
+class S3GenAcc(RewardRecipe):
+    """s3's GenAcc of the frozen generator on the documents the searcher selected.
+
+    ``generator(question, docs) -> str`` answers from ``Episode.selected_docs``; the
+    answer is scored by :func:`~searchgym.rewards.metrics.gen_acc` (span check, then the
+    optional ``judge(question, prediction, answers)`` when the span check fails, as s3's
+    ``check_answer_correct``).
+    """
+
+    name = "s3_gen_acc"
+    needs = frozenset({"generator"})
+    optional = frozenset({"judge"})
+
+    def __init__(
+        self,
+        generator: Callable[..., str] | None = None,
+        judge: Judge | None = None,
+        *,
+        invalid_action_penalty: float = 0.0,
+    ):
+        super().__init__(invalid_action_penalty=invalid_action_penalty)
+        self.generator = require_callable(self.name, "generator", generator, "(question, docs) -> str")
+        if judge is not None:
+            judge = require_callable(self.name, "judge", judge, "(question, prediction, answers) -> bool | float")
+        self.judge = judge
+
+    def _gen_acc(self, question: str, docs: Sequence[str], answers: Sequence[str]) -> float:
+        prediction = call_frozen(self.generator, question, list(docs), answers=answers)
+        return gen_acc(prediction, answers, self.judge, question)
+
+    def score(self, episode: Episode) -> RewardResult:
+        acc = self._gen_acc(episode.question, episode.selected_docs, episode.answers)
+        return RewardResult(acc, {"gen_acc": acc})
+
+
+class S3GainBeyondRAG(S3GenAcc):
+    """s3's Gain Beyond RAG: GenAcc(selected docs) - GenAcc(naive top-k RAG docs).
+
+    The naive-RAG term depends only on the question, so it is computed once per
+    ``example_id`` (the question text if the id is empty) and cached in
+    :attr:`naive_rag_cache`, as s3 precomputes its RAG cache (``scripts/precompute.sh``).
+    ``generation_weight`` adds that many times GenAcc(selected) on top: 0 gives the
+    paper's reward; 1 gives what s3's released trainer optimizes
+    (``verl/trainer/main_ppo.py`` sets ``USE_UTILITY_SCORE`` and ``USE_GENERATION_SCORE``,
+    so ``rag_2.compute_score_rag`` returns gain + GenAcc).
+    """
+
+    name = "s3_gbr"
+    needs_naive_rag = True
+
+    def __init__(
+        self,
+        generator: Callable[..., str] | None = None,
+        judge: Judge | None = None,
+        *,
+        generation_weight: float = 0.0,
+        invalid_action_penalty: float = 0.0,
+    ):
+        super().__init__(generator, judge, invalid_action_penalty=invalid_action_penalty)
+        self.generation_weight = float(generation_weight)
+        #: example id (or question) -> GenAcc of the generator on the naive top-k documents.
+        self.naive_rag_cache: dict[str, float] = {}
+
+    def naive_rag_acc(self, episode: Episode) -> float:
+        """GenAcc on ``episode.naive_rag_docs``, computed on the first call per example."""
+        key = episode.example_id or episode.question
+        if key not in self.naive_rag_cache:
+            if episode.naive_rag_docs is None:
+                raise ConfigError(
+                    f"Reward recipe {self.name!r} expects Episode.naive_rag_docs (the top-k documents for the "
+                    f"question) the first time it scores example {key!r}, got None; fill it whenever "
+                    "recipe.needs_naive_rag is true."
+                )
+            self.naive_rag_cache[key] = self._gen_acc(episode.question, episode.naive_rag_docs, episode.answers)
+        return self.naive_rag_cache[key]
+
+    def score(self, episode: Episode) -> RewardResult:
+        acc = self._gen_acc(episode.question, episode.selected_docs, episode.answers)
+        baseline = self.naive_rag_acc(episode)
+        gain = acc - baseline
+        total = gain + self.generation_weight * acc
+        return RewardResult(total, {"gen_acc": acc, "naive_rag_acc": baseline, "gain_beyond_rag": gain})
+
+
+# ---------------------------------------------------------------- registry
+RECIPES: dict[str, type[RewardRecipe]] = {
+    cls.name: cls
+    for cls in (
+        SearchR1EM,
+        SearchR1Format,
+        R1SearcherStage1,
+        R1SearcherStage2,
+        RSearchReward,
+        S3GenAcc,
+        S3GainBeyondRAG,
+    )
+}
+
+
+def make_recipe(name: str, **kwargs: Any) -> RewardRecipe:
+    """The recipe registered as ``name``, built with ``kwargs`` (frozen models, weights)."""
+    if not isinstance(name, str) or name not in RECIPES:
+        raise UnknownNameError("reward", name, RECIPES)
+    cls = RECIPES[name]
+    accepted = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        raise ConfigError(
+            f"Reward recipe {name!r} does not take {', '.join(map(repr, unknown))}; "
+            f"expected arguments among: {', '.join(accepted)}."
+        )
+    return cls(**kwargs)

@@ -1,0 +1,380 @@
+import re
+
+import pytest
+
+from searchgym.error import ConfigError, UnknownNameError
+from searchgym.rewards import (
+    RECIPES,
+    Episode,
+    GoldSpanReader,
+    R1SearcherStage1,
+    R1SearcherStage2,
+    RewardRecipe,
+    RewardResult,
+    RSearchReward,
+    S3GainBeyondRAG,
+    S3GenAcc,
+    SearchR1EM,
+    SearchR1Format,
+    call_frozen,
+    make_recipe,
+)
+
+GOLD = ("Paris",)
+QUESTION = "What is the capital of France?"
+
+
+def whole(message: str) -> str:
+    """A pattern that matches exactly ``message``."""
+    return "^" + re.escape(message) + "$"
+
+
+def episode(**kw) -> Episode:
+    kw.setdefault("question", QUESTION)
+    kw.setdefault("answers", GOLD)
+    return Episode(**kw)
+
+
+# ---------------------------------------------------------------- data
+def test_episode_wraps_a_bare_answer_string():
+    assert Episode("q", "Paris").answers == ("Paris",)
+    assert Episode("q", ["Paris", "City of Light"]).answers == ("Paris", "City of Light")
+
+
+def test_reward_result_is_frozen():
+    result = RewardResult(1.0, {"em": 1.0})
+    with pytest.raises(AttributeError):
+        result.total = 0.0
+
+
+# ---------------------------------------------------------------- frozen models
+def test_gold_span_reader_returns_the_first_gold_answer_found():
+    reader = GoldSpanReader()
+    assert reader.uses_gold is True
+    answers = ("Lyon", "Paris")
+    assert reader("q", "Paris is the capital.", answers=answers) == "Paris"
+    assert reader("q", ["Nice is warm.", "Lyon and Paris."], answers=answers) == "Lyon"
+    assert reader("q", ["Nice is warm."], answers=answers) == ""
+    # Each document is searched on its own: no match across a document boundary.
+    assert reader("q", ["... New", "York ..."], answers=("New York",)) == ""
+
+
+def test_call_frozen_passes_gold_answers_only_to_gold_readers():
+    assert call_frozen(lambda q, ctx: f"{q}|{ctx}", "q", "c", answers=GOLD) == "q|c"
+    assert call_frozen(GoldSpanReader(), "q", "in Paris", answers=GOLD) == "Paris"
+
+
+# ---------------------------------------------------------------- Search-R1
+def test_search_r1_em():
+    recipe = SearchR1EM()
+    assert recipe.score(episode(answer="the paris.")) == RewardResult(1.0, {"em": 1.0})
+    assert recipe.score(episode(answer="Lyon")) == RewardResult(0.0, {"em": 0.0})
+    assert recipe.score(episode(answer=None)) == RewardResult(0.0, {"em": 0.0})
+
+
+def test_search_r1_em_format_score_goes_to_wrong_answers_only():
+    recipe = SearchR1EM(format_score=0.1)
+    assert recipe.score(episode(answer="Lyon")).total == 0.1
+    assert recipe.score(episode(answer=None)).total == 0.0
+
+
+def sr1(info: str, answer: str, *, think_before_answer: bool = True) -> str:
+    think = "<think>Found it.</think>\n" if think_before_answer else ""
+    return (
+        "<think>I need the capital.</think>\n<search> capital of France </search>"
+        f"\n\n<information>{info}</information>\n\n{think}<answer>{answer}</answer>"
+    )
+
+
+HIT = "Doc 1 (Title: Paris) Paris is the capital of France."
+MISS = "Doc 1 (Title: Lyon) Lyon is a city in France."
+
+# Search-R1 v0.3 table with s = 0.2, f = 0.1 and r = 0.1 (so that s + r differs from s).
+# One row per (answer, valid, retrieval) case of qa_em_format.compute_score_em.
+SR1_TABLE = {
+    "no answer, valid, retrieval hit -> s + r": (sr1(HIT, ""), None, 0.3),
+    "no answer, valid, no hit -> s": (sr1(MISS, ""), None, 0.2),
+    "no answer, invalid -> 0": (sr1(HIT, "", think_before_answer=False), None, 0.0),
+    "correct, valid -> score": (sr1(HIT, " Paris "), "Paris", 1.0),
+    "correct, invalid -> score - s": (sr1(HIT, " Paris ", think_before_answer=False), "Paris", 0.8),
+    "wrong, valid, retrieval hit -> s + r": (sr1(HIT, " Lyon "), "Lyon", 0.3),
+    "wrong, valid, no hit -> s": (sr1(MISS, " Lyon "), "Lyon", 0.2),
+    "wrong, invalid -> f": (sr1(HIT, " Lyon ", think_before_answer=False), "Lyon", 0.1),
+}
+
+
+@pytest.mark.parametrize("response, answer, expected", SR1_TABLE.values(), ids=SR1_TABLE.keys())
+def test_search_r1_format_table(response, answer, expected):
+    recipe = SearchR1Format(structure_format_score=0.2, final_format_score=0.1, retrieval_score=0.1)
+    result = recipe.score(episode(response=response, answer=answer))
+    assert result.total == pytest.approx(expected)
+
+
+def test_search_r1_format_defaults_are_the_v03_scripts():
+    recipe = SearchR1Format()
+    assert (recipe.structure_format_score, recipe.final_format_score, recipe.retrieval_score) == (0.2, 0.1, 0.0)
+    # With r = 0 a retrieval hit adds nothing.
+    assert recipe.score(episode(response=sr1(HIT, " Lyon "), answer="Lyon")).total == pytest.approx(0.2)
+
+
+def test_search_r1_format_components():
+    result = SearchR1Format().score(episode(response=sr1(HIT, " Lyon "), answer="Lyon"))
+    assert result.components == {"em": 0.0, "valid_format": 1.0, "retrieval_correct": 1.0}
+    # Retrieval is only checked for valid sequences.
+    result = SearchR1Format().score(episode(response=sr1(HIT, " Lyon ", think_before_answer=False), answer="Lyon"))
+    assert result.components == {"em": 0.0, "valid_format": 0.0, "retrieval_correct": 0.0}
+
+
+# ---------------------------------------------------------------- R1-Searcher
+R1_SEARCHED = (
+    "I should look this up. <|begin_of_query|> capital of France <|end_of_query|>\n\n"
+    "<|begin_of_documents|>\n(1)Paris is the capital of France.\n<|end_of_documents|>\n\n"
+    "So it is {answer}. </think>\n\n<answer> {answer} </answer>"
+)
+
+
+def r1(answer: str = "Paris", *, well_formed: bool = True, searched: bool = True) -> Episode:
+    text = R1_SEARCHED.format(answer=answer)
+    if not well_formed:
+        text = text.replace("</think>", "")
+    return episode(response=text, answer=answer, num_searches=int(searched))
+
+
+@pytest.mark.parametrize(
+    "searched, well_formed, expected",
+    [(True, True, 1.0), (False, True, 0.5), (True, False, 0.5), (False, False, 0.0)],
+)
+def test_r1_searcher_stage1_is_retrieval_plus_format(searched, well_formed, expected):
+    assert R1SearcherStage1().score(r1(searched=searched, well_formed=well_formed)).total == expected
+
+
+def test_r1_searcher_stage1_ignores_the_answer_by_default():
+    assert R1SearcherStage1().score(r1("Lyon")).total == 1.0
+
+
+def test_r1_searcher_stage1_with_the_released_llama_answer_term():
+    recipe = R1SearcherStage1(answer_score=1.0)
+    assert recipe.score(r1("Paris")).total == 2.0
+    assert recipe.score(r1("Lyon")).total == 0.0
+    assert recipe.score(episode(response="", answer=None)).total == -1.0
+
+
+def test_r1_searcher_stage2_is_f1_minus_format_penalty():
+    recipe = R1SearcherStage2()
+    assert recipe.score(r1("Paris")) == RewardResult(1.0, {"f1": 1.0, "format_ok": 1.0})
+    # "paris france" vs "paris": P = 1/2, R = 1, F1 = 2/3.
+    assert recipe.score(r1("Paris France")).total == pytest.approx(2 / 3)
+    assert recipe.score(r1("Paris", well_formed=False)).total == pytest.approx(-1.0)
+    assert recipe.score(episode(response="I give up.", answer=None)).total == pytest.approx(-2.0)
+    assert R1SearcherStage2(format_penalty=1.0).score(r1("Paris", well_formed=False)).total == pytest.approx(0.0)
+
+
+# ---------------------------------------------------------------- R-Search
+RS_SEARCH = (
+    "I will search. <search> capital of France </search>\n\n<observation>Paris is the capital.</observation>\n\n"
+)
+
+
+def rs(answer: str, evidence: str | None, *, searched: bool = True) -> Episode:
+    text = RS_SEARCH if searched else "I know it. "
+    if evidence is not None:
+        text += f"<original_evidence> {evidence} </original_evidence>"
+    text += f"<answer> {answer} </answer>"
+    return episode(response=text, answer=answer, evidence=evidence, num_searches=int(searched))
+
+
+class SpyReader:
+    uses_gold = True
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, question, context, *, answers):
+        self.calls.append((question, context))
+        return GoldSpanReader()(question, context, answers=answers)
+
+
+def test_r_search_full_marks_is_format_plus_answer_plus_evidence():
+    reader = SpyReader()
+    result = RSearchReward(reader).score(rs("Paris", "Paris is the capital of France."))
+    # 0.2 + 0.2 + 1 + 1
+    assert result.total == pytest.approx(2.4)
+    assert result.components == {"answer_f1": 1.0, "evidence_f1": 1.0, "answer_format": 1.0, "evidence_format": 1.0}
+    assert reader.calls == [(QUESTION, "Paris is the capital of France.")]
+
+
+def test_r_search_evidence_without_the_answer():
+    # The reader finds nothing in the evidence: 0.2 + 0.2 + 1 + 0.
+    assert RSearchReward(GoldSpanReader()).score(rs("Paris", "Lyon is a city.")).total == pytest.approx(1.4)
+
+
+def test_r_search_rounds_f1_to_two_decimals():
+    # Answer F1 2/3 -> 0.67: 0.2 + 0.2 + 0.67 + 1.
+    result = RSearchReward(GoldSpanReader()).score(rs("Paris France", "Paris."))
+    assert result.components["answer_f1"] == 0.67
+    assert result.total == pytest.approx(2.07)
+
+
+def test_r_search_does_not_read_evidence_written_without_a_search():
+    reader = SpyReader()
+    result = RSearchReward(reader).score(rs("Paris", "Paris.", searched=False))
+    # 0.2 (answer format) + 0 (evidence must be omitted) + 1 + 0
+    assert result.total == pytest.approx(1.2)
+    assert reader.calls == []
+
+
+def test_r_search_plain_reader_gets_no_gold_answers():
+    result = RSearchReward(lambda question, evidence: "Paris").score(rs("Lyon", "whatever"))
+    assert result.components["evidence_f1"] == 1.0
+
+
+# ---------------------------------------------------------------- s3
+class SpyGenerator(GoldSpanReader):
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, question, context, *, answers):
+        self.calls.append(list(context))
+        return super().__call__(question, context, answers=answers)
+
+
+WITH = ["Paris (Title: Paris)\nParis is the capital of France."]
+WITHOUT = ["Lyon\nLyon is a city."]
+
+
+def test_s3_gen_acc():
+    recipe = S3GenAcc(GoldSpanReader())
+    assert recipe.score(episode(selected_docs=WITH)) == RewardResult(1.0, {"gen_acc": 1.0})
+    assert recipe.score(episode(selected_docs=WITHOUT)).total == 0.0
+    assert recipe.score(episode(selected_docs=[])).total == 0.0
+
+
+def test_s3_gen_acc_judge_decides_when_the_span_check_fails():
+    judged = []
+
+    def judge(question, prediction, answers):
+        judged.append((question, prediction, tuple(answers)))
+        return True
+
+    recipe = S3GenAcc(lambda question, docs: "The French capital", judge)
+    assert recipe.score(episode(selected_docs=WITHOUT)).total == 1.0
+    assert judged == [(QUESTION, "The French capital", GOLD)]
+
+
+@pytest.mark.parametrize(
+    "selected, naive, expected",
+    [(WITH, WITHOUT, 1.0), (WITH, WITH, 0.0), (WITHOUT, WITHOUT, 0.0), (WITHOUT, WITH, -1.0)],
+)
+def test_s3_gain_beyond_rag(selected, naive, expected):
+    ep = episode(selected_docs=selected, naive_rag_docs=naive, example_id="q1")
+    result = S3GainBeyondRAG(GoldSpanReader()).score(ep)
+    assert result.total == expected
+    assert result.components["gain_beyond_rag"] == expected
+
+
+def test_s3_gain_beyond_rag_computes_the_naive_baseline_once_per_example():
+    generator = SpyGenerator()
+    recipe = S3GainBeyondRAG(generator)
+    assert recipe.needs_naive_rag is True
+    first = recipe.score(episode(selected_docs=WITH, naive_rag_docs=WITHOUT, example_id="q1"))
+    # Later episodes of the same question need not carry the naive documents again.
+    second = recipe.score(episode(selected_docs=WITHOUT, naive_rag_docs=None, example_id="q1"))
+    assert (first.total, second.total) == (1.0, 0.0)
+    assert generator.calls.count(WITHOUT) == 2  # the baseline once + the second episode's selection
+    assert generator.calls == [WITH, WITHOUT, WITHOUT]
+    assert recipe.naive_rag_cache == {"q1": 0.0}
+    # Another example gets its own baseline.
+    recipe.score(episode(selected_docs=WITH, naive_rag_docs=WITH, example_id="q2"))
+    assert recipe.naive_rag_cache == {"q1": 0.0, "q2": 1.0}
+
+
+def test_s3_gain_beyond_rag_generation_weight_reproduces_the_released_trainer():
+    recipe = S3GainBeyondRAG(GoldSpanReader(), generation_weight=1.0)
+    # gain (1 - 0) + GenAcc 1
+    assert recipe.score(episode(selected_docs=WITH, naive_rag_docs=WITHOUT, example_id="q")).total == 2.0
+
+
+def test_s3_gain_beyond_rag_needs_the_naive_documents_the_first_time():
+    recipe = S3GainBeyondRAG(GoldSpanReader())
+    msg = (
+        "Reward recipe 's3_gbr' expects Episode.naive_rag_docs (the top-k documents for the question) the first "
+        "time it scores example 'q9', got None; fill it whenever recipe.needs_naive_rag is true."
+    )
+    with pytest.raises(ConfigError, match=whole(msg)):
+        recipe.score(episode(selected_docs=WITH, example_id="q9"))
+
+
+# ---------------------------------------------------------------- registry
+def test_registry_names():
+    assert sorted(RECIPES) == [
+        "r1_searcher_stage1",
+        "r1_searcher_stage2",
+        "r_search",
+        "s3_gbr",
+        "s3_gen_acc",
+        "search_r1_em",
+        "search_r1_format",
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_every_registered_recipe_builds_and_scores(name):
+    cls = RECIPES[name]
+    assert cls.name == name
+    assert cls.needs <= {"generator", "reader", "judge"}
+    recipe = make_recipe(name, **{role: GoldSpanReader() for role in cls.needs})
+    assert isinstance(recipe, RewardRecipe)
+    assert recipe.invalid_action_penalty == 0.0
+    ep = episode(
+        response="<answer> Paris </answer>", answer="Paris", selected_docs=WITH, naive_rag_docs=WITH, example_id="x"
+    )
+    result = recipe.score(ep)
+    assert isinstance(result, RewardResult)
+    assert isinstance(result.total, float)
+    assert all(isinstance(v, float) for v in result.components.values())
+
+
+def test_make_recipe_forwards_options():
+    assert make_recipe("search_r1_format", retrieval_score=0.1).retrieval_score == 0.1
+    assert make_recipe("search_r1_em", invalid_action_penalty=-0.1).invalid_action_penalty == -0.1
+
+
+def test_make_recipe_unknown_name():
+    msg = (
+        "Unknown reward 'search_r1_emm'. Did you mean 'search_r1_em'? Expected one of: r1_searcher_stage1, "
+        "r1_searcher_stage2, r_search, s3_gbr, s3_gen_acc, search_r1_em, search_r1_format."
+    )
+    with pytest.raises(UnknownNameError, match=whole(msg)):
+        make_recipe("search_r1_emm")
+
+
+@pytest.mark.parametrize(
+    "name, role, signature",
+    [
+        ("s3_gbr", "generator", "(question, docs) -> str"),
+        ("s3_gen_acc", "generator", "(question, docs) -> str"),
+        ("r_search", "reader", "(question, evidence) -> str"),
+    ],
+)
+def test_make_recipe_missing_frozen_model(name, role, signature):
+    msg = (
+        f"Reward recipe {name!r} needs a {role}, got none. "
+        f"Pass {role}=<callable {signature}>, e.g. {role}=GoldSpanReader() for an LM-free upper bound."
+    )
+    with pytest.raises(ConfigError, match=whole(msg)):
+        make_recipe(name)
+
+
+def test_make_recipe_frozen_model_not_callable():
+    msg = "Reward recipe 'r_search' expects reader= to be a callable (question, evidence) -> str, got int."
+    with pytest.raises(ConfigError, match=whole(msg)):
+        make_recipe("r_search", reader=5)
+
+
+def test_make_recipe_unexpected_argument():
+    msg = (
+        "Reward recipe 'search_r1_em' does not take 'reader'; "
+        "expected arguments among: score, format_score, invalid_action_penalty."
+    )
+    with pytest.raises(ConfigError, match=whole(msg)):
+        make_recipe("search_r1_em", reader=GoldSpanReader())
