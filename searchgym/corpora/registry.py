@@ -1,0 +1,149 @@
+"""Corpus and dataset names, and the functions that turn a name or a path into data.
+
+Built-in corpora: ``"wiki-vital"`` (10,033 real Wikipedia lead summaries) and
+``"synthwiki"`` (a generated fictional world; options ``seed`` and ``num_passages``).
+Built-in datasets: ``"wiki-vital"``, ``"wiki-vital-answerable"`` and ``"synthwiki"``.
+Anything else is read from a JSON-lines file (see :mod:`searchgym.corpora.store` and
+:mod:`searchgym.corpora.datasets` for the layouts).
+"""
+
+from __future__ import annotations
+
+import functools
+import numbers
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from searchgym.corpora.datasets import read_qa
+from searchgym.corpora.store import missing_file_error, read_passages
+from searchgym.corpora.types import Corpus, QAExample
+from searchgym.error import ConfigError, UnknownNameError, check_name
+
+__all__ = ["CORPORA", "DATASETS", "default_dataset_for", "load_corpus", "load_dataset"]
+
+CORPORA = ("wiki-vital", "synthwiki")
+DATASETS = ("wiki-vital", "wiki-vital-answerable", "synthwiki")
+
+_SYNTHWIKI_OPTIONS = ("seed", "num_passages")
+_WIKI_VITAL_SPLITS = ("dev", "all")  # FanOutQA's dev set is the only one with public answers.
+_SYNTHWIKI_SPLITS = ("train", "dev", "test")
+_DEFAULT_DATASET = {"wiki-vital": "wiki-vital-answerable", "synthwiki": "synthwiki"}
+_PATH_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".gz")
+
+
+@functools.lru_cache(maxsize=8)
+def _generate_synthwiki(seed: int, num_passages: int):
+    from searchgym.corpora import synthwiki
+
+    return synthwiki.generate(seed=seed, num_passages=num_passages)
+
+
+def _synthwiki(kind: str, options: Mapping[str, Any]):
+    """One generated world per ``(seed, num_passages)``, shared by its corpus and its questions."""
+    _check_options(kind, "synthwiki", options, _SYNTHWIKI_OPTIONS)
+    seed, num_passages = options.get("seed", 0), options.get("num_passages", 1000)
+    for key, value in (("seed", seed), ("num_passages", num_passages)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ConfigError(f"synthwiki expects {key} to be an integer, got {value!r}.")
+    return _generate_synthwiki(int(seed), int(num_passages))
+
+
+def _check_options(kind: str, name: str, options: Mapping[str, Any], accepted: Sequence[str]) -> None:
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        expected = f"only {', '.join(accepted)}" if accepted else "no options"
+        raise ConfigError(
+            f"The {kind} {name!r} does not take the option(s) {', '.join(unknown)}; expected {expected}."
+        )
+
+
+def _looks_like_path(name: str | os.PathLike) -> bool:
+    if isinstance(name, os.PathLike):
+        return True
+    return "/" in name or os.sep in name or name.endswith(_PATH_SUFFIXES)
+
+
+def load_corpus(name_or_path: str | os.PathLike | Corpus, **options: Any) -> Corpus:
+    """A built-in corpus by name, a passage file by path, or a :class:`Corpus` unchanged.
+
+    Options: ``seed`` and ``num_passages`` for ``"synthwiki"`` (defaults 0 and 1000),
+    ``name`` for a file. Raises :class:`UnknownNameError` (with a "Did you mean"
+    suggestion) for an unknown name, ``FileNotFoundError`` for a path that does not exist
+    and :class:`ConfigError` for an option the corpus does not take.
+    """
+    if isinstance(name_or_path, Corpus):
+        _check_options("corpus object", name_or_path.name, options, ())
+        return name_or_path
+    if isinstance(name_or_path, str) and name_or_path in CORPORA:
+        if name_or_path == "wiki-vital":
+            _check_options("corpus", name_or_path, options, ())
+            from searchgym.corpora import wikivital
+
+            return wikivital.load_corpus()
+        return _synthwiki("corpus", options).corpus
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise ConfigError(
+            f"load_corpus expects a corpus name, a path or a Corpus, got {type(name_or_path).__name__}."
+        )
+    path = Path(name_or_path)
+    if path.is_file():
+        _check_options("passage file", str(path), options, ("name",))
+        return read_passages(path, **options)
+    if _looks_like_path(name_or_path):
+        raise missing_file_error(path, "passage")
+    raise UnknownNameError("corpus", name_or_path, CORPORA)
+
+
+def load_dataset(
+    name_or_path: str | os.PathLike | Sequence[QAExample], split: str = "dev", **options: Any
+) -> list[QAExample]:
+    """A built-in dataset by name, a QA file by path, or a list of examples unchanged.
+
+    Splits: ``"wiki-vital"`` and ``"wiki-vital-answerable"`` take ``"dev"`` (FanOutQA's dev
+    set) or its synonym ``"all"``; ``"synthwiki"`` takes ``"train"``, ``"dev"`` or ``"test"``
+    and the same ``seed``/``num_passages`` options as its corpus (so the questions are about
+    that very corpus). A file is one split by itself, so ``split`` is not used for it.
+    Always returns a new list.
+    """
+    if isinstance(name_or_path, Sequence) and not isinstance(name_or_path, str):
+        bad = [type(e).__name__ for e in name_or_path if not isinstance(e, QAExample)]
+        if bad:
+            raise ConfigError(f"load_dataset expects a list of QAExample, got one containing {bad[0]}.")
+        _check_options("list of examples", "<list>", options, ())
+        return list(name_or_path)
+    if isinstance(name_or_path, str) and name_or_path in DATASETS:
+        if name_or_path == "synthwiki":
+            check_name("synthwiki split", split, _SYNTHWIKI_SPLITS)
+            return list(_synthwiki("dataset", options).questions(split))
+        _check_options("dataset", name_or_path, options, ())
+        check_name(f"{name_or_path} split", split, _WIKI_VITAL_SPLITS)
+        from searchgym.corpora import wikivital
+
+        return wikivital.load_questions("answerable" if name_or_path == "wiki-vital-answerable" else "all")
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise ConfigError(
+            f"load_dataset expects a dataset name, a path or a list of QAExample, got {type(name_or_path).__name__}."
+        )
+    path = Path(name_or_path)
+    if path.is_file():
+        _check_options("QA file", str(path), options, ())
+        return read_qa(path)
+    if _looks_like_path(name_or_path):
+        raise missing_file_error(path, "QA dataset")
+    raise UnknownNameError("dataset", name_or_path, DATASETS)
+
+
+def default_dataset_for(corpus: str | Corpus) -> str:
+    """The built-in dataset whose questions are about the built-in corpus ``corpus``.
+
+    A generated synthwiki corpus is named after its world (``"synthwiki-s0-n1000"``), so
+    any name starting with ``"synthwiki-"`` counts as synthwiki.
+    """
+    name = corpus.name if isinstance(corpus, Corpus) else corpus
+    if isinstance(name, str) and name.startswith("synthwiki-"):
+        name = "synthwiki"
+    if name not in _DEFAULT_DATASET:
+        raise UnknownNameError("built-in corpus", name, CORPORA)
+    return _DEFAULT_DATASET[name]

@@ -1,0 +1,335 @@
+"""Passage files in the formats retrieval-RL users already have, and a document chunker.
+
+Two JSON-lines layouts are read (plain or gzip-compressed, detected from the file's
+first bytes, one object per line, blank lines ignored):
+
+* Search-R1 / FlashRAG: ``{"id": "0", "contents": "\\"Title\\"\\ntext"}``. The first line of
+  ``contents`` is the title (one pair of surrounding double quotes is stripped), the rest
+  is the text. ``contents`` without a newline is a passage without title.
+* title/text: ``{"id": "0", "title": "Title", "text": "text"}``.
+
+The layout is detected per line, so a file may mix both (a line with ``title`` and
+``text`` uses them even if it also has ``contents``). ``id`` is required (a string
+or an integer, which is converted to its decimal string) and must be unique in the file.
+Other keys are ignored.
+"""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from searchgym.corpora.types import Corpus, Passage
+from searchgym.error import ConfigError, DataFileNotFoundError, DataFormatError
+
+__all__ = ["PASSAGE_FORMATS", "chunk_documents", "read_passages", "write_passages"]
+
+PASSAGE_FORMATS = ("flashrag", "title_text")
+
+PASSAGE_LINE_FORMAT = (
+    'a JSON object with "id" and either "contents" ("title"\\ntext, the Search-R1/FlashRAG '
+    'layout) or "title" and "text"'
+)
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+# ---------------------------------------------------------------------------- JSON lines
+
+
+def describe_value(value: Any, limit: int = 80) -> str:
+    """A short description of a parsed JSON value for error messages."""
+    if isinstance(value, dict):
+        keys = list(value)
+        shown = ", ".join(repr(k) for k in keys[:8]) + (", ..." if len(keys) > 8 else "")
+        return f"an object with keys [{shown}]"
+    text = json.dumps(value, ensure_ascii=False)
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def missing_file_error(path: str | os.PathLike, what: str) -> DataFileNotFoundError:
+    """A ``FileNotFoundError`` that says which file was expected and how to get one."""
+    return DataFileNotFoundError(
+        errno.ENOENT,
+        f"No such {what} file: {str(path)!r}; expected an existing .jsonl or .jsonl.gz file. "
+        "Check the path, or pass a built-in name instead",
+        str(path),
+    )
+
+
+def _open_binary(path: Path):
+    with path.open("rb") as f:
+        compressed = f.read(2) == _GZIP_MAGIC
+    return gzip.open(path, "rb") if compressed else path.open("rb")
+
+
+def iter_jsonl_objects(
+    path: str | os.PathLike, *, expected: str, what: str = "data"
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, object)`` for every non-blank line of a (gzipped) JSON-lines file.
+
+    Line numbers are 1-based. A line that is not UTF-8, not JSON or not a JSON object
+    raises :class:`DataFormatError` naming the file, the line and ``expected``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise missing_file_error(path, what)
+    with _open_binary(path) as f:
+        try:
+            for line_number, raw in enumerate(f, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise DataFormatError(
+                        path, line_number, expected, f"bytes that are not UTF-8 at column {e.start + 1}"
+                    ) from e
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as e:
+                    snippet = line.strip()
+                    snippet = snippet if len(snippet) <= 60 else snippet[:57] + "..."
+                    raise DataFormatError(
+                        path, line_number, expected, f"invalid JSON ({e.msg} at column {e.colno}): {snippet!r}"
+                    ) from e
+                if not isinstance(obj, dict):
+                    raise DataFormatError(path, line_number, expected, describe_value(obj))
+                yield line_number, obj
+        except (EOFError, gzip.BadGzipFile) as e:
+            raise DataFormatError(path, None, "a complete gzip file", f"a damaged one ({e})") from e
+
+
+def read_id(obj: dict[str, Any], path: Path, line_number: int, expected: str) -> str:
+    """The ``id`` of a record as a string (integers are accepted as their decimal form)."""
+    if "id" not in obj:
+        raise DataFormatError(path, line_number, expected, f"{describe_value(obj)} (no 'id')")
+    value = obj["id"]
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise DataFormatError(path, line_number, expected, f"'id' = {describe_value(value)}")
+    return str(value)
+
+
+# ------------------------------------------------------------------------------- passages
+
+
+def split_contents(contents: str) -> tuple[str, str]:
+    """Split a Search-R1/FlashRAG ``contents`` string into ``(title, text)``.
+
+    The first line is the title with one pair of surrounding double quotes removed;
+    without a newline the whole string is the text and the title is empty.
+    """
+    if "\n" not in contents:
+        return "", contents
+    title, text = contents.split("\n", 1)
+    title = title.strip()
+    if len(title) >= 2 and title.startswith('"') and title.endswith('"'):
+        title = title[1:-1]
+    return title, text
+
+
+def _passage_from(obj: dict[str, Any], path: Path, line_number: int) -> Passage:
+    passage_id = read_id(obj, path, line_number, PASSAGE_LINE_FORMAT)
+    if "title" in obj and "text" in obj:
+        title, text = obj["title"], obj["text"]
+        if not isinstance(title, str) or not isinstance(text, str):
+            bad = "title" if not isinstance(title, str) else "text"
+            raise DataFormatError(path, line_number, PASSAGE_LINE_FORMAT, f"{bad!r} = {describe_value(obj[bad])}")
+        return Passage(passage_id, title, text)
+    if "contents" in obj:
+        contents = obj["contents"]
+        if not isinstance(contents, str):
+            raise DataFormatError(path, line_number, PASSAGE_LINE_FORMAT, f"'contents' = {describe_value(contents)}")
+        return Passage(passage_id, *split_contents(contents))
+    raise DataFormatError(path, line_number, PASSAGE_LINE_FORMAT, describe_value(obj))
+
+
+def _default_name(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz", ".jsonl", ".json"):
+        name = name.removesuffix(suffix)
+    return name or path.name
+
+
+def read_passages(path: str | os.PathLike, *, name: str | None = None) -> Corpus:
+    """Read a passage file (see the module docstring for the layouts) into a :class:`Corpus`.
+
+    ``name`` defaults to the file name without ``.jsonl``/``.gz``. Raises
+    :class:`DataFormatError` naming the file and line for a malformed line or a repeated
+    id, and ``FileNotFoundError`` if the file does not exist.
+    """
+    path = Path(path)
+    passages: list[Passage] = []
+    first_line: dict[str, int] = {}
+    for line_number, obj in iter_jsonl_objects(path, expected=PASSAGE_LINE_FORMAT, what="passage"):
+        passage = _passage_from(obj, path, line_number)
+        if passage.id in first_line:
+            raise DataFormatError(
+                path,
+                line_number,
+                "unique passage ids",
+                f"id {passage.id!r} again (first on line {first_line[passage.id]}); rename or drop one",
+            )
+        first_line[passage.id] = line_number
+        passages.append(passage)
+    return Corpus(passages, name=name or _default_name(path))
+
+
+def _open_for_writing(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # mtime=0 keeps gzip output byte-identical across runs.
+    return gzip.GzipFile(path, "wb", mtime=0) if path.suffix == ".gz" else path.open("wb")
+
+
+def write_jsonl(records: Iterable[dict[str, Any]], path: str | os.PathLike) -> Path:
+    """Write one JSON object per line (gzip-compressed if ``path`` ends in ``.gz``)."""
+    path = Path(path)
+    with _open_for_writing(path) as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+    return path
+
+
+def write_passages(
+    corpus: Iterable[Passage],
+    path: str | os.PathLike,
+    format: Literal["flashrag", "title_text"] = "flashrag",
+) -> Path:
+    """Write passages as JSON lines that :func:`read_passages` reads back unchanged.
+
+    ``format="flashrag"`` writes ``{"id", "contents"}`` with ``contents = "\\"title\\"\\ntext"``
+    (what Search-R1 and FlashRAG retrievers index); ``"title_text"`` writes
+    ``{"id", "title", "text"}``. A path ending in ``.gz`` is gzip-compressed.
+    """
+    if format == "flashrag":
+        records = ({"id": p.id, "contents": p.contents} for p in corpus)
+    elif format == "title_text":
+        records = ({"id": p.id, "title": p.title, "text": p.text} for p in corpus)
+    else:
+        raise ConfigError(f"write_passages expects format to be one of {PASSAGE_FORMATS}, got {format!r}.")
+    return write_jsonl(records, path)
+
+
+# -------------------------------------------------------------------------------- chunking
+
+# Tokens ending in a period that do not end a sentence.
+_ABBREVIATIONS = frozenset(
+    "mr mrs ms dr prof st jr sr vs etc e.g i.e vol fig ca c approx gen col lt sgt rev mt ft inc ltd co corp".split()
+)
+_SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*$")
+_SENTENCE_START = re.compile(r"^[\"'“‘(\[]*[A-Z0-9À-Ý]")
+
+
+def _ends_sentence(word: str, next_word: str | None) -> bool:
+    if next_word is None:
+        return True
+    if not _SENTENCE_END.search(word) or not _SENTENCE_START.match(next_word):
+        return False
+    if word.endswith("."):
+        stem = word.rstrip(".").lower()
+        # Initials ("C.", "J.R.R.") and listed abbreviations are followed by capitals too.
+        if stem in _ABBREVIATIONS or re.fullmatch(r"([a-z]\.)*[a-z]", stem):
+            return False
+    return True
+
+
+def split_sentences(text: str) -> list[list[str]]:
+    """Split text into sentences, each a list of whitespace-separated words."""
+    words = text.split()
+    sentences: list[list[str]] = []
+    current: list[str] = []
+    for i, word in enumerate(words):
+        current.append(word)
+        if _ends_sentence(word, words[i + 1] if i + 1 < len(words) else None):
+            sentences.append(current)
+            current = []
+    return sentences
+
+
+def _units(text: str, words: int) -> list[list[str]]:
+    """Sentences, with any sentence longer than ``words`` cut into word runs of that size."""
+    units: list[list[str]] = []
+    for sentence in split_sentences(text):
+        units.extend(sentence[i : i + words] for i in range(0, len(sentence), words))
+    return units
+
+
+def _pack(units: list[list[str]], words: int, overlap: int) -> list[list[str]]:
+    chunks: list[list[list[str]]] = []
+    current: list[list[str]] = []
+    size = 0
+    for unit in units:
+        if current and size + len(unit) > words:
+            chunks.append(current)
+            # Carry whole trailing units of the previous chunk, up to `overlap` words,
+            # as long as the new unit still fits after them.
+            carried: list[list[str]] = []
+            carried_size = 0
+            for previous in reversed(current):
+                if carried_size + len(previous) > overlap or carried_size + len(previous) + len(unit) > words:
+                    break
+                carried.insert(0, previous)
+                carried_size += len(previous)
+            current, size = carried, carried_size
+        current.append(unit)
+        size += len(unit)
+    if current:
+        chunks.append(current)
+    return [[w for unit in chunk for w in unit] for chunk in chunks]
+
+
+def chunk_documents(
+    documents: Iterable[tuple[str, str, str] | Passage], words: int = 100, overlap: int = 0
+) -> list[Passage]:
+    """Cut long documents into passages of at most ``words`` words with the title attached.
+
+    Every document is ``(doc_id, title, text)`` or a :class:`Passage`. The rule:
+
+    * A document of at most ``words`` words becomes one passage with its text unchanged.
+    * Longer text is split into sentences (at ``.``/``!``/``?`` followed by a capitalised
+      word or a digit, not after initials or common abbreviations such as "Dr."), and
+      consecutive sentences are packed greedily while the passage stays within ``words``
+      words. A sentence longer than ``words`` is cut into runs of ``words`` words, so a
+      cut never falls inside a word. Whitespace inside a split passage becomes one space.
+    * With ``overlap > 0`` a passage starts with the whole trailing sentences of the
+      previous one that total at most ``overlap`` words (fewer if they would not leave
+      room for the next sentence).
+    * Passage ``i`` of document ``doc_id`` (counting from 0, also for a document kept
+      whole) has id ``f"{doc_id}#{i}"`` and the document's title. Documents whose text is
+      empty or only whitespace produce no passage.
+
+    Raises :class:`ConfigError` for ``words < 1``, ``overlap`` outside ``[0, words)`` or a
+    repeated document id.
+    """
+    if isinstance(words, bool) or not isinstance(words, int) or words < 1:
+        raise ConfigError(f"chunk_documents expects words to be a positive integer, got {words!r}.")
+    if isinstance(overlap, bool) or not isinstance(overlap, int) or not 0 <= overlap < words:
+        raise ConfigError(
+            f"chunk_documents expects overlap to be an integer in [0, words={words}), got {overlap!r}."
+        )
+    passages: list[Passage] = []
+    seen: set[str] = set()
+    for document in documents:
+        if isinstance(document, Passage):
+            doc_id, title, text = document.id, document.title, document.text
+        else:
+            doc_id, title, text = document
+        if doc_id in seen:
+            raise ConfigError(f"chunk_documents got document id {doc_id!r} twice; expected unique ids.")
+        seen.add(doc_id)
+        if not text.strip():
+            continue
+        if len(text.split()) <= words:
+            passages.append(Passage(f"{doc_id}#0", title, text))
+            continue
+        for i, chunk in enumerate(_pack(_units(text, words), words, overlap)):
+            passages.append(Passage(f"{doc_id}#{i}", title, " ".join(chunk)))
+    return passages

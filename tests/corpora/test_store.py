@@ -1,0 +1,238 @@
+import gzip
+import json
+import re
+
+import pytest
+
+from searchgym.corpora.store import (
+    PASSAGE_LINE_FORMAT,
+    chunk_documents,
+    read_passages,
+    split_contents,
+    split_sentences,
+    write_passages,
+)
+from searchgym.corpora.types import Corpus, Passage
+from searchgym.error import ConfigError, DataFormatError
+
+
+def write_lines(path, lines):
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def test_reads_flashrag_contents_with_and_without_quotes(tmp_path):
+    path = write_lines(
+        tmp_path / "wiki.jsonl",
+        [
+            json.dumps({"id": "0", "contents": '"Aaron"\nAaron is a prophet.'}),
+            json.dumps({"id": "1", "contents": "Abba\nABBA is a band.\nFrom Sweden."}),
+            json.dumps({"id": 2, "contents": "no title here"}),
+        ],
+    )
+    corpus = read_passages(path)
+    assert isinstance(corpus, Corpus)
+    assert corpus.name == "wiki"
+    assert list(corpus) == [
+        Passage("0", "Aaron", "Aaron is a prophet."),
+        Passage("1", "Abba", "ABBA is a band.\nFrom Sweden."),
+        Passage("2", "", "no title here"),
+    ]
+
+
+def test_reads_title_text_and_mixed_layouts_skipping_blank_lines(tmp_path):
+    path = write_lines(
+        tmp_path / "mixed.jsonl",
+        [
+            json.dumps({"id": "a", "title": "Alpha", "text": "First.", "extra": 1}),
+            "",
+            "   ",
+            json.dumps({"id": "b", "contents": '"Beta"\nSecond.'}),
+        ],
+    )
+    corpus = read_passages(path, name="mine")
+    assert corpus.name == "mine"
+    assert [(p.id, p.title, p.text) for p in corpus] == [("a", "Alpha", "First."), ("b", "Beta", "Second.")]
+
+
+def test_reads_gzip_whatever_the_suffix(tmp_path):
+    record = json.dumps({"id": "0", "contents": '"T"\nbody'}) + "\n"
+    for name in ("c.jsonl.gz", "c2.jsonl"):
+        with gzip.open(tmp_path / name, "wt", encoding="utf-8") as f:
+            f.write(record)
+        assert list(read_passages(tmp_path / name)) == [Passage("0", "T", "body")]
+    assert read_passages(tmp_path / "c.jsonl.gz").name == "c"
+
+
+def test_split_contents_strips_one_pair_of_quotes_only():
+    assert split_contents('""Quoted""\ntext') == ('"Quoted"', "text")
+    assert split_contents('"\ntext') == ('"', "text")
+
+
+def test_bad_json_line_names_file_line_and_expected_format(tmp_path):
+    path = write_lines(tmp_path / "bad.jsonl", [json.dumps({"id": "0", "contents": "T\nx"}), "", "{not json"])
+    message = (
+        f"{path}, line 3: expected {PASSAGE_LINE_FORMAT}, got invalid JSON "
+        "(Expecting property name enclosed in double quotes at column 2): '{not json'."
+    )
+    with pytest.raises(DataFormatError, match=re.escape(message)) as info:
+        read_passages(path)
+    assert (info.value.path, info.value.line) == (str(path), 3)
+
+
+def test_a_line_that_is_not_an_object(tmp_path):
+    path = write_lines(tmp_path / "list.jsonl", ['["0", "text"]'])
+    message = f'{path}, line 1: expected {PASSAGE_LINE_FORMAT}, got list ["0", "text"].'
+    with pytest.raises(DataFormatError, match=re.escape(message)):
+        read_passages(path)
+
+
+def test_missing_fields_list_the_keys_found(tmp_path):
+    path = write_lines(tmp_path / "p.jsonl", [json.dumps({"id": "0", "body": "x", "name": "y"})])
+    message = f"{path}, line 1: expected {PASSAGE_LINE_FORMAT}, got an object with keys ['id', 'body', 'name']."
+    with pytest.raises(DataFormatError, match=re.escape(message)):
+        read_passages(path)
+
+
+def test_missing_or_bad_id_and_bad_field_types(tmp_path):
+    cases = {
+        json.dumps({"contents": "T\nx"}): "got an object with keys ['contents'] (no 'id').",
+        json.dumps({"id": None, "contents": "T\nx"}): "got 'id' = NoneType null.",
+        json.dumps({"id": "0", "contents": 5}): "got 'contents' = int 5.",
+        json.dumps({"id": "0", "title": "T", "text": ["x"]}): "got 'text' = list [\"x\"].",
+    }
+    for line, got in cases.items():
+        path = write_lines(tmp_path / "p.jsonl", [line])
+        with pytest.raises(DataFormatError, match=re.escape(f"{path}, line 1: expected {PASSAGE_LINE_FORMAT}, {got}")):
+            read_passages(path)
+
+
+def test_duplicate_ids_name_both_lines(tmp_path):
+    path = write_lines(
+        tmp_path / "dup.jsonl",
+        [json.dumps({"id": i, "contents": f"{t}\n{t}"}) for i, t in (("7", "A"), ("8", "B"), (7, "C"))],
+    )
+    message = f"{path}, line 3: expected unique passage ids, got id '7' again (first on line 1); rename or drop one."
+    with pytest.raises(DataFormatError, match=re.escape(message)):
+        read_passages(path)
+
+
+def test_non_utf8_line(tmp_path):
+    path = tmp_path / "latin.jsonl"
+    path.write_bytes(b'{"id": "0", "contents": "T\\nx"}\n{"id": "1", "contents": "caf\xe9"}\n')
+    message = f"{path}, line 2: expected {PASSAGE_LINE_FORMAT}, got bytes that are not UTF-8 at column 29."
+    with pytest.raises(DataFormatError, match=re.escape(message)):
+        read_passages(path)
+
+
+def test_missing_file_is_a_file_not_found_error_naming_the_path(tmp_path):
+    path = tmp_path / "nowhere.jsonl"
+    message = f"No such passage file: {str(path)!r}; expected an existing .jsonl or .jsonl.gz file."
+    with pytest.raises(FileNotFoundError, match=re.escape(message)):
+        read_passages(path)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+PASSAGES = [
+    Passage("0", "Aaron", "Aaron is a prophet.\nSecond line."),
+    Passage("1", 'Title with "quotes"', "Text with ünïcode."),
+    Passage("2", "", "untitled"),
+]
+
+
+@pytest.mark.parametrize("fmt", ["flashrag", "title_text"])
+@pytest.mark.parametrize("name", ["out.jsonl", "out.jsonl.gz"])
+def test_write_then_read_round_trips(tmp_path, fmt, name):
+    path = write_passages(Corpus(PASSAGES), tmp_path / "sub" / name, format=fmt)
+    assert list(read_passages(path)) == PASSAGES
+
+
+def test_write_flashrag_layout_is_what_search_r1_indexes(tmp_path):
+    path = write_passages(PASSAGES[:1], tmp_path / "o.jsonl")
+    record = json.loads(path.read_text(encoding="utf-8"))
+    assert record == {"id": "0", "contents": '"Aaron"\nAaron is a prophet.\nSecond line.'}
+
+
+def test_write_rejects_unknown_format(tmp_path):
+    message = "write_passages expects format to be one of ('flashrag', 'title_text'), got 'csv'."
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        write_passages(PASSAGES, tmp_path / "o.jsonl", format="csv")
+
+
+# -------------------------------------------------------------------------- chunking
+
+
+def sentence(n_words, first="Word", last="end."):
+    return " ".join([first] + ["w"] * (n_words - 2) + [last])
+
+
+def test_short_documents_are_kept_whole_with_their_text_unchanged():
+    text = "One sentence.  Two\nsentences."
+    assert chunk_documents([("d", "Doc", text)], words=10) == [Passage("d#0", "Doc", text)]
+
+
+def test_packs_whole_sentences_up_to_the_word_limit():
+    s1, s2, s3 = sentence(40, "Alpha"), sentence(50, "Beta"), sentence(30, "Gamma")
+    passages = chunk_documents([("doc", "Title", f"{s1} {s2}\n{s3}")], words=100)
+    assert passages == [Passage("doc#0", "Title", f"{s1} {s2}"), Passage("doc#1", "Title", s3)]
+
+
+def test_a_sentence_longer_than_the_limit_is_cut_between_words():
+    words = [f"W{i}" for i in range(25)]
+    text = "Short one. " + " ".join(words) + "."
+    passages = chunk_documents([("x", "T", text)], words=10)
+    assert [p.text for p in passages] == [
+        "Short one.",
+        " ".join(words[:10]),
+        " ".join(words[10:20]),
+        " ".join(words[20:]) + ".",
+    ]
+    assert [p.id for p in passages] == ["x#0", "x#1", "x#2", "x#3"]
+    assert all(p.title == "T" for p in passages)
+
+
+def test_chunks_never_exceed_the_limit_and_keep_every_word_in_order():
+    text = " ".join(f"Sentence {i} has {'some ' * (i % 7)}words." for i in range(60))
+    passages = chunk_documents([Passage("p", "T", text)], words=23)
+    assert all(len(p.text.split()) <= 23 for p in passages)
+    assert " ".join(p.text for p in passages).split() == text.split()
+    assert all(p.text.endswith(".") for p in passages)
+
+
+def test_overlap_repeats_whole_trailing_sentences():
+    a, b, c, d = (sentence(4, name) for name in ("Aa", "Bb", "Cc", "Dd"))
+    passages = chunk_documents([("d", "T", f"{a} {b} {c} {d}")], words=8, overlap=4)
+    assert [p.text for p in passages] == [f"{a} {b}", f"{b} {c}", f"{c} {d}"]
+
+
+def test_initials_and_abbreviations_do_not_end_sentences():
+    text = "It was written by Arthur C. Clarke in 1968. Dr. Smith agreed. The end."
+    assert [" ".join(s) for s in split_sentences(text)] == [
+        "It was written by Arthur C. Clarke in 1968.",
+        "Dr. Smith agreed.",
+        "The end.",
+    ]
+
+
+def test_empty_documents_produce_nothing_and_ids_must_be_unique():
+    assert chunk_documents([("e", "Empty", "  \n")]) == []
+    with pytest.raises(ConfigError, match=re.escape("chunk_documents got document id 'a' twice; expected unique ids.")):
+        chunk_documents([("a", "T", "x"), ("a", "T", "y")])
+
+
+@pytest.mark.parametrize(
+    ("words", "overlap", "message"),
+    [
+        (0, 0, "chunk_documents expects words to be a positive integer, got 0."),
+        (10, 10, "chunk_documents expects overlap to be an integer in [0, words=10), got 10."),
+        (10, -1, "chunk_documents expects overlap to be an integer in [0, words=10), got -1."),
+    ],
+)
+def test_chunk_arguments_are_checked(words, overlap, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        chunk_documents([("a", "T", "x")], words=words, overlap=overlap)
