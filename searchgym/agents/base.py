@@ -1,0 +1,23 @@
+"""The agent interface: batched, text in, text out."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+class Agent(ABC):
+    """Plays one or more episodes at once.
+
+    ``act(observations, infos)`` receives, for every live episode, the observation and
+    ``info`` the env returned last (from ``reset`` on the first turn) and returns one turn
+    of text per episode. Agents that keep per-episode state key it by the episode's
+    position in the batch and reset it when ``info["turn"] == 0``.
+    """
+
+    name: str = "agent"
+
+    @abstractmethod
+    def act(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[str]:
+        """One action (turn text) per observation."""

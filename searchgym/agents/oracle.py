@@ -1,0 +1,88 @@
+"""A scripted agent that solves synthwiki questions through any protocol.
+
+synthwiki questions carry their solution path in ``metadata``: one oracle query per hop,
+the supporting passage ids and the evidence sentences. The oracle issues the queries in
+order, keeps the supporting documents (s3), quotes the evidence (R-Search) and answers
+with the canonical answer. It checks that the environment, protocols and rewards fit
+together: it must reach full reward wherever full reward is reachable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from searchgym.agents.base import Agent
+from searchgym.corpora.types import Corpus, QAExample
+from searchgym.envs.protocols import Answer, Complete, Evidence, Protocol, Search, Select, make_protocol
+from searchgym.error import ConfigError
+
+_REQUIRED = ("oracle_queries", "supporting_ids", "evidence")
+
+
+class SynthWikiOracle(Agent):
+    """Solves synthwiki questions from their metadata. Needs ``max_turns >= hops + 1``."""
+
+    name = "oracle"
+
+    def __init__(self, protocol: str | Protocol, examples: Iterable[QAExample], corpus: Corpus | None = None):
+        self.protocol = make_protocol(protocol)
+        self.examples: dict[str, QAExample] = {ex.id: ex for ex in examples}
+        self.corpus = corpus
+
+    @classmethod
+    def for_env(cls, env: Any) -> SynthWikiOracle:
+        """An oracle for the protocol, questions and corpus of ``env`` (wrapped or not)."""
+        inner = env.unwrapped
+        return cls(inner.protocol, inner.examples, inner.corpus)
+
+    def _evidence(self, meta: Mapping[str, Any]) -> str:
+        """The evidence sentences, each introduced by the title of the passage quoting it
+        (sentences like "It was founded in 1872." name their subject only through it)."""
+        passages = [self.corpus.get(pid) for pid in meta["supporting_ids"]] if self.corpus is not None else []
+        quoted = []
+        for sentence in meta["evidence"]:
+            title = next((p.title for p in passages if sentence in p.text), None)
+            quoted.append(f"{title}: {sentence}" if title else sentence)
+        return " ".join(quoted)
+
+    def act(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[str]:
+        if len(observations) != len(infos):
+            raise ConfigError(f"SynthWikiOracle.act expects one info per observation, got {len(observations)} and {len(infos)}.")
+        return [self._turn(info) for info in infos]
+
+    def _example(self, example_id: str) -> QAExample:
+        ex = self.examples.get(example_id)
+        if ex is None:
+            raise ConfigError(f"SynthWikiOracle knows no question with id {example_id!r}; build it with SynthWikiOracle.for_env(env).")
+        missing = [k for k in _REQUIRED if k not in ex.metadata]
+        if missing:
+            raise ConfigError(
+                f"SynthWikiOracle expects synthwiki questions whose metadata has {', '.join(_REQUIRED)}; "
+                f"question {example_id!r} lacks {', '.join(missing)}."
+            )
+        return ex
+
+    def _turn(self, info: Mapping[str, Any]) -> str:
+        ex = self._example(info["example_id"])
+        meta = ex.metadata
+        queries: list[str] = meta["oracle_queries"]
+        supporting = set(meta["supporting_ids"])
+        turn = info["turn"]
+        # Documents of the latest window that support the answer (s3 keeps them).
+        keep = tuple(i for i, pid in enumerate(info.get("retrieved_ids", []), 1) if pid in supporting)
+        actions: list[Any] = []
+        if self.protocol.answers_with_generator:
+            actions.append(Select(keep))  # an empty selection keeps an unhelpful window out
+        if turn < len(queries):
+            actions.append(Search(queries[turn]))
+            thought = f"I need to find: {queries[turn]}."
+        elif self.protocol.answers_with_generator:
+            actions.append(Complete())
+            thought = None
+        else:
+            if self.protocol.name == "r_search":
+                actions.append(Evidence(self._evidence(meta)))
+            actions.append(Answer(ex.answers[0]))
+            thought = "I have found the answer."
+        return self.protocol.write(actions, thought=thought)

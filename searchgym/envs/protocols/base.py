@@ -1,0 +1,219 @@
+"""What every protocol shares: the parsed actions and the tag scanner.
+
+A protocol is the tag grammar of one seed system. It turns one agent turn (text) into a
+tuple of actions, and renders what the environment says back. It holds no episode
+state: the environment does.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from searchgym.corpora.types import Hit, QAExample
+from searchgym.error import ConfigError
+
+
+# ---------------------------------------------------------------- actions
+@dataclass(frozen=True)
+class Search:
+    """Retrieve top-k passages for ``query``."""
+
+    query: str
+    kind = "search"
+
+
+@dataclass(frozen=True)
+class Select:
+    """Keep the documents numbered ``doc_numbers`` (1-based, as rendered) in the context (s3)."""
+
+    doc_numbers: tuple[int, ...]
+    kind = "select"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Evidence the agent wrote from what it retrieved (R-Search)."""
+
+    text: str
+    kind = "evidence"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The final answer; ends the episode."""
+
+    text: str
+    kind = "answer"
+
+
+@dataclass(frozen=True)
+class Complete:
+    """The searcher declares its search complete; a frozen generator answers (s3)."""
+
+    kind = "complete"
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """A malformed turn; ``reason`` says what was wrong (for ``info``, not for the agent)."""
+
+    reason: str
+    kind = "invalid"
+
+
+Action = Search | Select | Evidence | Answer | Complete | Invalid
+
+
+@dataclass(frozen=True)
+class ParsedTurn:
+    """One agent turn after parsing.
+
+    ``text`` is the turn as the environment keeps it in the transcript: cut at the first
+    stop string and with every block of environment-owned tags the agent wrote itself
+    (forged ``<information>`` and the like) removed, so that nothing in it can pose as
+    retrieval. ``actions`` are executed in order.
+    """
+
+    actions: tuple[Action, ...]
+    text: str
+    forged_env_tags: bool = False
+    ignored_chars: int = 0
+    well_formed: bool = True
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(a.kind for a in self.actions)
+
+
+# ---------------------------------------------------------------- tag scanning
+def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, int]:
+    """Cut ``text`` just after the earliest stop string, as a generation engine stops there.
+
+    Returns the kept text and the number of characters dropped.
+    """
+    end = len(text)
+    for s in stop:
+        i = text.find(s)
+        if i != -1:
+            end = min(end, i + len(s))
+    return text[:end], len(text) - end
+
+
+def strip_blocks(text: str, tags: Sequence[tuple[str, str]]) -> tuple[str, bool]:
+    """Remove every ``open … close`` block (an unclosed ``open`` runs to the end of text).
+
+    Used to drop environment-owned blocks that an agent wrote into its own turn. Returns
+    the cleaned text and whether anything was removed.
+    """
+    found = False
+    for open_tag, close_tag in tags:
+        pattern = re.compile(re.escape(open_tag) + r".*?(?:" + re.escape(close_tag) + r"|\Z)", re.DOTALL)
+        text, n = pattern.subn("", text)
+        # A stray closing tag alone is also the environment's, not the agent's.
+        stray = text.count(close_tag)
+        if stray:
+            text = text.replace(close_tag, "")
+        found = found or n > 0 or stray > 0
+    return text, found
+
+
+def find_block(text: str, open_tag: str, close_tag: str) -> str | None:
+    """Content of the first closed ``open … close`` block, stripped; None if absent."""
+    start = text.find(open_tag)
+    if start == -1:
+        return None
+    start += len(open_tag)
+    end = text.find(close_tag, start)
+    if end == -1:
+        return None
+    return text[start:end].strip()
+
+
+def first_of(text: str, tags: Sequence[str]) -> str | None:
+    """The tag among ``tags`` that occurs first in ``text``."""
+    best, best_i = None, len(text) + 1
+    for t in tags:
+        i = text.find(t)
+        if i != -1 and i < best_i:
+            best, best_i = t, i
+    return best
+
+
+# ---------------------------------------------------------------- protocol
+class Protocol(ABC):
+    """The tag grammar of one seed system."""
+
+    #: Registry name, e.g. ``"search_r1"``.
+    name: str
+    #: Strings at which a generation engine should stop the agent's turn.
+    stop_strings: tuple[str, ...] = ()
+    #: Environment-owned tag pairs; an agent writing them has its block removed.
+    env_tags: tuple[tuple[str, str], ...] = ()
+    #: Whether the episode ends by a frozen generator answering (s3) rather than the agent.
+    answers_with_generator: bool = False
+    #: Whether the first observation already contains naive top-k documents (s3).
+    initial_retrieval: bool = False
+    #: Whether windows the agent never annotated with a selection reach the generator whole (s3).
+    keeps_unannotated_windows: bool = False
+    #: Whether the seed feeds the prompt through the model's chat template (R1-Searcher does not).
+    uses_chat_template: bool = True
+
+    @abstractmethod
+    def prompt(self, example: QAExample, docs: Sequence[Hit] | None = None) -> str:
+        """The first observation: instructions and the question (and ``docs`` where the
+        protocol starts from retrieved documents)."""
+
+    def messages(self, example: QAExample, docs: Sequence[Hit] | None = None) -> list[dict[str, str]]:
+        """The prompt as chat messages, for agents that apply a chat template."""
+        return [{"role": "user", "content": self.prompt(example, docs)}]
+
+    @abstractmethod
+    def parse_actions(self, text: str) -> tuple[tuple[Action, ...], bool]:
+        """Actions of one cleaned turn and whether the turn is well formed."""
+
+    @abstractmethod
+    def render_docs(self, hits: Sequence[Hit]) -> str:
+        """The observation for a retrieval: the documents, numbered from 1 in this window,
+        inside the protocol's tags. ``Select`` numbers refer to the latest window."""
+
+    @abstractmethod
+    def wrap_information(self, text: str) -> str:
+        """The observation for already condensed text (a summary) inside the protocol's tags."""
+
+    @abstractmethod
+    def invalid_feedback(self) -> str:
+        """The observation after a malformed turn."""
+
+    @abstractmethod
+    def write(self, actions: Sequence[Action], thought: str | None = None) -> str:
+        """A well-formed turn performing ``actions`` (the inverse of :meth:`parse`), used
+        by scripted agents and tests. Raises ``ConfigError`` for a combination of actions
+        the grammar cannot express in one turn."""
+
+    def budget_feedback(self) -> str:
+        """The observation after a search beyond the search budget."""
+        return "\nThe search budget is spent. Give the final answer now.\n"
+
+    def parse(self, text: str) -> ParsedTurn:
+        """Parse one agent turn. Never raises on any string."""
+        kept, ignored = cut_at_stop(text, self.stop_strings)
+        clean, forged = strip_blocks(kept, self.env_tags)
+        actions, well_formed = self.parse_actions(clean)
+        if not actions:
+            actions, well_formed = (Invalid("no recognised action tag"),), False
+        return ParsedTurn(actions, clean, forged, ignored, well_formed and not forged)
+
+    def _unwritable(self, actions: Sequence[Action]) -> ConfigError:
+        kinds = "+".join(a.kind for a in actions) or "nothing"
+        return ConfigError(f"The {self.name} protocol cannot write a turn doing {kinds}; {self.writable}.")
+
+    #: What :meth:`write` accepts, for its error message.
+    writable: str = "it writes one action per turn"
+
+    # A doc rendering shared by several seeds ("Doc 1(Title: X) text").
+    @staticmethod
+    def format_doc(number: int, hit: Hit) -> str:
+        return f"Doc {number}(Title: {hit.passage.title}) {hit.passage.text}"

@@ -1,0 +1,138 @@
+"""s3 (Jiang et al., 2025): a searcher-only agent; a frozen generator answers.
+
+The episode starts from naive retrieval: the prompt holds the question and the top
+documents for it. Each turn the searcher may keep documents of the latest information
+window with ``<important_info>[1, 3]</important_info>`` (numbers as rendered in that
+window), then searches again with ``<query>{"query": "..."}</query>`` (a bare query
+string is accepted, as in s3) or ends with ``<search_complete>True</search_complete>``.
+
+As in s3: a turn is cut after its first ``</query>``; a true ``<search_complete>``
+(``true``, ``yes``, ``1`` or ``y``) overrides a query in the same turn; the invalid-turn
+feedback opens a ``<query>`` for the agent, so a turn with ``</query>`` but no
+``<query>`` continues it. The frozen generator reads the kept documents followed by every
+document of each window the searcher never annotated (normally the initial one).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+from searchgym.corpora.types import Hit, QAExample
+from searchgym.envs.protocols.base import Action, Complete, Invalid, Protocol, Search, Select, find_block
+
+_NUMBERS = re.compile(r"\d{1,4}")
+_TRUE = frozenset({"true", "yes", "1", "y"})
+
+
+def _query_text(content: str) -> str:
+    """The query inside ``<query>``: JSON ``{"query": ...}`` (a list value gives its first
+    item), else the raw text."""
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return content.strip()
+    if isinstance(data, dict) and "query" in data:
+        value = data["query"]
+        if isinstance(value, list):
+            value = value[0] if value else ""
+        return str(value).strip()
+    return content.strip()
+
+
+class S3Protocol(Protocol):
+    """The grammar of s3: ``<query>``, ``<information>``, ``<important_info>``, ``<search_complete>``."""
+
+    name = "s3"
+    stop_strings = ("</query>",)
+    env_tags = (("<information>", "</information>"),)
+    answers_with_generator = True
+    initial_retrieval = True
+    #: Windows the searcher never annotated reach the generator whole (s3's context rule).
+    keeps_unannotated_windows = True
+    writable = "it writes an optional Select followed by one Search or Complete"
+
+    def prompt(self, example: QAExample, docs: Sequence[Hit] | None = None) -> str:
+        question = example.question.strip()
+        if not question.endswith("?"):
+            question += "?"
+        initial = "".join(f"Doc {i} (Title: {h.passage.title}) {h.passage.text}\n" for i, h in enumerate(docs or [], 1))
+        return (
+            "You are a search copilot for the generation model. Based on a user's query and initial searched "
+            "results, you will first determine if the searched results are enough to produce an answer.\n"
+            "If the searched results are enough, you will use <search_complete>True</search_complete> to "
+            "indicate that you have gathered enough information for the generation model to produce an answer.\n"
+            "If the searched results are not enough, you will go through a loop of <query> -> <information> -> "
+            "<important_info> -> <search_complete> -> <query> (if not complete) ..., to help the generation "
+            "model to generate a better answer with more relevant information searched.\n"
+            "You should show the search query between <query> and </query> in JSON format.\n"
+            "Based on the search query, we will return the top searched results between <information> and "
+            "</information>. You need to put the doc ids of the important documents (up to 3 documents, within "
+            "the current information window) between <important_info> and </important_info> (e.g., "
+            "<important_info>[1, 4]</important_info>).\n"
+            "A search query MUST be followed by a <search_complete> tag if the search is not complete.\n"
+            "After reviewing the information, you must decide whether to continue searching with a new query or "
+            "indicate that the search is complete. If you need more information, use "
+            "<search_complete>False</search_complete> to indicate you want to continue searching with a better "
+            "query. Otherwise, use <search_complete>True</search_complete> to terminate the search.\n"
+            "During the process, you can add reasoning process within <think></think> tag whenever you want. "
+            "Note: Only the important information would be used for the generation model to produce an answer.\n\n"
+            "For a question and initial searched results:\n<question>\n[user's question]\n</question>\n"
+            "<information>\n[initial searched results]\n</information>\n\n"
+            "If the initial searched results are enough to produce an answer, you should output:\n"
+            "<search_complete>\nTrue\n</search_complete>\n\n"
+            "If the initial searched results are not enough to produce an answer, you should output:\n"
+            '<query>\n{\n    "query": "[search query]"\n} \n</query>\n'
+            "<information>\n[top searched results based on the above search query]\n</information>\n"
+            "<important_info>\n[doc ids]\n</important_info>\n<search_complete>\nFalse\n</search_complete>\n"
+            '<query>\n{\n    "query": "[search query]"\n}\n</query>\n'
+            "...... (can be several turns until <search_complete> is True)\n\n"
+            "<search_complete>\nTrue\n</search_complete>\n\n"
+            "Now, start the loop with the following question and initial searched results:\n\n"
+            f"<question>\n{question}\n</question>\n<information>\n{initial.strip()}\n</information>\n"
+        )
+
+    def parse_actions(self, text: str) -> tuple[tuple[Action, ...], bool]:
+        if "</query>" in text and "<query>" not in text:
+            text = "<query>\n" + text  # continues the <query> that the invalid-turn feedback opened
+        actions: list[Action] = []
+        keep = find_block(text, "<important_info>", "</important_info>")
+        if keep is not None:
+            actions.append(Select(tuple(int(n) for n in _NUMBERS.findall(keep)[:16])))
+        complete = find_block(text, "<search_complete>", "</search_complete>")
+        if complete is not None and complete.lower() in _TRUE:
+            return (*actions, Complete()), True
+        content = find_block(text, "<query>", "</query>")
+        if content is not None:
+            query = _query_text(content)
+            if not query:
+                return (*actions, Invalid("empty query")), False
+            return (*actions, Search(query)), True
+        return (*actions, Invalid("no <query> or true <search_complete>")), False
+
+    def write(self, actions: Sequence[Action], thought: str | None = None) -> str:
+        acts = list(actions)
+        head = f"<think>{thought}</think>\n" if thought else ""
+        if acts and isinstance(acts[0], Select):
+            head += f"<important_info>{list(acts.pop(0).doc_numbers)}</important_info>\n"
+        if len(acts) != 1 or not isinstance(acts[0], (Search, Complete)):
+            raise self._unwritable(actions)
+        if isinstance(acts[0], Complete):
+            return f"{head}<search_complete>True</search_complete>"
+        return f"{head}<search_complete>False</search_complete>\n<query>{json.dumps({'query': acts[0].query})}</query>"
+
+    def render_docs(self, hits: Sequence[Hit]) -> str:
+        return self.wrap_information("\n".join(self.format_doc(i, h) for i, h in enumerate(hits, 1)))
+
+    def wrap_information(self, text: str) -> str:
+        return f"\n\n<information>{text.strip()}</information>\n\n"
+
+    def invalid_feedback(self) -> str:
+        return (
+            "\n\nThe information is not enough to answer the question. Let me dive deeper by generating a "
+            "brand new search query between <query> and </query> tags in JSON format:\n<query>\n"
+        )
+
+    def budget_feedback(self) -> str:
+        return "\n\nThe search budget is spent. I should keep the important documents and write <search_complete>True</search_complete>.\n"

@@ -1,0 +1,83 @@
+"""Search-R1 (Jin et al., 2025) and RECON, which keeps Search-R1's grammar and condenses
+every retrieval with a summarizer.
+
+Turn grammar: reasoning in ``<think>…</think>``, then either ``<search> query </search>``
+or ``<answer> text </answer>``. The first closed ``search`` or ``answer`` block of the turn
+is the action, as in Search-R1's rollout. A turn is cut after its earliest ``</search>``
+or ``</answer>``, as a generation engine stopping there would (Search-R1's trainer cuts at
+``</search>`` first even when ``</answer>`` comes earlier; the two agree on every turn
+that has one action).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from searchgym.corpora.types import Hit, QAExample
+from searchgym.envs.protocols.base import Action, Answer, Invalid, Protocol, Search
+
+_ACTION = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL)
+
+
+class SearchR1Protocol(Protocol):
+    """The grammar of Search-R1: ``<think>``, ``<search>``, ``<information>``, ``<answer>``."""
+
+    name = "search_r1"
+    stop_strings = ("</search>", "</answer>")
+    env_tags = (("<information>", "</information>"),)
+
+    def prompt(self, example: QAExample, docs: Sequence[Hit] | None = None) -> str:
+        question = example.question.strip()
+        if not question.endswith("?"):
+            question += "?"  # as Search-R1's data preparation does
+        return (
+            "Answer the given question. You must conduct reasoning inside <think> and </think> "
+            "first every time you get new information. After reasoning, if you find you lack "
+            "some knowledge, you can call a search engine by <search> query </search> and it "
+            "will return the top searched results between <information> and </information>. "
+            "You can search as many times as your want. If you find no further external "
+            "knowledge needed, you can directly provide the answer inside <answer> and </answer>, "
+            f"without detailed illustrations. For example, <answer> Beijing </answer>. Question: {question}\n"
+        )
+
+    def parse_actions(self, text: str) -> tuple[tuple[Action, ...], bool]:
+        m = _ACTION.search(text)
+        if m is None:
+            return (Invalid("no closed <search> or <answer> block"),), False
+        tag, content = m.group(1), m.group(2).strip()
+        if not content:
+            return (Invalid(f"empty <{tag}> block"),), False
+        return ((Search(content) if tag == "search" else Answer(content)),), True
+
+    writable = "it writes exactly one Search or Answer per turn"
+
+    def write(self, actions: Sequence[Action], thought: str | None = None) -> str:
+        if len(actions) != 1 or not isinstance(actions[0], (Search, Answer)):
+            raise self._unwritable(actions)
+        act = actions[0]
+        head = f"<think> {thought} </think>\n" if thought else ""
+        if isinstance(act, Search):
+            return f"{head}<search> {act.query} </search>"
+        return f"{head}<answer> {act.text} </answer>"
+
+    def render_docs(self, hits: Sequence[Hit]) -> str:
+        docs = "\n".join(self.format_doc(i, h) for i, h in enumerate(hits, 1))
+        return self.wrap_information(docs)
+
+    def wrap_information(self, text: str) -> str:
+        return f"\n\n<information>{text.strip()}</information>\n\n"
+
+    def invalid_feedback(self) -> str:
+        return (
+            "\nMy previous action is invalid. If I want to search, I should put the query between "
+            "<search> and </search>. If I want to give the final answer, I should put the answer "
+            "between <answer> and </answer>. Let me try again.\n"
+        )
+
+
+class ReconProtocol(SearchR1Protocol):
+    """RECON: Search-R1's grammar; its environment condenses every retrieval (see
+    :mod:`searchgym.envs.summarizers`), so the agent's information blocks hold summaries."""
+
+    name = "recon"

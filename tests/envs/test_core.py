@@ -1,0 +1,103 @@
+"""SearchEnv's arguments, info and errors."""
+
+import re
+
+import pytest
+
+from env_helpers import SMALL_WORLD, finish_turn, make_small, search_turn
+from searchgym.corpora.types import QAExample
+from searchgym.envs import SearchEnv
+from searchgym.error import ConfigError, UnknownNameError
+
+
+def test_info_reports_the_search_and_the_context_growth():
+    env = make_small("searchgym/SearchR1-v0", top_k=2)
+    obs, info = env.reset(seed=2)
+    assert info["context_chars"] == len(obs) and info["context_tokens"] > 0
+    obs, reward, terminated, truncated, info = env.step(search_turn(env, "founded"))
+    assert info["action_kinds"] == ("search",) and info["query"] == "founded"
+    assert len(info["retrieved_ids"]) == 2 and info["num_searches"] == 1
+    assert obs.startswith("\n\n<information>Doc 1(Title: ") and "Doc 2(Title: " in obs
+    assert info["context_chars"] == len(env.unwrapped.transcript)
+    _, reward, terminated, _, info = env.step(finish_turn(env, env.unwrapped.example.answers[0]))
+    assert terminated and reward == 1.0 and info["answer"] == env.unwrapped.example.answers[0]
+    assert info["reward_components"] == {"em": 1.0}
+
+
+def test_reset_options_choose_the_question():
+    env = make_small("searchgym/SearchR1-v0").unwrapped
+    ex = env.examples[3]
+    assert env.reset(options={"example_index": 3})[1]["example_id"] == ex.id
+    assert env.reset(options={"example_id": ex.id})[1]["example_id"] == ex.id
+    own = QAExample("mine", "Who founded Nowhere?", ("Nobody",))
+    obs, info = env.reset(options={"example": own})
+    assert "Who founded Nowhere?" in obs and info["example_id"] == "mine"
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"example_index": 10**6}, r"reset(options={'example_index': ...}) expects an int in [0, "),
+        ({"example_id": "nope"}, "reset(options={'example_id': ...}) expects the id of a question in this env's dataset, got 'nope'."),
+        ({"example": "text"}, "reset(options={'example': ...}) expects a QAExample, got str."),
+        ({"index": 1}, "SearchEnv.reset expects options among ['example', 'example_id', 'example_index'], got ['index']."),
+    ],
+)
+def test_bad_reset_options(options, message):
+    env = make_small("searchgym/SearchR1-v0").unwrapped
+    with pytest.raises(ConfigError, match="^" + re.escape(message)):
+        env.reset(options=options)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"protocol": "serch_r1"}, UnknownNameError, "Unknown protocol 'serch_r1'. Did you mean 'search_r1'? Expected one of: r1_searcher, r_search, recon, s3, search_r1."),
+        ({"reward": "search_r1_emm"}, UnknownNameError, "Unknown reward 'search_r1_emm'. Did you mean 'search_r1_em'?"),
+        ({"summarizer": "llm"}, UnknownNameError, "Unknown summarizer 'llm'. Expected one of: extractive, identity."),
+        ({"top_k": 0}, ConfigError, "SearchEnv expects top_k to be a positive integer, got 0."),
+        ({"max_turns": "4"}, ConfigError, "SearchEnv expects max_turns to be a positive integer, got '4'."),
+        ({"render_mode": "rgb_array"}, UnknownNameError, "Unknown render mode 'rgb_array'."),
+    ],
+)
+def test_bad_arguments_fail_with_a_clear_message(kwargs, error, message):
+    with pytest.raises(error, match="^" + re.escape(message)):
+        SearchEnv(corpus_options=SMALL_WORLD, **kwargs)
+
+
+def test_s3_needs_a_generator_and_accepts_a_callable():
+    with pytest.raises(ConfigError, match="generator"):
+        SearchEnv(protocol="s3", reward="s3_gbr", corpus_options=SMALL_WORLD)
+    calls = []
+
+    def generator(question, docs):
+        calls.append(len(docs))
+        return "nothing"
+
+    env = SearchEnv(protocol="s3", reward="s3_gbr", generator=generator, corpus_options=SMALL_WORLD)
+    env.reset(seed=0)
+    env.step(finish_turn(env))
+    assert calls  # the generator answered from the selected docs (and the naive-RAG baseline)
+
+
+def test_unknown_frozen_model_name():
+    with pytest.raises(UnknownNameError, match=re.escape("Unknown generator model 'gold'. Did you mean 'gold-span'?")):
+        SearchEnv(protocol="s3", reward="s3_gbr", generator="gold", corpus_options=SMALL_WORLD)
+
+
+def test_recon_condenses_retrievals():
+    raw = make_small("searchgym/SearchR1-v0", top_k=3)
+    recon = make_small("searchgym/RECON-v0", top_k=3)
+    sizes = []
+    for env in (raw, recon):
+        env.reset(seed=4)
+        obs = env.step(search_turn(env, "founded city"))[0]
+        sizes.append(len(obs))
+    assert sizes[1] < sizes[0]
+
+
+def test_render_ansi_returns_the_transcript():
+    env = make_small("searchgym/SearchR1-v0", render_mode="ansi")
+    obs, _ = env.reset(seed=0)
+    env.step(search_turn(env, "born"))
+    assert env.render().startswith(obs) and "<information>" in env.render()
