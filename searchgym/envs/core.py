@@ -398,7 +398,7 @@ class SearchEnv(gym.Env[str, str]):
 
         naive = None
         if self.recipe.needs_naive_rag and self.example.id not in getattr(self.recipe, "naive_rag_cache", {}):
-            naive = [_doc_text(h.passage) for h in self.retriever.search([self.example.question], self.top_k)[0]]
+            naive = [_doc_text(h.passage) for h in self.retriever.search([self.example.question], self.initial_top_k)[0]]
         return Episode(
             question=self.example.question,
             answers=tuple(self.example.answers),

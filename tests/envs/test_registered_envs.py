@@ -115,3 +115,28 @@ def test_oracle_also_earns_the_format_rewards():
     env = make_small("searchgym/R1Searcher-v0", reward="r1_searcher_stage1")
     oracle = SynthWikiOracle.for_env(env)
     assert all(play(env, oracle, i)[0] == 1.0 for i in range(10))
+
+
+def test_the_shipped_checker_passes_every_registered_env(env_id):
+    from searchgym.envs.checks import check_protocol, check_search_env
+
+    env = make_small(env_id)
+    check_protocol(env.unwrapped.protocol)
+    check_search_env(env, fuzz=60)
+
+
+def test_the_shipped_checker_catches_a_protocol_that_raises():
+    from searchgym.envs.checks import check_protocol
+    from searchgym.envs.protocols.search_r1 import SearchR1Protocol
+    from searchgym.error import SearchGymError
+
+    class Fragile(SearchR1Protocol):
+        name = "fragile"
+
+        def parse_actions(self, text):
+            if "<answer>" in text:
+                raise IndexError("boom")
+            return super().parse_actions(text)
+
+    with pytest.raises(SearchGymError, match=r"^fragile\.parse raised IndexError on .*; it must never raise\.$"):
+        check_protocol(Fragile())
