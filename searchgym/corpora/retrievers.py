@@ -1,0 +1,141 @@
+"""Retrievers by name, with one shared index per corpus in a process.
+
+``make_retriever("bm25", corpus)`` is what environments call. Building an index is the
+slow part of creating an environment (seconds for wiki-vital, about a minute for a
+million passages), and vectorised or multi-agent setups create many environments over the
+same corpus, so :func:`make_retriever` remembers what it built: the same name, the same
+corpus content (``corpus.fingerprint``) and the same options give back the same object.
+Retrievers are read-only once built and safe to share between environments and threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import PurePath
+from typing import Any
+
+from searchgym.corpora.types import Corpus, Retriever
+from searchgym.error import ConfigError, UnknownNameError
+
+__all__ = ["RETRIEVERS", "make_retriever", "clear_retriever_cache", "cached_retrievers"]
+
+
+def _bm25(corpus: Corpus, **options: Any) -> Retriever:
+    from searchgym.corpora.bm25 import BM25Retriever
+
+    return BM25Retriever(corpus, backend="bm25s", **options)
+
+
+def _rank_bm25(corpus: Corpus, **options: Any) -> Retriever:
+    from searchgym.corpora.bm25 import BM25Retriever
+
+    return BM25Retriever(corpus, backend="rank_bm25", **options)
+
+
+def _dense(corpus: Corpus, **options: Any) -> Retriever:
+    from searchgym.corpora.dense import DenseRetriever
+
+    return DenseRetriever(corpus, index="flat", **options)
+
+
+def _dense_hnsw(corpus: Corpus, **options: Any) -> Retriever:
+    from searchgym.corpora.dense import DenseRetriever
+
+    return DenseRetriever(corpus, index="hnsw", **options)
+
+
+#: name -> (builder, the option its name already fixes). Options go to the class's constructor:
+#: :class:`~searchgym.corpora.bm25.BM25Retriever` (k1, b, method, delta, n_threads, ...) or
+#: :class:`~searchgym.corpora.dense.DenseRetriever` (model, cache_dir, batch_size, device, ...).
+_BUILDERS: dict[str, tuple[Callable[..., Retriever], str]] = {
+    "bm25": (_bm25, "backend"),
+    "rank-bm25": (_rank_bm25, "backend"),
+    "dense": (_dense, "index"),
+    "dense-hnsw": (_dense_hnsw, "index"),
+}
+
+#: Retriever names accepted by :func:`make_retriever` and by environments' ``retriever=``.
+RETRIEVERS: tuple[str, ...] = tuple(_BUILDERS)
+
+_CACHE: dict[tuple, Retriever] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable stand-in for an option value; raises TypeError for values that have none."""
+    if isinstance(value, Mapping):
+        return ("mapping", tuple(sorted((str(k), _freeze(v)) for k, v in value.items())))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_freeze(v) for v in value))
+    if isinstance(value, (set, frozenset)):
+        return ("set", tuple(sorted(repr(_freeze(v)) for v in value)))
+    if isinstance(value, PurePath):
+        return ("path", str(value))
+    hash(value)
+    return value
+
+
+def make_retriever(name: str | Retriever, corpus: Corpus, *, cache: bool = True, **options: Any) -> Retriever:
+    """The retriever called ``name`` over ``corpus``, built with ``options``.
+
+    Names: ``"bm25"`` (BM25 with the bm25s backend), ``"rank-bm25"`` (BM25 with the
+    rank-bm25 backend), ``"dense"`` (sentence-transformers + exact faiss inner product),
+    ``"dense-hnsw"`` (same encoder, approximate HNSW index). A :class:`Retriever` instance
+    is returned as it is (``options`` must then be empty).
+
+    Sharing: with ``cache=True`` (default) the result is remembered per process under
+    ``(name, corpus.fingerprint, options)``, and a later call with the same key returns the
+    same object, built once, even for a different but equal :class:`Corpus` object (the
+    returned retriever answers with the passages of the corpus it was built on, which are
+    equal). Options must then be hashable, or lists / dicts / paths of such values;
+    otherwise nothing is cached. :func:`clear_retriever_cache` forgets everything (the
+    cache holds the indexes in memory until then).
+    """
+    if isinstance(name, Retriever):
+        if options:
+            raise ConfigError(
+                f"make_retriever got a {type(name).__name__} instance and options {sorted(options)}; options only "
+                "apply when building a retriever by name. Configure the instance yourself or pass a name."
+            )
+        return name
+    if not isinstance(name, str) or name not in _BUILDERS:
+        raise UnknownNameError("retriever", name, RETRIEVERS)
+    if not isinstance(corpus, Corpus):
+        raise ConfigError(f"make_retriever expects a Corpus, got {type(corpus).__name__}; wrap passages in Corpus(...).")
+    builder, fixed = _BUILDERS[name]
+    if fixed in options:
+        others = ", ".join(repr(n) for n in RETRIEVERS if n != name)
+        raise ConfigError(
+            f"Retriever {name!r} fixes the option {fixed!r}, got {fixed}={options[fixed]!r}; choose it by name "
+            f"instead (one of {others})."
+        )
+    key = None
+    if cache:
+        try:
+            key = (name, corpus.fingerprint, _freeze(options))
+            hash(key)
+        except TypeError:
+            key = None
+    if key is None:
+        return builder(corpus, **options)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    retriever = builder(corpus, **options)
+    with _CACHE_LOCK:
+        # Another thread may have built the same one meanwhile; keep the first.
+        return _CACHE.setdefault(key, retriever)
+
+
+def clear_retriever_cache() -> None:
+    """Forget every retriever :func:`make_retriever` remembered (their memory is freed once unused)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+def cached_retrievers() -> list[tuple[str, str, Retriever]]:
+    """``(name, corpus fingerprint, retriever)`` of every remembered retriever."""
+    with _CACHE_LOCK:
+        return [(key[0], key[1], r) for key, r in _CACHE.items()]

@@ -1,0 +1,145 @@
+"""The one text analyzer shared by every BM25 backend, so that their scores are comparable.
+
+A text becomes a list of index terms in four steps:
+
+1. words: maximal runs of Unicode word characters (``\\w+``: letters, digits and ``_`` of any
+   script), so "Café-crème, 1901" gives ``café``, ``crème``, ``1901``;
+2. lowercase;
+3. drop English stopwords: Lucene's 33-word English stop set (the list Pyserini's default
+   analyzer and bm25s's ``stopwords="en"`` use), so keyword queries built by Search-R1-style
+   agents are analyzed the way its Pyserini index was;
+4. Snowball English (Porter2) stemming through PyStemmer.
+
+Stemming is the expensive step, so every distinct surface word is stemmed once and remembered
+(a plain dict lookup per word afterwards). The same cache also gives each term an integer id,
+which is what the bm25s index is built from, so indexing a corpus never builds the
+intermediate lists of strings.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Sequence
+
+from searchgym.error import require
+
+__all__ = ["STOPWORDS", "Analyzer", "tokenize", "default_analyzer"]
+
+#: Lucene's English stop set, as used by Pyserini's default analyzer and bm25s ``"en"``.
+STOPWORDS: frozenset[str] = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their "
+    "then there these they this to was will with".split()
+)
+
+_WORD = re.compile(r"\w+")
+# A bound on remembered surface words: a long-running server fed arbitrary queries must not
+# grow without limit. Far above the vocabulary of a million-passage corpus.
+_MAX_CACHE = 5_000_000
+
+
+class Analyzer:
+    """Words → lowercase → stopwords out → Snowball English stems, with a per-word cache.
+
+    Thread-safe: lookups are plain dict reads; filling the cache takes a lock because the
+    PyStemmer object is not reentrant.
+    """
+
+    def __init__(self, stopwords: Iterable[str] = STOPWORDS, language: str = "english"):
+        stemmer_module = require(
+            "Stemmer",
+            extra="core",
+            feature="BM25 tokenization",
+            package="PyStemmer",
+            install="pip install PyStemmer (a core dependency of searchgym; `make install` installs it)",
+        )
+        self.language = language
+        self.stopwords = frozenset(w.lower() for w in stopwords)
+        self._stemmer = stemmer_module.Stemmer(language)
+        self._lock = threading.Lock()
+        # surface word (as it appears in the text, any case) -> stem; "" for a stopword.
+        self._stems: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ words to stems
+    def _learn(self, words: Iterable[str]) -> None:
+        """Stem the words the cache has not seen yet (one PyStemmer call for all of them)."""
+        with self._lock:
+            stems = self._stems
+            new = [w for w in set(words) if w not in stems]
+            if not new:
+                return
+            if len(stems) + len(new) > _MAX_CACHE:
+                stems.clear()
+            lowered = [w.lower() for w in new]
+            for word, low, stem in zip(new, lowered, self._stemmer.stemWords(lowered)):
+                stems[word] = "" if low in self.stopwords else stem
+
+    def _stems_of(self, words: list[str]) -> list[str]:
+        stems = self._stems
+        try:
+            return [stems[w] for w in words]
+        except KeyError:
+            self._learn(words)
+            return [stems[w] for w in words]
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
+        """Index terms of every text (stopwords removed, stemmed), in text order."""
+        find = _WORD.findall
+        out = []
+        for text in texts:
+            out.append([s for s in self._stems_of(find(text)) if s])
+        return out
+
+    # ------------------------------------------------------------------ stems to ids
+    def token_ids(self, texts: Iterable[str], vocab: dict[str, int], *, grow: bool) -> list[list[int]]:
+        """Term ids of every text under ``vocab`` (term -> id).
+
+        With ``grow=True`` unseen terms get the next free id (building an index); with
+        ``grow=False`` they are dropped (a query term absent from the index cannot match).
+        """
+        find = _WORD.findall
+        stems_of = self._stems_of
+        out = []
+        if grow:
+            for text in texts:
+                ids = []
+                for s in stems_of(find(text)):
+                    if s:
+                        i = vocab.get(s)
+                        if i is None:
+                            i = vocab[s] = len(vocab)
+                        ids.append(i)
+                out.append(ids)
+        else:
+            get = vocab.get
+            for text in texts:
+                ids = [get(s) for s in stems_of(find(text)) if s]
+                out.append([i for i in ids if i is not None])
+        return out
+
+
+_DEFAULT: Analyzer | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_analyzer() -> Analyzer:
+    """The process-wide analyzer (one shared stem cache for every index and query)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        with _DEFAULT_LOCK:
+            if _DEFAULT is None:
+                _DEFAULT = Analyzer()
+    return _DEFAULT
+
+
+def tokenize(texts: Sequence[str]) -> list[list[str]]:
+    """Index terms of every text with the default analyzer (see the module docstring).
+
+    >>> tokenize(["The cats were running in Paris!"])
+    [['cat', 'were', 'run', 'pari']]
+    """
+    if isinstance(texts, str):
+        raise TypeError(
+            f"tokenize expects a sequence of texts, got a single str ({texts[:40]!r}); wrap it in a list."
+        )
+    return default_analyzer().tokenize(texts)
