@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from searchgym.corpora.store import describe_value, iter_jsonl_objects, read_id, write_jsonl
+from searchgym.corpora.store import check_new_id, describe_value, iter_jsonl_objects, read_id, write_jsonl
 from searchgym.corpora.types import QAExample
 from searchgym.error import DataFormatError
 
@@ -78,14 +78,7 @@ def read_qa(path: str | os.PathLike) -> list[QAExample]:
     first_line: dict[str, int] = {}
     for line_number, obj in iter_jsonl_objects(path, expected=QA_LINE_FORMAT, what="QA dataset"):
         example = _example_from(obj, path, line_number)
-        if example.id in first_line:
-            raise DataFormatError(
-                path,
-                line_number,
-                "unique example ids",
-                f"id {example.id!r} again (first on line {first_line[example.id]}); rename or drop one",
-            )
-        first_line[example.id] = line_number
+        check_new_id(first_line, example.id, path, line_number, "example")
         examples.append(example)
     return examples
 

@@ -171,16 +171,21 @@ def read_passages(path: str | os.PathLike, *, name: str | None = None) -> Corpus
     first_line: dict[str, int] = {}
     for line_number, obj in iter_jsonl_objects(path, expected=PASSAGE_LINE_FORMAT, what="passage"):
         passage = _passage_from(obj, path, line_number)
-        if passage.id in first_line:
-            raise DataFormatError(
-                path,
-                line_number,
-                "unique passage ids",
-                f"id {passage.id!r} again (first on line {first_line[passage.id]}); rename or drop one",
-            )
-        first_line[passage.id] = line_number
+        check_new_id(first_line, passage.id, path, line_number, "passage")
         passages.append(passage)
     return Corpus(passages, name=name or _default_name(path))
+
+
+def check_new_id(first_line: dict[str, int], item_id: str, path: Path, line_number: int, what: str) -> None:
+    """Record that ``item_id`` is on ``line_number``; ``DataFormatError`` if an earlier line had it."""
+    if item_id in first_line:
+        raise DataFormatError(
+            path,
+            line_number,
+            f"unique {what} ids",
+            f"id {item_id!r} again (first on line {first_line[item_id]}); rename or drop one",
+        )
+    first_line[item_id] = line_number
 
 
 def _open_for_writing(path: Path):

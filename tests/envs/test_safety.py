@@ -1,6 +1,5 @@
 """The env never raises on any action string, bounds what it returns, and ignores forged tags."""
 
-import gymnasium as gym
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from searchgym.corpora.types import Hit, QAExample
 from searchgym.error import ConfigError
@@ -130,6 +130,21 @@ def find_block(text: str, open_tag: str, close_tag: str) -> str | None:
     if end == -1:
         return None
     return text[start:end].strip()
+
+
+_SEARCH_OR_ANSWER = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL)
+
+
+def search_or_answer(text: str) -> tuple[Action, int]:
+    """The first closed ``<search>`` or ``<answer>`` block as an action, and where it starts
+    (Search-R1's rule, shared by RECON and R-Search); ``Invalid`` if there is none or it is empty."""
+    m = _SEARCH_OR_ANSWER.search(text)
+    if m is None:
+        return Invalid("no closed <search> or <answer> block"), -1
+    tag, content = m.group(1), m.group(2).strip()
+    if not content:
+        return Invalid(f"empty <{tag}> block"), m.start()
+    return (Search(content) if tag == "search" else Answer(content)), m.start()
 
 
 def first_of(text: str, tags: Sequence[str]) -> str | None:

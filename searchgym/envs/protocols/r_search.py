@@ -9,14 +9,10 @@ trained); a frozen reader answers from it for the evidence reward.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from searchgym.corpora.types import Hit, QAExample
-from searchgym.envs.protocols.base import Action, Answer, Evidence, Invalid, Protocol, Search, find_block
-
-_ACTION = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL)
-
+from searchgym.envs.protocols.base import Action, Answer, Evidence, Invalid, Protocol, Search, find_block, search_or_answer
 
 class RSearchProtocol(Protocol):
     """The grammar of R-Search: ``<search>``, ``<observation>``, ``<original_evidence>``, ``<answer>``."""
@@ -46,18 +42,11 @@ class RSearchProtocol(Protocol):
         return f"{self.system_prompt}\n\nQuestion: {example.question}\n"
 
     def parse_actions(self, text: str) -> tuple[tuple[Action, ...], bool]:
-        m = _ACTION.search(text)
-        if m is None:
-            return (Invalid("no closed <search> or <answer> block"),), False
-        tag, content = m.group(1), m.group(2).strip()
-        if not content:
-            return (Invalid(f"empty <{tag}> block"),), False
-        if tag == "search":
-            return (Search(content),), True
-        evidence = find_block(text[: m.start()], "<original_evidence>", "</original_evidence>")
-        if evidence:
-            return (Evidence(evidence), Answer(content)), True
-        return (Answer(content),), True
+        action, start = search_or_answer(text)
+        if not isinstance(action, Answer):
+            return (action,), not isinstance(action, Invalid)
+        evidence = find_block(text[:start], "<original_evidence>", "</original_evidence>")
+        return ((Evidence(evidence), action) if evidence else (action,)), True
 
     def write(self, actions: Sequence[Action], thought: str | None = None) -> str:
         acts = list(actions)

@@ -11,14 +11,10 @@ that has one action).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from searchgym.corpora.types import Hit, QAExample
-from searchgym.envs.protocols.base import Action, Answer, Invalid, Protocol, Search
-
-_ACTION = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL)
-
+from searchgym.envs.protocols.base import Action, Answer, Invalid, Protocol, Search, search_or_answer
 
 class SearchR1Protocol(Protocol):
     """The grammar of Search-R1: ``<think>``, ``<search>``, ``<information>``, ``<answer>``."""
@@ -42,13 +38,8 @@ class SearchR1Protocol(Protocol):
         )
 
     def parse_actions(self, text: str) -> tuple[tuple[Action, ...], bool]:
-        m = _ACTION.search(text)
-        if m is None:
-            return (Invalid("no closed <search> or <answer> block"),), False
-        tag, content = m.group(1), m.group(2).strip()
-        if not content:
-            return (Invalid(f"empty <{tag}> block"),), False
-        return ((Search(content) if tag == "search" else Answer(content)),), True
+        action, _ = search_or_answer(text)
+        return (action,), not isinstance(action, Invalid)
 
     writable = "it writes exactly one Search or Answer per turn"
 
