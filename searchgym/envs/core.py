@@ -140,7 +140,7 @@ class SearchEnv(gym.Env[str, str]):
         token_counter: Callable[[str], int] | None = None,
         render_mode: str | None = None,
     ):
-        from searchgym.corpora.registry import load_corpus, load_dataset, default_dataset_for
+        from searchgym.corpora.registry import CORPORA, default_dataset_for, load_corpus, load_dataset
         from searchgym.corpora.retrievers import make_retriever
         from searchgym.envs.frozen import make_frozen
         from searchgym.rewards import RECIPES, RewardRecipe, make_recipe
@@ -160,9 +160,9 @@ class SearchEnv(gym.Env[str, str]):
         corpus_options = dict(corpus_options or {})
         self.corpus: Corpus = load_corpus(corpus, **corpus_options)
         if dataset is None:
-            if not isinstance(corpus, str):
+            if not (isinstance(corpus, str) and corpus in CORPORA):
                 raise ConfigError(
-                    "SearchEnv expects a dataset= when the corpus is a path or a Corpus object; "
+                    f"SearchEnv expects a dataset= when the corpus is not a built-in name ({', '.join(CORPORA)}); "
                     "pass a built-in dataset name, a FlashRAG jsonl path or a list of QAExample."
                 )
             dataset = default_dataset_for(corpus)

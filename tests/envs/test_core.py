@@ -101,3 +101,39 @@ def test_render_ansi_returns_the_transcript():
     obs, _ = env.reset(seed=0)
     env.step(search_turn(env, "born"))
     assert env.render().startswith(obs) and "<information>" in env.render()
+
+
+def test_users_own_jsonl_corpus_and_questions(tmp_path):
+    import json
+
+    import gymnasium as gym
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        "\n".join(json.dumps(d) for d in [
+            {"id": "1", "contents": '"Kelvaro Industries"\nKelvaro Industries was founded by Ilvar Odrenko in 1872.'},
+            {"id": "2", "title": "Marrowdale", "text": "Marrowdale is a port city."},
+        ])
+    )
+    questions = tmp_path / "qa.jsonl"
+    questions.write_text(json.dumps({"id": "q", "question": "Who founded Kelvaro Industries?", "golden_answers": ["Ilvar Odrenko"]}))
+    env = gym.make("searchgym/SearchR1-v0", corpus=str(corpus), dataset=str(questions), top_k=1)
+    env.reset(seed=0)
+    obs, _, _, _, info = env.step("<search> Kelvaro founder </search>")
+    assert info["retrieved_ids"] == ["1"] and "Ilvar Odrenko" in obs
+    _, reward, terminated, _, _ = env.step("<answer> Ilvar Odrenko </answer>")
+    assert terminated and reward == 1.0
+
+
+def test_a_path_corpus_needs_a_dataset(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"id": "1", "title": "T", "text": "x"}\n')
+    with pytest.raises(ConfigError, match=r"^SearchEnv expects a dataset= when the corpus is not a built-in name \(wiki-vital, synthwiki\); pass a built-in dataset name, a FlashRAG jsonl path or a list of QAExample\.$"):
+        SearchEnv(corpus=str(path))
+
+
+def test_wiki_vital_env_uses_the_answerable_questions():
+    env = SearchEnv(corpus="wiki-vital")
+    assert len(env.examples) == 79 and len(env.corpus) == 10_033
+    obs, info = env.reset(seed=0)
+    assert env.example.question in obs
