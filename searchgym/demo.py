@@ -107,7 +107,7 @@ def plot(oracle_rows, retrieval_rows, path: Path) -> Path | None:
     left.legend()
     names = [r["env"].split("/")[1] for r in oracle_rows]
     right.bar(names, [r["context_tokens"] for r in oracle_rows], color="tab:green")
-    right.set_ylabel("mean context tokens per episode")
+    right.set_ylabel("mean context words per episode")
     right.set_title("synthwiki oracle: context per protocol")
     right.tick_params(axis="x", labelsize=8)
     fig.tight_layout()
@@ -123,7 +123,7 @@ def run(num_passages: int, limit: int | None, retrievers: Sequence[str], out: Pa
     print(markdown(oracle_rows, [
         ("env", "env", "s"), ("reward_name", "reward", "s"), ("episodes", "episodes", "d"),
         ("reward", "mean reward", ".3f"), ("searches", "searches", ".2f"), ("turns", "turns", ".2f"),
-        ("context_tokens", "context tokens", ".0f"), ("ms_per_episode", "ms/episode", ".1f"),
+        ("context_tokens", "context words", ".0f"), ("ms_per_episode", "ms/episode", ".1f"),
     ]))
     print("\n## Retrieval on wiki-vital (FanOutQA dev sub-questions, source article in top-k)\n", flush=True)
     retrieval_rows = retrieval_hits(retrievers, limit=None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -15,12 +14,13 @@ from searchgym.envs.spaces import UnicodeText
 from searchgym.envs.summarizers import Summarizer, make_summarizer
 from searchgym.error import ConfigError, SearchGymError
 
-_TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
-
-
 def count_tokens(text: str) -> int:
-    """Approximate token count (words and punctuation marks) used when no tokenizer is given."""
-    return len(_TOKEN.findall(text))
+    """Whitespace-separated words: the token count used when no ``token_counter`` is given.
+
+    It is cheap on purpose (it runs on every observation); pass a tokenizer's length as
+    ``token_counter`` for model tokens.
+    """
+    return len(text.split())
 
 
 def _positive_int(name: str, value: Any, allow_none: bool = False) -> Any:
@@ -105,7 +105,7 @@ class SearchEnv(gym.Env[str, str]):
       frozen models a recipe needs, as callables or names (``"gold-span"``).
     - ``max_action_chars``, ``max_observation_chars``: the bounds above.
     - ``token_counter``: ``str -> int`` for ``context_tokens`` (e.g. a tokenizer's length);
-      default counts words and punctuation.
+      default counts whitespace-separated words.
 
     ## Version History
     - v0: initial release.
