@@ -7,12 +7,17 @@ from typing import Any
 
 import gymnasium as gym
 
+from searchgym.corpora.registry import CORPORA, default_dataset_for, load_corpus, load_dataset
+from searchgym.corpora.retrievers import make_retriever
 from searchgym.corpora.types import Corpus, Hit, Passage, QAExample, Retriever
+from searchgym.envs.frozen import make_frozen
 from searchgym.envs.protocols import Protocol, make_protocol
 from searchgym.envs.protocols.base import Answer, Complete, Evidence, Invalid, ParsedTurn, Search, Select
 from searchgym.envs.spaces import UnicodeText
 from searchgym.envs.summarizers import Summarizer, make_summarizer
-from searchgym.error import ConfigError, SearchGymError
+from searchgym.error import ConfigError, SearchGymError, check_name
+from searchgym.rewards import RECIPES, Episode, RewardRecipe, make_recipe
+
 
 def count_tokens(text: str) -> int:
     """Whitespace-separated words: the token count used when no ``token_counter`` is given.
@@ -140,12 +145,6 @@ class SearchEnv(gym.Env[str, str]):
         token_counter: Callable[[str], int] | None = None,
         render_mode: str | None = None,
     ):
-        from searchgym.corpora.registry import CORPORA, default_dataset_for, load_corpus, load_dataset
-        from searchgym.corpora.retrievers import make_retriever
-        from searchgym.envs.frozen import make_frozen
-        from searchgym.rewards import RECIPES, RewardRecipe, make_recipe
-        from searchgym.error import check_name
-
         self.top_k = _positive_int("top_k", top_k)
         self.initial_top_k = _positive_int("initial_top_k", initial_top_k, allow_none=True) or self.top_k
         self.max_turns = _positive_int("max_turns", max_turns)
@@ -177,15 +176,25 @@ class SearchEnv(gym.Env[str, str]):
         self.retriever: Retriever = make_retriever(retriever, self.corpus, **dict(retriever_options or {}))
         self.summarizer: Summarizer = make_summarizer(summarizer, **dict(summarizer_options or {}))
 
+        frozen = {k: v for k, v in {"generator": generator, "reader": reader, "judge": judge}.items() if v is not None}
         if isinstance(reward, RewardRecipe):
+            if frozen or reward_options:
+                raise ConfigError(
+                    f"SearchEnv got a reward recipe object and also {sorted(frozen) + sorted(reward_options or {})}; "
+                    "pass the frozen models and options to the recipe's constructor instead."
+                )
             self.recipe = reward
         else:
-            if not isinstance(reward, str) or reward not in RECIPES:
-                check_name("reward", reward, RECIPES)  # raises UnknownNameError with "did you mean"
-            frozen = {"generator": generator, "reader": reader, "judge": judge}
+            check_name("reward", reward, RECIPES)
             accepted = RECIPES[reward].needs | getattr(RECIPES[reward], "optional", frozenset())
-            needed = {k: make_frozen(k, v) for k, v in frozen.items() if k in accepted and v is not None}
-            self.recipe = make_recipe(reward, **needed, **dict(reward_options or {}))
+            unused = sorted(set(frozen) - accepted)
+            if unused:
+                raise ConfigError(
+                    f"The {reward!r} reward uses no {' or '.join(unused)}; expected only "
+                    f"{', '.join(sorted(accepted)) or 'no frozen model'}. Drop the argument or pick a reward that uses it."
+                )
+            models = {k: make_frozen(k, v) for k, v in frozen.items()}
+            self.recipe = make_recipe(reward, **models, **dict(reward_options or {}))
         self.token_counter = token_counter or count_tokens
 
         self.action_space = UnicodeText(self.max_action_chars)
@@ -393,9 +402,7 @@ class SearchEnv(gym.Env[str, str]):
             "ignored_chars": 0,
         }
 
-    def _episode(self):
-        from searchgym.rewards import Episode
-
+    def _episode(self) -> Episode:
         naive = None
         if self.recipe.needs_naive_rag and self.example.id not in getattr(self.recipe, "naive_rag_cache", {}):
             naive = [_doc_text(h.passage) for h in self.retriever.search([self.example.question], self.initial_top_k)[0]]

@@ -137,3 +137,8 @@ def test_wiki_vital_env_uses_the_answerable_questions():
     assert len(env.examples) == 79 and len(env.corpus) == 10_033
     obs, info = env.reset(seed=0)
     assert env.example.question in obs
+
+
+def test_a_frozen_model_the_reward_does_not_use_is_refused():
+    with pytest.raises(ConfigError, match=re.escape("The 'search_r1_em' reward uses no generator; expected only no frozen model. Drop the argument or pick a reward that uses it.")):
+        SearchEnv(reward="search_r1_em", generator="gold-span", corpus_options=SMALL_WORLD)
