@@ -17,7 +17,7 @@ from typing import Any
 import gymnasium as gym
 from tqdm.auto import tqdm
 
-from searchgym.agents import SynthWikiOracle
+from searchgym.agents import SynthWikiOracle, play_episode
 from searchgym.envs.registration import ENV_SPECS
 
 
@@ -29,14 +29,7 @@ def play_oracle(env_id: str, num_passages: int, limit: int | None, seed: int = 0
     totals = {"reward": 0.0, "searches": 0.0, "turns": 0.0, "context_tokens": 0.0, "context_chars": 0.0}
     start = time.perf_counter()
     for index in tqdm(range(n), desc=env_id.split("/")[1], leave=False):
-        obs, info = env.reset(options={"example_index": index})
-        reward = 0.0
-        while True:
-            (action,) = oracle.act([obs], [info])
-            obs, r, terminated, truncated, info = env.step(action)
-            reward += r
-            if terminated or truncated:
-                break
+        reward, info = play_episode(env, oracle, options={"example_index": index})
         totals["reward"] += reward
         totals["searches"] += info["num_searches"]
         totals["turns"] += info["turn"]

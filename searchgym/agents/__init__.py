@@ -1,6 +1,6 @@
 """Agents that play the environment: baselines and scripted agents."""
 
-from searchgym.agents.base import Agent
+from searchgym.agents.base import Agent, play_episode
 from searchgym.agents.oracle import SynthWikiOracle
 
-__all__ = ["Agent", "SynthWikiOracle"]
+__all__ = ["Agent", "SynthWikiOracle", "play_episode"]

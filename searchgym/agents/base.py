@@ -21,3 +21,15 @@ class Agent(ABC):
     @abstractmethod
     def act(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[str]:
         """One action (turn text) per observation."""
+
+
+def play_episode(env: Any, agent: Agent, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[float, dict[str, Any]]:
+    """Play one episode of ``env`` with ``agent``; the summed reward and the last ``info``."""
+    observation, info = env.reset(seed=seed, options=options)
+    total = 0.0
+    while True:
+        (action,) = agent.act([observation], [info])
+        observation, reward, terminated, truncated, info = env.step(action)
+        total += reward
+        if terminated or truncated:
+            return total, info
