@@ -1,0 +1,216 @@
+"""The language-model interface shared by agents, env components and trainers.
+
+A :class:`LanguageModel` turns a batch of prompts (text or token ids) into
+:class:`Generation` records that carry exactly the ids the backend sampled and their
+log-probabilities, so a trainer never has to decode and re-tokenize generated text.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from searchgym.error import ConfigError
+
+#: Values of :attr:`Generation.finish_reason`.
+FINISH_REASONS = ("stop", "length", "prompt_too_long")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One completion of one prompt.
+
+    Attributes:
+        text: The generated text. When a stop string ended the generation the text ends
+            with that stop string (it is kept, because protocols parse closing tags such
+            as ``</search>``). An end-of-sequence token is not part of the text.
+        token_ids: Exactly the sampled ids, up to and including the token that completed
+            the stop string or the end-of-sequence token. Decoding them gives ``text``,
+            plus the characters of the last token that follow the stop string, if any.
+        logprobs: Log-probability of each sampled id under the distribution it was
+            actually drawn from (after temperature and top-p; at temperature 0, the
+            model's log-softmax of the greedy choice). Same length as ``token_ids``.
+        finish_reason: ``"stop"`` (a stop string or end-of-sequence token ended it),
+            ``"length"`` (``max_new_tokens`` or the model's context ran out) or
+            ``"prompt_too_long"`` (the prompt fills the model's context; nothing was
+            generated).
+    """
+
+    text: str
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    finish_reason: str
+
+    def __post_init__(self) -> None:
+        if len(self.token_ids) != len(self.logprobs):
+            raise ConfigError(
+                f"Generation expects as many logprobs as token_ids, got {len(self.logprobs)} "
+                f"logprobs for {len(self.token_ids)} token ids."
+            )
+        if self.finish_reason not in FINISH_REASONS:
+            raise ConfigError(
+                f"Generation expects finish_reason to be one of {', '.join(FINISH_REASONS)}, "
+                f"got {self.finish_reason!r}."
+            )
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Validated arguments of :meth:`LanguageModel.generate`."""
+
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+    stop: tuple[str, ...]
+    seed: int | None
+
+
+class LanguageModel(ABC):
+    """A batched text generator with a Hugging Face tokenizer.
+
+    Subclasses implement :meth:`_generate` over token-id prompts; :meth:`generate`
+    validates the arguments and tokenizes text prompts first.
+
+    Text prompts are tokenized as they are, without adding special tokens: format chat
+    prompts with :meth:`apply_chat`, whose template already writes any BOS token.
+    """
+
+    tokenizer: Any
+
+    def generate(
+        self,
+        prompts: Sequence[str | Sequence[int]],
+        *,
+        max_new_tokens: int = 256,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        stop: Sequence[str] = (),
+        seed: int | None = None,
+    ) -> list[Generation]:
+        """Generate one completion per prompt.
+
+        Args:
+            prompts: Text prompts or token-id prompts (they may be mixed).
+            max_new_tokens: Most tokens generated per prompt.
+            temperature: 0 for greedy decoding; otherwise logits are divided by it.
+            top_p: Nucleus sampling mass in (0, 1]; 1 keeps the whole distribution.
+            stop: Strings that end a completion; the stop string is kept in the text.
+            seed: Seeds the sampler, so the same call gives the same completions.
+
+        Returns:
+            One :class:`Generation` per prompt, in order.
+        """
+        params = check_sampling_params(
+            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, stop=stop, seed=seed
+        )
+        prompt_ids = [self._prompt_ids(prompt, i) for i, prompt in enumerate(check_prompts(prompts))]
+        if not prompt_ids:
+            return []
+        return self._generate(prompt_ids, params)
+
+    @abstractmethod
+    def _generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> list[Generation]:
+        """Generate from non-empty token-id prompts with validated parameters."""
+
+    def apply_chat(self, messages: Sequence[Mapping[str, str]]) -> str:
+        """Format chat ``messages`` (``{"role", "content"}`` dicts) as a prompt for the assistant's turn."""
+        if getattr(self.tokenizer, "chat_template", None) is None:
+            raise ConfigError(
+                f"{type(self).__name__}.apply_chat expects a tokenizer with a chat template, got "
+                f"{type(self.tokenizer).__name__} without one. Set tokenizer.chat_template or "
+                f"format the prompt yourself."
+            )
+        return self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
+
+    def _prompt_ids(self, prompt: str | Sequence[int], index: int) -> list[int]:
+        if isinstance(prompt, str):
+            ids = list(self.tokenizer.encode(prompt, add_special_tokens=False))
+        else:
+            ids = list(prompt)
+        if not ids:
+            raise ConfigError(
+                f"LanguageModel.generate expects non-empty prompts, got an empty prompt at index {index}."
+            )
+        return ids
+
+
+def check_sampling_params(
+    *, max_new_tokens: object, temperature: object, top_p: object, stop: object, seed: object
+) -> SamplingParams:
+    """Validate the keyword arguments of :meth:`LanguageModel.generate`."""
+    where = "LanguageModel.generate expects"
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ConfigError(f"{where} max_new_tokens to be a positive integer, got {max_new_tokens!r}.")
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, (int, float))
+        or not math.isfinite(temperature)
+        or temperature < 0
+    ):
+        raise ConfigError(
+            f"{where} temperature to be a finite number >= 0 (0 means greedy), got {temperature!r}."
+        )
+    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
+        raise ConfigError(f"{where} top_p to be a number in (0, 1], got {top_p!r}.")
+    if isinstance(stop, str):
+        raise ConfigError(
+            f"{where} stop to be a sequence of strings, got the string {stop!r}. Wrap it in a list: [{stop!r}]."
+        )
+    if not isinstance(stop, Sequence) or not all(isinstance(s, str) and s for s in stop):
+        raise ConfigError(f"{where} stop to be a sequence of non-empty strings, got {stop!r}.")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ConfigError(f"{where} seed to be an integer or None, got {seed!r}.")
+    return SamplingParams(int(max_new_tokens), float(temperature), float(top_p), tuple(stop), seed)
+
+
+def check_prompts(prompts: object) -> list[str | list[int]]:
+    """Validate a batch of prompts: each one text or a sequence of non-negative token ids."""
+    if isinstance(prompts, str) or not isinstance(prompts, Sequence):
+        raise ConfigError(
+            f"LanguageModel.generate expects a sequence of prompts (strings or token-id lists), "
+            f"got {type(prompts).__name__}. Wrap a single prompt in a list."
+        )
+    checked: list[str | list[int]] = []
+    for i, prompt in enumerate(prompts):
+        if isinstance(prompt, str):
+            checked.append(prompt)
+            continue
+        ids = _as_int_list(prompt)
+        if ids is None:
+            raise ConfigError(
+                f"LanguageModel.generate expects each prompt to be a string or a sequence of "
+                f"non-negative token ids, got {prompt!r} at index {i}."
+            )
+        checked.append(ids)
+    return checked
+
+
+def _as_int_list(prompt: object) -> list[int] | None:
+    # numpy arrays and torch tensors are not Sequences but iterate to integer scalars.
+    if not hasattr(prompt, "__iter__") or isinstance(prompt, (bytes, Mapping)):
+        return None
+    ids = []
+    for token in prompt:  # type: ignore[union-attr]
+        if isinstance(token, bool):
+            return None
+        try:
+            value = int(token)
+        except (TypeError, ValueError):
+            return None
+        if value != token or value < 0:
+            return None
+        ids.append(value)
+    return ids
+
+
+def stop_end(text: str, stop: Sequence[str]) -> int | None:
+    """End index of the earliest-ending occurrence of any stop string in ``text``, or None."""
+    best: int | None = None
+    for s in stop:
+        i = text.find(s)
+        if i >= 0 and (best is None or i + len(s) < best):
+            best = i + len(s)
+    return best

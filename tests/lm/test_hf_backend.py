@@ -1,0 +1,158 @@
+"""TransformersLM on the tiny random model: padding, caching, sampling and logprobs."""
+
+import re
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from searchgym.error import ConfigError  # noqa: E402
+from searchgym.lm import TransformersLM  # noqa: E402
+from searchgym.lm.testing import tiny_causal_lm, tiny_tokenizer  # noqa: E402
+
+# Prompts of different lengths, so batching needs left padding.
+PROMPTS = [
+    "Question: who founded Kelvaro Industries?",
+    "The city of",
+    "<think> I should look it up. </think>\n<search>",
+    "Paris is the capital and largest city of France. What is the capital of France?",
+]
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return TransformersLM(tiny_causal_lm(seed=0), tiny_tokenizer(), device="cpu")
+
+
+def test_batched_greedy_equals_one_by_one(lm):
+    batched = lm.generate(PROMPTS, max_new_tokens=12, temperature=0)
+    single = [lm.generate([p], max_new_tokens=12, temperature=0)[0] for p in PROMPTS]
+    assert [g.token_ids for g in batched] == [g.token_ids for g in single]
+    for b, s in zip(batched, single):
+        assert b.text == s.text and b.finish_reason == s.finish_reason == "length"
+        assert torch.allclose(torch.tensor(b.logprobs), torch.tensor(s.logprobs), atol=1e-4)
+
+
+def test_generation_contract(lm):
+    gens = lm.generate(PROMPTS, max_new_tokens=7, temperature=0)
+    for g in gens:
+        assert len(g.token_ids) == len(g.logprobs) == 7
+        assert g.finish_reason == "length"
+        assert lm.tokenizer.decode(list(g.token_ids)) == g.text
+        assert all(lp <= 0 for lp in g.logprobs)
+
+
+def test_stop_string_is_kept_and_ends_the_sequence(lm):
+    [free] = lm.generate([PROMPTS[0]], max_new_tokens=30, temperature=0)
+    # Use a piece of the greedy continuation as the stop string; greedy is deterministic.
+    stop = lm.tokenizer.decode(list(free.token_ids[4:6]))
+    end = free.text.find(stop) + len(stop)
+    gens = lm.generate([PROMPTS[0], PROMPTS[1]], max_new_tokens=30, temperature=0, stop=[stop])
+    assert gens[0].finish_reason == "stop"
+    assert gens[0].text == free.text[:end] and gens[0].text.endswith(stop)
+    assert gens[0].token_ids == free.token_ids[: len(gens[0].token_ids)]
+    assert lm.tokenizer.decode(list(gens[0].token_ids)).startswith(gens[0].text)
+    assert len(gens[0].token_ids) <= 6
+    # The other sequence of the batch is not affected by the first one stopping.
+    [other] = lm.generate([PROMPTS[1]], max_new_tokens=30, temperature=0, stop=[stop])
+    assert (gens[1].text, gens[1].token_ids, gens[1].finish_reason) == (other.text, other.token_ids, other.finish_reason)
+
+
+def test_eos_ends_with_stop_and_is_not_in_the_text():
+    tokenizer = tiny_tokenizer()
+    model = tiny_causal_lm(seed=0)
+    plain = TransformersLM(model, tokenizer, device="cpu")
+    [free] = plain.generate(["The city of"], max_new_tokens=8, temperature=0)
+    # The backend also ends on the model's generation_config EOS ids (chat models declare
+    # their end-of-turn token there); declare the third greedy token one.
+    eos = free.token_ids[2]
+    model.generation_config.eos_token_id = [eos]
+    lm = TransformersLM(model, tokenizer, device="cpu")
+    [g] = lm.generate(["The city of"], max_new_tokens=8, temperature=0)
+    assert g.finish_reason == "stop"
+    assert g.token_ids == free.token_ids[: free.token_ids.index(eos) + 1]
+    assert g.text == tokenizer.decode(list(g.token_ids[:-1]))
+    assert g.logprobs == free.logprobs[: len(g.token_ids)]
+
+
+def test_same_seed_same_samples_different_seed_different(lm):
+    a = lm.generate(PROMPTS, max_new_tokens=16, temperature=1.0, seed=3)
+    b = lm.generate(PROMPTS, max_new_tokens=16, temperature=1.0, seed=3)
+    c = lm.generate(PROMPTS, max_new_tokens=16, temperature=1.0, seed=4)
+    assert a == b
+    assert [g.token_ids for g in a] != [g.token_ids for g in c]
+
+
+def _recomputed_logprobs(lm, prompt_ids, generated, temperature=1.0):
+    ids = torch.tensor([list(prompt_ids) + list(generated)])
+    with torch.no_grad():
+        logits = lm.model(ids).logits[0].float() / temperature  # [T, V]
+    logp = torch.log_softmax(logits, dim=-1)
+    positions = torch.arange(len(prompt_ids) - 1, ids.shape[1] - 1)
+    return logp[positions, torch.tensor(generated)]
+
+
+def test_greedy_logprobs_match_a_full_forward_pass(lm):
+    gens = lm.generate(PROMPTS, max_new_tokens=10, temperature=0)
+    for prompt, g in zip(PROMPTS, gens):
+        prompt_ids = lm.tokenizer.encode(prompt, add_special_tokens=False)
+        expected = _recomputed_logprobs(lm, prompt_ids, g.token_ids)
+        assert torch.allclose(torch.tensor(g.logprobs), expected, atol=1e-4)
+
+
+def test_sampled_logprobs_are_under_the_tempered_distribution(lm):
+    gens = lm.generate(PROMPTS[:2], max_new_tokens=8, temperature=0.7, seed=0)
+    for prompt, g in zip(PROMPTS, gens):
+        prompt_ids = lm.tokenizer.encode(prompt, add_special_tokens=False)
+        expected = _recomputed_logprobs(lm, prompt_ids, g.token_ids, temperature=0.7)
+        assert torch.allclose(torch.tensor(g.logprobs), expected, atol=1e-4)
+
+
+def test_top_p_restricts_to_the_nucleus(lm):
+    # With a tiny nucleus only the most likely token survives, so sampling equals greedy
+    # and each logprob is 0 (the renormalized nucleus has one token).
+    sampled = lm.generate(PROMPTS, max_new_tokens=6, temperature=1.0, top_p=1e-6, seed=1)
+    greedy = lm.generate(PROMPTS, max_new_tokens=6, temperature=0)
+    assert [g.token_ids for g in sampled] == [g.token_ids for g in greedy]
+    assert all(lp == 0.0 for g in sampled for lp in g.logprobs)
+
+
+def test_token_id_prompts_equal_text_prompts(lm):
+    ids = [lm.tokenizer.encode(p, add_special_tokens=False) for p in PROMPTS]
+    assert lm.generate(ids, max_new_tokens=8, temperature=0) == lm.generate(PROMPTS, max_new_tokens=8, temperature=0)
+    mixed = lm.generate([ids[0], PROMPTS[1]], max_new_tokens=8, temperature=0.9, seed=5)
+    assert mixed == lm.generate([PROMPTS[0], ids[1]], max_new_tokens=8, temperature=0.9, seed=5)
+
+
+def test_prompt_too_long_is_flagged_and_context_caps_length(lm):
+    context = lm.model.config.max_position_embeddings
+    too_long = [7] * context
+    near_full = [7] * (context - 3)
+    gens = lm.generate([too_long, PROMPTS[1], near_full], max_new_tokens=10, temperature=0)
+    assert gens[0] == type(gens[0])("", (), (), "prompt_too_long")
+    assert len(gens[1].token_ids) == 10
+    assert len(gens[2].token_ids) == 3 and gens[2].finish_reason == "length"
+
+
+def test_out_of_vocabulary_ids_raise(lm):
+    vocab = lm.model.get_input_embeddings().num_embeddings
+    message = f"TransformersLM.generate expects token ids below the vocabulary size {vocab}, got id {vocab} in prompt 0."
+    with pytest.raises(ConfigError, match="^" + re.escape(message) + "$"):
+        lm.generate([[1, vocab]], max_new_tokens=2)
+
+
+def test_unknown_model_name_lists_what_is_accepted(tmp_path):
+    with pytest.raises(ConfigError, match=r"^TransformersLM expects a local model folder containing config\.json, a Hugging Face model id already in the local cache \(nothing is downloaded\), or one of: tiny-random; got 'no-such/model-xyz', which could not be loaded offline \(.*\)\.$"):
+        TransformersLM("no-such/model-xyz")
+    with pytest.raises(ConfigError, match=r"^TransformersLM expects .*; got the path '.*', which has no config\.json\.$"):
+        TransformersLM(str(tmp_path))
+    with pytest.raises(ConfigError, match=r"^TransformersLM expects dtype to be one of float32, float16, bfloat16, a torch\.dtype or None, got 'fp8'\.$"):
+        TransformersLM("tiny-random", dtype="fp8")
+
+
+def test_local_folder_round_trip(tmp_path, lm):
+    lm.model.save_pretrained(tmp_path)
+    lm.tokenizer.save_pretrained(tmp_path)
+    loaded = TransformersLM(str(tmp_path), device="cpu")
+    assert loaded.generate(PROMPTS, max_new_tokens=6, temperature=0) == lm.generate(PROMPTS, max_new_tokens=6, temperature=0)

@@ -1,0 +1,106 @@
+"""The Generation contract, argument validation and the scripted backend."""
+
+import re
+
+import pytest
+
+from searchgym.error import ConfigError
+from searchgym.lm import Generation, ScriptedLM
+from searchgym.lm.base import stop_end
+from searchgym.lm.testing import tiny_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return tiny_tokenizer()
+
+
+def test_tiny_tokenizer_round_trips_text_and_tags(tokenizer):
+    text = "<think> who? </think>\n<search> Kelvaro Industries founder </search> é 漢字"
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    assert tokenizer.decode(ids) == text
+    # Protocol tags are single tokens, so a stop string at a tag ends exactly on a token.
+    assert tokenizer.encode("</search>", add_special_tokens=False) == [tokenizer.convert_tokens_to_ids("</search>")]
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.pad_token == "<pad>"
+
+
+def test_apply_chat_uses_the_template_with_a_generation_prompt(tokenizer):
+    lm = ScriptedLM(["x"], tokenizer)
+    prompt = lm.apply_chat([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])
+    assert prompt == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_scripted_keeps_the_stop_string_and_cuts_after_it(tokenizer):
+    lm = ScriptedLM(["<think> a </think>\n<search> b </search> trailing text"], tokenizer)
+    [gen] = lm.generate(["prompt"], stop=["</search>"])
+    assert gen.text == "<think> a </think>\n<search> b </search>"
+    assert gen.finish_reason == "stop"
+    assert tokenizer.decode(list(gen.token_ids)) == gen.text
+    assert gen.logprobs == (0.0,) * len(gen.token_ids)
+
+
+def test_scripted_earliest_stop_wins_and_length_cuts(tokenizer):
+    lm = ScriptedLM(["<answer> x </answer> <search> y </search>"], tokenizer)
+    [gen] = lm.generate([[1, 2]], stop=["</search>", "</answer>"])
+    assert gen.text == "<answer> x </answer>"
+    [gen] = lm.generate(["p"], max_new_tokens=3)
+    assert len(gen.token_ids) == 3 and gen.finish_reason == "length"
+    assert gen.text == tokenizer.decode(list(gen.token_ids))
+
+
+def test_scripted_natural_end_emits_eos_and_cycles(tokenizer):
+    lm = ScriptedLM(["one", "two"], tokenizer)
+    gens = lm.generate(["a", "b", "c"])
+    assert [g.text for g in gens] == ["one", "two", "one"]
+    assert all(g.finish_reason == "stop" and g.token_ids[-1] == tokenizer.eos_token_id for g in gens)
+    assert tokenizer.decode(list(gens[0].token_ids[:-1])) == "one"
+
+
+def test_scripted_callable_sees_the_decoded_prompt(tokenizer):
+    lm = ScriptedLM(lambda prompt: prompt.upper(), tokenizer)
+    ids = tokenizer.encode("hello <search>", add_special_tokens=False)
+    assert [g.text for g in lm.generate(["abc", ids])] == ["ABC", "HELLO <SEARCH>"]
+
+
+def test_stop_end_picks_the_earliest_ending_stop():
+    assert stop_end("a </b> c </d>", ["</d>", "</b>"]) == 6
+    assert stop_end("nothing", ["</b>"]) is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_new_tokens": 0}, "LanguageModel.generate expects max_new_tokens to be a positive integer, got 0."),
+        ({"max_new_tokens": 2.5}, "LanguageModel.generate expects max_new_tokens to be a positive integer, got 2.5."),
+        ({"temperature": -1.0}, "LanguageModel.generate expects temperature to be a finite number >= 0 (0 means greedy), got -1.0."),
+        ({"top_p": 0}, "LanguageModel.generate expects top_p to be a number in (0, 1], got 0."),
+        ({"stop": "</search>"}, "LanguageModel.generate expects stop to be a sequence of strings, got the string '</search>'. Wrap it in a list: ['</search>']."),
+        ({"stop": ["", "x"]}, "LanguageModel.generate expects stop to be a sequence of non-empty strings, got ['', 'x']."),
+        ({"seed": "1"}, "LanguageModel.generate expects seed to be an integer or None, got '1'."),
+    ],
+)
+def test_bad_arguments_raise_config_error(tokenizer, kwargs, message):
+    lm = ScriptedLM(["x"], tokenizer)
+    with pytest.raises(ConfigError, match="^" + re.escape(message) + "$"):
+        lm.generate(["p"], **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("prompts", "message"),
+    [
+        ("p", "LanguageModel.generate expects a sequence of prompts (strings or token-id lists), got str. Wrap a single prompt in a list."),
+        ([[1, -2]], "LanguageModel.generate expects each prompt to be a string or a sequence of non-negative token ids, got [1, -2] at index 0."),
+        (["ok", ""], "LanguageModel.generate expects non-empty prompts, got an empty prompt at index 1."),
+    ],
+)
+def test_bad_prompts_raise_config_error(tokenizer, prompts, message):
+    lm = ScriptedLM(["x"], tokenizer)
+    with pytest.raises(ConfigError, match="^" + re.escape(message) + "$"):
+        lm.generate(prompts)
+
+
+def test_generation_checks_its_fields():
+    with pytest.raises(ConfigError, match=r"^Generation expects as many logprobs as token_ids, got 0 logprobs for 1 token ids\.$"):
+        Generation("a", (1,), (), "stop")
+    with pytest.raises(ConfigError, match=r"^Generation expects finish_reason to be one of stop, length, prompt_too_long, got 'eos'\.$"):
+        Generation("", (), (), "eos")
