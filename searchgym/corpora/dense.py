@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from searchgym.cache import cache_dir
 from searchgym.corpora.types import Corpus, Hit, Retriever
 from searchgym.error import ConfigError, DataFormatError, UnknownNameError, require
 
@@ -37,7 +38,7 @@ _ENCODE_CHUNK = 4096  # passages per encoder call: progress granularity without 
 
 def default_cache_dir() -> Path:
     """``$SEARCHGYM_CACHE`` if set, else ``~/.cache/searchgym``."""
-    return Path(os.environ.get("SEARCHGYM_CACHE") or Path.home() / ".cache" / "searchgym")
+    return cache_dir()
 
 
 def _resolve_model(model: str | os.PathLike) -> str:

@@ -12,9 +12,10 @@ from typing import Any
 
 from searchgym.error import ConfigError, require
 from searchgym.lm.base import Generation, LanguageModel, SamplingParams, stop_end
+from searchgym.lm.models import MODEL_FOLDERS
 
 #: Built-in model names (besides local folders and cached Hugging Face ids).
-MODEL_NAMES = ("tiny-random",)
+MODEL_NAMES = ("smollm2", "tiny-random")
 
 _DTYPES = ("float32", "float16", "bfloat16")
 
@@ -25,7 +26,8 @@ class TransformersLM(LanguageModel):
     Args:
         model: A loaded ``PreTrainedModel``; a local folder with ``config.json``; a
             Hugging Face model id already in the local cache (nothing is downloaded); or
-            ``"tiny-random"``, the tiny random model of :mod:`searchgym.lm.testing`.
+            ``"tiny-random"``, the tiny random model of :mod:`searchgym.lm.testing`; or
+            ``"smollm2"``, the packaged SmolLM2-135M-Instruct (see :mod:`searchgym.lm.models`).
         tokenizer: The tokenizer; by default loaded from the same folder or id.
         device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``...; ``None`` picks CUDA when available.
         dtype: ``"float32"``, ``"float16"``, ``"bfloat16"`` or a ``torch.dtype``; ``None``
@@ -195,6 +197,8 @@ def _load(transformers: Any, name: str, tokenizer: Any, dtype: Any) -> tuple[Any
         from searchgym.lm.testing import tiny_causal_lm, tiny_tokenizer
 
         return tiny_causal_lm(), tokenizer if tokenizer is not None else tiny_tokenizer()
+    if name in MODEL_FOLDERS:
+        name = str(MODEL_FOLDERS[name]())
     accepted = (
         f"a local model folder containing config.json, a Hugging Face model id already in the "
         f"local cache (nothing is downloaded), or one of: {', '.join(MODEL_NAMES)}"

