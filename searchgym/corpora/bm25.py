@@ -118,10 +118,7 @@ class BM25Retriever(Retriever):
         _index: Any = None,
         _prebuilt: bool = False,
     ):
-        if not isinstance(corpus, Corpus):
-            raise ConfigError(f"BM25Retriever expects a Corpus, got {type(corpus).__name__}; wrap passages in Corpus(...).")
-        if len(corpus) == 0:
-            raise ConfigError(f"BM25Retriever expects a non-empty corpus, got corpus {corpus.name!r} with 0 passages.")
+        self._check_corpus(corpus)
         if backend not in BM25_METHODS:
             raise UnknownNameError("BM25 backend", backend, BM25_BACKENDS)
         methods = BM25_METHODS[backend]

@@ -140,10 +140,7 @@ class DenseRetriever(Retriever):
         show_progress: bool = True,
         _faiss_index: Any = None,
     ):
-        if not isinstance(corpus, Corpus):
-            raise ConfigError(f"DenseRetriever expects a Corpus, got {type(corpus).__name__}; wrap passages in Corpus(...).")
-        if len(corpus) == 0:
-            raise ConfigError(f"DenseRetriever expects a non-empty corpus, got corpus {corpus.name!r} with 0 passages.")
+        self._check_corpus(corpus)
         if index not in DENSE_INDEXES:
             raise UnknownNameError("dense index", index, DENSE_INDEXES)
         for name, value in (("batch_size", batch_size), ("hnsw_m", hnsw_m), ("ef_construction", ef_construction), ("ef_search", ef_search)):

@@ -119,6 +119,15 @@ class Retriever(ABC):
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         """Top-``k`` hits for every query, best first."""
 
+    @classmethod
+    def _check_corpus(cls, corpus: object) -> Corpus:
+        """``corpus`` if it is a non-empty :class:`Corpus`; ``ConfigError`` naming the retriever otherwise."""
+        if not isinstance(corpus, Corpus):
+            raise ConfigError(f"{cls.__name__} expects a Corpus, got {type(corpus).__name__}; wrap passages in Corpus(...).")
+        if len(corpus) == 0:
+            raise ConfigError(f"{cls.__name__} expects a non-empty corpus, got corpus {corpus.name!r} with 0 passages.")
+        return corpus
+
     @staticmethod
     def _check_k(k: int) -> int:
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
