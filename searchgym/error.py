@@ -64,6 +64,12 @@ class ConfigError(SearchGymError, ValueError):
     """An argument has an invalid value."""
 
 
+class BackendError(SearchGymError, RuntimeError):
+    """A language-model backend failed to answer (server down, timeout, garbage reply).
+
+    Benchmarks record it as the episode's outcome instead of stopping the run."""
+
+
 class InvalidActionError(SearchGymError, ValueError):
     """Raised by :class:`searchgym.envs.wrappers.StrictActions` for a malformed action."""
 

@@ -1,6 +1,16 @@
-"""Agents that play the environment: baselines and scripted agents."""
+"""Agents that play the environment, and the driver that runs many episodes at once.
+
+LM agents (:class:`EndToEndAgent`, :class:`SearcherAgent`, :class:`EvidenceAgent`) and the
+baselines import torch-free code only; the models they use come from :mod:`searchgym.lm`.
+"""
 
 from searchgym.agents.base import Agent, play_episode
+from searchgym.agents.driver import EpisodeResult, Task, run_episodes
 from searchgym.agents.oracle import SynthWikiOracle
+from searchgym.agents.registry import AGENTS, LM_FREE, make_agent
+from searchgym.agents.trajectory import Segment, Trajectory
 
-__all__ = ["Agent", "SynthWikiOracle", "play_episode"]
+__all__ = [
+    "AGENTS", "LM_FREE", "Agent", "EpisodeResult", "Segment", "SynthWikiOracle", "Task", "Trajectory",
+    "make_agent", "play_episode", "run_episodes",
+]

@@ -12,8 +12,9 @@ class Agent(ABC):
 
     ``act(observations, infos)`` receives, for every live episode, the observation and
     ``info`` the env returned last (from ``reset`` on the first turn) and returns one turn
-    of text per episode. Agents that keep per-episode state key it by the episode's
-    position in the batch and reset it when ``info["turn"] == 0``.
+    of text per episode. Agents that keep per-episode state key it by ``info["slot"]``
+    (set by the vectorized driver, :func:`searchgym.agents.driver.run_episodes`; the
+    position in the batch when absent) and reset it when ``info["turn"] == 0``.
     """
 
     name: str = "agent"
@@ -21,6 +22,11 @@ class Agent(ABC):
     @abstractmethod
     def act(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[str]:
         """One action (turn text) per observation."""
+
+    def end_episode(self, slot: int) -> Any:
+        """Forget the episode in ``slot`` (it ended) and return its token record, if the
+        agent keeps one (LM agents return a :class:`~searchgym.agents.trajectory.Trajectory`)."""
+        return None
 
 
 def play_episode(env: Any, agent: Agent, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[float, dict[str, Any]]:
@@ -32,4 +38,5 @@ def play_episode(env: Any, agent: Agent, *, seed: int | None = None, options: di
         observation, reward, terminated, truncated, info = env.step(action)
         total += reward
         if terminated or truncated:
+            agent.end_episode(0)
             return total, info

@@ -86,8 +86,10 @@ class SearchEnv(gym.Env[str, str]):
     ``num_invalid``, ``invalid_reason``, ``context_chars``, ``context_tokens``,
     ``action_truncated``, ``observation_truncated``, ``forged_env_tags``,
     ``ignored_chars`` (text after the stop string), ``example_id``; ``reset`` adds
-    ``prompt_messages`` (the prompt as chat messages); at the end also
-    ``answer``, ``evidence``, ``reward_components`` and ``answers`` (the gold answers).
+    ``question`` and ``prompt_messages`` (the prompt as chat messages); at the end also
+    ``answer`` (the agent's), ``prediction`` (the answer that was scored: the agent's, or
+    for s3 the frozen generator's), ``evidence``, ``reward_components`` and ``answers``
+    (the gold answers).
 
     ## Arguments
     - ``protocol``: ``"search_r1"``, ``"r1_searcher"``, ``"recon"``, ``"s3"``, ``"r_search"`` or a
@@ -231,6 +233,7 @@ class SearchEnv(gym.Env[str, str]):
         info = self._info(observation_truncated=obs_cut)
         info["retrieved_ids"] = [h.passage.id for h in initial_hits or []]
         info["prompt_messages"] = self.protocol.messages(self.example, initial_hits)
+        info["question"] = self.example.question
         return prompt, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
@@ -313,6 +316,7 @@ class SearchEnv(gym.Env[str, str]):
             reward += result.total
             info.update(
                 answer=self._answer,
+                prediction=result.prediction if result.prediction is not None else self._answer,
                 evidence=self._evidence,
                 answers=self.example.answers,
                 reward_components=dict(result.components),

@@ -55,10 +55,15 @@ class Episode:
 
 @dataclass(frozen=True)
 class RewardResult:
-    """The episode's reward (``total``) and the named numbers it was made from."""
+    """The episode's reward (``total``) and the named numbers it was made from.
+
+    ``prediction`` is the answer the recipe scored when it is not the agent's own (s3: the
+    frozen generator's answer from the selected documents); ``None`` otherwise.
+    """
 
     total: float
     components: dict[str, float]
+    prediction: str | None = None
 
 
 # ---------------------------------------------------------------- frozen models

@@ -295,13 +295,17 @@ class S3GenAcc(RewardRecipe):
             judge = require_callable(self.name, "judge", judge, "(question, prediction, answers) -> bool | float")
         self.judge = judge
 
-    def _gen_acc(self, question: str, docs: Sequence[str], answers: Sequence[str]) -> float:
+    def _answer(self, question: str, docs: Sequence[str], answers: Sequence[str]) -> tuple[float, str]:
+        """GenAcc of the generator's answer from ``docs``, and that answer."""
         prediction = call_frozen(self.generator, question, list(docs), answers=answers)
-        return gen_acc(prediction, answers, self.judge, question)
+        return gen_acc(prediction, answers, self.judge, question), prediction
+
+    def _gen_acc(self, question: str, docs: Sequence[str], answers: Sequence[str]) -> float:
+        return self._answer(question, docs, answers)[0]
 
     def score(self, episode: Episode) -> RewardResult:
-        acc = self._gen_acc(episode.question, episode.selected_docs, episode.answers)
-        return RewardResult(acc, {"gen_acc": acc})
+        acc, prediction = self._answer(episode.question, episode.selected_docs, episode.answers)
+        return RewardResult(acc, {"gen_acc": acc}, prediction)
 
 
 class S3GainBeyondRAG(S3GenAcc):
@@ -346,11 +350,12 @@ class S3GainBeyondRAG(S3GenAcc):
         return self.naive_rag_cache[key]
 
     def score(self, episode: Episode) -> RewardResult:
-        acc = self._gen_acc(episode.question, episode.selected_docs, episode.answers)
+        acc, prediction = self._answer(episode.question, episode.selected_docs, episode.answers)
         baseline = self.naive_rag_acc(episode)
         gain = acc - baseline
         total = gain + self.generation_weight * acc
-        return RewardResult(total, {"gen_acc": acc, "naive_rag_acc": baseline, "gain_beyond_rag": gain})
+        components = {"gen_acc": acc, "naive_rag_acc": baseline, "gain_beyond_rag": gain}
+        return RewardResult(total, components, prediction)
 
 
 # ---------------------------------------------------------------- registry

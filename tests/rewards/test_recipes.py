@@ -244,7 +244,7 @@ WITHOUT = ["Lyon\nLyon is a city."]
 
 def test_s3_gen_acc():
     recipe = S3GenAcc(GoldSpanReader())
-    assert recipe.score(episode(selected_docs=WITH)) == RewardResult(1.0, {"gen_acc": 1.0})
+    assert recipe.score(episode(selected_docs=WITH)) == RewardResult(1.0, {"gen_acc": 1.0}, "Paris")
     assert recipe.score(episode(selected_docs=WITHOUT)).total == 0.0
     assert recipe.score(episode(selected_docs=[])).total == 0.0
 

@@ -1,0 +1,51 @@
+"""Agents by name, for the benchmark harness and the command line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from searchgym.agents.base import Agent
+from searchgym.error import ConfigError, check_name
+
+#: Agent name -> what it is. ``lm`` picks the family that plays the env's protocol.
+AGENTS: dict[str, str] = {
+    "lm": "the policy LM playing the env's protocol (end-to-end, s3 searcher or R-Search evidence agent)",
+    "no-retrieval": "the LM answers from memory in one turn",
+    "naive-rag": "top-k of the env's retriever for the question, then the LM answers",
+    "naive-rag-dense": "top-k of the dense retriever (MiniLM + faiss) for the question, then the LM answers",
+    "oracle": "scripted solver of synthwiki questions (reads their solution path; LM-free)",
+    "random": "uniformly random well-formed actions (LM-free)",
+}
+
+#: Agents that need no language model.
+LM_FREE = frozenset({"oracle", "random"})
+
+
+def make_agent(name: str, env: Any, *, lm: Any = None, **options: Any) -> Agent:
+    """The agent called ``name`` for ``env`` (wrapped or not); ``lm`` is a LanguageModel
+    for the agents that need one. ``options`` go to the agent's constructor (sampling
+    settings for LM agents, ``seed`` for the random agent, ``k`` for naive RAG)."""
+    check_name("agent", name, AGENTS)
+    if name not in LM_FREE and lm is None:
+        raise ConfigError(f"The {name!r} agent needs a language model, got lm=None. Pass lm=load_lm('smollm2') or similar.")
+    if name == "oracle":
+        from searchgym.agents.oracle import SynthWikiOracle
+
+        return SynthWikiOracle.for_env(env)
+    if name == "random":
+        from searchgym.agents.baselines import RandomAgent
+
+        return RandomAgent.for_env(env, **options)
+    if name == "lm":
+        from searchgym.agents.lm_agents import policy_agent
+
+        return policy_agent(env, lm, **options)
+    from searchgym.agents.baselines import NaiveRAGAgent, NoRetrievalAgent
+
+    if name == "no-retrieval":
+        return NoRetrievalAgent.for_env(env, lm, **options)
+    if name == "naive-rag-dense":
+        from searchgym.corpora.retrievers import make_retriever
+
+        options["retriever"] = make_retriever("dense", env.unwrapped.corpus)
+    return NaiveRAGAgent.for_env(env, lm, **options)

@@ -1,0 +1,171 @@
+"""The vectorized driver: same results as one at a time, batched LM calls, failures as outcomes."""
+
+import threading
+
+import pytest
+
+from env_helpers import make_small
+from searchgym.agents import EpisodeResult, Task, run_episodes
+from searchgym.agents.base import Agent
+from searchgym.agents.lm_agents import policy_agent
+from searchgym.agents.oracle import SynthWikiOracle
+from searchgym.error import BackendError, ConfigError
+from searchgym.lm.batching import StepRound, run_round
+from searchgym.lm.scripted import ScriptedLM
+from searchgym.lm.testing import tiny_causal_lm, tiny_tokenizer
+
+
+def tasks_for(env, n, seed=0):
+    return [Task(ex.id, seed) for ex in env.unwrapped.examples[:n]]
+
+
+@pytest.fixture(scope="module")
+def tiny_lm():
+    from searchgym.lm.hf import TransformersLM
+
+    model = tiny_causal_lm()
+    model.config.max_position_embeddings = 4096  # rotary positions: a longer context is only a limit we set
+    return TransformersLM(model, tiny_tokenizer())
+
+
+def comparable(r: EpisodeResult):
+    d = r.to_dict()
+    d.pop("wall_time")
+    return d
+
+
+@pytest.mark.parametrize("env_id", ["searchgym/SearchR1-v0", "searchgym/RSearch-v0", "searchgym/S3-v0"])
+def test_vectorized_equals_sequential_at_temperature_zero(tiny_lm, env_id):
+    envs = [make_small(env_id, max_turns=3) for _ in range(4)]
+    agent = policy_agent(envs[0], tiny_lm, max_new_tokens=24)
+    tasks = tasks_for(envs[0], 6)
+    together = run_episodes(envs, agent, tasks, keep_trajectories=True)
+    alone = run_episodes(envs[:1], agent, tasks, keep_trajectories=True)
+    assert [comparable(r) for r in together] == [comparable(r) for r in alone]
+    assert [r.trajectory.context_ids() for r in together] == [r.trajectory.context_ids() for r in alone]
+    assert all(r.generated_tokens == r.trajectory.num_generated > 0 for r in together)
+    assert all(r.context_tokens == len(r.trajectory) for r in together)
+
+
+class RecordingLM(ScriptedLM):
+    """Scripted frozen model that records the size of every batched call."""
+
+    def __init__(self, respond):
+        super().__init__(respond, tiny_tokenizer())
+        self.batches = []
+        self.lock = threading.Lock()
+
+    def _generate(self, prompt_ids, params):
+        with self.lock:
+            self.batches.append(len(prompt_ids))
+        return super()._generate(prompt_ids, params)
+
+
+def test_frozen_model_calls_of_parallel_steps_are_batched_and_results_unchanged():
+    def generator_for(lm):
+        # A frozen generator that answers with the first words of its first document.
+        return lambda question, docs: lm.generate([question + "\n" + "\n".join(docs)], max_new_tokens=8)[0].text
+
+    def respond(prompt):
+        lines = prompt.split("\n")
+        return lines[2] if len(lines) > 2 else "nothing"
+
+    results = []
+    for num_envs in (4, 1):
+        lm = RecordingLM(respond)
+        envs = [make_small("searchgym/S3-v0", generator=generator_for(lm)) for _ in range(num_envs)]
+        agent = SynthWikiOracle.for_env(envs[0])
+        results.append((run_episodes(envs, agent, tasks_for(envs[0], 8)), lm.batches))
+    (together, batches4), (alone, batches1) = results
+    assert [comparable(r) for r in together] == [comparable(r) for r in alone]
+    assert sum(batches4) == sum(batches1) == 16  # a generator call and a naive-RAG call per question
+    assert max(batches1) == 1 and max(batches4) > 1 and len(batches4) < len(batches1)
+
+
+def test_step_round_serves_only_when_every_participant_waits():
+    lm = RecordingLM(lambda prompt: "ok")
+    order = []
+
+    def step(i):
+        def run():
+            if i == 2:
+                return "no call"  # leaves the round without calling the model
+            out = lm.generate([f"p{i}"], max_new_tokens=2)[0].text
+            order.append(i)
+            return out + lm.generate([f"q{i}"], max_new_tokens=2)[0].text
+
+        return run
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        outputs, round_ = run_round([step(i) for i in range(4)], threads=pool)
+        assert outputs == ["okok", "okok", "no call", "okok"]
+        assert lm.batches == [3, 3] and round_.calls == 2 and round_.requests == 6
+        with pytest.raises(ValueError, match="at least 5 workers, got 4"):
+            run_round([step(i) for i in range(5)], threads=pool)
+    assert isinstance(StepRound(), StepRound)
+
+
+class FailingAgent(Agent):
+    """Raises a backend error on its second call."""
+
+    def __init__(self, inner):
+        self.inner, self.calls = inner, 0
+
+    def act(self, observations, infos):
+        self.calls += 1
+        if self.calls == 2:
+            raise BackendError("server at http://127.0.0.1:9 timed out after 3 attempts")
+        return self.inner.act(observations, infos)
+
+
+def test_a_failing_backend_is_an_outcome_of_the_live_episodes_only():
+    envs = [make_small("searchgym/SearchR1-v0") for _ in range(2)]
+    agent = FailingAgent(SynthWikiOracle.for_env(envs[0]))
+    out = run_episodes(envs, agent, tasks_for(envs[0], 5))
+    assert [r.outcome for r in out[:2]] == ["backend_error", "backend_error"]
+    assert out[0].error == "server at http://127.0.0.1:9 timed out after 3 attempts"
+    assert out[0].prediction is None and out[0].em == 0.0
+    assert {r.outcome for r in out[2:]} == {"answered"} and all(r.em == 1.0 for r in out[2:])
+
+
+def test_an_error_inside_one_step_is_recorded_and_the_others_finish():
+    def generator(question, docs):
+        if "founder" in question:
+            raise RuntimeError("generator exploded")
+        return "x"
+
+    envs = [make_small("searchgym/S3-v0", generator=generator) for _ in range(3)]
+    tasks = tasks_for(envs[0], 12)
+    out = run_episodes(envs, SynthWikiOracle.for_env(envs[0]), tasks)
+    failed = [r for r in out if "founder" in r.question]
+    assert failed and all(r.outcome == "error" and r.error.startswith("RuntimeError: generator exploded (at ") for r in failed)
+    assert all(r.outcome == "completed" for r in out if "founder" not in r.question)
+
+
+def test_prompt_too_long_length_and_empty_generations_are_flagged():
+    from searchgym.lm.hf import TransformersLM
+
+    short = TransformersLM(tiny_causal_lm(), tiny_tokenizer())  # 256-token context: the prompt does not fit
+    envs = [make_small("searchgym/SearchR1-v0")]
+    out = run_episodes(envs, policy_agent(envs[0], short), tasks_for(envs[0], 2))
+    assert [r.outcome for r in out] == ["prompt_too_long"] * 2
+    assert out[0].generated_tokens == 0 and out[0].context_tokens > 256
+
+    lm = ScriptedLM(["", "<think> " + "word " * 50], tiny_tokenizer())
+    envs = [make_small("searchgym/SearchR1-v0", max_turns=2)]
+    (r,) = run_episodes(envs, policy_agent(envs[0], lm, max_new_tokens=10), tasks_for(envs[0], 1))
+    assert r.outcome == "truncated" and r.flags == ["empty_generation", "invalid_turn", "length"]
+
+
+def test_results_come_in_task_order_and_on_result_sees_each_once():
+    envs = [make_small("searchgym/SearchR1-v0") for _ in range(3)]
+    tasks = tasks_for(envs[0], 7)
+    seen = []
+    out = run_episodes(envs, SynthWikiOracle.for_env(envs[0]), tasks, on_result=seen.append, progress=True, desc="oracle")
+    assert [r.example_id for r in out] == [t.example_id for t in tasks]
+    assert sorted(r.example_id for r in seen) == sorted(t.example_id for t in tasks)
+    assert EpisodeResult.from_dict(out[0].to_dict()) == out[0]
+    with pytest.raises(ConfigError, match="at least one env"):
+        run_episodes([], SynthWikiOracle.for_env(envs[0]), tasks)

@@ -1,0 +1,103 @@
+"""LM agents: the token record of every turn, the families' protocols, chat prompts."""
+
+import pytest
+
+from env_helpers import make_small
+from searchgym.agents import play_episode
+from searchgym.agents.lm_agents import EndToEndAgent, EvidenceAgent, LMAgent, SearcherAgent, policy_agent
+from searchgym.error import ConfigError
+from searchgym.lm.scripted import ScriptedLM
+from searchgym.lm.testing import tiny_tokenizer
+
+
+def scripted(responses):
+    return ScriptedLM(responses, tiny_tokenizer())
+
+
+def test_trajectory_is_prompt_then_generated_and_observation_ids():
+    env = make_small("searchgym/SearchR1-v0")
+    question = env.unwrapped.examples[0]
+    gold = question.answers[0]
+    lm = scripted(["<think> look </think><search> founder </search>", f"<answer> {gold} </answer>"])
+    agent = EndToEndAgent.for_env(env, lm)
+    obs, info = env.reset(options={"example_index": 0})
+    (action,) = agent.act([obs], [info])
+    assert action == "<think> look </think><search> founder </search>"
+    obs2, _, _, _, info2 = env.step(action)
+    (action2,) = agent.act([obs2], [info2])
+    _, reward, terminated, _, _ = env.step(action2)
+    assert terminated and reward == 1.0
+    trajectory = agent.end_episode(0)
+    tok = lm.tokenizer
+    # The prompt went through the chat template of the tokenizer.
+    assert trajectory.prompt_ids == tuple(tok.encode(tok.apply_chat_template(info["prompt_messages"], add_generation_prompt=True, tokenize=False), add_special_tokens=False))
+    kinds = [s.generated for s in trajectory.segments]
+    assert kinds == [True, False, True]
+    assert trajectory.segments[0].token_ids == tuple(tok.encode(action, add_special_tokens=False))
+    assert trajectory.segments[1].token_ids == tuple(tok.encode(obs2, add_special_tokens=False))
+    assert trajectory.loss_mask == [1] * len(trajectory.segments[0]) + [0] * len(trajectory.segments[1]) + [1] * len(trajectory.segments[2])
+    assert trajectory.response_logprobs[len(trajectory.segments[0])] is None
+    assert trajectory.num_generated == len(trajectory.segments[0]) + len(trajectory.segments[2])
+    assert agent.end_episode(0) is None  # forgotten
+
+
+def test_second_turn_is_generated_from_the_recorded_ids():
+    seen = []
+    tok = tiny_tokenizer()
+
+    def respond(prompt):
+        seen.append(prompt)
+        return "<search> river </search>" if len(seen) == 1 else "<answer> x </answer>"
+
+    env = make_small("searchgym/SearchR1-v0")
+    agent = EndToEndAgent.for_env(env, ScriptedLM(respond, tok))
+    play_episode(env, agent, options={"example_index": 1})
+    assert len(seen) == 2
+    # The second prompt is the first prompt, the first turn and the observation, verbatim.
+    assert seen[1].startswith(seen[0] + "<search> river </search>")
+    assert "<information>" in seen[1][len(seen[0]):]
+
+
+def test_families_refuse_other_protocols_and_policy_agent_picks_by_protocol():
+    lm = scripted(["x"])
+    with pytest.raises(ConfigError) as e:
+        EndToEndAgent(lm, "s3")
+    assert str(e.value) == (
+        "EndToEndAgent plays the search_r1, r1_searcher, recon protocol(s), got 's3'. Use SearcherAgent for that env."
+    )
+    assert type(policy_agent(make_small("searchgym/S3-v0"), lm)) is SearcherAgent
+    assert type(policy_agent(make_small("searchgym/RSearch-v0"), lm)) is EvidenceAgent
+    assert type(policy_agent(make_small("searchgym/RECON-v0"), lm)) is EndToEndAgent
+    with pytest.raises(ConfigError, match="expects lm to be a searchgym LanguageModel"):
+        LMAgent("smollm2")
+    with pytest.raises(ConfigError, match="max_new_tokens to be a positive integer, got 0"):
+        LMAgent(lm, max_new_tokens=0)
+
+
+def test_r1_searcher_prompt_is_raw_text_unless_chat_is_forced():
+    env = make_small("searchgym/R1Searcher-v0")
+    lm = scripted(["<answer> x </answer>"])
+    obs, info = env.reset(options={"example_index": 0})
+    agent = policy_agent(env, lm)
+    agent.act([obs], [info])
+    assert agent.trajectory(0).prompt_ids == tuple(lm.tokenizer.encode(obs, add_special_tokens=False))
+    chat_agent = policy_agent(env, lm, chat=True)
+    chat_agent.act([obs], [info])
+    assert chat_agent.trajectory(0).prompt_ids != agent.trajectory(0).prompt_ids
+
+
+def test_s3_searcher_and_r_search_evidence_agents_play_their_protocols():
+    env = make_small("searchgym/S3-v0")
+    ex = env.unwrapped.examples[0]
+    lm = scripted(['<search_complete>False</search_complete>\n<query>{"query": "%s"}</query>' % ex.question, "<important_info>[1]</important_info>\n<search_complete>True</search_complete>"])
+    total, info = play_episode(env, SearcherAgent.for_env(env, lm), options={"example_index": 0})
+    assert info["num_searches"] == 1 and info["action_kinds"] == ("select", "complete")
+    assert "gen_acc" in info["reward_components"]
+
+    env = make_small("searchgym/RSearch-v0")
+    ex = env.unwrapped.examples[0]
+    gold = ex.answers[0]
+    lm = scripted([f"<search> {ex.question} </search>", f"<original_evidence> {gold} </original_evidence>\n<answer> {gold} </answer>"])
+    total, info = play_episode(env, EvidenceAgent.for_env(env, lm), options={"example_index": 0})
+    assert info["evidence"] == gold and info["answer"] == gold
+    assert info["reward_components"]["evidence_f1"] == 1.0
