@@ -160,3 +160,20 @@ def test_model_key_identifies_weights(tmp_path):
     (tmp_path / "b" / "model.safetensors").write_bytes(b"2" * 10)
     assert model_key(tmp_path / "a") != model_key(tmp_path / "b")
     assert model_key("org/encoder") != model_key("org/encoder-v2")
+
+
+def test_bfloat16_encoder_agrees_with_float32_and_has_its_own_cache(tmp_path):
+    from searchgym.corpora.synthwiki import generate
+
+    corpus = generate(seed=3, num_passages=100).corpus
+    full = DenseRetriever(corpus, cache_dir=tmp_path, show_progress=False)
+    half = DenseRetriever(corpus, cache_dir=tmp_path, show_progress=False, dtype="bfloat16")
+    assert half.cache_path != full.cache_path and half.cache_path.name.endswith("-bfloat16.npy")
+    cosine = (full.passage_embeddings() * half.passage_embeddings()).sum(axis=1)
+    assert cosine.min() > 0.999
+    query = corpus[5].title
+    assert full.search([query], 1)[0][0].passage.id == half.search([query], 1)[0][0].passage.id
+    saved = half.save(tmp_path / "index")
+    assert DenseRetriever.load(saved, corpus, cache_dir=tmp_path).dtype == "bfloat16"
+    with pytest.raises(UnknownNameError, match="Unknown encoder dtype 'int8'"):
+        DenseRetriever(corpus, cache_dir=tmp_path, dtype="int8")
