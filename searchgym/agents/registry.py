@@ -24,7 +24,8 @@ LM_FREE = frozenset({"oracle", "random"})
 def make_agent(name: str, env: Any, *, lm: Any = None, **options: Any) -> Agent:
     """The agent called ``name`` for ``env`` (wrapped or not); ``lm`` is a LanguageModel
     for the agents that need one. ``options`` go to the agent's constructor (sampling
-    settings for LM agents, ``seed`` for the random agent, ``k`` for naive RAG)."""
+    settings for LM agents, ``seed`` for the random agent, ``k`` for naive RAG,
+    ``retriever_options`` for the dense index of ``naive-rag-dense``)."""
     check_name("agent", name, AGENTS)
     if name not in LM_FREE and lm is None:
         raise ConfigError(f"The {name!r} agent needs a language model, got lm=None. Pass lm=load_lm('smollm2') or similar.")
@@ -47,5 +48,6 @@ def make_agent(name: str, env: Any, *, lm: Any = None, **options: Any) -> Agent:
     if name == "naive-rag-dense":
         from searchgym.corpora.retrievers import make_retriever
 
-        options["retriever"] = make_retriever("dense", env.unwrapped.corpus)
+        # retriever_options (e.g. {"dtype": "bfloat16"}) configure the dense index.
+        options["retriever"] = make_retriever("dense", env.unwrapped.corpus, **options.pop("retriever_options", {}))
     return NaiveRAGAgent.for_env(env, lm, **options)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from searchgym.corpora import store
 from searchgym.corpora.types import Hit
@@ -96,9 +96,17 @@ class ExtractiveSummarizer(Summarizer):
         )
 
 
-SUMMARIZERS: dict[str, type[Summarizer]] = {
+def _llm_summarizer(**options) -> Summarizer:
+    from searchgym.envs.lm_summarizer import LLMSummarizer
+
+    return LLMSummarizer(**options)
+
+
+#: Summarizer name -> constructor. ``llm`` is RECON's (searchgym.envs.lm_summarizer).
+SUMMARIZERS: dict[str, Callable[..., Summarizer]] = {
     "identity": IdentitySummarizer,
     "extractive": ExtractiveSummarizer,
+    "llm": _llm_summarizer,
 }
 
 

@@ -54,7 +54,7 @@ def test_bad_reset_options(options, message):
     [
         ({"protocol": "serch_r1"}, UnknownNameError, "Unknown protocol 'serch_r1'. Did you mean 'search_r1'? Expected one of: r1_searcher, r_search, recon, s3, search_r1."),
         ({"reward": "search_r1_emm"}, UnknownNameError, "Unknown reward 'search_r1_emm'. Did you mean 'search_r1_em'?"),
-        ({"summarizer": "llm"}, UnknownNameError, "Unknown summarizer 'llm'. Expected one of: extractive, identity."),
+        ({"summarizer": "lm"}, UnknownNameError, "Unknown summarizer 'lm'. Did you mean 'llm'? Expected one of: extractive, identity, llm."),
         ({"top_k": 0}, ConfigError, "SearchEnv expects top_k to be a positive integer, got 0."),
         ({"max_turns": "4"}, ConfigError, "SearchEnv expects max_turns to be a positive integer, got '4'."),
         ({"render_mode": "rgb_array"}, UnknownNameError, "Unknown render mode 'rgb_array'."),

@@ -47,7 +47,7 @@ def test_identity_is_passthrough():
 
 
 def test_bad_names_and_options():
-    with pytest.raises(UnknownNameError, match=r"^Unknown summarizer 'extractiv'\. Did you mean 'extractive'\? Expected one of: extractive, identity\.$"):
+    with pytest.raises(UnknownNameError, match=r"^Unknown summarizer 'extractiv'\. Did you mean 'extractive'\? Expected one of: extractive, identity, llm\.$"):
         make_summarizer("extractiv")
     with pytest.raises(ConfigError, match=r"^ExtractiveSummarizer expects sentences_per_doc to be a positive integer, got 0\.$"):
         ExtractiveSummarizer(sentences_per_doc=0)

@@ -1,0 +1,163 @@
+"""Baselines every benchmark should show beside a search agent.
+
+- :class:`NoRetrievalAgent`: the LM answers from memory in one turn.
+- :class:`NaiveRAGAgent`: top-k documents for the question itself, then one answer
+  (with the env's retriever or another one, e.g. dense).
+- :class:`RandomAgent`: uniformly random well-formed actions (LM-free), the floor.
+
+The LM baselines use s3's answer prompts (its zero-shot and RAG generator prompts), so
+their numbers are comparable with the s3 generator's. They answer through the env's
+protocol (``Protocol.write``), so they run in any env whose agent gives the answer.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from searchgym.agents.base import Agent
+from searchgym.agents.lm_agents import LMTurnAgent
+from searchgym.agents.trajectory import Trajectory
+from searchgym.corpora.types import Retriever
+from searchgym.envs.lm_frozen import generator_messages
+from searchgym.envs.protocols import Answer, Complete, Evidence, Protocol, Search, Select, make_protocol
+from searchgym.error import ConfigError
+from searchgym.lm.base import LanguageModel
+
+
+_TAG = re.compile(r"<[^<>]*>")
+
+
+def clean_answer(text: str, max_chars: int = 200) -> str:
+    """The first non-empty line of a generation, without an ``Answer:`` lead-in."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line.lower().startswith("answer:"):
+            line = line[len("answer:") :].strip()
+        if line:
+            return line[:max_chars]
+    return ""
+
+
+class _OneShotAgent(LMTurnAgent):
+    """Answers every question in its first turn from a prompt of its own."""
+
+    def __init__(self, lm: LanguageModel, protocol: str | Protocol, *, max_new_tokens: int = 32, **sampling: Any):
+        super().__init__(lm, max_new_tokens=max_new_tokens, **sampling)
+        self.protocol = make_protocol(protocol)
+        if self.protocol.answers_with_generator:
+            raise ConfigError(
+                f"{type(self).__name__} answers itself, but in the {self.protocol.name!r} protocol the env's "
+                "generator answers; benchmark it on an env whose agent gives the answer (e.g. SearchR1-v0)."
+            )
+
+    def docs(self, question: str) -> list[str]:
+        return []
+
+    def act(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[str]:
+        prompts, slots = [], []
+        for position, info in enumerate(infos):
+            if "question" not in info:
+                raise ConfigError(f"{type(self).__name__}.act expects the reset info (with 'question'), got keys {sorted(info)}.")
+            slot = info.get("slot", position)
+            prompt = self.chat_ids(generator_messages(info["question"], self.docs(info["question"])))
+            self._trajectories[slot] = Trajectory(prompt)
+            prompts.append(prompt)
+            slots.append(slot)
+        generations = self._generate(prompts, ())
+        actions = []
+        for slot, g in zip(slots, generations):
+            self._trajectories[slot].add_generated(g.token_ids, g.logprobs, g.finish_reason)
+            actions.append(self.protocol.write([Answer(clean_answer(g.text))]))
+        return actions
+
+    @classmethod
+    def for_env(cls, env: Any, lm: LanguageModel, **options: Any) -> _OneShotAgent:
+        return cls(lm, env.unwrapped.protocol, **options)
+
+
+class NoRetrievalAgent(_OneShotAgent):
+    """The LM answers from its own knowledge (s3's zero-shot prompt), in one turn."""
+
+    name = "no-retrieval"
+
+
+class NaiveRAGAgent(_OneShotAgent):
+    """Retrieves the top ``k`` documents for the question, then answers in one turn.
+
+    Args:
+        retriever: Any :class:`Retriever` over the env's corpus (``for_env`` uses the
+            env's own retriever unless one is given).
+        k: Documents in the prompt.
+    """
+
+    name = "naive-rag"
+
+    def __init__(self, lm: LanguageModel, protocol: str | Protocol, retriever: Retriever, *, k: int = 3, **options: Any):
+        super().__init__(lm, protocol, **options)
+        if not isinstance(retriever, Retriever):
+            raise ConfigError(f"NaiveRAGAgent expects a Retriever, got {type(retriever).__name__}.")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConfigError(f"NaiveRAGAgent expects k to be a positive integer, got {k!r}.")
+        self.retriever = retriever
+        self.k = k
+
+    def docs(self, question: str) -> list[str]:
+        return [f"{h.passage.title}\n{h.passage.text}" for h in self.retriever.search([question], self.k)[0]]
+
+    @classmethod
+    def for_env(cls, env: Any, lm: LanguageModel, *, retriever: Retriever | None = None, **options: Any) -> NaiveRAGAgent:
+        inner = env.unwrapped
+        options.setdefault("k", inner.top_k)
+        return cls(lm, inner.protocol, retriever if retriever is not None else inner.retriever, **options)
+
+
+class RandomAgent(Agent):
+    """Uniformly random well-formed turns: search a few words of the question, select
+    random documents (s3), quote random evidence (R-Search), or answer with a random
+    span of the last observation. Seeded; LM-free."""
+
+    name = "random"
+
+    def __init__(self, protocol: str | Protocol, *, seed: int = 0, answer_probability: float = 0.3):
+        self.protocol = make_protocol(protocol)
+        self.rng = random.Random(seed)
+        if not 0.0 <= answer_probability <= 1.0:
+            raise ConfigError(f"RandomAgent expects answer_probability in [0, 1], got {answer_probability!r}.")
+        self.answer_probability = answer_probability
+        self._questions: dict[int, str] = {}
+
+    @classmethod
+    def for_env(cls, env: Any, **options: Any) -> RandomAgent:
+        return cls(env.unwrapped.protocol, **options)
+
+    def _span(self, text: str, most: int) -> str:
+        # Words only: tags copied from an observation would make the turn malformed.
+        words = _TAG.sub(" ", text).split() or ["unknown"]
+        n = self.rng.randint(1, min(most, len(words)))
+        start = self.rng.randrange(len(words) - n + 1)
+        return " ".join(words[start : start + n])
+
+    def act(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[str]:
+        actions = []
+        for position, (observation, info) in enumerate(zip(observations, infos)):
+            slot = info.get("slot", position)
+            if info.get("turn", 0) == 0:
+                self._questions[slot] = info.get("question", observation)
+            question = self._questions.get(slot, observation)
+            finish = self.rng.random() < self.answer_probability
+            if self.protocol.answers_with_generator:
+                select = Select(tuple(sorted(self.rng.sample(range(1, 9), self.rng.randint(0, 3)))))
+                last = Complete() if finish else Search(self._span(question, 5))
+                actions.append(self.protocol.write([select, last] if select.doc_numbers else [last]))
+            elif finish:
+                answer = Answer(self._span(observation, 4))
+                if self.protocol.name == "r_search":
+                    actions.append(self.protocol.write([Evidence(self._span(observation, 30)), answer]))
+                else:
+                    actions.append(self.protocol.write([answer]))
+            else:
+                actions.append(self.protocol.write([Search(self._span(question, 5))]))
+        return actions

@@ -1,0 +1,140 @@
+"""Frozen models backed by a language model: the s3 generator and judge, the R-Search reader.
+
+They are plain callables with the signatures the reward recipes call, and they make
+their LM calls only through ``lm.generate`` so that a vectorized driver can batch the
+calls of many environments (:mod:`searchgym.lm.batching`). A prompt that does not fit
+the model gives an empty answer (scored 0), never an exception.
+
+The prompts are the seeds' own, verbatim.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from searchgym.lm.base import LanguageModel
+
+# s3 generator_llms/local_inst.py (format_qa_chat_messages): system prompt with the
+# selected documents; the user message is the question.
+S3_GENERATOR_SYSTEM = (
+    "Use the following contexts (some might be irrelevant) on demand:\nContexts:\n{context}\n\n"
+    "Important: You MUST directly answer the question without any other text and thinking."
+)
+# The same file's zero-shot variant (no documents).
+S3_ZERO_SHOT_SYSTEM = "Important: You MUST directly answer the question without any other text and thinking."
+# s3 check_answer_correct: the LLM judge asked when the span check fails.
+S3_JUDGE_PROMPT = (
+    "Please check if any of the golden answers is contained in the following response: {response}\n\n"
+    "Golden answers: {answers}\n\nPlease directly answer with 'yes' or 'no'."
+)
+# R-Search scripts/evidence.yaml: the frozen reader answering from the agent's evidence.
+R_SEARCH_READER_PROMPT = (
+    "Answer the question based on the given passages. Only give me the answer and do not output any other words.\n\n"
+    "The following are given passages:\n{evidence}\n\nQuestion: {query}\nAnswer:"
+)
+
+
+def split_doc(doc: str) -> tuple[str, str]:
+    """``"title\\ntext"`` (how the env hands documents to frozen models) as (title, text)."""
+    title, _, text = doc.partition("\n")
+    return title.strip().strip('"'), text.strip()
+
+
+def generator_context(docs: Sequence[str]) -> str:
+    """s3's generator context: ``Doc {i} (Title: {title})\\n{text}\\n\\n``, numbered from 1."""
+    return "".join(f"Doc {i} (Title: {title})\n{text}\n\n" for i, (title, text) in enumerate(map(split_doc, docs), 1))
+
+
+def generator_messages(question: str, docs: Sequence[str]) -> list[dict[str, str]]:
+    """s3's generator chat: the documents in the system prompt (zero-shot prompt without any)."""
+    system = S3_GENERATOR_SYSTEM.format(context=generator_context(docs)) if docs else S3_ZERO_SHOT_SYSTEM
+    return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+
+
+class _LMCallable:
+    """A frozen role played by ``lm`` with fixed sampling settings."""
+
+    role = "model"
+
+    def __init__(self, lm: LanguageModel, *, max_new_tokens: int, temperature: float = 0.0, top_p: float = 1.0):
+        from searchgym.lm.base import check_sampling_params
+
+        if not isinstance(lm, LanguageModel):
+            raise TypeError(f"{type(self).__name__} expects a searchgym LanguageModel, got {type(lm).__name__}.")
+        check_sampling_params(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, stop=(), seed=None)
+        self.lm = lm
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+
+    def complete(self, messages: Sequence[Mapping[str, str]]) -> str:
+        """The model's reply to chat ``messages``, stripped; ``""`` if the prompt does not fit."""
+        (g,) = self.lm.generate(
+            [self.lm.apply_chat(messages)],
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+        )
+        return "" if g.finish_reason == "prompt_too_long" else g.text.strip()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(lm={type(self.lm).__name__}, max_new_tokens={self.max_new_tokens}, temperature={self.temperature})"
+
+
+class LMGenerator(_LMCallable):
+    """s3's frozen generator: ``(question, docs) -> answer`` from the selected documents.
+
+    The seed serves Qwen2.5-14B-Instruct at temperature 0; any chat model works here.
+    """
+
+    role = "generator"
+
+    def __init__(self, lm: LanguageModel, *, max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0):
+        super().__init__(lm, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
+
+    def __call__(self, question: str, docs: Sequence[str]) -> str:
+        return self.complete(generator_messages(question, list(docs)))
+
+
+class LMJudge(_LMCallable):
+    """s3's LLM judge: ``(question, prediction, answers) -> bool``, asked whether a gold
+    answer is contained in the response; a reply starting with "yes" counts."""
+
+    role = "judge"
+
+    def __init__(self, lm: LanguageModel, *, max_new_tokens: int = 10, temperature: float = 0.0, top_p: float = 1.0):
+        super().__init__(lm, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
+
+    def __call__(self, question: str, prediction: str, answers: Sequence[str]) -> bool:
+        prompt = S3_JUDGE_PROMPT.format(response=prediction, answers=str(list(answers)))
+        reply = self.complete([{"role": "user", "content": prompt}])
+        return re.match(r"\W*yes\b", reply.lower()) is not None
+
+
+class LMReader(_LMCallable):
+    """R-Search's frozen reader: ``(question, evidence) -> answer`` from the evidence only.
+
+    The seed samples at temperature 0.1, top_p 0.9, up to 512 tokens
+    (``scripts/evidence_server.sh``); the default here is greedy so that benchmarks are
+    reproducible. Pass ``temperature=0.1, top_p=0.9, max_new_tokens=512`` for the seed's.
+    """
+
+    role = "reader"
+
+    def __init__(self, lm: LanguageModel, *, max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0):
+        super().__init__(lm, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
+
+    def __call__(self, question: str, evidence: str) -> str:
+        prompt = R_SEARCH_READER_PROMPT.format(evidence=evidence, query=question)
+        return self.complete([{"role": "user", "content": prompt}])
+
+
+#: The LM version of each frozen role.
+LM_ROLES: dict[str, type[_LMCallable]] = {"generator": LMGenerator, "reader": LMReader, "judge": LMJudge}
+
+
+def lm_frozen(role: str, lm: LanguageModel, **options: Any) -> _LMCallable:
+    """The LM version of ``role`` played by ``lm``."""
+    return LM_ROLES[role](lm, **options)

@@ -1,0 +1,75 @@
+"""Baselines: no retrieval, naive RAG (BM25 and any retriever), random; the agent registry."""
+
+import pytest
+
+from env_helpers import make_small
+from searchgym.agents import AGENTS, Task, make_agent, play_episode, run_episodes
+from searchgym.agents.baselines import NaiveRAGAgent, NoRetrievalAgent, RandomAgent, clean_answer
+from searchgym.error import ConfigError, UnknownNameError
+from searchgym.lm.scripted import ScriptedLM
+from searchgym.lm.testing import tiny_tokenizer
+
+
+def recorder(reply):
+    prompts = []
+    return ScriptedLM(lambda p: (prompts.append(p), reply(p) if callable(reply) else reply)[1], tiny_tokenizer()), prompts
+
+
+def test_clean_answer():
+    assert clean_answer("\n  Answer: Paris.\nmore") == "Paris."
+    assert clean_answer("   ") == ""
+
+
+def test_no_retrieval_answers_in_one_turn_from_the_zero_shot_prompt():
+    env = make_small("searchgym/SearchR1-v0")
+    gold = env.unwrapped.examples[0].answers[0]
+    lm, prompts = recorder(gold)
+    total, info = play_episode(env, NoRetrievalAgent.for_env(env, lm), options={"example_index": 0})
+    assert total == 1.0 and info["turn"] == 1 and info["num_searches"] == 0
+    assert "You MUST directly answer" in prompts[0] and "Contexts:" not in prompts[0]
+
+
+def test_naive_rag_reads_the_top_k_documents_for_the_question():
+    env = make_small("searchgym/SearchR1-v0", top_k=2)
+    ex = env.unwrapped.examples[0]
+    lm, prompts = recorder("x")
+    agent = NaiveRAGAgent.for_env(env, lm)
+    play_episode(env, agent, options={"example_index": 0})
+    top = env.unwrapped.retriever.search([ex.question], 2)[0]
+    assert agent.k == 2
+    assert f"Doc 1 (Title: {top[0].passage.title})\n{top[0].passage.text}" in prompts[0]
+    assert f"Doc 2 (Title: {top[1].passage.title})" in prompts[0] and "Doc 3 (" not in prompts[0]
+    assert prompts[0].rstrip().endswith(ex.question) or ex.question in prompts[0]
+
+
+def test_one_shot_baselines_refuse_s3_where_the_generator_answers():
+    lm, _ = recorder("x")
+    with pytest.raises(ConfigError, match="in the 's3' protocol the env's generator answers"):
+        NoRetrievalAgent.for_env(make_small("searchgym/S3-v0"), lm)
+
+
+@pytest.mark.parametrize("env_id", ["searchgym/SearchR1-v0", "searchgym/R1Searcher-v0", "searchgym/S3-v0", "searchgym/RSearch-v0"])
+def test_random_agent_is_seeded_and_well_formed(env_id):
+    def run(seed):
+        envs = [make_small(env_id) for _ in range(2)]
+        tasks = [Task(ex.id, 0) for ex in envs[0].unwrapped.examples[:6]]
+        return run_episodes(envs, RandomAgent.for_env(envs[0], seed=seed), tasks)
+
+    first, again, other = run(1), run(1), run(2)
+    key = lambda rs: [(r.prediction, r.num_turns, r.num_searches, r.reward) for r in rs]  # noqa: E731
+    assert key(first) == key(again) and key(first) != key(other)
+    assert all(r.num_invalid == 0 for r in first)
+    assert sum(r.num_searches for r in first) > 0
+
+
+def test_make_agent_names_and_errors():
+    env = make_small("searchgym/SearchR1-v0")
+    lm, _ = recorder("x")
+    assert set(AGENTS) == {"lm", "no-retrieval", "naive-rag", "naive-rag-dense", "oracle", "random"}
+    assert make_agent("naive-rag", env, lm=lm, k=5).k == 5
+    assert make_agent("random", env).name == "random"
+    assert make_agent("lm", env, lm=lm).name == "end-to-end"
+    with pytest.raises(UnknownNameError, match="Unknown agent 'naive_rag'. Did you mean 'naive-rag'?"):
+        make_agent("naive_rag", env, lm=lm)
+    with pytest.raises(ConfigError, match="The 'lm' agent needs a language model, got lm=None"):
+        make_agent("lm", env)

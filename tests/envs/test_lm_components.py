@@ -1,0 +1,117 @@
+"""LM versions of the env's components: the s3 generator and judge, the R-Search reader,
+RECON's summarizer. Prompts are checked verbatim; envs run with them end to end."""
+
+import pytest
+
+from env_helpers import make_small
+from searchgym.corpora.types import Hit, Passage
+from searchgym.envs.frozen import make_frozen
+from searchgym.envs.lm_frozen import LMGenerator, LMJudge, LMReader, generator_messages
+from searchgym.envs.lm_summarizer import ASPECTS, LLMSummarizer, recon_prompt
+from searchgym.envs.summarizers import make_summarizer
+from searchgym.error import UnknownNameError
+from searchgym.lm.base import Generation, LanguageModel
+from searchgym.lm.scripted import ScriptedLM
+from searchgym.lm.testing import tiny_tokenizer
+
+DOCS = ['"Marrowgate"\nThe city of Marrowgate lies on the river Tesk.', "Tesk\nThe Tesk is a river."]
+HITS = [Hit(Passage("p1", '"Marrowgate"', "The city of Marrowgate lies on the river Tesk."), 1.0), Hit(Passage("p2", "Tesk", "The Tesk is a river."), 0.5)]
+
+
+class Recorder(ScriptedLM):
+    def __init__(self, reply):
+        self.prompts = []
+        super().__init__(lambda prompt: (self.prompts.append(prompt), reply)[1], tiny_tokenizer())
+
+
+def chat(messages):
+    return tiny_tokenizer().apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+
+def test_generator_uses_s3_prompt_with_renumbered_documents():
+    lm = Recorder(" Tesk \n")
+    assert LMGenerator(lm)("Which river?", DOCS) == "Tesk"
+    system = (
+        "Use the following contexts (some might be irrelevant) on demand:\nContexts:\n"
+        "Doc 1 (Title: Marrowgate)\nThe city of Marrowgate lies on the river Tesk.\n\n"
+        "Doc 2 (Title: Tesk)\nThe Tesk is a river.\n\n\n\n"
+        "Important: You MUST directly answer the question without any other text and thinking."
+    )
+    assert lm.prompts == [chat([{"role": "system", "content": system}, {"role": "user", "content": "Which river?"}])]
+    assert generator_messages("Q?", [])[0]["content"] == "Important: You MUST directly answer the question without any other text and thinking."
+
+
+def test_reader_and_judge_prompts():
+    lm = Recorder("Tesk")
+    assert LMReader(lm)("Which river?", "Marrowgate lies on the Tesk.") == "Tesk"
+    assert lm.prompts[0] == chat([{"role": "user", "content": (
+        "Answer the question based on the given passages. Only give me the answer and do not output any other words.\n\n"
+        "The following are given passages:\nMarrowgate lies on the Tesk.\n\nQuestion: Which river?\nAnswer:")}])
+    judge = Recorder("Yes.")
+    assert LMJudge(judge)("Q", "it is the Tesk", ["Tesk"]) is True
+    assert "Golden answers: ['Tesk']" in judge.prompts[0]
+    assert LMJudge(Recorder("no, it is not"))("Q", "x", ["Tesk"]) is False
+    assert LMJudge(Recorder("yesterday"))("Q", "x", ["Tesk"]) is False
+
+
+class TooLong(LanguageModel):
+    tokenizer = tiny_tokenizer()
+
+    def _generate(self, prompt_ids, params):
+        return [Generation("", (), (), "prompt_too_long") for _ in prompt_ids]
+
+
+def test_prompts_that_do_not_fit_give_empty_answers_and_the_seed_fallback_summary():
+    assert LMGenerator(TooLong())("Q", DOCS) == ""
+    assert LMJudge(TooLong())("Q", "x", ["a"]) is False
+    assert LLMSummarizer(TooLong()).summarize("Q", "q", HITS) == (
+        "Doc 1: The city of Marrowgate lies on the river Tesk....\nDoc 2: The Tesk is a river...."
+    )
+
+
+def test_recon_prompt_puts_the_query_in_the_user_question_slot():
+    prompt = recon_prompt("river of Marrowgate", HITS)
+    assert "User Question: river of Marrowgate\n\nSearch Query (used by the retriever): river of Marrowgate" in prompt
+    assert "[Doc 1] Marrowgate: The city of Marrowgate lies on the river Tesk.\n[Doc 2] Tesk: The Tesk is a river.\n\nPlease write" in prompt
+    assert "Focus Aspect: Clarity\n→ Write in a clear, accessible manner" in prompt
+    assert "Focus Aspect: Coverage" in recon_prompt("q", HITS, "coverage")
+    assert len(ASPECTS) == 6
+    with pytest.raises(UnknownNameError, match="Unknown summary aspect 'clarty'. Did you mean 'clarity'?"):
+        LLMSummarizer(Recorder("x"), aspect="clarty")
+
+
+def test_recon_env_wraps_the_llm_summary():
+    lm = Recorder("Marrowgate lies on the Tesk.")
+    env = make_small("searchgym/RECON-v0", summarizer="llm", summarizer_options={"model": lm, "aspect": "coherence"})
+    env.reset(options={"example_index": 0})
+    query = env.unwrapped.example.question
+    obs, *_ = env.step(f"<search> {query} </search>")
+    assert obs == "\n\n<information>Marrowgate lies on the Tesk.</information>\n\n"
+    assert "Focus Aspect: Coherence" in lm.prompts[0] and f"User Question: {query}" in lm.prompts[0]
+    assert isinstance(make_summarizer("llm", model=lm), LLMSummarizer)
+
+
+def test_envs_take_language_models_as_frozen_generator_reader_and_judge():
+    env = make_small("searchgym/S3-v0")
+    gold = env.unwrapped.examples[0].answers[0]
+    s3 = make_small("searchgym/S3-v0", generator=Recorder(gold), judge=Recorder("no"))
+    s3.reset(options={"example_index": 0})
+    *_, info = s3.step("<search_complete>True</search_complete>")
+    assert info["reward_components"]["gen_acc"] == 1.0 and info["prediction"] == gold
+
+    rs = make_small("searchgym/RSearch-v0", reader=Recorder(gold))
+    ex = rs.unwrapped.examples[0]
+    rs.reset(options={"example_index": 0})
+    rs.step(f"<search> {ex.question} </search>")
+    *_, info = rs.step(f"<original_evidence> {gold} </original_evidence>\n<answer> {gold} </answer>")
+    assert info["reward_components"]["evidence_f1"] == 1.0
+
+
+def test_frozen_names_resolve_to_lm_versions_and_unknown_names_fail_early():
+    generator = make_frozen("generator", "tiny-random")
+    assert isinstance(generator, LMGenerator) and isinstance(generator("Q?", DOCS), str)
+    assert isinstance(make_frozen("reader", Recorder("x")), LMReader)
+    with pytest.raises(UnknownNameError) as e:
+        make_frozen("reader", "smolm2")
+    assert str(e.value) == "Unknown reader model 'smolm2'. Did you mean 'smollm2'? Expected one of: gold-span, smollm2, tiny-random."
+    assert "could not be loaded offline" in str(e.value.__cause__)
