@@ -39,11 +39,117 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", type=Path, default=Path("results/demo"), help="output folder (default results/demo)")
 
     sub.add_parser("envs", help="list the registered environment ids and their defaults")
+    _add_bench(sub)
     return parser
 
 
+_BENCH_EPILOG = """examples:
+  searchgym bench --envs SearchR1-v0 --agents no-retrieval naive-rag lm --limit 20
+  searchgym bench --run SearchR1-v0:naive-rag --run S3-v0:lm --frozen-model policy \\
+      --corpus wiki-vital --dataset wiki-vital-answerable --backend-option dtype=bfloat16
+  searchgym bench --envs SearchR1-v0 --agents oracle random --corpus-option num_passages=2000
+
+agents: {agents}
+An interrupted benchmark resumes from results/bench/episodes.jsonl when run again with
+the same arguments; --no-resume starts over."""
+
+
+def _add_bench(sub) -> None:
+    from searchgym.agents.registry import AGENTS
+
+    bench = sub.add_parser(
+        "bench",
+        help="benchmark agents on registered envs: table, CSV/JSON and a chart",
+        description=(
+            "Plays every (env, agent) run on the same questions, many episodes at once with batched LM calls, "
+            "and reports EM, F1, cover-EM, GenAcc, reward, searches, context and generated tokens and time per "
+            "episode. Episodes are appended to OUT/episodes.jsonl as they finish; the summary goes to "
+            "OUT/summary.json, OUT/summary.csv, OUT/summary.png and a markdown table on stdout."
+        ),
+        epilog=_BENCH_EPILOG.format(agents=", ".join(AGENTS)),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    bench.add_argument("--envs", nargs="+", default=[], help="env ids (e.g. SearchR1-v0 S3-v0), crossed with --agents")
+    bench.add_argument("--agents", nargs="+", default=[], help="agent names, crossed with --envs")
+    bench.add_argument("--run", action="append", default=[], metavar="ENV:AGENT", help="one explicit run (repeatable)")
+    bench.add_argument("--split", default="dev", help="dataset split (default dev)")
+    bench.add_argument("--limit", type=_positive, default=None, help="first N questions of the split (default all)")
+    bench.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds; each question is played once per seed")
+    bench.add_argument("--model", default="smollm2", help="policy model (default smollm2)")
+    bench.add_argument("--backend", default="transformers", help="transformers (default), vllm or openai")
+    bench.add_argument("--backend-option", action="append", default=[], metavar="KEY=VALUE", help="backend option, e.g. dtype=bfloat16, base_url=http://...")
+    bench.add_argument("--frozen-model", default=None, help="model of the s3 generator / R-Search reader ('policy': the policy model)")
+    bench.add_argument("--summarizer", default=None, help="summarizer of RECON envs (e.g. llm: RECON's prompt with the frozen model)")
+    bench.add_argument("--corpus", default=None, help="corpus of every env (e.g. wiki-vital)")
+    bench.add_argument("--dataset", default=None, help="dataset of every env (e.g. wiki-vital-answerable)")
+    bench.add_argument("--corpus-option", action="append", default=[], metavar="KEY=VALUE", help="corpus option, e.g. num_passages=2000")
+    bench.add_argument("--num-envs", type=_positive, default=16, help="episodes live at once (default 16)")
+    bench.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0: greedy)")
+    bench.add_argument("--max-new-tokens", type=_positive, default=256, help="tokens per agent turn (default 256)")
+    bench.add_argument("--out", type=Path, default=Path("results/bench"), help="output folder (default results/bench)")
+    bench.add_argument("--no-resume", action="store_true", help="replace earlier results in --out instead of resuming")
+    bench.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _key_values(items: list[str], what: str) -> dict:
+    from searchgym.error import ConfigError
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--{what} expects KEY=VALUE, got {item!r}.")
+        try:
+            out[key] = int(value)
+        except ValueError:
+            try:
+                out[key] = float(value)
+            except ValueError:
+                out[key] = value
+    return out
+
+
+def _bench(args) -> int:
+    from searchgym.bench import BenchConfig, cross, run_bench
+    from searchgym.error import ConfigError
+
+    runs = cross(args.envs, args.agents)
+    for item in args.run:
+        env_id, sep, agent = item.partition(":")
+        if not sep:
+            raise ConfigError(f"--run expects ENV:AGENT, got {item!r}.")
+        runs.append((env_id, agent))
+    if not runs:
+        raise ConfigError("searchgym bench expects runs: --envs with --agents, or --run ENV:AGENT.")
+    env_options = {}
+    common = {k: v for k, v in (("corpus", args.corpus), ("dataset", args.dataset)) if v is not None}
+    corpus_options = _key_values(args.corpus_option, "corpus-option")
+    if corpus_options:
+        common["corpus_options"] = corpus_options
+    if common:
+        env_options["*"] = common
+    config = BenchConfig(
+        runs=runs, split=args.split, limit=args.limit, seeds=tuple(args.seeds), model=args.model,
+        backend=args.backend, backend_options=_key_values(args.backend_option, "backend-option"),
+        frozen_model=args.frozen_model, summarizer=args.summarizer, env_options=env_options,
+        num_envs=args.num_envs, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+    )
+    results = run_bench(config, args.out, progress=not args.quiet, resume=not args.no_resume)
+    print(results.markdown())
+    print(f"\nwrote {args.out}/summary.json, summary.csv, summary.png and episodes.jsonl")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    from searchgym.error import SearchGymError
+
     args = build_parser().parse_args(argv)
+    if args.command == "bench":
+        try:
+            return _bench(args)
+        except SearchGymError as e:
+            print(f"searchgym bench: error: {e}", file=sys.stderr)
+            return 2
     if args.command == "demo":
         from searchgym.demo import run
 

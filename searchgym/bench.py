@@ -1,0 +1,379 @@
+"""Benchmark several policies on the same environments: ``searchgym bench``.
+
+A benchmark is a list of *runs*, each an (env id, agent name) pair, played on the same
+questions (the first ``limit`` of a split) and seeds. Every finished episode is appended
+to ``out_dir/episodes.jsonl`` at once, so an interrupted benchmark resumes where it
+stopped; the summary is written as ``summary.json``, ``summary.csv``, a markdown table
+and ``summary.png``.
+
+    from searchgym.bench import BenchConfig, run_bench
+    results = run_bench(BenchConfig(runs=[("SearchR1-v0", "naive-rag"), ("SearchR1-v0", "lm")], limit=20))
+    print(results.markdown())
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from searchgym.agents import AGENTS, LM_FREE, EpisodeResult, Task, make_agent, run_episodes
+from searchgym.error import ConfigError, DataFormatError, UnknownNameError, check_name
+
+NAMESPACE = "searchgym/"
+#: Columns of the summary table: (key, header, format).
+COLUMNS = (
+    ("label", "run", "{}"),
+    ("n", "n", "{}"),
+    ("em", "EM", "{:.3f}"),
+    ("f1", "F1", "{:.3f}"),
+    ("cover_em", "cover-EM", "{:.3f}"),
+    ("gen_acc", "GenAcc", "{:.3f}"),
+    ("reward", "reward", "{:.3f}"),
+    ("searches", "searches", "{:.2f}"),
+    ("context_tokens", "context tokens", "{:.0f}"),
+    ("generated_tokens", "generated tokens", "{:.0f}"),
+    ("seconds_per_episode", "s/episode", "{:.2f}"),
+    ("failures", "failures", "{}"),
+)
+
+
+@dataclass
+class BenchConfig:
+    """What to benchmark. Every field is stored in ``out_dir/config.json``."""
+
+    runs: list[tuple[str, str]]
+    """(env id, agent name) pairs; env ids with or without the ``searchgym/`` namespace."""
+    split: str = "dev"
+    """Dataset split of every env."""
+    limit: int | None = None
+    """Play the first ``limit`` questions of the split (all when None)."""
+    seeds: tuple[int, ...] = (0,)
+    """Each question is played once per seed (env reset seed and the agent's sampling seed)."""
+    model: Any = "smollm2"
+    """The policy model of LM agents: a name for :func:`searchgym.lm.registry.load_lm`, or a
+    loaded :class:`~searchgym.lm.base.LanguageModel`."""
+    backend: str = "transformers"
+    """Backend of every model: ``transformers``, ``vllm`` or ``openai``."""
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    """Options of the backend (e.g. ``{"dtype": "bfloat16"}``, ``{"base_url": ...}``)."""
+    frozen_model: str | None = None
+    """Model for the env's frozen generator / reader (S3, RSearch) instead of ``gold-span``;
+    ``"policy"`` means the policy model itself."""
+    summarizer: str | None = None
+    """Summarizer of RECON envs (e.g. ``"llm"``: RECON's prompt with the frozen model)."""
+    env_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Extra ``gym.make`` arguments per env id, and under ``"*"`` for every env."""
+    agent_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Extra constructor arguments per agent name (e.g. ``{"naive-rag": {"k": 5}}``)."""
+    num_envs: int = 16
+    """Episodes live at once (the LM batch size)."""
+    temperature: float = 0.0
+    """Sampling temperature of LM agents (0: greedy)."""
+    max_new_tokens: int = 256
+    """Most tokens per agent turn."""
+    labels: list[str] | None = None
+    """A label per run (default ``"agent @ env"``)."""
+
+    def __post_init__(self) -> None:
+        self.runs = [tuple(r) for r in self.runs]  # type: ignore[misc]
+        self.seeds = tuple(self.seeds)
+        if not self.runs:
+            raise ConfigError("BenchConfig expects at least one (env id, agent) run, got none.")
+        if self.limit is not None and (isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1):
+            raise ConfigError(f"BenchConfig expects limit to be a positive integer or None, got {self.limit!r}.")
+        if isinstance(self.num_envs, bool) or not isinstance(self.num_envs, int) or self.num_envs < 1:
+            raise ConfigError(f"BenchConfig expects num_envs to be a positive integer, got {self.num_envs!r}.")
+        if not self.seeds:
+            raise ConfigError("BenchConfig expects at least one seed, got none.")
+        if self.labels is not None and len(self.labels) != len(self.runs):
+            raise ConfigError(f"BenchConfig expects one label per run, got {len(self.labels)} labels for {len(self.runs)} runs.")
+
+    def run_labels(self) -> list[str]:
+        labels = self.labels or [f"{agent} @ {env_id.removeprefix(NAMESPACE)}" for env_id, agent in self.runs]
+        seen = {label for label in labels if labels.count(label) > 1}
+        if seen:
+            raise ConfigError(f"BenchConfig expects distinct run labels, got {sorted(seen)} more than once; give each run its own label.")
+        return labels
+
+
+def cross(envs: Sequence[str], agents: Sequence[str]) -> list[tuple[str, str]]:
+    """Every agent on every env."""
+    return [(e, a) for e in envs for a in agents]
+
+
+def full_env_id(env_id: str) -> str:
+    from searchgym.envs.registration import ENV_SPECS
+
+    name = env_id if env_id.startswith(NAMESPACE) else NAMESPACE + env_id
+    if name not in ENV_SPECS:
+        raise UnknownNameError("env id", env_id, [e.removeprefix(NAMESPACE) for e in ENV_SPECS])
+    return name
+
+
+def check_config(config: BenchConfig) -> None:
+    """Every name in ``config`` is known (called before any model loads)."""
+    from searchgym.envs.summarizers import SUMMARIZERS
+    from searchgym.lm.registry import BACKENDS
+
+    for env_id, agent in config.runs:
+        full_env_id(env_id)
+        check_name("agent", agent, AGENTS)
+    check_name("language-model backend", config.backend, BACKENDS)
+    if config.summarizer is not None:
+        check_name("summarizer", config.summarizer, SUMMARIZERS)
+    config.run_labels()
+
+
+# ---------------------------------------------------------------- storage
+def read_episodes(path: Path) -> list[dict[str, Any]]:
+    """The episode records of ``path``; a last line cut by an interruption is dropped."""
+    if not path.is_file():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if number == len(lines):
+                warnings.warn(f"{path}: ignoring the unfinished last line {number} (an interrupted write); that episode is played again.", stacklevel=2)
+                break
+            raise DataFormatError(path, number, "one JSON episode record per line", line[:80]) from e
+    return records
+
+
+def _drop_unfinished_line(path: Path) -> None:
+    """Cut a last line without its newline (a write interrupted mid-record), so that
+    records appended next start on a line of their own."""
+    if not path.is_file():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)
+
+
+def _config_record(config: BenchConfig) -> dict[str, Any]:
+    record = asdict(config)
+    record["runs"] = [list(r) for r in config.runs]
+    record["seeds"] = list(config.seeds)
+    return json.loads(json.dumps(record, default=str))
+
+
+# ---------------------------------------------------------------- running
+@dataclass
+class BenchResults:
+    """The summary rows (one per run) and every episode record, by run label."""
+
+    config: BenchConfig
+    rows: list[dict[str, Any]]
+    episodes: dict[str, list[dict[str, Any]]]
+    out_dir: Path | None = None
+
+    def markdown(self) -> str:
+        head = "| " + " | ".join(h for _, h, _ in COLUMNS) + " |"
+        rule = "|" + "|".join("---" if k == "label" else "---:" for k, _, _ in COLUMNS) + "|"
+        body = ["| " + " | ".join(f.format(row[k]) for k, _, f in COLUMNS) + " |" for row in self.rows]
+        return "\n".join([head, rule, *body])
+
+
+def summarize(label: str, env_id: str, agent: str, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One summary row: means over the run's episodes and counts of failed outcomes."""
+    n = len(records)
+    mean = lambda key: sum(float(r[key]) for r in records) / n if n else 0.0  # noqa: E731
+    outcomes: dict[str, int] = {}
+    flags: dict[str, int] = {}
+    for r in records:
+        outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+        for f in r.get("flags", []):
+            flags[f] = flags.get(f, 0) + 1
+    failed = {k: v for k, v in outcomes.items() if k in ("prompt_too_long", "backend_error", "error")}
+    return {
+        "label": label,
+        "env": env_id,
+        "agent": agent,
+        "n": n,
+        "em": mean("em"),
+        "f1": mean("f1"),
+        "cover_em": mean("cover_em"),
+        "gen_acc": mean("gen_acc"),
+        "reward": mean("reward"),
+        "searches": mean("num_searches"),
+        "turns": mean("num_turns"),
+        "context_tokens": mean("context_tokens"),
+        "generated_tokens": mean("generated_tokens"),
+        "seconds_per_episode": mean("wall_time"),
+        "outcomes": outcomes,
+        "flags": flags,
+        "failures": ", ".join(f"{k} {v}" for k, v in sorted(failed.items())) or "-",
+    }
+
+
+def _env_kwargs(config: BenchConfig, env_id: str, frozen: Any) -> dict[str, Any]:
+    from searchgym.envs.registration import ENV_SPECS
+
+    kwargs: dict[str, Any] = {"split": config.split}
+    kwargs.update(config.env_options.get("*", {}))
+    kwargs.update(config.env_options.get(env_id.removeprefix(NAMESPACE), config.env_options.get(env_id, {})))
+    spec = ENV_SPECS[env_id]
+    if frozen is not None:
+        for role in ("generator", "reader"):
+            if role in spec and role not in kwargs:
+                kwargs[role] = frozen
+    if config.summarizer is not None and spec.get("protocol") == "recon" and "summarizer" not in kwargs:
+        kwargs["summarizer"] = config.summarizer
+        if config.summarizer == "llm":
+            kwargs.setdefault("summarizer_options", {"model": frozen})
+    return kwargs
+
+
+def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench", *, progress: bool = True, resume: bool = True) -> BenchResults:
+    """Play every run of ``config`` and summarize it (see the module docstring).
+
+    With ``resume`` (default) the episodes already in ``out_dir/episodes.jsonl`` are not
+    played again; ``out_dir/config.json`` must then describe the same benchmark. Without
+    it, earlier results in ``out_dir`` are replaced.
+    """
+    import gymnasium as gym
+
+    check_config(config)
+    labels = config.run_labels()
+    out = Path(out_dir) if out_dir is not None else None
+    done: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        config_path, episodes_path = out / "config.json", out / "episodes.jsonl"
+        record = _config_record(config)
+        if resume and config_path.is_file():
+            previous = json.loads(config_path.read_text())
+            if previous != record:
+                changed = sorted(k for k in record if previous.get(k) != record[k])
+                raise ConfigError(
+                    f"{out} holds a benchmark with a different configuration (changed: {', '.join(changed)}); "
+                    "resume it with the same arguments, pick another --out, or pass --no-resume to start over."
+                )
+            for r in read_episodes(episodes_path):
+                if r.get("run") in done:
+                    done[r["run"]].append(r)
+            _drop_unfinished_line(episodes_path)
+        elif episodes_path.exists():
+            episodes_path.unlink()
+        config_path.write_text(json.dumps(record, indent=2))
+
+    needs_lm = any(agent not in LM_FREE for _, agent in config.runs)
+    lm = _load(config.model, config) if needs_lm else None
+    frozen = None
+    if config.frozen_model is not None or config.summarizer == "llm":
+        name = config.frozen_model or "policy"
+        # load_lm shares one instance when the frozen model is the policy model.
+        frozen = lm if name == "policy" and lm is not None else _load(config.model if name == "policy" else name, config)
+
+    for label, (env_id, agent_name) in zip(labels, config.runs):
+        env_id = full_env_id(env_id)
+        envs = [gym.make(env_id, **_env_kwargs(config, env_id, frozen)) for _ in range(config.num_envs)]
+        examples = envs[0].unwrapped.examples[: config.limit]
+        played = {(r["example_id"], r["seed"]) for r in done[label]}
+        tasks = [Task(ex.id, seed) for seed in config.seeds for ex in examples if (ex.id, seed) not in played]
+        if not tasks:
+            continue
+        agent = make_agent(agent_name, envs[0], lm=lm, **_agent_options(config, agent_name))
+
+        def write(result: EpisodeResult, label: str = label) -> None:
+            record = {"run": label, **result.to_dict()}
+            done[label].append(record)
+            if out is not None:
+                with open(out / "episodes.jsonl", "a", encoding="utf-8") as f:
+                    f.write(json.dumps(record) + "\n")
+                    f.flush()
+
+        run_episodes(envs[: len(tasks)], agent, tasks, on_result=write, progress=progress, desc=label)
+
+    rows = [summarize(label, env_id, agent, done[label]) for label, (env_id, agent) in zip(labels, config.runs)]
+    results = BenchResults(config, rows, done, out)
+    if out is not None:
+        write_summary(results, out)
+    return results
+
+
+#: Agents that answer in one short turn: their answers need few tokens.
+_ONE_SHOT = ("no-retrieval", "naive-rag", "naive-rag-dense")
+
+
+def _agent_options(config: BenchConfig, agent: str) -> dict[str, Any]:
+    if agent == "random":
+        options: dict[str, Any] = {"seed": config.seeds[0]}
+    elif agent in LM_FREE:
+        options = {}
+    else:
+        max_new_tokens = min(config.max_new_tokens, 64) if agent in _ONE_SHOT else config.max_new_tokens
+        options = {"max_new_tokens": max_new_tokens, "temperature": config.temperature, "seed": config.seeds[0]}
+        if agent == "naive-rag-dense" and "dtype" in config.backend_options:
+            # The encoder runs in the dtype asked for the language models (bf16 is ~2.5x faster on CPU).
+            options["retriever_options"] = {"dtype": config.backend_options["dtype"]}
+    return options | dict(config.agent_options.get(agent, {}))
+
+
+def _load(name: Any, config: BenchConfig) -> Any:
+    from searchgym.lm.base import LanguageModel
+    from searchgym.lm.registry import load_lm
+
+    if isinstance(name, LanguageModel):
+        return name
+    return load_lm(name, backend=config.backend, **config.backend_options)
+
+
+# ---------------------------------------------------------------- output
+def write_summary(results: BenchResults, out: Path) -> None:
+    """``summary.json``, ``summary.csv`` and (with matplotlib) ``summary.png`` in ``out``."""
+    (out / "summary.json").write_text(json.dumps({"config": _config_record(results.config), "runs": results.rows}, indent=2))
+    keys = [k for k in results.rows[0] if k not in ("outcomes", "flags")]
+    with open(out / "summary.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(results.rows)
+    plot(results.rows, out / "summary.png")
+
+
+def plot(rows: Sequence[dict[str, Any]], path: Path) -> Path | None:
+    """Grouped bars of EM / F1 / GenAcc per run, beside mean searches and context tokens."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (pip install 'searchgym[plot]'): no chart written.", file=sys.stderr)
+        return None
+    labels = [r["label"] for r in rows]
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 0.5 * len(rows) + 2.5), gridspec_kw={"width_ratios": [3, 1.2, 1.2]})
+    height = 0.26
+    for i, (key, name) in enumerate((("em", "EM"), ("f1", "F1"), ("gen_acc", "GenAcc"))):
+        ax1.barh([y + (i - 1) * height for y in range(len(rows))], [r[key] for r in rows], height, label=name)
+    ax1.set_yticks(range(len(rows)), labels)
+    ax1.invert_yaxis()
+    ax1.set_xlim(0, 1)
+    ax1.set_xlabel("score (mean over questions)")
+    ax1.legend(loc="lower right")
+    ax2.barh(range(len(rows)), [r["searches"] for r in rows], color="tab:gray")
+    ax2.set_yticks(range(len(rows)), [""] * len(rows))
+    ax2.invert_yaxis()
+    ax2.set_xlabel("searches per episode")
+    ax3.barh(range(len(rows)), [r["context_tokens"] for r in rows], color="tab:purple")
+    ax3.set_yticks(range(len(rows)), [""] * len(rows))
+    ax3.invert_yaxis()
+    ax3.set_xlabel("context tokens")
+    n = max(r["n"] for r in rows)
+    fig.suptitle(f"searchgym bench ({n} questions per run)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+

@@ -1,0 +1,144 @@
+"""The benchmark harness: runs, summary math, files, resume, errors, the CLI."""
+
+import csv
+import json
+
+import pytest
+
+import searchgym.agents.driver as driver
+from searchgym.bench import BenchConfig, cross, read_episodes, run_bench, summarize
+from searchgym.cli import main
+from searchgym.error import ConfigError, DataFormatError, UnknownNameError
+
+WORLD = {"*": {"corpus_options": {"seed": 7, "num_passages": 400}}}
+
+
+def config(**kw):
+    kw.setdefault("runs", cross(["SearchR1-v0", "S3-v0"], ["oracle", "random"]))
+    kw.setdefault("env_options", WORLD)
+    kw.setdefault("limit", 6)
+    kw.setdefault("num_envs", 3)
+    return BenchConfig(**kw)
+
+
+def test_summary_means_and_failure_counts():
+    records = [
+        {"em": 1, "f1": 1, "cover_em": 1, "gen_acc": 1, "reward": 1, "num_searches": 2, "num_turns": 3, "context_tokens": 100, "generated_tokens": 10, "wall_time": 0.5, "outcome": "answered", "flags": []},
+        {"em": 0, "f1": 0.5, "cover_em": 0, "gen_acc": 1, "reward": 0, "num_searches": 0, "num_turns": 1, "context_tokens": 300, "generated_tokens": 30, "wall_time": 1.5, "outcome": "backend_error", "flags": ["length"]},
+    ]
+    row = summarize("x @ y", "y", "x", records)
+    assert (row["n"], row["em"], row["f1"], row["gen_acc"], row["searches"], row["context_tokens"], row["seconds_per_episode"]) == (2, 0.5, 0.75, 1.0, 1.0, 200.0, 1.0)
+    assert row["failures"] == "backend_error 1" and row["flags"] == {"length": 1}
+
+
+def test_bench_writes_json_csv_png_and_markdown(tmp_path):
+    results = run_bench(config(), tmp_path, progress=False)
+    labels = [r["label"] for r in results.rows]
+    assert labels == ["oracle @ SearchR1-v0", "random @ SearchR1-v0", "oracle @ S3-v0", "random @ S3-v0"]
+    oracle = results.rows[0]
+    assert oracle["n"] == 6 and oracle["em"] == 1.0 and oracle["reward"] == 1.0
+    assert results.rows[1]["em"] < 1.0
+    table = results.markdown().splitlines()
+    assert table[0].startswith("| run | n | EM | F1 |") and table[2].startswith("| oracle @ SearchR1-v0 | 6 | 1.000 |")
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["runs"][0]["em"] == 1.0 and summary["config"]["limit"] == 6
+    rows = list(csv.DictReader(open(tmp_path / "summary.csv")))
+    assert rows[2]["label"] == "oracle @ S3-v0" and float(rows[2]["gen_acc"]) == 1.0
+    assert (tmp_path / "summary.png").stat().st_size > 10_000
+    assert len(read_episodes(tmp_path / "episodes.jsonl")) == 24
+
+
+def test_resume_plays_only_missing_episodes_and_tolerates_a_cut_last_line(tmp_path, monkeypatch):
+    run_bench(config(), tmp_path, progress=False)
+    path = tmp_path / "episodes.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:-3]) + "\n" + lines[-3][:40])  # two episodes lost, one half-written
+    played = []
+    real = driver.run_episodes
+
+    def counting(envs, agent, tasks, **kw):
+        played.extend(tasks)
+        return real(envs, agent, tasks, **kw)
+
+    monkeypatch.setattr("searchgym.bench.run_episodes", counting)
+    with pytest.warns(UserWarning, match="ignoring the unfinished last line 22"):
+        results = run_bench(config(), tmp_path, progress=False)
+    assert len(played) == 3
+    assert [r["n"] for r in results.rows] == [6, 6, 6, 6]
+    assert len(read_episodes(path)) == 24
+    played.clear()
+    run_bench(config(), tmp_path, progress=False)
+    assert played == []
+
+
+def test_a_changed_configuration_is_refused_and_no_resume_starts_over(tmp_path):
+    run_bench(config(limit=2), tmp_path, progress=False)
+    with pytest.raises(ConfigError, match=r"different configuration \(changed: limit\); resume it with the same arguments"):
+        run_bench(config(limit=3), tmp_path, progress=False)
+    results = run_bench(config(limit=3), tmp_path, progress=False, resume=False)
+    assert results.rows[0]["n"] == 3 and len(read_episodes(tmp_path / "episodes.jsonl")) == 12
+
+
+def test_a_corrupt_line_in_the_middle_is_an_error(tmp_path):
+    (tmp_path / "episodes.jsonl").write_text('{"run": 1}\nnot json\n{"run": 2}\n')
+    with pytest.raises(DataFormatError, match="line 3|line 2"):
+        read_episodes(tmp_path / "episodes.jsonl")
+
+
+def test_unknown_names_fail_before_any_model_loads(tmp_path, monkeypatch):
+    def no_model(*a, **k):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr("searchgym.lm.registry.load_lm", no_model)
+    with pytest.raises(UnknownNameError, match="Unknown agent 'naive-rga'. Did you mean 'naive-rag'?"):
+        run_bench(config(runs=[("SearchR1-v0", "lm"), ("SearchR1-v0", "naive-rga")]), tmp_path)
+    with pytest.raises(UnknownNameError, match="Unknown env id 'Search-R1-v0'. Did you mean 'SearchR1-v0'?"):
+        run_bench(config(runs=[("Search-R1-v0", "lm")]), tmp_path)
+    with pytest.raises(UnknownNameError, match="Unknown language-model backend 'vlm'. Did you mean 'vllm'?"):
+        run_bench(config(runs=[("SearchR1-v0", "lm")], backend="vlm"), tmp_path)
+    with pytest.raises(ConfigError, match="distinct run labels"):
+        run_bench(config(runs=[("SearchR1-v0", "lm"), ("searchgym/SearchR1-v0", "lm")]), tmp_path)
+
+
+def test_lm_agents_through_the_bench_with_a_frozen_lm(tmp_path):
+    from searchgym.lm.scripted import ScriptedLM
+    from searchgym.lm.testing import tiny_tokenizer
+
+    def respond(prompt):
+        if "Contexts:" in prompt or "support context" in prompt:
+            return "a frozen reply"  # the s3 generator or the RECON summarizer
+        if "search_complete" in prompt:
+            return "<search_complete>True</search_complete>"
+        return "<search> who </search>" if prompt.count("</information>") < 2 else "<answer> x </answer>"
+
+    lm = ScriptedLM(respond, tiny_tokenizer())
+    results = run_bench(
+        config(runs=[("SearchR1-v0", "naive-rag"), ("S3-v0", "lm"), ("RECON-v0", "lm")], model=lm,
+               frozen_model="policy", summarizer="llm", limit=2, num_envs=2),
+        None, progress=False,
+    )
+    naive, s3, recon = results.rows
+    assert [r["n"] for r in results.rows] == [2, 2, 2] and all(r["failures"] == "-" for r in results.rows)
+    assert naive["searches"] == 0 and naive["generated_tokens"] > 0
+    assert s3["outcomes"] == {"completed": 2} and s3["gen_acc"] == 0.0
+    assert recon["searches"] == 1.0 and recon["turns"] == 2.0
+    first = results.episodes["lm @ RECON-v0"][0]
+    assert first["prediction"] == "x" and first["generated_tokens"] > 0
+
+
+def test_models_that_cannot_hold_the_prompt_are_recorded_not_raised():
+    results = run_bench(config(runs=[("SearchR1-v0", "lm")], model="tiny-random", limit=2, num_envs=2, max_new_tokens=8), None, progress=False)
+    assert results.rows[0]["failures"] == "prompt_too_long 2"  # the tiny model's context is 256 tokens
+
+
+def test_cli_runs_a_benchmark_and_reports_bad_arguments(tmp_path, capsys):
+    out = tmp_path / "cli"
+    code = main(["bench", "--envs", "SearchR1-v0", "--agents", "oracle", "--limit", "3", "--corpus-option", "num_passages=400",
+                 "--corpus-option", "seed=7", "--out", str(out), "--quiet"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "| oracle @ SearchR1-v0 | 3 | 1.000 |" in printed and (out / "summary.png").exists()
+    assert main(["bench", "--run", "SearchR1-v0"]) == 2
+    assert capsys.readouterr().err == "searchgym bench: error: --run expects ENV:AGENT, got 'SearchR1-v0'.\n"
+    assert main(["bench", "--corpus-option", "x", "--envs", "SearchR1-v0", "--agents", "oracle"]) == 2
+    assert "--corpus-option expects KEY=VALUE, got 'x'." in capsys.readouterr().err
