@@ -9,8 +9,12 @@ which is all the token-level machinery (padding, caching, sampling, logprobs) ne
 from __future__ import annotations
 
 import functools
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
+from searchgym.cache import cache_dir
 from searchgym.error import require
 
 #: Special tokens of the tiny tokenizer; ``<|im_end|>`` is the end-of-sequence token.
@@ -71,8 +75,9 @@ def tiny_tokenizer() -> Any:
     return fast
 
 
-def tiny_causal_lm(seed: int = 0) -> Any:
-    """A randomly initialised two-layer Llama (hidden 64, 4 heads, context 256) in eval mode.
+def tiny_causal_lm(seed: int = 0, *, hidden_size: int = 64, num_attention_heads: int = 4, context: int = 256) -> Any:
+    """A randomly initialised two-layer Llama (by default hidden 64, 4 heads, context 256)
+    in eval mode.
 
     The same ``seed`` gives the same weights. The global torch random state is left as it was.
     """
@@ -81,12 +86,12 @@ def tiny_causal_lm(seed: int = 0) -> Any:
     tokenizer = tiny_tokenizer()
     config = transformers.LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
         num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
+        num_attention_heads=num_attention_heads,
+        num_key_value_heads=max(1, num_attention_heads // 2),
+        max_position_embeddings=context,
         # A wider initialisation than the default 0.02 gives peaked, varied next-token
         # distributions, so greedy decoding has clear winners instead of near ties.
         initializer_range=0.2,
@@ -99,3 +104,27 @@ def tiny_causal_lm(seed: int = 0) -> Any:
         torch.manual_seed(seed)
         model = transformers.LlamaForCausalLM(config)
     return model.eval()
+
+
+def tiny_model_folder(seed: int = 0) -> Path:
+    """A saved tiny random Llama with head size 64 (vLLM's CPU attention needs >= 32) and
+    context 2048, with the tiny tokenizer: a folder any backend can load.
+
+    Written once under ``$SEARCHGYM_CACHE/models/`` (to a temporary folder, then renamed).
+    """
+    target = cache_dir() / "models" / f"tiny-random-llama-hd64-seed{seed}"
+    if (target / "config.json").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tiny-"))
+    try:
+        tiny_causal_lm(seed, hidden_size=128, num_attention_heads=2, context=2048).save_pretrained(tmp)
+        tiny_tokenizer().save_pretrained(tmp)
+        try:
+            tmp.rename(target)
+        except OSError:  # another process wrote it first
+            if not (target / "config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target

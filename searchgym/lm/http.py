@@ -1,0 +1,201 @@
+"""A :class:`LanguageModel` served elsewhere, through an OpenAI-compatible completions API.
+
+Meant for frozen models (the s3 generator, the R-Search reader, a judge) running on a
+vLLM server or at any provider. All prompts of one call go in one ``/completions``
+request. Against vLLM the reply carries the exact sampled token ids
+(``return_tokens_as_token_ids``) and keeps the stop string in the text
+(``include_stop_str_in_output``); other servers ignore those fields, and then the stop
+string is appended when the server says which one matched (or when only one was given),
+and token ids come from re-tokenizing the text (their logprobs are NaN when the counts
+differ). Connection errors, timeouts, 429 and 5xx replies are retried with exponential
+backoff; anything else, and every failure after the last retry, raises
+:class:`~searchgym.error.BackendError` with the server's own message.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any
+
+from searchgym.error import BackendError, ConfigError, require
+from searchgym.lm.base import Generation, LanguageModel, SamplingParams
+
+_RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+_TOO_LONG = ("maximum context length", "context length", "too long", "maximum model length", "max_model_len")
+
+
+class OpenAILM(LanguageModel):
+    """Completions from an OpenAI-compatible server.
+
+    Args:
+        model: The served model's name (vLLM: the ``--model`` or ``--served-model-name``).
+        base_url: The API root, e.g. ``http://127.0.0.1:8000/v1``.
+        api_key: Bearer token; default ``$OPENAI_API_KEY`` or ``"EMPTY"`` (vLLM needs none).
+        tokenizer: A Hugging Face tokenizer for token-id prompts, chat templates and
+            re-tokenizing replies. By default one is loaded offline for ``model`` if
+            possible; without one, only text prompts work.
+        timeout: Seconds per request.
+        max_retries: Retries after the first attempt of a retryable failure.
+        backoff: Seconds before the first retry, doubled each time.
+        max_batch_size: Most prompts per request (larger calls are split).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str = "http://127.0.0.1:8000/v1",
+        api_key: str | None = None,
+        tokenizer: Any = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        max_batch_size: int = 64,
+    ):
+        httpx = require("httpx", extra="http", feature="OpenAILM")
+        if not isinstance(model, str) or not model:
+            raise ConfigError(f"OpenAILM expects the served model's name, got {model!r}.")
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"OpenAILM expects base_url to be an http(s) URL such as http://127.0.0.1:8000/v1, got {base_url!r}.")
+        for name, value in (("timeout", timeout), ("backoff", backoff)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ConfigError(f"OpenAILM expects {name} to be a number >= 0, got {value!r}.")
+        for name, value, low in (("max_retries", max_retries, 0), ("max_batch_size", max_batch_size, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"OpenAILM expects {name} to be an integer >= {low}, got {value!r}.")
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.timeout, self.max_retries, self.backoff, self.max_batch_size = float(timeout), max_retries, float(backoff), max_batch_size
+        self.tokenizer = tokenizer if tokenizer is not None else _try_tokenizer(model)
+        key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        self._client = httpx.Client(timeout=self.timeout, headers={"Authorization": f"Bearer {key}"})
+        self._httpx = httpx
+        #: Attempts made by the last request (1 when it succeeded at once).
+        self.last_attempts = 0
+
+    def _prompt_ids(self, prompt: Any, index: int) -> Any:
+        # Text goes to the server as text; token ids need no tokenizer (vLLM accepts them).
+        if isinstance(prompt, str):
+            if not prompt:
+                raise ConfigError(f"LanguageModel.generate expects non-empty prompts, got an empty prompt at index {index}.")
+            return prompt
+        return super()._prompt_ids(prompt, index)
+
+    def _generate(self, prompt_ids: list[Any], params: SamplingParams) -> list[Generation]:
+        out: list[Generation] = []
+        for start in range(0, len(prompt_ids), self.max_batch_size):
+            out.extend(self._batch(prompt_ids[start : start + self.max_batch_size], params))
+        return out
+
+    def _batch(self, prompts: list[Any], params: SamplingParams) -> list[Generation]:
+        body = {
+            "model": self.model,
+            "prompt": prompts if len(prompts) > 1 else prompts[0],
+            "max_tokens": params.max_new_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "logprobs": 1,
+            "include_stop_str_in_output": True,
+            "return_tokens_as_token_ids": True,
+        }
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if params.seed is not None:
+            body["seed"] = params.seed
+        try:
+            reply = self._post("/completions", body)
+        except _TooLong:
+            if len(prompts) == 1:
+                return [Generation("", (), (), "prompt_too_long")]
+            return [g for p in prompts for g in self._batch([p], params)]  # find which prompt does not fit
+        return self._parse(reply, len(prompts), params)
+
+    def _post(self, path: str, body: dict[str, Any]) -> Any:
+        url = self.base_url + path
+        error = "no attempt"
+        for attempt in range(self.max_retries + 1):
+            self.last_attempts = attempt + 1
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                response = self._client.post(url, json=body)
+            except self._httpx.TimeoutException:
+                error = f"timed out after {self.timeout:g} s"
+                continue
+            except self._httpx.TransportError as e:
+                error = f"could not connect ({type(e).__name__}: {e})"
+                continue
+            if response.status_code in _RETRY_STATUS:
+                error = f"answered HTTP {response.status_code}: {response.text[:200]}"
+                continue
+            if response.status_code >= 400:
+                if response.status_code == 400 and any(s in response.text.lower() for s in _TOO_LONG):
+                    raise _TooLong(response.text)
+                raise BackendError(f"The server at {url} refused the request with HTTP {response.status_code}: {response.text[:200]}")
+            try:
+                return response.json()
+            except ValueError:
+                raise BackendError(f"The server at {url} answered with something that is not JSON: {response.text[:200]!r}") from None
+        raise BackendError(f"The server at {url} {error} ({self.last_attempts} attempts); is it running and serving {self.model!r}?")
+
+    def _parse(self, reply: Any, n: int, params: SamplingParams) -> list[Generation]:
+        url = self.base_url + "/completions"
+        choices = reply.get("choices") if isinstance(reply, dict) else None
+        if not isinstance(choices, list) or len(choices) != n:
+            got = f"{len(choices)} choices" if isinstance(choices, list) else repr(reply)[:200]
+            raise BackendError(f"The server at {url} answered with an unexpected body: expected {n} choices, got {got}.")
+        try:
+            ordered = sorted(choices, key=lambda c: c["index"])
+            return [self._generation(c, params) for c in ordered]
+        except (KeyError, TypeError, ValueError) as e:
+            raise BackendError(f"The server at {url} answered with a malformed choice ({type(e).__name__}: {e}): {repr(choices[0])[:200]}") from e
+
+    def _generation(self, choice: dict[str, Any], params: SamplingParams) -> Generation:
+        text = choice["text"]
+        if not isinstance(text, str):
+            raise ValueError("text is not a string")
+        reason = "length" if choice.get("finish_reason") == "length" else "stop"
+        matched = choice.get("stop_reason")
+        if reason == "stop" and params.stop and not any(text.endswith(s) for s in params.stop):
+            # The server dropped the stop string (the OpenAI API does); put it back.
+            if isinstance(matched, str) and matched in params.stop:
+                text += matched
+            elif len(params.stop) == 1 and matched is None and choice.get("finish_reason") == "stop":
+                text += params.stop[0]
+        logprobs = choice.get("logprobs") or {}
+        tokens = logprobs.get("tokens") or []
+        values = logprobs.get("token_logprobs") or []
+        if tokens and all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
+            ids = tuple(int(t.removeprefix("token_id:")) for t in tokens)
+        elif self.tokenizer is not None:
+            ids = tuple(self.tokenizer.encode(text, add_special_tokens=False))
+        else:
+            ids = ()
+        if len(values) == len(ids):
+            lps = tuple(float(v) if v is not None else math.nan for v in values)
+        else:
+            lps = (math.nan,) * len(ids)
+        return Generation(text, ids, lps, reason)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __repr__(self) -> str:
+        return f"OpenAILM(model={self.model!r}, base_url={self.base_url!r})"
+
+
+class _TooLong(Exception):
+    """The server said the prompt does not fit the model's context."""
+
+
+def _try_tokenizer(model: str) -> Any:
+    try:
+        from searchgym.lm.vllm import model_folder
+
+        transformers = require("transformers", extra="lm", feature="OpenAILM tokenizer")
+        return transformers.AutoTokenizer.from_pretrained(model_folder(model), local_files_only=True)
+    except Exception:  # no local tokenizer: text prompts still work
+        return None
+

