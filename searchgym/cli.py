@@ -23,20 +23,38 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser(
         "demo",
-        help="play the synthwiki oracle through every protocol and measure retrieval on wiki-vital",
+        help="benchmark SmolLM2 on wiki-vital with and without search (make demo)",
+        description=(
+            "Benchmarks SmolLM2-135M-Instruct on wiki-vital's answerable FanOutQA questions as: no retrieval, "
+            "naive RAG (BM25 and dense, top-1), the Search-R1 agent, RECON with the LLM summarizer, the s3 "
+            "searcher with SmolLM2 as frozen generator and R-Search with SmolLM2 as frozen reader. Prints the "
+            "table, writes OUT/summary.{json,csv,png} and resumes when interrupted."
+        ),
+    )
+    demo.add_argument("--limit", type=_positive, default=None, help="first N of the 79 questions (default all)")
+    demo.add_argument("--backend", default=None, help="vllm (default when installed) or transformers")
+    demo.add_argument("--dtype", default="bfloat16", help="model weights dtype (default bfloat16: ~2x faster than float32 on this CPU)")
+    demo.add_argument("--max-new-tokens", type=_positive, default=128, help="tokens per agent turn (default 128)")
+    demo.add_argument("--num-envs", type=_positive, default=16, help="episodes live at once (default 16)")
+    demo.add_argument("--out", type=Path, default=Path("results/demo"), help="output folder (default results/demo)")
+    demo.add_argument("--no-resume", action="store_true", help="start over instead of resuming from OUT")
+
+    oracle = sub.add_parser(
+        "oracle-demo",
+        help="play the synthwiki oracle through every protocol and measure retrieval on wiki-vital (LM-free)",
         description=(
             "Plays the scripted oracle through every registered env on synthwiki (reward, searches and "
             "context size per protocol), then measures how often BM25 and dense retrieval return the "
             "FanOutQA source article in the top 1 and top 5 on wiki-vital. Writes JSON and a PNG chart."
         ),
     )
-    demo.add_argument("--num-passages", type=_positive, default=2000, help="size of the synthwiki world (default 2000)")
-    demo.add_argument("--limit", type=_positive, default=None, help="at most this many dev questions per env (default all)")
-    demo.add_argument(
+    oracle.add_argument("--num-passages", type=_positive, default=2000, help="size of the synthwiki world (default 2000)")
+    oracle.add_argument("--limit", type=_positive, default=None, help="at most this many dev questions per env (default all)")
+    oracle.add_argument(
         "--retrievers", nargs="+", default=["bm25", "dense"],
         help="retrievers to measure on wiki-vital (default: bm25 dense; also rank-bm25, dense-hnsw)",
     )
-    demo.add_argument("--out", type=Path, default=Path("results/demo"), help="output folder (default results/demo)")
+    oracle.add_argument("--out", type=Path, default=Path("results/oracle-demo"), help="output folder (default results/oracle-demo)")
 
     sub.add_parser("envs", help="list the registered environment ids and their defaults")
     _add_bench(sub)
@@ -152,6 +170,14 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if args.command == "demo":
         from searchgym.demo import run
+
+        try:
+            run(args.limit, args.backend, args.dtype, args.max_new_tokens, args.num_envs, args.out, resume=not args.no_resume)
+        except SearchGymError as e:
+            print(f"searchgym demo: error: {e}", file=sys.stderr)
+            return 2
+    elif args.command == "oracle-demo":
+        from searchgym.oracle_demo import run
 
         run(args.num_passages, args.limit, args.retrievers, args.out)
     elif args.command == "envs":

@@ -1,132 +1,64 @@
-"""`searchgym demo`: the oracle through every protocol, and retrieval on real data.
+"""``make demo``: SmolLM2 benchmarked on real questions, with and without search.
 
-Part 1 plays the scripted synthwiki oracle through every registered env and reports the
-reward, searches and context size per protocol: it shows the five systems side by side
-on the same questions. Part 2 measures retrieval on wiki-vital: how often BM25 and dense
-retrieval return the FanOutQA source article of a sub-question in the top 1 and top 5.
+SmolLM2-135M-Instruct plays wiki-vital's answerable FanOutQA questions as every kind of
+policy the library offers: no retrieval, naive RAG over BM25 and over dense retrieval
+(top-1 passage), the Search-R1 agent, RECON (the same agent with the LLM summarizer in
+the env), the s3 searcher with SmolLM2 as its frozen generator, and R-Search with SmolLM2
+as its frozen reader. Everything runs through :func:`searchgym.bench.run_bench`, so the
+demo is an ordinary benchmark: it resumes when interrupted and writes the same files.
 """
 
 from __future__ import annotations
 
-import json
+import importlib.util
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
-from tqdm.auto import tqdm
+from searchgym.bench import BenchConfig, run_bench
 
-from searchgym.agents import SynthWikiOracle, play_episode
-from searchgym.envs.registration import ENV_SPECS
+#: (label, env id, agent).
+DEMO_RUNS = (
+    ("no retrieval", "SearchR1-v0", "no-retrieval"),
+    ("naive RAG, BM25 top-1", "SearchR1-v0", "naive-rag"),
+    ("naive RAG, dense top-1", "SearchR1-v0", "naive-rag-dense"),
+    ("Search-R1 agent", "SearchR1-v0", "lm"),
+    ("RECON agent + LLM summarizer", "RECON-v0", "lm"),
+    ("s3 searcher + frozen generator", "S3-v0", "lm"),
+    ("R-Search agent + frozen reader", "RSearch-v0", "lm"),
+)
 
 
-def play_oracle(env_id: str, num_passages: int, limit: int | None, seed: int = 0) -> dict[str, Any]:
-    """Mean reward, searches, turns and context size of the oracle on synthwiki dev questions."""
-    env = gym.make(env_id, corpus_options={"seed": seed, "num_passages": num_passages})
-    oracle = SynthWikiOracle.for_env(env)
-    n = len(env.unwrapped.examples) if limit is None else min(limit, len(env.unwrapped.examples))
-    totals = {"reward": 0.0, "searches": 0.0, "turns": 0.0, "context_tokens": 0.0, "context_chars": 0.0}
+def default_backend() -> str:
+    """vLLM where it is installed (prefix caching makes multi-turn rollouts ~6x faster on
+    this CPU), else transformers."""
+    return "vllm" if importlib.util.find_spec("vllm") is not None else "transformers"
+
+
+def demo_config(limit: int | None, backend: str, dtype: str, max_new_tokens: int, num_envs: int) -> BenchConfig:
+    return BenchConfig(
+        runs=[(env, agent) for _, env, agent in DEMO_RUNS],
+        labels=[label for label, _, _ in DEMO_RUNS],
+        limit=limit,
+        model="smollm2",
+        backend=backend,
+        backend_options={"dtype": dtype},
+        frozen_model="policy",
+        summarizer="llm",
+        env_options={"*": {"corpus": "wiki-vital", "dataset": "wiki-vital-answerable"}},
+        agent_options={"naive-rag": {"k": 1}, "naive-rag-dense": {"k": 1}},
+        num_envs=num_envs,
+        max_new_tokens=max_new_tokens,
+    )
+
+
+def run(limit: int | None, backend: str | None, dtype: str, max_new_tokens: int, num_envs: int, out: Path, resume: bool = True) -> Any:
+    """Run the demo benchmark, print its table and return the results."""
+    backend = backend or default_backend()
     start = time.perf_counter()
-    for index in tqdm(range(n), desc=env_id.split("/")[1], leave=False):
-        reward, info = play_episode(env, oracle, options={"example_index": index})
-        totals["reward"] += reward
-        totals["searches"] += info["num_searches"]
-        totals["turns"] += info["turn"]
-        totals["context_tokens"] += info["context_tokens"]
-        totals["context_chars"] += info["context_chars"]
-    row = {"env": env_id, "episodes": n, "reward_name": env.unwrapped.recipe.name}
-    row.update({k: v / n for k, v in totals.items()})
-    row["ms_per_episode"] = 1000 * (time.perf_counter() - start) / n
-    env.close()
-    return row
-
-
-def retrieval_hits(retriever_names: Sequence[str], limit: int | None) -> list[dict[str, Any]]:
-    """Top-1 / top-5 source-article hit rates on wiki-vital's FanOutQA sub-questions."""
-    from searchgym.corpora.registry import load_corpus, load_dataset
-    from searchgym.corpora.retrievers import make_retriever
-
-    corpus = load_corpus("wiki-vital")
-    rows = []
-    for subset in ("wiki-vital", "wiki-vital-answerable"):
-        questions = load_dataset(subset)[:limit]
-        for name in retriever_names:
-            start = time.perf_counter()
-            retriever = make_retriever(name, corpus)
-            build = time.perf_counter() - start
-            start = time.perf_counter()
-            results = retriever.search([q.question for q in questions], 5)
-            search = time.perf_counter() - start
-            top1 = top5 = 0
-            for q, hits in zip(questions, results):
-                ids = [h.passage.id for h in hits]
-                top1 += bool(ids) and ids[0] == q.metadata["source_passage_id"]
-                top5 += q.metadata["source_passage_id"] in ids
-            rows.append({
-                "questions": subset, "retriever": name, "n": len(questions),
-                "top1": top1 / len(questions), "top5": top5 / len(questions),
-                "build_s": build, "ms_per_query": 1000 * search / len(questions),
-            })
-    return rows
-
-
-def markdown(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str, str]]) -> str:
-    """A markdown table of ``rows`` with ``(key, header, format)`` columns."""
-    lines = ["| " + " | ".join(h for _, h, _ in columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
-    for row in rows:
-        lines.append("| " + " | ".join(format(row[k], f) for k, _, f in columns) + " |")
-    return "\n".join(lines)
-
-
-def plot(oracle_rows, retrieval_rows, path: Path) -> Path | None:
-    """A PNG with the retrieval hit rates and the oracle's context size per protocol."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    labels = [f"{r['retriever']}\n{r['questions'].replace('wiki-vital', 'wv')}" for r in retrieval_rows]
-    xs = range(len(retrieval_rows))
-    left.bar([x - 0.2 for x in xs], [r["top1"] for r in retrieval_rows], 0.4, label="top-1")
-    left.bar([x + 0.2 for x in xs], [r["top5"] for r in retrieval_rows], 0.4, label="top-5")
-    left.set_xticks(list(xs), labels, fontsize=8)
-    left.set_ylim(0, 1)
-    left.set_ylabel("source article retrieved")
-    left.set_title("wiki-vital: FanOutQA sub-questions")
-    left.legend()
-    names = [r["env"].split("/")[1] for r in oracle_rows]
-    right.bar(names, [r["context_tokens"] for r in oracle_rows], color="tab:green")
-    right.set_ylabel("mean context words per episode")
-    right.set_title("synthwiki oracle: context per protocol")
-    right.tick_params(axis="x", labelsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def run(num_passages: int, limit: int | None, retrievers: Sequence[str], out: Path) -> dict[str, Any]:
-    out.mkdir(parents=True, exist_ok=True)
-    print(f"# searchgym demo\n\n## Oracle on synthwiki ({num_passages} passages, dev split)\n", flush=True)
-    oracle_rows = [play_oracle(env_id, num_passages, limit) for env_id in tqdm(sorted(ENV_SPECS), desc="protocols")]
-    print(markdown(oracle_rows, [
-        ("env", "env", "s"), ("reward_name", "reward", "s"), ("episodes", "episodes", "d"),
-        ("reward", "mean reward", ".3f"), ("searches", "searches", ".2f"), ("turns", "turns", ".2f"),
-        ("context_tokens", "context words", ".0f"), ("ms_per_episode", "ms/episode", ".1f"),
-    ]))
-    print("\n## Retrieval on wiki-vital (FanOutQA dev sub-questions, source article in top-k)\n", flush=True)
-    retrieval_rows = retrieval_hits(retrievers, limit=None)
-    print(markdown(retrieval_rows, [
-        ("questions", "questions", "s"), ("retriever", "retriever", "s"), ("n", "n", "d"),
-        ("top1", "top-1", ".3f"), ("top5", "top-5", ".3f"), ("build_s", "index build s", ".1f"),
-        ("ms_per_query", "ms/query", ".2f"),
-    ]))
-    results = {"oracle": oracle_rows, "retrieval": retrieval_rows}
-    (out / "demo.json").write_text(json.dumps(results, indent=2))
-    png = plot(oracle_rows, retrieval_rows, out / "demo.png")
-    print(f"\nwrote {out / 'demo.json'}" + (f" and {png}" if png else ""))
+    results = run_bench(demo_config(limit, backend, dtype, max_new_tokens, num_envs), out, resume=resume)
+    minutes = (time.perf_counter() - start) / 60
+    print(f"\nSmolLM2-135M-Instruct ({backend}, {dtype}) on wiki-vital answerable FanOutQA questions; {minutes:.1f} min\n")
+    print(results.markdown())
+    print(f"\nwrote {out}/summary.json, summary.csv, summary.png and episodes.jsonl")
     return results
