@@ -142,3 +142,13 @@ def test_cli_runs_a_benchmark_and_reports_bad_arguments(tmp_path, capsys):
     assert capsys.readouterr().err == "searchgym bench: error: --run expects ENV:AGENT, got 'SearchR1-v0'.\n"
     assert main(["bench", "--corpus-option", "x", "--envs", "SearchR1-v0", "--agents", "oracle"]) == 2
     assert "--corpus-option expects KEY=VALUE, got 'x'." in capsys.readouterr().err
+
+
+def test_demo_configuration_names_only_known_envs_agents_and_backends():
+    from searchgym.bench import check_config
+    from searchgym.demo import DEMO_RUNS, demo_config
+
+    config = demo_config(5, "transformers", "bfloat16", 64, 4)
+    check_config(config)
+    assert config.run_labels() == [label for label, _, _ in DEMO_RUNS]
+    assert config.agent_options["naive-rag"] == {"k": 1} and config.frozen_model == "policy" and config.summarizer == "llm"

@@ -73,7 +73,7 @@ class VLLMLM(LanguageModel):
         if not isinstance(model, str) or not model:
             raise ConfigError(f"VLLMLM expects a model name or folder, got {model!r}.")
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(DEFAULT_CPU_KV_CACHE_GIB))
-        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # the engine's INFO lines drown progress bars
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # the engine's INFO and dtype warnings drown progress bars
         vllm = require("vllm", extra="vllm-cpu", feature="VLLMLM", package="vllm-cpu", install=_INSTALL)
         transformers = require("transformers", extra="lm", feature="VLLMLM")
         self._vllm = vllm

@@ -1,0 +1,224 @@
+"""Rollout benchmark: the vectorized driver against one episode at a time, vLLM against
+transformers, and RECON's summaries against raw documents.
+
+    python benchmarks/rollout.py                 # SmolLM2 on wiki-vital (~15 min on 2 CPU cores)
+    python benchmarks/rollout.py --quick         # fewer episodes, a smoke run
+    python benchmarks/rollout.py --skip-vllm     # without the vLLM engine
+
+Every comparison runs side by side in one process, so the ratios are what matter on a
+noisy machine. Targets, checked at the end:
+
+1. Generated tokens/s of the vectorized driver (``--episodes`` envs live at once, one
+   batched ``generate`` per turn) versus the same episodes one at a time, with the
+   transformers backend: >= 4x at 16 episodes. Both runs are greedy; the script also
+   reports how many episodes produced identical results.
+   The LM alone on generation-bound work (long answers, one batched call versus one call
+   per prompt) is reported beside it: it separates what batching buys in decoding from
+   what the rollout spends in prefill.
+2. vLLM versus transformers, both batched through the same driver (reported, no target;
+   the engine's start-up time is reported apart).
+3. RECON: for the same questions and the same top-k BM25 documents, the tokens of the
+   LLM summary (RECON's prompt, ``clarity`` aspect) versus the raw documents, and the F1
+   of the same reader answering from each. The RECON paper reports -35% context.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+try:
+    import searchgym  # noqa: F401
+except ImportError:  # run from a checkout without `pip install -e .`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gymnasium as gym
+
+from searchgym.agents import Task, run_episodes
+from searchgym.agents.lm_agents import policy_agent
+from searchgym.lm.registry import load_lm
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def make_envs(args, n: int, lm) -> list:
+    count = lambda text: len(lm.tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
+    return [
+        gym.make(
+            f"searchgym/{args.env}",
+            corpus="wiki-vital",
+            dataset="wiki-vital-answerable",
+            max_turns=args.max_turns,
+            token_counter=count,
+        )
+        for _ in range(n)
+    ]
+
+
+def rollout(args, lm, num_envs: int, tasks) -> tuple[float, int, list]:
+    envs = make_envs(args, num_envs, lm)
+    agent = policy_agent(envs[0], lm, max_new_tokens=args.max_new_tokens)
+    start = time.perf_counter()
+    results = run_episodes(envs, agent, tasks, progress=True, desc=f"{num_envs} live")
+    seconds = time.perf_counter() - start
+    return seconds, sum(r.generated_tokens for r in results), results
+
+
+def same(a, b) -> bool:
+    return (a.prediction, a.num_turns, a.num_searches, a.generated_tokens) == (b.prediction, b.num_turns, b.num_searches, b.generated_tokens)
+
+
+def compare_driver(args, lm, tasks, rows: list) -> None:
+    log(f"driver: {len(tasks)} episodes one at a time, then {args.episodes} live at once")
+    t1, g1, r1 = rollout(args, lm, 1, tasks)
+    tn, gn, rn = rollout(args, lm, args.episodes, tasks)
+    rate1, raten = g1 / t1, gn / tn
+    identical = sum(same(a, b) for a, b in zip(r1, rn))
+    rows.append(("one episode at a time (transformers)", f"{t1:.1f} s", f"{g1}", f"{rate1:.1f}"))
+    rows.append((f"vectorized, {args.episodes} live (transformers)", f"{tn:.1f} s", f"{gn}", f"{raten:.1f}"))
+    args.results["driver_speedup"] = raten / rate1
+    args.results["driver_identical"] = f"{identical}/{len(tasks)}"
+    args.results["transformers_batched_rate"] = raten
+
+
+def compare_decode(args, lm, tasks, rows: list) -> None:
+    """The LM alone on generation-bound work: 16 chat prompts that ask for long answers,
+    one batched call versus one call per prompt (same prompts, greedy)."""
+    envs = make_envs(args, 1, lm)
+    examples = {ex.id: ex for ex in envs[0].unwrapped.examples}
+    prompts = [lm.apply_chat([{"role": "user", "content": f"Explain in detail, step by step: {examples[t.example_id].question}"}]) for t in tasks]
+    log(f"decode: {len(prompts)} prompts x {args.decode_tokens} tokens, one call per prompt, then one batched call")
+    start = time.perf_counter()
+    single = [lm.generate([p], max_new_tokens=args.decode_tokens, temperature=0)[0] for p in prompts]
+    t1 = time.perf_counter() - start
+    start = time.perf_counter()
+    batched = lm.generate(prompts, max_new_tokens=args.decode_tokens, temperature=0)
+    tn = time.perf_counter() - start
+    g1, gn = sum(len(g.token_ids) for g in single), sum(len(g.token_ids) for g in batched)
+    rows.append(("LM only, one prompt at a time (transformers)", f"{t1:.1f} s", f"{g1}", f"{g1 / t1:.1f}"))
+    rows.append((f"LM only, {len(prompts)} prompts in one call (transformers)", f"{tn:.1f} s", f"{gn}", f"{gn / tn:.1f}"))
+    args.results["decode_speedup"] = (gn / tn) / (g1 / t1)
+
+
+def compare_vllm(args, tasks, rows: list) -> None:
+    log("vLLM: starting the engine")
+    start = time.perf_counter()
+    lm = load_lm(args.model, backend="vllm", **({"dtype": args.dtype} if args.dtype else {}))
+    args.results["vllm_start"] = time.perf_counter() - start
+    tn, gn, _ = rollout(args, lm, args.episodes, tasks)
+    rows.append((f"vectorized, {args.episodes} live (vLLM)", f"{tn:.1f} s", f"{gn}", f"{gn / tn:.1f}"))
+    args.results["vllm_vs_transformers"] = (gn / tn) / args.results["transformers_batched_rate"]
+
+
+def compare_recon(args, lm, rows: list) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from searchgym.corpora.registry import load_corpus, load_dataset
+    from searchgym.corpora.retrievers import make_retriever
+    from searchgym.envs.lm_frozen import LMGenerator
+    from searchgym.envs.summarizers import make_summarizer
+    from searchgym.lm.batching import run_round
+    from searchgym.rewards.metrics import f1_score
+
+    corpus = load_corpus("wiki-vital")
+    questions = load_dataset("wiki-vital-answerable")[: args.recon_questions]
+    retriever = make_retriever("bm25", corpus)
+    summarizer = make_summarizer("llm", model=lm, aspect="clarity")
+    reader = LMGenerator(lm)
+    hits = retriever.search([q.question for q in questions], args.top_k)
+    raw_docs = [[f"{h.passage.title}\n{h.passage.text}" for h in hs] for hs in hits]
+    log(f"RECON: summarizing top-{args.top_k} documents of {len(questions)} questions")
+    with ThreadPoolExecutor(len(questions)) as pool:
+        # One round: the summaries of every question become one batched generate call.
+        summaries, _ = run_round([lambda q=q, h=h: summarizer.summarize(q.question, q.question, h) for q, h in zip(questions, hits)], threads=pool)
+        answers_raw, _ = run_round([lambda q=q, d=d: reader(q.question, d) for q, d in zip(questions, raw_docs)], threads=pool)
+        answers_sum, _ = run_round([lambda q=q, s=s: reader(q.question, [s]) for q, s in zip(questions, summaries)], threads=pool)
+    for value in (*summaries, *answers_raw, *answers_sum):
+        if isinstance(value, BaseException):
+            raise value
+    tokens = lambda text: len(lm.tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
+    raw_tokens = sum(tokens(protocol_docs(d)) for d in raw_docs) / len(questions)
+    sum_tokens = sum(tokens(s) for s in summaries) / len(questions)
+    f1_raw = sum(f1_score(a, q.answers) for a, q in zip(answers_raw, questions)) / len(questions)
+    f1_sum = sum(f1_score(a, q.answers) for a, q in zip(answers_sum, questions)) / len(questions)
+    args.results.update(recon_raw_tokens=raw_tokens, recon_summary_tokens=sum_tokens, recon_f1_raw=f1_raw, recon_f1_summary=f1_sum)
+    args.results["recon_example"] = summaries[0]
+
+
+def protocol_docs(docs: list[str]) -> str:
+    """The raw documents as Search-R1 renders them for the agent (what the summary replaces)."""
+    return "\n".join(f"Doc {i}(Title: {d.split(chr(10), 1)[0]}) {d.split(chr(10), 1)[-1]}" for i, d in enumerate(docs, 1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="smollm2", help="policy model name (default: smollm2)")
+    parser.add_argument("--dtype", default="bfloat16", help="weights dtype for both backends (default: bfloat16)")
+    parser.add_argument("--env", default="SearchR1-v0", help="registered env id without namespace (default: SearchR1-v0)")
+    parser.add_argument("--episodes", type=int, default=16, help="episodes live at once, and episodes played (default: 16)")
+    parser.add_argument("--max-turns", type=int, default=3, help="turns per episode (default: 3)")
+    parser.add_argument("--max-new-tokens", type=int, default=64, help="tokens per turn (default: 64)")
+    parser.add_argument("--recon-questions", type=int, default=32, help="questions in the RECON comparison (default: 32)")
+    parser.add_argument("--top-k", type=int, default=3, help="documents per retrieval in the RECON comparison (default: 3)")
+    parser.add_argument("--decode-tokens", type=int, default=128, help="new tokens per prompt in the LM-only comparison (default: 128)")
+    parser.add_argument("--sections", default="driver,decode,vllm,recon", help="comma-separated sections to run (default: all four)")
+    parser.add_argument("--skip-vllm", action="store_true", help="leave out the vLLM comparison")
+    parser.add_argument("--quick", action="store_true", help="8 episodes, 8 RECON questions, 2 turns of 32 tokens")
+    args = parser.parse_args()
+    if args.quick:
+        args.episodes, args.recon_questions, args.max_turns, args.max_new_tokens = 8, 8, 2, 32
+    args.results = {}
+    lm = load_lm(args.model, dtype=args.dtype)
+    tasks = [Task(ex.id, 0) for ex in make_envs(args, 1, lm)[0].unwrapped.examples[: args.episodes]]
+    rows: list[tuple[str, str, str, str]] = []
+    sections = set(args.sections.split(","))
+    unknown = sections - {"driver", "decode", "vllm", "recon"}
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; expected among driver, decode, vllm, recon")
+    if args.skip_vllm:
+        sections.discard("vllm")
+    if "vllm" in sections:
+        sections.add("driver")  # vLLM is compared with the batched transformers run
+    if "driver" in sections:
+        compare_driver(args, lm, tasks, rows)
+    if "decode" in sections:
+        compare_decode(args, lm, tasks, rows)
+    if "vllm" in sections:
+        compare_vllm(args, tasks, rows)
+    if "recon" in sections:
+        compare_recon(args, lm, rows)
+
+    r = args.results
+    print(f"\nRollouts: {args.model} ({args.dtype}) on {args.env}, wiki-vital answerable, {len(tasks)} episodes, "
+          f"{args.max_turns} turns x {args.max_new_tokens} new tokens, greedy\n")
+    print("| run | wall | generated tokens | tokens/s |\n|---|---:|---:|---:|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    verdict = "PASS"
+    if "driver_speedup" in r:
+        verdict = "PASS" if r["driver_speedup"] >= 4 else "FAIL"
+        print(f"\nvectorized / one at a time: {r['driver_speedup']:.2f}x (target >= 4x: {verdict}); identical episodes: {r['driver_identical']}")
+    if "decode_speedup" in r:
+        print(f"LM only, batched / one at a time: {r['decode_speedup']:.2f}x")
+    if "vllm_vs_transformers" in r:
+        print(f"vLLM / transformers, both batched: {r['vllm_vs_transformers']:.2f}x (engine start {r['vllm_start']:.1f} s, not counted)")
+    if "recon_raw_tokens" in r:
+        change = r["recon_summary_tokens"] / r["recon_raw_tokens"] - 1
+        print(
+            f"RECON summary vs raw top-{args.top_k} documents ({args.recon_questions} questions): "
+            f"{r['recon_summary_tokens']:.0f} vs {r['recon_raw_tokens']:.0f} tokens ({change:+.0%}; paper: -35%); "
+            f"reader F1 {r['recon_f1_summary']:.3f} from summaries vs {r['recon_f1_raw']:.3f} from raw documents"
+        )
+        print(f"\nfirst summary: {r['recon_example'][:400]!r}")
+    return 0 if verdict == "PASS" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
