@@ -14,6 +14,7 @@ from searchgym.lm.hf import TransformersLM  # noqa: E402
 from searchgym.lm.testing import tiny_causal_lm, tiny_tokenizer  # noqa: E402
 from searchgym.training.consistency import check_logprobs  # noqa: E402
 
+
 @pytest.fixture(scope="module")
 def rollouts():
     model = tiny_causal_lm()
@@ -27,6 +28,7 @@ def rollouts():
         out[temperature] = [r.trajectory for r in run_episodes(envs, agent, tasks, keep_trajectories=True)]
     return model, out
 
+
 def test_multi_turn_rollouts_match_the_training_model(rollouts):
     model, out = rollouts
     for temperature, trajectories in out.items():
@@ -34,6 +36,7 @@ def test_multi_turn_rollouts_match_the_training_model(rollouts):
         report = check_logprobs(model, trajectories, temperature=temperature, atol=1e-4)
         assert report.ok, str(report)
         assert report.num_tokens == sum(t.num_generated for t in trajectories)
+
 
 def test_a_re_tokenized_or_misaligned_trajectory_is_caught(rollouts):
     model, out = rollouts
