@@ -18,7 +18,7 @@ import json
 import sys
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +162,8 @@ def _drop_unfinished_line(path: Path) -> None:
 
 
 def _config_record(config: BenchConfig) -> dict[str, Any]:
-    record = asdict(config)
+    # Not asdict(): it deep-copies, and the config may hold loaded models (printed by repr instead).
+    record = {f.name: getattr(config, f.name) for f in fields(config)}
     record["runs"] = [list(r) for r in config.runs]
     record["seeds"] = list(config.seeds)
     return json.loads(json.dumps(record, default=str))

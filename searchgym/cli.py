@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("envs", help="list the registered environment ids and their defaults")
     _add_bench(sub)
+    from searchgym.training.cli import add_sft_parser, add_train_parser
+
+    add_train_parser(sub)
+    add_sft_parser(sub)
     return parser
 
 
@@ -167,6 +171,14 @@ def main(argv: list[str] | None = None) -> int:
             return _bench(args)
         except SearchGymError as e:
             print(f"searchgym bench: error: {e}", file=sys.stderr)
+            return 2
+    if args.command in ("train", "sft"):
+        from searchgym.training.cli import sft_main, train_main
+
+        try:
+            return train_main(args) if args.command == "train" else sft_main(args)
+        except SearchGymError as e:
+            print(f"searchgym {args.command}: error: {e}", file=sys.stderr)
             return 2
     if args.command == "demo":
         from searchgym.demo import run

@@ -70,6 +70,11 @@ class BackendError(SearchGymError, RuntimeError):
     Benchmarks record it as the episode's outcome instead of stopping the run."""
 
 
+class TrainingError(SearchGymError, RuntimeError):
+    """A training run cannot go on (a NaN loss, an empty batch, rollout and trainer
+    logprobs that disagree); the message names the last good checkpoint."""
+
+
 class InvalidActionError(SearchGymError, ValueError):
     """Raised by :class:`searchgym.envs.wrappers.StrictActions` for a malformed action."""
 

@@ -52,6 +52,9 @@ class VLLMLM(LanguageModel):
         max_model_len: Context length; default the model's.
         seed: The engine's seed. Per call, request ``i`` samples with ``seed + i`` when
             :meth:`generate` gets a seed, so one call is reproducible.
+        in_process: Run the engine core in this process instead of a spawned one
+            (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` while it starts): trainers that push
+            weights after every update then hand tensors over without copying them.
         engine_options: Passed to ``vllm.LLM`` (e.g. ``gpu_memory_utilization``,
             ``enforce_eager``).
 
@@ -68,6 +71,7 @@ class VLLMLM(LanguageModel):
         dtype: str = "auto",
         max_model_len: int | None = None,
         seed: int = 0,
+        in_process: bool = False,
         **engine_options: Any,
     ):
         if not isinstance(model, str) or not model:
@@ -87,7 +91,19 @@ class VLLMLM(LanguageModel):
         options = {"enable_prefix_caching": True, "logprobs_mode": "processed_logprobs", **engine_options}
         if max_model_len is not None:
             options["max_model_len"] = max_model_len
-        self.engine = vllm.LLM(model=folder, tokenizer=folder, dtype=dtype, seed=seed, **options)
+        previous = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
+        if in_process:
+            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        try:
+            self.engine = vllm.LLM(model=folder, tokenizer=folder, dtype=dtype, seed=seed, **options)
+        finally:
+            if in_process:
+                if previous is None:
+                    os.environ.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+                else:
+                    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = previous
+        self.in_process = in_process
+        self.weight_version = 0
         self.context_length = int(self.engine.llm_engine.model_config.max_model_len)
         self._vocab_size = int(self.engine.llm_engine.model_config.get_vocab_size())
         config_eos = getattr(self.engine.llm_engine.model_config.hf_config, "eos_token_id", None)
@@ -143,6 +159,34 @@ class VLLMLM(LanguageModel):
             body = ids[:-1] if ids and ids[-1] in self._eos_ids else ids
             text = self.tokenizer.decode(list(body), clean_up_tokenization_spaces=False)
         return Generation(text, ids, logprobs, reason)
+
+    def update_weights(self, named_tensors: Any) -> None:
+        """Replace the engine's weights with ``named_tensors`` ((name, tensor) pairs in the
+        Hugging Face checkpoint's names, e.g. a ``state_dict().items()``) and drop the
+        prefix cache, whose KV entries were computed with the old weights.
+
+        In-process engines load the tensors directly; a spawned engine reads them from a
+        temporary safetensors folder (tensors do not survive its RPC serialization).
+        """
+        import shutil
+        import tempfile
+
+        weights = [(str(name), tensor.detach()) for name, tensor in named_tensors]
+        if not weights:
+            raise ConfigError("VLLMLM.update_weights expects at least one (name, tensor) pair, got none.")
+        if self.in_process:
+            self.engine.collective_rpc("reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True})
+        else:
+            from safetensors.torch import save_file
+
+            folder = tempfile.mkdtemp(prefix="searchgym-weights-")
+            try:
+                save_file({name: t.cpu().clone().contiguous() for name, t in weights}, os.path.join(folder, "model.safetensors"))
+                self.engine.collective_rpc("reload_weights", kwargs={"weights_path": folder, "is_checkpoint_format": True})
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+        self.engine.reset_prefix_cache()
+        self.weight_version += 1
 
     def __repr__(self) -> str:
         return f"VLLMLM(model={self.model_name!r}, context_length={self.context_length})"

@@ -1,0 +1,280 @@
+"""Every setting of an RL run in one dataclass, with the seed papers' settings as presets.
+
+Each field's docstring is its ``searchgym train --help`` text. :func:`check_args` rejects
+a bad configuration before any model or corpus is loaded.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import inspect
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any
+
+from searchgym.error import ConfigError, UnknownNameError
+from searchgym.training.losses import AGGREGATIONS, KL_ESTIMATORS
+
+#: Policy-gradient algorithms of :class:`~searchgym.training.trainer.Trainer`.
+ALGORITHMS = ("ppo", "grpo", "reinforce++")
+#: Rollout engines: the training model itself, or vLLM with the weights pushed after every update.
+ENGINES = ("transformers", "vllm")
+
+
+@dataclass
+class Args:
+    """Settings of a ``searchgym train`` run (see :data:`PRESETS` for the papers' values)."""
+
+    # -- what to train on
+    env_id: str = "searchgym/SearchR1-v0"
+    """Environment id (the protocol and reward recipe come with it)."""
+    env_options: dict[str, Any] = field(default_factory=dict)
+    """Extra gym.make arguments, e.g. {"corpus": "wiki-vital", "dataset": "wiki-vital-answerable", "max_turns": 4}."""
+    train_split: str = "train"
+    """Dataset split the policy is trained on."""
+    eval_split: str = "dev"
+    """Dataset split of the periodic evaluation."""
+    train_limit: int | None = None
+    """Train on the first N questions of the split only (all when None)."""
+    reward: str | None = None
+    """Reward recipe overriding the env's (any name of searchgym.rewards.RECIPES)."""
+    stage2_reward: str | None = None
+    """Curriculum: the reward recipe from step stage2_step on (R1-Searcher: r1_searcher_stage2)."""
+    stage2_step: int | None = None
+    """Curriculum: the step at which stage2_reward replaces the first reward."""
+    frozen_model: str | None = None
+    """Frozen model of the env's generator (s3), reader (R-Search) or LLM summarizer (RECON):
+    a model name loaded once and never trained ("gold-span" is the LM-free stand-in)."""
+    summarizer: str | None = None
+    """RECON: the env's summarizer (e.g. "llm" uses frozen_model with RECON's prompt)."""
+
+    # -- the policy
+    model: str = "smollm2"
+    """Policy model: a built-in name (smollm2, tiny-random), a local folder (e.g. an SFT run's final/) or a cached HF id."""
+    lora_rank: int = 0
+    """LoRA rank; 0 trains every weight (full fine-tuning)."""
+    lora_alpha: float = 32.0
+    """LoRA scaling numerator (scale = alpha / rank)."""
+    lora_targets: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    """Module names LoRA adapts."""
+    device: str | None = None
+    """cpu, cuda, cuda:1...; None picks CUDA when available."""
+
+    # -- algorithm
+    algorithm: str = "grpo"
+    """ppo (GAE with a value head), grpo (group-normalized outcome), reinforce++ (whitened returns)."""
+    n: int = 4
+    """Responses sampled per question (a GRPO group; >= 2 for grpo)."""
+    reinforce_baseline: str = "batch"
+    """REINFORCE++ baseline: batch (whitening only) or group (the question's mean score first)."""
+    questions_per_step: int = 4
+    """Questions per rollout batch (the batch holds questions_per_step * n episodes)."""
+    mini_batches: int = 1
+    """Optimizer steps per PPO epoch (the rollout batch is split into this many mini-batches)."""
+    micro_batch_size: int = 4
+    """Sequences per forward/backward pass; gradients accumulate over a mini-batch."""
+    ppo_epochs: int = 1
+    """Passes over each rollout batch."""
+    lr: float = 1e-6
+    """Policy learning rate (AdamW)."""
+    value_lr: float = 1e-5
+    """Learning rate of the PPO value head."""
+    warmup_steps: int = 0
+    """Linear learning-rate warmup, in optimizer steps."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping by global norm."""
+    clip: float = 0.2
+    """PPO/GRPO ratio clip (lower side)."""
+    clip_high: float | None = None
+    """Upper ratio clip (default: clip); larger is DAPO's clip-higher."""
+    value_clip: float | None = 0.5
+    """PPO value clip around the rollout's values (None: no clipping)."""
+    value_coef: float = 0.5
+    """Weight of the value loss (the value head sits on the policy's last hidden state)."""
+    gamma: float = 1.0
+    """Discount over generated tokens (GAE, REINFORCE++)."""
+    lam: float = 1.0
+    """GAE lambda."""
+    kl_coef: float = 0.0
+    """KL(policy || initial policy) weight; 0 skips the reference model."""
+    kl_estimator: str = "k3"
+    """k1, k2 or k3 (low variance)."""
+    kl_in_reward: bool = False
+    """Subtract the KL from the token rewards (PPO / REINFORCE++ style) instead of adding it to the loss."""
+    entropy_coef: float = 0.0
+    """Entropy bonus weight."""
+    loss_aggregation: str = "token-mean"
+    """token-mean, seq-mean-token-sum or seq-mean-token-mean."""
+
+    # -- rollouts
+    engine: str = "transformers"
+    """Rollout engine: transformers (the training model itself) or vllm (weights pushed after every update)."""
+    engine_options: dict[str, Any] = field(default_factory=dict)
+    """Options of the vLLM engine (e.g. {"dtype": "float32", "max_model_len": 4096})."""
+    num_envs: int = 16
+    """Episodes live at once during rollouts and evaluation."""
+    temperature: float = 1.0
+    """Rollout sampling temperature (the losses use the same temperature)."""
+    top_p: float = 1.0
+    """Rollout nucleus sampling (keep 1.0 for exact PPO ratios)."""
+    max_new_tokens: int = 256
+    """Most tokens per agent turn."""
+    logprob_check_atol: float | None = None
+    """Stop the run when rollout and trainer logprobs differ by more than this (None: only report the difference)."""
+
+    # -- schedule, evaluation, output
+    total_steps: int = 100
+    """Rollout-update iterations."""
+    eval_every: int = 0
+    """Evaluate (greedy, through searchgym bench) every N steps and at the end; 0: never."""
+    eval_limit: int | None = 64
+    """Questions of eval_split per evaluation (None: all)."""
+    save_every: int = 10
+    """Checkpoint every N steps (and at the end)."""
+    keep_checkpoints: int = 2
+    """Checkpoints kept on disk (the newest)."""
+    out: str = "runs/train"
+    """Run folder: metrics.csv, curves.png, checkpoints/, eval/, final/."""
+    seed: int = 0
+    """Seed of the data order, the rollouts and torch."""
+    resume: bool = True
+    """Continue from the newest complete checkpoint in out (False: refuse a non-empty out)."""
+    tensorboard: bool = True
+    """Also write TensorBoard events to out/tensorboard when tensorboard is installed."""
+    progress: bool = True
+    """Progress bars."""
+    threads: int | None = None
+    """torch CPU threads (None: torch's default)."""
+
+    def replace(self, **changes: Any) -> Args:
+        return dataclasses.replace(self, **changes)
+
+
+#: The papers' optimisation settings, applied over :class:`Args`' defaults. Batch sizes are
+#: left to the user (the papers use 256-512 questions per step on 8 GPUs).
+PRESETS: dict[str, dict[str, Any]] = {
+    "search-r1-ppo": {
+        "env_id": "searchgym/SearchR1-v0", "algorithm": "ppo", "n": 1, "lr": 1e-6, "value_lr": 1e-5,
+        "kl_coef": 0.001, "kl_estimator": "k3", "clip": 0.2, "gamma": 1.0, "lam": 1.0,
+        "temperature": 1.0, "top_p": 1.0, "entropy_coef": 0.0, "max_new_tokens": 500,
+    },
+    "search-r1-grpo": {
+        "env_id": "searchgym/SearchR1-v0", "algorithm": "grpo", "n": 5, "lr": 1e-6,
+        "kl_coef": 0.001, "kl_estimator": "k3", "clip": 0.2, "temperature": 1.0, "top_p": 1.0,
+        "entropy_coef": 0.0, "max_new_tokens": 500,
+    },
+    "r1-searcher": {
+        "env_id": "searchgym/R1Searcher-v0", "algorithm": "reinforce++", "reinforce_baseline": "group",
+        "n": 16, "lr": 2e-6, "kl_coef": 0.0, "temperature": 1.0, "top_p": 1.0,
+        "reward": "r1_searcher_stage1", "stage2_reward": "r1_searcher_stage2", "stage2_step": 50,
+        "max_new_tokens": 512,
+    },
+    "s3": {
+        "env_id": "searchgym/S3-v0", "algorithm": "ppo", "n": 1, "lr": 1e-6, "value_lr": 1e-5,
+        "kl_coef": 0.001, "kl_estimator": "k3", "temperature": 0.6, "top_p": 1.0, "max_new_tokens": 500,
+    },
+    "r-search": {
+        "env_id": "searchgym/RSearch-v0", "algorithm": "grpo", "n": 5, "lr": 1e-6,
+        "kl_coef": 0.001, "kl_estimator": "k3", "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 500,
+    },
+    "recon": {
+        "env_id": "searchgym/RECON-v0", "algorithm": "ppo", "n": 1, "lr": 1e-6, "value_lr": 1e-5,
+        "kl_coef": 0.001, "kl_estimator": "k3", "temperature": 1.0, "top_p": 1.0, "summarizer": "llm",
+        "max_new_tokens": 500,
+    },
+}
+
+
+def preset(name: str, **overrides: Any) -> Args:
+    """:class:`Args` with the preset ``name`` applied, then ``overrides``."""
+    if name not in PRESETS:
+        raise UnknownNameError("training preset", name, PRESETS)
+    return Args(**{**PRESETS[name], **overrides})
+
+
+@functools.cache
+def field_docs(cls: type = Args) -> dict[str, str]:
+    """The docstring under each field of a dataclass, by field name (for ``--help``)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs = {}
+    for node, after in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
+                docs[node.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
+def _positive(name: str, value: Any, *, allow_none: bool = False, zero: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    low = 0 if zero else 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        kind = "a non-negative" if zero else "a positive"
+        raise ConfigError(f"Args.{name} expects {kind} integer{' or None' if allow_none else ''}, got {value!r}.")
+
+
+def check_args(args: Args) -> None:
+    """Reject a bad configuration with a message that says how to fix it (no model is loaded)."""
+    from searchgym.envs.registration import ENV_SPECS
+    from searchgym.rewards.recipes import RECIPES
+
+    if not isinstance(args, Args):
+        raise ConfigError(f"Expected searchgym.training.Args, got {type(args).__name__}.")
+    env_id = args.env_id if args.env_id.startswith("searchgym/") else f"searchgym/{args.env_id}"
+    if env_id not in ENV_SPECS:
+        raise UnknownNameError("environment", args.env_id, ENV_SPECS)
+    if args.algorithm not in ALGORITHMS:
+        raise UnknownNameError("algorithm", args.algorithm, ALGORITHMS)
+    if args.engine not in ENGINES:
+        raise UnknownNameError("rollout engine", args.engine, ENGINES)
+    if args.kl_estimator not in KL_ESTIMATORS:
+        raise UnknownNameError("KL estimator", args.kl_estimator, KL_ESTIMATORS)
+    if args.loss_aggregation not in AGGREGATIONS:
+        raise UnknownNameError("loss aggregation", args.loss_aggregation, AGGREGATIONS)
+    if args.reinforce_baseline not in ("batch", "group"):
+        raise UnknownNameError("REINFORCE++ baseline", args.reinforce_baseline, ("batch", "group"))
+    for name in ("reward", "stage2_reward"):
+        value = getattr(args, name)
+        if value is not None and value not in RECIPES:
+            raise UnknownNameError("reward", value, RECIPES)
+    if (args.stage2_reward is None) != (args.stage2_step is None):
+        raise ConfigError(
+            "Args.stage2_reward and Args.stage2_step go together (the curriculum switches to stage2_reward at "
+            f"stage2_step); got stage2_reward={args.stage2_reward!r}, stage2_step={args.stage2_step!r}."
+        )
+    for name in ("n", "questions_per_step", "mini_batches", "micro_batch_size", "ppo_epochs", "num_envs", "max_new_tokens", "total_steps", "save_every", "keep_checkpoints"):
+        _positive(name, getattr(args, name))
+    for name in ("eval_every", "warmup_steps", "lora_rank"):
+        _positive(name, getattr(args, name), zero=True)
+    for name in ("train_limit", "eval_limit", "stage2_step", "threads"):
+        _positive(name, getattr(args, name), allow_none=True)
+    if args.algorithm == "grpo" and args.n < 2:
+        raise ConfigError(f"GRPO normalizes rewards within a group of answers to one question and needs n >= 2, got n={args.n}.")
+    if args.algorithm == "reinforce++" and args.reinforce_baseline == "group" and args.n < 2:
+        raise ConfigError(f"REINFORCE++ with a group baseline needs n >= 2 samples per question, got n={args.n}; use reinforce_baseline='batch'.")
+    batch = args.questions_per_step * args.n
+    if args.mini_batches > batch:
+        raise ConfigError(f"Args.mini_batches ({args.mini_batches}) cannot exceed the rollout batch ({batch} = questions_per_step * n).")
+    if args.temperature < 0 or not 0 < args.top_p <= 1:
+        raise ConfigError(f"Args expects temperature >= 0 and 0 < top_p <= 1, got temperature={args.temperature}, top_p={args.top_p}.")
+    if args.temperature == 0 and args.algorithm in ("grpo", "reinforce++") and args.n > 1:
+        raise ConfigError("Greedy rollouts (temperature 0) give n identical answers per question, so group advantages are all 0; use temperature > 0.")
+    for name in ("lr", "value_lr", "max_grad_norm", "clip"):
+        value = getattr(args, name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"Args.{name} expects a positive number, got {value!r}.")
+    for name in ("kl_coef", "entropy_coef", "value_coef", "weight_decay"):
+        value = getattr(args, name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+            raise ConfigError(f"Args.{name} expects a non-negative number, got {value!r}.")
+    if not 0 <= args.gamma <= 1 or not 0 <= args.lam <= 1:
+        raise ConfigError(f"Args expects gamma and lam in [0, 1], got gamma={args.gamma}, lam={args.lam}.")
+    if args.lora_rank and not args.lora_targets:
+        raise ConfigError("Args.lora_targets must name at least one module when lora_rank > 0.")
+    if not isinstance(args.env_options, dict) or not isinstance(args.engine_options, dict):
+        raise ConfigError("Args.env_options and Args.engine_options expect dicts.")

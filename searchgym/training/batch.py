@@ -1,0 +1,106 @@
+"""Trajectories as padded tensors, and the model's logprobs of them.
+
+Layout: each row is the whole context (prompt and response ids), right-padded. Losses
+live on *targets*: column ``j`` of a ``[B, L-1]`` tensor is about ``input_ids[:, j+1]``,
+predicted from position ``j``. ``loss_mask[:, j]`` is 1 exactly where ``input_ids[:, j+1]``
+is an id the policy sampled; prompt, observation and padding targets are 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from searchgym.error import ConfigError
+
+
+@dataclass
+class TokenBatch:
+    """Padded trajectories (see the module docstring for the layout)."""
+
+    input_ids: Any  #: [B, L] long
+    attention_mask: Any  #: [B, L] long, 1 on real tokens
+    loss_mask: Any  #: [B, L-1] float, 1 on sampled targets
+    rollout_logprobs: Any  #: [B, L-1] float, the engine's logprob of each sampled target (0 elsewhere)
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    def select(self, rows: Sequence[int]) -> TokenBatch:
+        """The given rows, trimmed to their longest sequence."""
+        import torch
+
+        index = torch.as_tensor(list(rows), dtype=torch.long)
+        width = int(self.attention_mask[index].sum(dim=1).max())
+        return TokenBatch(
+            self.input_ids[index, :width],
+            self.attention_mask[index, :width],
+            self.loss_mask[index, : width - 1],
+            self.rollout_logprobs[index, : width - 1],
+        )
+
+    def to(self, device: Any) -> TokenBatch:
+        return TokenBatch(*(t.to(device) for t in (self.input_ids, self.attention_mask, self.loss_mask, self.rollout_logprobs)))
+
+
+def collate(trajectories: Sequence[Any], *, pad_id: int = 0, max_length: int | None = None) -> TokenBatch:
+    """Stack :class:`~searchgym.agents.trajectory.Trajectory` records into a :class:`TokenBatch`.
+
+    ``max_length`` cuts longer contexts (the cut tokens get no loss). A trajectory with no
+    generated token raises: nothing of it could be trained.
+    """
+    import torch
+
+    if not trajectories:
+        raise ConfigError("collate expects at least one trajectory, got none.")
+    rows = []
+    for i, t in enumerate(trajectories):
+        ids = t.context_ids()
+        mask = [0] * len(t.prompt_ids) + t.loss_mask
+        logprobs = [0.0] * len(t.prompt_ids) + [0.0 if lp is None else float(lp) for lp in t.response_logprobs]
+        if max_length is not None:
+            ids, mask, logprobs = ids[:max_length], mask[:max_length], logprobs[:max_length]
+        if not any(mask[1:]):
+            raise ConfigError(
+                f"Trajectory {i} has no generated token to train on (its loss mask is all 0); drop it before collating."
+            )
+        rows.append((ids, mask, logprobs))
+    width = max(len(ids) for ids, _, _ in rows)
+    B = len(rows)
+    input_ids = torch.full((B, width), pad_id, dtype=torch.long)  # [B, L]
+    attention = torch.zeros((B, width), dtype=torch.long)  # [B, L]
+    loss_mask = torch.zeros((B, width - 1), dtype=torch.float32)  # [B, L-1]
+    rollout = torch.zeros((B, width - 1), dtype=torch.float32)  # [B, L-1]
+    for r, (ids, mask, logprobs) in enumerate(rows):
+        n = len(ids)
+        input_ids[r, :n] = torch.tensor(ids, dtype=torch.long)
+        attention[r, :n] = 1
+        loss_mask[r, : n - 1] = torch.tensor(mask[1:], dtype=torch.float32)
+        rollout[r, : n - 1] = torch.tensor(logprobs[1:], dtype=torch.float32)
+    return TokenBatch(input_ids, attention, loss_mask, rollout)
+
+
+def forward_logprobs(model: Any, batch: TokenBatch, *, temperature: float = 1.0, with_entropy: bool = False, with_hidden: bool = False) -> dict[str, Any]:
+    """Run ``model`` on ``batch``: ``logprobs`` of every target [B, L-1] (logits divided by
+    ``temperature`` as the sampler did), optionally ``entropy`` [B, L-1] and the last
+    ``hidden`` states [B, L-1, H] (for a value head).
+    """
+    import torch
+
+    temperature = 1.0 if temperature == 0 else float(temperature)
+    out = model(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        output_hidden_states=with_hidden,
+        use_cache=False,
+    )
+    logits = out.logits[:, :-1].float() / temperature  # [B, L-1, V]
+    logp = torch.log_softmax(logits, dim=-1)  # [B, L-1, V]
+    targets = batch.input_ids[:, 1:]  # [B, L-1]
+    result = {"logprobs": logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)}  # [B, L-1]
+    if with_entropy:
+        result["entropy"] = -(logp.exp() * logp).sum(dim=-1)  # [B, L-1]
+    if with_hidden:
+        result["hidden"] = out.hidden_states[-1][:, :-1]  # [B, L-1, H]
+    return result

@@ -1,0 +1,130 @@
+"""Atomic checkpoints: a run killed at any moment resumes from its last complete one.
+
+A checkpoint is written into a temporary folder, flushed to disk, marked complete and
+only then renamed to ``checkpoints/step-NNNNNN``; the ``latest`` pointer is replaced
+atomically afterwards. A kill before the rename leaves a ``.tmp-*`` folder that the next
+run deletes; a kill between the rename and the pointer update is found by scanning.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from searchgym.error import ConfigError
+
+COMPLETE = "COMPLETE"
+STATE = "state.pt"
+_NAME = re.compile(r"^step-(\d+)$")
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def save_checkpoint(run_dir: str | os.PathLike, step: int, state: dict[str, Any], *, keep: int = 2) -> Path:
+    """Write ``state`` (anything ``torch.save`` takes) as the checkpoint of ``step``; keep the
+    newest ``keep`` checkpoints. Returns the checkpoint folder."""
+    import torch
+
+    root = Path(run_dir) / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{step:06d}"
+    tmp = root / f".tmp-step-{step:06d}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    with open(tmp / STATE, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    _write_file(tmp / COMPLETE, f"{step}\n".encode())
+    _fsync_dir(tmp)
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    _fsync_dir(root)
+    pointer = root / f".latest-{os.getpid()}"
+    _write_file(pointer, f"{final.name}\n".encode())
+    os.replace(pointer, root / "latest")
+    _fsync_dir(root)
+    for old in complete_checkpoints(run_dir)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def complete_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
+    """Complete checkpoint folders of ``run_dir``, oldest first."""
+    root = Path(run_dir) / "checkpoints"
+    if not root.is_dir():
+        return []
+    found = []
+    for p in root.iterdir():
+        m = _NAME.match(p.name)
+        if m and (p / COMPLETE).is_file() and (p / STATE).is_file():
+            found.append((int(m.group(1)), p))
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    """The newest complete checkpoint (``None`` if there is none); deletes half-written ones."""
+    root = Path(run_dir) / "checkpoints"
+    if not root.is_dir():
+        return None
+    for p in root.iterdir():
+        if p.name.startswith((".tmp-", ".latest-")):
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+    complete = complete_checkpoints(run_dir)
+    return complete[-1] if complete else None
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """The state saved in checkpoint folder ``path``."""
+    import torch
+
+    path = Path(path)
+    if not (path / COMPLETE).is_file():
+        raise ConfigError(f"{path} is not a complete checkpoint (no {COMPLETE} marker); resume from latest_checkpoint().")
+    with open(path / STATE, "rb") as f:
+        return torch.load(f, map_location="cpu", weights_only=False)
+
+
+def rng_state() -> dict[str, Any]:
+    """Python, NumPy and torch random states (CUDA too when available)."""
+    import numpy as np
+    import torch
+
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    import numpy as np
+    import torch
+
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])

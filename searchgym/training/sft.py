@@ -1,0 +1,314 @@
+"""Supervised warm start on oracle trajectories (``searchgym sft``).
+
+The synthwiki oracle plays the env's protocol; a :class:`TeacherAgent` records its
+episodes exactly as an :class:`~searchgym.agents.lm_agents.LMAgent` would have seen them:
+the prompt through the model's chat template, the oracle's turns tokenized as if the
+model had generated them (with the end-of-sequence id after a turn that ends without a
+stop string), and the tokenized observations. Training minimizes the cross-entropy of the
+turn tokens only (the same ``loss_mask`` as RL), so retrieved documents are never
+learned. :func:`scratch_model` builds a small random Llama with a tokenizer trained on the
+env's corpus, for learning from nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from searchgym.agents.lm_agents import LMAgent
+from searchgym.error import ConfigError, TrainingError, UnknownNameError
+from searchgym.lm.scripted import ScriptedLM
+
+
+class TeacherAgent(LMAgent):
+    """Plays ``teacher``'s text actions while keeping an LM agent's token record.
+
+    ``tokenizer`` is the student's: the recorded trajectories are what the student would
+    have read and written.
+    """
+
+    name = "teacher"
+
+    def __init__(self, teacher: Any, tokenizer: Any, protocol: Any, *, chat: bool | None = None):
+        self._script = ScriptedLM([""], tokenizer)
+        super().__init__(self._script, protocol, max_new_tokens=100_000, chat=chat)
+        self.teacher = teacher
+
+    def act(self, observations: Sequence[str], infos: Sequence[Any]) -> list[str]:
+        actions = self.teacher.act(observations, infos)
+        self._script._responses = tuple(actions) or ("",)
+        self._script._next = 0
+        return super().act(observations, infos)
+
+
+def oracle_trajectories(env_id: str, tokenizer: Any, *, env_options: dict[str, Any] | None = None, split: str = "train", limit: int | None = None, num_envs: int = 8, progress: bool = False) -> list[Any]:
+    """Token trajectories of the synthwiki oracle on ``split`` (episodes it did not solve are dropped)."""
+    import gymnasium as gym
+
+    from searchgym.agents.driver import Task, run_episodes
+    from searchgym.agents.oracle import SynthWikiOracle
+
+    envs = [gym.make(env_id, split=split, **(env_options or {})) for _ in range(num_envs)]
+    examples = envs[0].unwrapped.examples[:limit]
+    agent = TeacherAgent(SynthWikiOracle.for_env(envs[0]), tokenizer, envs[0].unwrapped.protocol)
+    results = run_episodes(envs, agent, [Task(ex.id, 0) for ex in examples], keep_trajectories=True, progress=progress, desc="oracle episodes")
+    kept = [r.trajectory for r in results if r.em == 1.0 or r.gen_acc == 1.0]
+    if not kept:
+        raise ConfigError(
+            f"The oracle solved none of {len(results)} questions of {env_id} (split {split!r}); SFT needs a synthwiki "
+            "dataset (the oracle reads the solution from synthwiki's metadata)."
+        )
+    return kept
+
+
+@dataclass
+class SFTArgs:
+    """Settings of a ``searchgym sft`` run."""
+
+    env_id: str = "searchgym/SearchR1-v0"
+    """Environment whose protocol the oracle plays (needs a synthwiki dataset)."""
+    env_options: dict[str, Any] = field(default_factory=dict)
+    """Extra gym.make arguments."""
+    split: str = "train"
+    """Split the oracle plays."""
+    limit: int | None = None
+    """Use the first N questions only."""
+    model: str = "scratch"
+    """Student: "scratch" (a new small Llama with a tokenizer trained on the env's corpus), a built-in name or a folder."""
+    scratch_size: str = "small"
+    """Size of a scratch model: tiny (hidden 64, 2 layers), small (hidden 128, 4 layers) or base (hidden 256, 6 layers)."""
+    epochs: int = 3
+    """Passes over the oracle trajectories."""
+    batch_size: int = 8
+    """Trajectories per optimizer step."""
+    micro_batch_size: int = 4
+    """Trajectories per forward/backward pass."""
+    lr: float = 1e-3
+    """Peak learning rate (AdamW, linear warmup then cosine decay)."""
+    warmup_steps: int = 20
+    """Warmup optimizer steps."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping by global norm."""
+    eval_every: int = 0
+    """Every N optimizer steps (and at the end) play eval_limit questions of eval_split greedily; 0: only at the end."""
+    eval_split: str = "dev"
+    """Split of the evaluation."""
+    eval_limit: int = 32
+    """Questions per evaluation."""
+    max_new_tokens: int = 64
+    """Most tokens per turn in evaluations."""
+    num_envs: int = 16
+    """Episodes live at once (oracle recording and evaluation)."""
+    out: str = "runs/sft"
+    """Run folder: metrics.csv, curves.png, final/ (the trained model and tokenizer)."""
+    seed: int = 0
+    """Seed of the model initialisation and the data order."""
+    progress: bool = True
+    """Progress bars."""
+    threads: int | None = None
+    """torch CPU threads (None: torch's default)."""
+
+
+#: Scratch model sizes: (hidden size, layers, attention heads). Head size 64 (vLLM's CPU attention needs >= 32).
+SCRATCH_SIZES = {"tiny": (64, 2, 1), "small": (128, 4, 2), "base": (256, 6, 4)}
+
+
+def scratch_model(env: Any, *, size: str = "small", vocab_size: int = 4096, context: int = 2048, seed: int = 0) -> tuple[Any, Any]:
+    """A random Llama and a byte-level BPE tokenizer trained on ``env``'s corpus, questions
+    and prompt (protocol tags are single tokens; same chat template as the tiny test model)."""
+    import tokenizers
+    import torch
+    import transformers
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    from searchgym.lm.testing import CHAT_TEMPLATE, SPECIAL_TOKENS, TAG_TOKENS
+
+    if size not in SCRATCH_SIZES:
+        raise UnknownNameError("scratch model size", size, SCRATCH_SIZES)
+    inner = env.unwrapped
+    observation, info = env.reset(seed=0)
+    texts = [observation, *(m["content"] for m in info.get("prompt_messages", []))]
+    texts += [p.contents for p in inner.corpus]
+    texts += [f"{ex.question} {' '.join(ex.answers)}" for ex in inner.examples]
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS), initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
+    tok.train_from_iterator(texts, trainer)
+    tags = sorted(set(TAG_TOKENS) | set(re.findall(r"</?[a-z_]+>", " ".join(texts[:3]))) | set(inner.protocol.stop_strings))
+    tok.add_tokens([tokenizers.AddedToken(t, normalized=False, special=False) for t in tags])
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<pad>", clean_up_tokenization_spaces=False)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    hidden, layers, heads = SCRATCH_SIZES[size]
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=context, tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = transformers.LlamaForCausalLM(config)
+    return model, tokenizer
+
+
+def _cosine(warmup: int, total: int):
+    import math
+
+    def f(i: int) -> float:
+        if i < warmup:
+            return (i + 1) / warmup
+        progress = (i - warmup) / max(1, total - warmup)
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+    return f
+
+
+def check_sft_args(args: SFTArgs) -> None:
+    from searchgym.envs.registration import ENV_SPECS
+
+    env_id = args.env_id if args.env_id.startswith("searchgym/") else f"searchgym/{args.env_id}"
+    if env_id not in ENV_SPECS:
+        raise UnknownNameError("environment", args.env_id, ENV_SPECS)
+    if args.scratch_size not in SCRATCH_SIZES:
+        raise UnknownNameError("scratch model size", args.scratch_size, SCRATCH_SIZES)
+    for name in ("epochs", "batch_size", "micro_batch_size", "eval_limit", "max_new_tokens", "num_envs"):
+        v = getattr(args, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ConfigError(f"SFTArgs.{name} expects a positive integer, got {v!r}.")
+    for name in ("warmup_steps", "eval_every"):
+        v = getattr(args, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ConfigError(f"SFTArgs.{name} expects a non-negative integer, got {v!r}.")
+    if args.limit is not None and (isinstance(args.limit, bool) or not isinstance(args.limit, int) or args.limit < 1):
+        raise ConfigError(f"SFTArgs.limit expects a positive integer or None, got {args.limit!r}.")
+    if not args.lr > 0:
+        raise ConfigError(f"SFTArgs.lr expects a positive number, got {args.lr!r}.")
+
+
+def evaluate_policy(model: Any, tokenizer: Any, env_id: str, *, env_options: dict[str, Any], split: str, limit: int | None, num_envs: int, max_new_tokens: int, out: Path | None, seed: int = 0) -> dict[str, float]:
+    """Greedy play through the benchmark harness; the summary row's reward, EM, F1, searches."""
+    from searchgym.bench import BenchConfig, run_bench
+    from searchgym.lm.hf import TransformersLM
+
+    lm = TransformersLM(model, tokenizer, device=next(model.parameters()).device)
+    config = BenchConfig(
+        runs=[(env_id, "lm")], split=split, limit=limit, seeds=(seed,), model=lm, env_options={"*": dict(env_options)},
+        num_envs=num_envs, temperature=0.0, max_new_tokens=max_new_tokens,
+    )
+    was_training = model.training
+    try:
+        row = run_bench(config, out, progress=False, resume=False).rows[0]
+    finally:
+        model.train(was_training)
+    return {"eval_reward": row["reward"], "eval_em": row["em"], "eval_f1": row["f1"], "eval_searches": row["searches"], "eval_response_tokens": row["generated_tokens"]}
+
+
+SFT_COLUMNS = ("step", "epoch", "loss", "tokens", "lr", "grad_norm", "eval_reward", "eval_em", "eval_f1", "eval_searches", "eval_response_tokens")
+
+
+def sft(args: SFTArgs) -> list[dict[str, Any]]:
+    """Record the oracle, train the student on its turns, save ``out/final``; the metric rows."""
+    import gymnasium as gym
+    import torch
+
+    from searchgym.training.batch import collate, forward_logprobs
+    from searchgym.training.losses import aggregate
+    from searchgym.training.metrics import MetricsLog, plot_curves
+    from searchgym.training.trainer import load_policy
+
+    check_sft_args(args)
+    env_id = args.env_id if args.env_id.startswith("searchgym/") else f"searchgym/{args.env_id}"
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"{out} is not empty; pick another --out (an SFT run is short and is not resumed).")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "args.json").write_text(json.dumps(dataclasses.asdict(args), indent=2, default=str))
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    if args.model == "scratch":
+        model, tokenizer = scratch_model(gym.make(env_id, split=args.split, **args.env_options), size=args.scratch_size, seed=args.seed)
+    else:
+        model, tokenizer = load_policy(args.model)
+    model.train()
+    trajectories = oracle_trajectories(env_id, tokenizer, env_options=args.env_options, split=args.split, limit=args.limit, num_envs=args.num_envs, progress=args.progress)
+    context = int(getattr(model.config, "max_position_embeddings", 1 << 30))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    data = collate(trajectories, pad_id=pad, max_length=context)
+    steps_per_epoch = -(-len(trajectories) // args.batch_size)
+    total = steps_per_epoch * args.epochs
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _cosine(args.warmup_steps, total))
+    log = MetricsLog(out / "metrics.csv", SFT_COLUMNS)
+    device = next(model.parameters()).device
+    evaluate = lambda step: evaluate_policy(  # noqa: E731
+        model, tokenizer, env_id, env_options=args.env_options, split=args.eval_split, limit=args.eval_limit,
+        num_envs=args.num_envs, max_new_tokens=args.max_new_tokens, out=out / "eval" / f"step-{step:06d}", seed=args.seed,
+    )
+    rows = []
+    bar = None
+    if args.progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc="sft", unit="step", dynamic_ncols=True)
+    generator = torch.Generator().manual_seed(args.seed)
+    step = 0
+    t0 = time.perf_counter()
+    for epoch in range(args.epochs):
+        order = torch.randperm(len(trajectories), generator=generator).tolist()
+        for start in range(0, len(order), args.batch_size):
+            rows_idx = order[start : start + args.batch_size]
+            total_tokens = float(data.loss_mask[rows_idx].sum())
+            optimizer.zero_grad(set_to_none=True)
+            loss_sum = 0.0
+            for u in range(0, len(rows_idx), args.micro_batch_size):
+                mb = data.select(rows_idx[u : u + args.micro_batch_size]).to(device)
+                logprobs = forward_logprobs(model, mb)["logprobs"]
+                loss = -aggregate(logprobs, mb.loss_mask, "token-mean")
+                if not torch.isfinite(loss):
+                    raise TrainingError(f"SFT step {step + 1}: the loss is {float(loss)}; lower lr. Nothing was saved.")
+                share = float(mb.loss_mask.sum()) / total_tokens
+                (loss * share).backward()
+                loss_sum += float(loss.detach()) * share
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            row: dict[str, Any] = {"step": step, "epoch": epoch + 1, "loss": loss_sum, "tokens": int(total_tokens), "lr": float(scheduler.get_last_lr()[0]), "grad_norm": float(norm)}
+            if (args.eval_every and step % args.eval_every == 0) or step == total:
+                row.update(evaluate(step))
+            log.log(row)
+            rows.append(row)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss_sum:.3f}")
+    if bar is not None:
+        bar.close()
+    log.close()
+    plot_curves(log.rows, out / "curves.png", title=f"SFT on {env_id} oracle ({len(trajectories)} trajectories, {time.perf_counter() - t0:.0f} s)", panels=SFT_PANELS)
+    tmp = out / f".tmp-final-{os.getpid()}"
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    shutil.rmtree(out / "final", ignore_errors=True)
+    os.replace(tmp, out / "final")
+    return rows
+
+
+#: Panels of the SFT curves.
+SFT_PANELS = (
+    ("loss", [("loss", "cross-entropy on turn tokens")]),
+    ("eval reward", [("eval_reward", "greedy"), ("eval_em", "EM")]),
+    ("eval searches", [("eval_searches", "per episode")]),
+)

@@ -1,0 +1,326 @@
+"""The RL trainer on tiny random models: masks, one-step learning direction, resume,
+failure stops, LoRA, curricula and frozen models."""
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from env_helpers import SMALL_WORLD  # noqa: E402
+from searchgym.agents.trajectory import Trajectory  # noqa: E402
+from searchgym.error import ConfigError, SearchGymError, TrainingError  # noqa: E402
+from searchgym.lm.testing import tiny_model_folder  # noqa: E402
+from searchgym.training import checkpoint as ckpt  # noqa: E402
+from searchgym.training.args import Args, check_args, field_docs, preset  # noqa: E402
+from searchgym.training.batch import collate, forward_logprobs  # noqa: E402
+from searchgym.training.metrics import MetricsLog  # noqa: E402
+from searchgym.training.trainer import Trainer  # noqa: E402
+
+SMALL = {"corpus_options": SMALL_WORLD, "max_turns": 2}
+
+
+def tiny_args(tmp_path, **changes):
+    base = dict(
+        model=str(tiny_model_folder()), env_options=dict(SMALL), out=str(tmp_path / "run"), total_steps=2,
+        questions_per_step=2, n=2, num_envs=4, max_new_tokens=8, micro_batch_size=2, lr=1e-3, save_every=1,
+        progress=False, tensorboard=False, seed=0, threads=1,
+    )
+    base.update(changes)
+    return Args(**base)
+
+
+def built(tmp_path, **changes):
+    trainer = Trainer(tiny_args(tmp_path, **changes))
+    trainer.build()
+    return trainer
+
+
+def sampled(trainer, prompt, response, observation=()):
+    """A trajectory whose generated segment carries the model's own logprobs (old = current)."""
+    t = Trajectory(tuple(prompt))
+    with torch.no_grad():
+        ids = torch.tensor([[*prompt, *response]])
+        logp = torch.log_softmax(trainer.model(input_ids=ids).logits[0, :-1].float(), -1)
+        lps = [float(logp[len(prompt) - 1 + i, tok]) for i, tok in enumerate(response)]
+    t.add_generated(tuple(response), tuple(lps), "stop")
+    t.add_observation(tuple(observation))
+    return t
+
+
+def result(trajectory, reward, group):
+    return SimpleNamespace(trajectory=trajectory, reward=reward, group=group)
+
+
+def seq_logprob(trainer, trajectory):
+    batch = collate([trajectory])
+    with torch.no_grad():
+        lp = forward_logprobs(trainer.model, batch)["logprobs"]
+    return float((lp * batch.loss_mask).sum())
+
+
+PROMPT = [5, 6, 7, 8, 9, 10]
+GOOD, BAD = [40, 41, 42, 43], [50, 51, 52, 53]
+
+
+@pytest.mark.parametrize("algorithm,n", [("grpo", 2), ("ppo", 1), ("reinforce++", 2)])
+def test_one_step_raises_the_rewarded_response_and_lowers_the_other(tmp_path, algorithm, n):
+    trainer = built(tmp_path, algorithm=algorithm, n=n, lr=3e-3, kl_coef=0.01, micro_batch_size=1)
+    good, bad = sampled(trainer, PROMPT, GOOD), sampled(trainer, PROMPT, BAD)
+    before = seq_logprob(trainer, good), seq_logprob(trainer, bad)
+    stats = trainer.update([result(good, 1.0, 0), result(bad, 0.0, 0)])
+    after = seq_logprob(trainer, good), seq_logprob(trainer, bad)
+    assert after[0] > before[0] and after[1] < before[1], (algorithm, before, after)
+    assert stats["logprob_diff_max"] < 1e-4  # the recorded logprobs are the model's
+    assert math.isfinite(stats["loss"]) and stats["grad_norm"] > 0
+
+
+def test_observation_tokens_get_no_gradient(tmp_path):
+    """Two batches that differ only in the observation ids after the last generated token
+    give bit-identical updates: masked targets contribute nothing."""
+    deltas = []
+    for obs in ([60, 61, 62], [70, 71, 72]):
+        trainer = built(tmp_path / str(obs[0]), algorithm="grpo", kl_coef=0.1, entropy_coef=0.01)
+        start = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+        batch = [result(sampled(trainer, PROMPT, GOOD, obs), 1.0, 0), result(sampled(trainer, PROMPT, BAD, obs), 0.0, 0)]
+        trainer.update(batch)
+        deltas.append({n: p.detach() - start[n] for n, p in trainer.model.named_parameters()})
+    assert any(d.abs().max() > 0 for d in deltas[0].values())
+    for name in deltas[0]:
+        assert torch.equal(deltas[0][name], deltas[1][name]), name
+
+
+def test_masked_logprobs_receive_exactly_zero_gradient(tmp_path):
+    from searchgym.training.losses import AGGREGATIONS, aggregate, kl_penalty, policy_loss
+
+    trainer = built(tmp_path)
+    batch = collate([sampled(trainer, PROMPT, GOOD, [60, 61]), sampled(trainer, PROMPT[:3], BAD)])
+    for mode in AGGREGATIONS:
+        out = forward_logprobs(trainer.model, batch, with_entropy=True)
+        lp, ent = out["logprobs"], out["entropy"]
+        lp.retain_grad()
+        ent.retain_grad()
+        m = batch.loss_mask
+        loss, _ = policy_loss(lp, lp.detach() - 0.1, torch.randn_like(lp), m, mode=mode)
+        loss = loss + aggregate(kl_penalty(lp, lp.detach() + 0.3), m, mode) - 0.1 * aggregate(ent, m, mode)
+        loss.backward()
+        assert (lp.grad[m == 0] == 0).all() and (ent.grad[m == 0] == 0).all()
+        assert (lp.grad[m == 1] != 0).all()
+        trainer.model.zero_grad()
+
+
+def test_config_errors_fail_before_any_model_loads(tmp_path, monkeypatch):
+    import searchgym.training.trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "load_policy", lambda *a, **k: pytest.fail("a model was loaded"))
+    cases = [
+        ({"algorithm": "dpo"}, "Unknown algorithm 'dpo'. Did you mean 'ppo'? Expected one of: grpo, ppo, reinforce++."),
+        ({"algorithm": "grpo", "n": 1}, "GRPO normalizes rewards within a group of answers to one question and needs n >= 2, got n=1."),
+        ({"engine": "sglang"}, "Unknown rollout engine 'sglang'. Expected one of: transformers, vllm."),
+        ({"kl_estimator": "k4"}, "Unknown KL estimator 'k4'. Expected one of: k1, k2, k3."),
+        ({"stage2_reward": "r1_searcher_stage2"}, "Args.stage2_reward and Args.stage2_step go together"),
+        ({"micro_batch_size": 0}, "Args.micro_batch_size expects a positive integer, got 0."),
+        ({"temperature": 0.0}, "Greedy rollouts (temperature 0) give n identical answers per question"),
+        ({"env_id": "Nope-v0"}, "Unknown environment 'Nope-v0'."),
+    ]
+    for changes, message in cases:
+        with pytest.raises(SearchGymError) as e:
+            Trainer(Args(out=str(tmp_path / "x"), **changes))
+        assert str(e.value).startswith(message), str(e.value)
+    with pytest.raises(ConfigError, match="has no generated token to train on"):
+        collate([Trajectory((1, 2, 3))])
+
+
+def test_presets_and_field_docs():
+    docs = field_docs()
+    assert set(docs) == {f for f in Args.__dataclass_fields__}  # every field documented
+    for name in ("search-r1-ppo", "search-r1-grpo", "r1-searcher", "s3", "r-search", "recon"):
+        check_args(preset(name))
+    assert preset("r1-searcher").stage2_reward == "r1_searcher_stage2"
+    with pytest.raises(SearchGymError, match="Unknown training preset 'search-r2'"):
+        preset("search-r2")
+
+
+def test_a_run_writes_metrics_curves_checkpoints_and_a_loadable_final_model(tmp_path):
+    trainer = Trainer(tiny_args(tmp_path, eval_every=2, eval_limit=2, tensorboard=True))
+    rows = trainer.train()
+    out = tmp_path / "run"
+    assert [r["step"] for r in rows] == [1, 2]
+    assert rows[-1]["eval_em"] is not None and "eval_reward" in rows[-1]
+    header = (out / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert header[:3] == ["step", "stage_reward", "episodes"]
+    lines = (out / "metrics.csv").read_text().splitlines()
+    assert [line.split(",")[0] for line in lines[1:]] == ["0", "1", "2"]  # the step-0 evaluation, then steps
+    assert (out / "curves.png").stat().st_size > 10_000
+    assert any((out / "tensorboard").iterdir())
+    assert [p.name for p in ckpt.complete_checkpoints(out)] == ["step-000001", "step-000002"]
+    assert (out / "eval" / "step-000002" / "summary.json").is_file()
+    from searchgym.lm.hf import TransformersLM
+
+    lm = TransformersLM(str(out / "final"))
+    final = dict(lm.model.named_parameters())
+    for name, p in trainer.model.named_parameters():
+        assert torch.equal(final[name], p.detach()), name
+    # Running again is a no-op resume; a different setting is refused.
+    assert Trainer(tiny_args(tmp_path, eval_every=2, eval_limit=2)).train() == []
+    with pytest.raises(ConfigError, match=r"holds a run with different settings \(changed: lr\)"):
+        Trainer(tiny_args(tmp_path, lr=0.5)).train()
+    with pytest.raises(ConfigError, match="is not empty; pick another --out"):
+        Trainer(tiny_args(tmp_path, resume=False)).train()
+
+
+def _weights(trainer):
+    return {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+
+
+def test_resume_after_a_kill_reproduces_the_uninterrupted_run(tmp_path):
+    """A real SIGKILL of `searchgym train` at an arbitrary moment, then a resume: the next
+    step's metrics and the weights equal those of a run that was never interrupted."""
+    out = tmp_path / "killed"
+    cmd = [
+        sys.executable, "-m", "searchgym.cli", "train", "--model", str(tiny_model_folder()),
+        "--env-options", '{"corpus_options": {"seed": 7, "num_passages": 400}, "max_turns": 2}',
+        "--out", str(out), "--total-steps", "1000", "--questions-per-step", "2", "--n", "2", "--num-envs", "4",
+        "--max-new-tokens", "8", "--micro-batch-size", "2", "--lr", "1e-3", "--save-every", "1",
+        "--no-progress", "--no-tensorboard", "--threads", "1",
+    ]
+    assert SMALL_WORLD == {"seed": 7, "num_passages": 400}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and len(ckpt.complete_checkpoints(out)) < 2:
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    killed_at = int(ckpt.latest_checkpoint(out).name.split("-")[1])
+    assert killed_at >= 2
+    resumed = Trainer(tiny_args(tmp_path, out=str(out), total_steps=killed_at + 1))
+    resumed_rows = resumed.train()
+    assert [r["step"] for r in resumed_rows] == [killed_at + 1]
+    straight = Trainer(tiny_args(tmp_path, out=str(tmp_path / "straight"), total_steps=killed_at + 1))
+    straight_rows = straight.train()
+    for key in ("reward", "loss", "policy_loss", "kl", "entropy", "grad_norm", "response_tokens"):
+        assert resumed_rows[0][key] == straight_rows[-1][key], key
+    a, b = _weights(resumed), _weights(straight)
+    assert all(torch.equal(a[n], b[n]) for n in a)
+    steps = [line.split(",")[0] for line in (out / "metrics.csv").read_text().splitlines()[1:]]
+    assert steps == [str(i) for i in range(1, killed_at + 2)]  # no duplicated or half-written rows
+
+
+def test_a_checkpoint_write_killed_midway_leaves_the_previous_one(tmp_path, monkeypatch):
+    ckpt.save_checkpoint(tmp_path, 1, {"w": torch.ones(3)})
+    real_save = torch.save
+
+    def dying_save(obj, f, *a, **k):
+        real_save({"partial": True}, f)
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(torch, "save", dying_save)
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.save_checkpoint(tmp_path, 2, {"w": torch.zeros(3)})
+    monkeypatch.setattr(torch, "save", real_save)
+    latest = ckpt.latest_checkpoint(tmp_path)
+    assert latest.name == "step-000001" and torch.equal(ckpt.load_checkpoint(latest)["w"], torch.ones(3))
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["latest", "step-000001"]  # leftovers removed
+    # Renamed but the pointer not yet updated: found by scanning.
+    ckpt.save_checkpoint(tmp_path, 3, {"w": torch.full((3,), 3.0)}, keep=5)
+    (tmp_path / "checkpoints" / "latest").write_text("step-000001\n")
+    assert ckpt.latest_checkpoint(tmp_path).name == "step-000003"
+
+
+def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
+    trainer = built(tmp_path)
+    trainer.save()
+    saved = trainer.checkpoint
+    before = _weights(trainer)
+    good, bad = sampled(trainer, PROMPT, GOOD), sampled(trainer, PROMPT, BAD)
+    with pytest.raises(TrainingError, match=r"Step 1: the loss is nan .* The update was not applied\. The last good checkpoint is .*step-000000"):
+        trainer.update([result(good, float("nan"), 0), result(bad, 0.0, 0)])
+    assert all(torch.equal(before[n], p) for n, p in _weights(trainer).items())
+    assert ckpt.latest_checkpoint(tmp_path / "run") == saved
+
+
+def test_an_empty_batch_stops_the_run(tmp_path):
+    # tiny-random's context (256 tokens) cannot hold the Search-R1 prompt: every episode is prompt_too_long.
+    trainer = Trainer(tiny_args(tmp_path, model="tiny-random"))
+    with pytest.raises(TrainingError, match=r"Step 1: no episode of the rollout batch has a token to train on \(outcomes: \{'prompt_too_long': 4\}"):
+        trainer.train()
+
+
+def test_lora_trains_only_the_adapters_and_merges_for_export(tmp_path):
+    pytest.importorskip("peft")
+    trainer = built(tmp_path, lora_rank=4, lr=1e-2, kl_coef=0.01)
+    base = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if not p.requires_grad}
+    trainable = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    good, bad = sampled(trainer, PROMPT, GOOD), sampled(trainer, PROMPT, BAD)
+    before = seq_logprob(trainer, good)
+    trainer.update([result(good, 1.0, 0), result(bad, 0.0, 0)])
+    trainer.update([result(good, 1.0, 0), result(bad, 0.0, 0)])
+    assert seq_logprob(trainer, good) > before
+    assert all(torch.equal(base[n], p) for n, p in trainer.model.named_parameters() if n in base)
+    merged = trainer.merged_weights()
+    assert not any("lora_" in n or "base_layer" in n for n in merged)
+    trainer._export(tmp_path / "export")
+    from searchgym.lm.hf import TransformersLM
+
+    plain = TransformersLM(str(tmp_path / "export")).model
+    batch = collate([good])
+    with torch.no_grad():
+        a = forward_logprobs(plain, batch)["logprobs"]
+        b = forward_logprobs(trainer.model, batch)["logprobs"]
+    assert torch.allclose(a, b, atol=1e-5)
+    for name, tensor in plain.state_dict().items():
+        assert torch.allclose(merged[name], tensor, atol=1e-6), name
+
+
+def test_r1_searcher_curriculum_switches_the_reward(tmp_path):
+    trainer = Trainer(tiny_args(tmp_path, env_id="R1Searcher-v0", reward="r1_searcher_stage1", stage2_reward="r1_searcher_stage2", stage2_step=1))
+    rows = trainer.train()
+    assert [r["stage_reward"] for r in rows] == ["r1_searcher_stage1", "r1_searcher_stage2"]
+    assert trainer.envs[0].unwrapped.recipe.name == "r1_searcher_stage2"
+
+
+def test_s3_trains_the_searcher_while_the_frozen_generator_stays_fixed(tmp_path):
+    folder = str(tiny_model_folder())
+    trainer = Trainer(tiny_args(
+        tmp_path, env_id="S3-v0", frozen_model=folder, total_steps=1, max_new_tokens=6, entropy_coef=0.01,
+        env_options={**SMALL, "initial_top_k": 1, "top_k": 1},
+    ))
+    trainer.build()
+    frozen_before = {n: p.detach().clone() for n, p in trainer.frozen.model.named_parameters()}
+    policy_before = _weights(trainer)
+    rows = trainer.train()
+    assert rows[0]["episodes"] == 4
+    assert trainer.frozen.model is not trainer.model
+    assert all(torch.equal(frozen_before[n], p) for n, p in trainer.frozen.model.named_parameters())
+    assert any(not torch.equal(policy_before[n], p) for n, p in _weights(trainer).items())
+
+
+def test_metrics_log_drops_rows_after_the_resumed_step_and_rejects_unknown_columns(tmp_path):
+    path = tmp_path / "m.csv"
+    log = MetricsLog(path, ["step", "loss"])
+    for i in range(1, 4):
+        log.log({"step": i, "loss": 1.0 / i})
+    with open(path, "a") as f:
+        f.write("4,0.2")  # a row cut by a kill
+    resumed = MetricsLog(path, ["step", "loss"], resume_step=2)
+    assert [r["step"] for r in resumed.rows] == [1, 2]
+    assert path.read_text().splitlines() == ["step,loss", "1,1", "2,0.5"]
+    with pytest.raises(KeyError, match=r"\['los'\]"):
+        resumed.log({"step": 3, "los": 1})
+
+
+def test_train_cli_help_and_errors(tmp_path):
+    from searchgym.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    assert main(["train", "--algorithm", "grpo", "--n", "1", "--out", str(tmp_path / "x")]) == 2
+    assert not (tmp_path / "x").exists()
