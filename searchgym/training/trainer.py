@@ -247,7 +247,7 @@ class Trainer:
         from searchgym.lm.vllm import VLLMLM
 
         folder = self._engine_folder()
-        options = {"dtype": "float32", "seed": self.args.seed, "in_process": True, **self.args.engine_options}
+        options = {"dtype": "float32", "seed": self.args.seed, **self.args.engine_options}
         lm = VLLMLM(str(folder), self.tokenizer, **options)
         return lm
 

@@ -80,3 +80,28 @@ def test_smollm2_through_vllm_answers_like_transformers():
 
     (h,) = load_lm("smollm2").generate([prompt], max_new_tokens=12, temperature=0)
     assert g.token_ids[:4] == h.token_ids[:4]
+
+
+def test_pushed_weights_replace_the_engine_weights_in_a_spawned_engine(engine, reference):
+    """update_weights through the safetensors hand-over (the engine runs in its own process)."""
+    import torch
+
+    assert not engine.in_process
+    model = reference.model
+    original = {n: t.detach().clone() for n, t in model.state_dict().items()}
+    try:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(1)) * 0.05)
+        engine.update_weights(model.state_dict().items())
+        ours = engine.generate(PROMPTS, max_new_tokens=8, temperature=0)
+        theirs = reference.generate(PROMPTS, max_new_tokens=8, temperature=0)
+        for a, b in zip(ours, theirs):
+            assert a.token_ids == b.token_ids
+            assert all(math.isclose(x, y, abs_tol=2e-3) for x, y in zip(a.logprobs, b.logprobs))
+        assert engine.weight_version == 1
+    finally:
+        engine.update_weights(original.items())
+        model.load_state_dict(original)
+    with pytest.raises(ConfigError, match=r"VLLMLM.update_weights expects at least one \(name, tensor\) pair, got none."):
+        engine.update_weights([])

@@ -1,0 +1,72 @@
+"""SFT warm start: oracle trajectories with the student's tokens and masks, and a short run."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from env_helpers import SMALL_WORLD, make_small  # noqa: E402
+from searchgym.error import ConfigError, SearchGymError  # noqa: E402
+from searchgym.lm.testing import tiny_tokenizer  # noqa: E402
+from searchgym.training.sft import SFTArgs, oracle_trajectories, scratch_model, sft  # noqa: E402
+
+
+@pytest.mark.parametrize("env_id", ["searchgym/SearchR1-v0", "searchgym/S3-v0", "searchgym/RSearch-v0"])
+def test_oracle_trajectories_hold_the_oracles_turns_as_generated_tokens(env_id):
+    from searchgym.envs.registration import ENV_SPECS
+    from searchgym.envs.protocols import make_protocol
+
+    stops = make_protocol(ENV_SPECS[env_id]["protocol"]).stop_strings
+    tok = tiny_tokenizer()
+    trajectories = oracle_trajectories(env_id, tok, env_options={"corpus_options": SMALL_WORLD}, limit=4, num_envs=2)
+    assert len(trajectories) == 4
+    for t in trajectories:
+        generated = [s for s in t.segments if s.generated]
+        observed = [s for s in t.segments if not s.generated]
+        assert generated and observed
+        assert sum(t.loss_mask) == sum(len(s) for s in generated)
+        for s in generated:
+            text = tok.decode(s.token_ids)
+            # Each turn is a complete action: it ends at a stop string or with end-of-sequence.
+            assert s.token_ids[-1] == tok.eos_token_id or any(text.endswith(stop) for stop in stops)
+
+
+def test_scratch_model_tokenizes_the_corpus_compactly_and_fits_the_protocol():
+    env = make_small("searchgym/SearchR1-v0")
+    model, tok = scratch_model(env, size="tiny", vocab_size=1024)
+    passage = env.unwrapped.corpus[0].contents
+    assert len(tok.encode(passage)) < len(tiny_tokenizer().encode(passage)) / 1.5
+    assert tok.decode(tok.encode(passage)) == passage
+    for tag in ("<search>", "</search>", "<answer>", "</answer>"):
+        assert len(tok.encode(tag, add_special_tokens=False)) == 1
+    assert model.config.hidden_size // model.config.num_attention_heads == 64
+
+
+def test_a_short_sft_run_lowers_the_loss_and_saves_a_trainable_model(tmp_path):
+    args = SFTArgs(
+        env_options={"corpus_options": SMALL_WORLD}, limit=16, epochs=6, batch_size=4, micro_batch_size=2,
+        lr=3e-3, warmup_steps=2, scratch_size="tiny", eval_limit=2, max_new_tokens=8, num_envs=2,
+        out=str(tmp_path / "sft"), progress=False, threads=1,
+    )
+    rows = sft(args)
+    assert len(rows) == 24
+    first, last = rows[0]["loss"], rows[-1]["loss"]
+    assert last < first * 0.7, (first, last)
+    assert "eval_reward" in rows[-1]
+    assert (tmp_path / "sft" / "curves.png").is_file()
+    from searchgym.training.args import Args
+    from searchgym.training.trainer import Trainer
+
+    trainer = Trainer(Args(
+        model=str(tmp_path / "sft" / "final"), env_options={"corpus_options": SMALL_WORLD, "max_turns": 3}, out=str(tmp_path / "rl"),
+        total_steps=1, questions_per_step=2, n=2, num_envs=4, max_new_tokens=8, progress=False, tensorboard=False,
+    ))
+    assert trainer.train()[0]["step"] == 1
+    with pytest.raises(ConfigError, match="is not empty; pick another --out"):
+        sft(args)
+
+
+def test_sft_config_errors():
+    with pytest.raises(SearchGymError, match="Unknown scratch model size 'huge'"):
+        sft(SFTArgs(scratch_size="huge"))
+    with pytest.raises(ConfigError, match="SFTArgs.epochs expects a positive integer, got 0."):
+        sft(SFTArgs(epochs=0))
