@@ -32,6 +32,8 @@ class Args:
     """Environment id (the protocol and reward recipe come with it)."""
     env_options: dict[str, Any] = field(default_factory=dict)
     """Extra gym.make arguments, e.g. {"corpus": "wiki-vital", "dataset": "wiki-vital-answerable", "max_turns": 4}."""
+    eval_env_options: dict[str, Any] = field(default_factory=dict)
+    """gym.make arguments of the evaluation envs only, over env_options (e.g. {"dataset": "dev.jsonl"})."""
     train_split: str = "train"
     """Dataset split the policy is trained on."""
     eval_split: str = "dev"
@@ -276,5 +278,6 @@ def check_args(args: Args) -> None:
         raise ConfigError(f"Args expects gamma and lam in [0, 1], got gamma={args.gamma}, lam={args.lam}.")
     if args.lora_rank and not args.lora_targets:
         raise ConfigError("Args.lora_targets must name at least one module when lora_rank > 0.")
-    if not isinstance(args.env_options, dict) or not isinstance(args.engine_options, dict):
-        raise ConfigError("Args.env_options and Args.engine_options expect dicts.")
+    for name in ("env_options", "eval_env_options", "engine_options"):
+        if not isinstance(getattr(args, name), dict):
+            raise ConfigError(f"Args.{name} expects a dict, got {type(getattr(args, name)).__name__}.")

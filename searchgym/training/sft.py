@@ -77,6 +77,8 @@ class SFTArgs:
     """Environment whose protocol the oracle plays (needs a synthwiki dataset)."""
     env_options: dict[str, Any] = field(default_factory=dict)
     """Extra gym.make arguments."""
+    eval_env_options: dict[str, Any] = field(default_factory=dict)
+    """gym.make arguments of the evaluation envs only, over env_options."""
     split: str = "train"
     """Split the oracle plays."""
     limit: int | None = None
@@ -254,7 +256,7 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
     log = MetricsLog(out / "metrics.csv", SFT_COLUMNS)
     device = next(model.parameters()).device
     evaluate = lambda step: evaluate_policy(  # noqa: E731
-        model, tokenizer, env_id, env_options=args.env_options, split=args.eval_split, limit=args.eval_limit,
+        model, tokenizer, env_id, env_options={**args.env_options, **args.eval_env_options}, split=args.eval_split, limit=args.eval_limit,
         num_envs=args.num_envs, max_new_tokens=args.max_new_tokens, out=out / "eval" / f"step-{step:06d}", seed=args.seed,
     )
     rows = []

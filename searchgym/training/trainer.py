@@ -32,7 +32,7 @@ from searchgym.training.args import Args, check_args
 
 #: Args fields a resumed run may change (they do not alter what is computed).
 RESUMABLE_CHANGES = frozenset(
-    {"total_steps", "out", "resume", "progress", "eval_every", "eval_limit", "save_every", "keep_checkpoints", "tensorboard", "threads"}
+    {"total_steps", "out", "resume", "progress", "eval_every", "eval_limit", "eval_env_options", "save_every", "keep_checkpoints", "tensorboard", "threads"}
 )
 
 #: Columns of metrics.csv, in order.
@@ -274,6 +274,8 @@ class Trainer:
         env_id = _full_id(self.args.env_id)
         spec = ENV_SPECS[env_id]
         kwargs = {"split": split, **self.args.env_options}
+        if split == self.args.eval_split and split != self.args.train_split:
+            kwargs.update(self.args.eval_env_options)
         if reward is not None:
             kwargs["reward"] = reward
         if self.args.frozen_model is not None:
