@@ -156,36 +156,40 @@ class Args:
         return dataclasses.replace(self, **changes)
 
 
-#: The papers' optimisation settings, applied over :class:`Args`' defaults. Batch sizes are
-#: left to the user (the papers use 256-512 questions per step on 8 GPUs).
+#: The seed repositories' training-script settings (lr, KL coefficient/estimator/placement,
+#: entropy, clip, n, temperature), applied over :class:`Args`' defaults. Batch sizes and
+#: warmup (a fraction of total steps there) are left to the user; top_p stays 1.0 (the
+#: scripts sample at 0.95) so PPO ratios and the logprob check are exact.
 PRESETS: dict[str, dict[str, Any]] = {
     "search-r1-ppo": {
         "env_id": "searchgym/SearchR1-v0", "algorithm": "ppo", "n": 1, "lr": 1e-6, "value_lr": 1e-5,
-        "kl_coef": 0.001, "kl_estimator": "k3", "clip": 0.2, "gamma": 1.0, "lam": 1.0,
-        "temperature": 1.0, "top_p": 1.0, "entropy_coef": 0.0, "max_new_tokens": 500,
+        "kl_coef": 0.001, "kl_estimator": "k1", "kl_in_reward": True, "clip": 0.2, "gamma": 1.0, "lam": 1.0,
+        "temperature": 1.0, "top_p": 1.0, "entropy_coef": 0.001, "max_new_tokens": 500,
     },
     "search-r1-grpo": {
         "env_id": "searchgym/SearchR1-v0", "algorithm": "grpo", "n": 5, "lr": 1e-6,
         "kl_coef": 0.001, "kl_estimator": "k3", "clip": 0.2, "temperature": 1.0, "top_p": 1.0,
-        "entropy_coef": 0.0, "max_new_tokens": 500,
+        "entropy_coef": 0.001, "max_new_tokens": 500,
     },
     "r1-searcher": {
         "env_id": "searchgym/R1Searcher-v0", "algorithm": "reinforce++", "reinforce_baseline": "group",
-        "n": 16, "lr": 2e-6, "kl_coef": 0.0, "temperature": 1.0, "top_p": 1.0,
+        "n": 16, "lr": 2e-6, "kl_coef": 1e-4, "kl_estimator": "k1", "kl_in_reward": True, "temperature": 1.0, "top_p": 1.0,
         "reward": "r1_searcher_stage1", "stage2_reward": "r1_searcher_stage2", "stage2_step": 50,
         "max_new_tokens": 512,
     },
     "s3": {
         "env_id": "searchgym/S3-v0", "algorithm": "ppo", "n": 1, "lr": 1e-6, "value_lr": 1e-5,
-        "kl_coef": 0.001, "kl_estimator": "k3", "temperature": 0.6, "top_p": 1.0, "max_new_tokens": 500,
+        "kl_coef": 0.001, "kl_estimator": "k1", "kl_in_reward": True, "entropy_coef": 0.001, "temperature": 0.6,
+        "top_p": 1.0, "max_new_tokens": 500,
     },
     "r-search": {
         "env_id": "searchgym/RSearch-v0", "algorithm": "grpo", "n": 5, "lr": 1e-6,
-        "kl_coef": 0.001, "kl_estimator": "k3", "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 500,
+        "kl_coef": 0.001, "kl_estimator": "k3", "entropy_coef": 0.001, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 500,
     },
     "recon": {
         "env_id": "searchgym/RECON-v0", "algorithm": "ppo", "n": 1, "lr": 1e-6, "value_lr": 1e-5,
-        "kl_coef": 0.001, "kl_estimator": "k3", "temperature": 1.0, "top_p": 1.0, "summarizer": "llm",
+        "kl_coef": 0.001, "kl_estimator": "k1", "kl_in_reward": True, "entropy_coef": 0.001, "temperature": 1.0,
+        "top_p": 1.0, "summarizer": "llm",
         "max_new_tokens": 500,
     },
 }
