@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.agents import AGENTS, LM_FREE, EpisodeResult, Task, make_agent, run_episodes
-from searchgym.error import ConfigError, DataFormatError, UnknownNameError, check_name
+from searchgym.envs.registration import NAMESPACE, full_env_id
+from searchgym.error import ConfigError, DataFormatError, check_name
 
-NAMESPACE = "searchgym/"
 #: Columns of the summary table: (key, header, format).
 COLUMNS = (
     ("label", "run", "{}"),
@@ -105,15 +105,6 @@ class BenchConfig:
 def cross(envs: Sequence[str], agents: Sequence[str]) -> list[tuple[str, str]]:
     """Every agent on every env."""
     return [(e, a) for e in envs for a in agents]
-
-
-def full_env_id(env_id: str) -> str:
-    from searchgym.envs.registration import ENV_SPECS
-
-    name = env_id if env_id.startswith(NAMESPACE) else NAMESPACE + env_id
-    if name not in ENV_SPECS:
-        raise UnknownNameError("env id", env_id, [e.removeprefix(NAMESPACE) for e in ENV_SPECS])
-    return name
 
 
 def check_config(config: BenchConfig) -> None:

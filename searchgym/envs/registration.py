@@ -9,6 +9,8 @@ from typing import Any
 
 from gymnasium.envs.registration import register, registry
 
+NAMESPACE = "searchgym/"
+
 ENTRY_POINT = "searchgym.envs.core:SearchEnv"
 
 #: id -> default kwargs; any of them can be overridden through ``gym.make`` kwargs.
@@ -32,3 +34,14 @@ def register_envs() -> None:
     for env_id, kwargs in ENV_SPECS.items():
         if env_id not in registry:
             register(id=env_id, entry_point=ENTRY_POINT, kwargs=dict(kwargs), disable_env_checker=False)
+
+
+def full_env_id(env_id: str) -> str:
+    """``"SearchR1-v0"`` or ``"searchgym/SearchR1-v0"`` -> the registered id; an unknown one
+    raises with the valid names."""
+    from searchgym.error import UnknownNameError
+
+    name = env_id if env_id.startswith(NAMESPACE) else NAMESPACE + env_id
+    if name not in ENV_SPECS:
+        raise UnknownNameError("env id", env_id, [e.removeprefix(NAMESPACE) for e in ENV_SPECS])
+    return name

@@ -226,14 +226,12 @@ def _positive(name: str, value: Any, *, allow_none: bool = False, zero: bool = F
 
 def check_args(args: Args) -> None:
     """Reject a bad configuration with a message that says how to fix it (no model is loaded)."""
-    from searchgym.envs.registration import ENV_SPECS
+    from searchgym.envs.registration import full_env_id
     from searchgym.rewards.recipes import RECIPES
 
     if not isinstance(args, Args):
         raise ConfigError(f"Expected searchgym.training.Args, got {type(args).__name__}.")
-    env_id = args.env_id if args.env_id.startswith("searchgym/") else f"searchgym/{args.env_id}"
-    if env_id not in ENV_SPECS:
-        raise UnknownNameError("environment", args.env_id, ENV_SPECS)
+    full_env_id(args.env_id)
     if args.algorithm not in ALGORITHMS:
         raise UnknownNameError("algorithm", args.algorithm, ALGORITHMS)
     if args.engine not in ENGINES:

@@ -178,11 +178,9 @@ def _cosine(warmup: int, total: int):
 
 
 def check_sft_args(args: SFTArgs) -> None:
-    from searchgym.envs.registration import ENV_SPECS
+    from searchgym.envs.registration import full_env_id
 
-    env_id = args.env_id if args.env_id.startswith("searchgym/") else f"searchgym/{args.env_id}"
-    if env_id not in ENV_SPECS:
-        raise UnknownNameError("environment", args.env_id, ENV_SPECS)
+    full_env_id(args.env_id)
     if args.scratch_size not in SCRATCH_SIZES:
         raise UnknownNameError("scratch model size", args.scratch_size, SCRATCH_SIZES)
     for name in ("epochs", "batch_size", "micro_batch_size", "eval_limit", "max_new_tokens", "num_envs"):
@@ -231,7 +229,9 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
     from searchgym.training.trainer import load_policy
 
     check_sft_args(args)
-    env_id = args.env_id if args.env_id.startswith("searchgym/") else f"searchgym/{args.env_id}"
+    from searchgym.envs.registration import full_env_id
+
+    env_id = full_env_id(args.env_id)
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} is not empty; pick another --out (an SFT run is short and is not resumed).")

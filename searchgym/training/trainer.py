@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from searchgym.envs.registration import full_env_id
 from searchgym.error import ConfigError, TrainingError
 from searchgym.training.args import Args, check_args
 
@@ -271,7 +272,7 @@ class Trainer:
     def _env_kwargs(self, split: str, reward: str | None) -> dict[str, Any]:
         from searchgym.envs.registration import ENV_SPECS
 
-        env_id = _full_id(self.args.env_id)
+        env_id = full_env_id(self.args.env_id)
         spec = ENV_SPECS[env_id]
         kwargs = {"split": split, **self.args.env_options}
         if split == self.args.eval_split and split != self.args.train_split:
@@ -294,7 +295,7 @@ class Trainer:
     def _make_env(self, split: str, reward: str | None) -> Any:
         import gymnasium as gym
 
-        return gym.make(_full_id(self.args.env_id), **self._env_kwargs(split, reward))
+        return gym.make(full_env_id(self.args.env_id), **self._env_kwargs(split, reward))
 
     def _train_envs(self, step: int) -> list[Any]:
         stage = self._reward_at(step)
@@ -607,7 +608,7 @@ class Trainer:
 
         a = self.args
         config = BenchConfig(
-            runs=[(_full_id(a.env_id), "lm")],
+            runs=[(full_env_id(a.env_id), "lm")],
             split=a.eval_split,
             limit=a.eval_limit,
             seeds=(a.seed,),
@@ -688,10 +689,6 @@ class _Warmup:
 
     def __call__(self, i: int) -> float:
         return min(1.0, (i + 1) / self.steps) if self.steps else 1.0
-
-
-def _full_id(env_id: str) -> str:
-    return env_id if env_id.startswith("searchgym/") else f"searchgym/{env_id}"
 
 
 def _args_record(args: Args) -> dict[str, Any]:

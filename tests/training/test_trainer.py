@@ -127,7 +127,7 @@ def test_config_errors_fail_before_any_model_loads(tmp_path, monkeypatch):
         ({"stage2_reward": "r1_searcher_stage2"}, "Args.stage2_reward and Args.stage2_step go together"),
         ({"micro_batch_size": 0}, "Args.micro_batch_size expects a positive integer, got 0."),
         ({"temperature": 0.0}, "Greedy rollouts (temperature 0) give n identical answers per question"),
-        ({"env_id": "Nope-v0"}, "Unknown environment 'Nope-v0'."),
+        ({"env_id": "Nope-v0"}, "Unknown env id 'Nope-v0'. Expected one of: R1Searcher-v0, RECON-v0, RSearch-v0, S3-v0, SearchR1-v0."),
     ]
     for changes, message in cases:
         with pytest.raises(SearchGymError) as e:
