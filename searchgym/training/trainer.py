@@ -23,7 +23,7 @@ import resource
 import shutil
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,16 +88,29 @@ class _Timer:
         self.total = 0.0
         self._lock = threading.Lock()
 
-    def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def timed(*a: Any, **k: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                with self._lock:
-                    self.total += time.perf_counter() - t0
+    def add(self, seconds: float) -> None:
+        with self._lock:
+            self.total += seconds
 
-        return timed
+
+class _TimedRetriever:
+    """One env's view of its retriever that times ``search``. Retrievers are shared by every
+    env over the same corpus (``make_retriever`` caches them), so the shared instance itself
+    is never modified."""
+
+    def __init__(self, inner: Any, timer: _Timer):
+        self.inner = inner
+        self.timer = timer
+
+    def search(self, queries: Sequence[str], k: int) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return self.inner.search(queries, k)
+        finally:
+            self.timer.add(time.perf_counter() - t0)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 def load_policy(name: str, *, device: Any = None) -> tuple[Any, Any]:
@@ -302,8 +315,7 @@ class Trainer:
         if not self.envs or stage != self._stage:
             self.envs = [self._make_env(self.args.train_split, stage) for _ in range(self.args.num_envs)]
             for env in self.envs:
-                retriever = env.unwrapped.retriever
-                retriever.search = self.retrieval.wrap(retriever.search)
+                env.unwrapped.retriever = _TimedRetriever(env.unwrapped.retriever, self.retrieval)
             self._stage = stage
         return self.envs
 

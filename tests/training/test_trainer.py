@@ -303,6 +303,19 @@ def test_s3_trains_the_searcher_while_the_frozen_generator_stays_fixed(tmp_path)
     assert any(not torch.equal(policy_before[n], p) for n, p in _weights(trainer).items())
 
 
+def test_retrieval_timing_leaves_the_shared_retriever_alone(tmp_path):
+    import pickle
+
+    from env_helpers import make_small
+
+    trainer = built(tmp_path)
+    trainer.rollout(0)
+    shared = make_small("searchgym/SearchR1-v0").unwrapped.retriever
+    assert trainer.envs[0].unwrapped.retriever.inner is shared
+    assert "search" not in vars(shared)  # not patched on the instance every env shares
+    pickle.dumps(make_small("searchgym/SearchR1-v0"))
+
+
 def test_metrics_log_drops_rows_after_the_resumed_step_and_rejects_unknown_columns(tmp_path):
     path = tmp_path / "m.csv"
     log = MetricsLog(path, ["step", "loss"])
