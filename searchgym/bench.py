@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.agents import AGENTS, LM_FREE, EpisodeResult, Task, make_agent, run_episodes
+from searchgym.envs.frozen import with_frozen_models
 from searchgym.envs.registration import NAMESPACE, full_env_id
 from searchgym.error import ConfigError, DataFormatError, check_name
 
@@ -215,16 +216,9 @@ def _env_kwargs(config: BenchConfig, env_id: str, frozen: Any) -> dict[str, Any]
     kwargs: dict[str, Any] = {"split": config.split}
     kwargs.update(config.env_options.get("*", {}))
     kwargs.update(config.env_options.get(env_id.removeprefix(NAMESPACE), config.env_options.get(env_id, {})))
-    spec = ENV_SPECS[env_id]
-    if frozen is not None:
-        for role in ("generator", "reader"):
-            if role in spec and role not in kwargs:
-                kwargs[role] = frozen
-    if config.summarizer is not None and spec.get("protocol") == "recon" and "summarizer" not in kwargs:
-        kwargs["summarizer"] = config.summarizer
-        if config.summarizer == "llm":
-            kwargs.setdefault("summarizer_options", {"model": frozen})
-    return kwargs
+    # The summarizer applies to RECON envs only: other envs of the same benchmark keep raw documents.
+    recon = ENV_SPECS[env_id].get("protocol") == "recon"
+    return with_frozen_models(env_id, kwargs, frozen=frozen, summarizer=config.summarizer if recon else None, summarizer_model=frozen)
 
 
 def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench", *, progress: bool = True, resume: bool = True) -> BenchResults:

@@ -27,6 +27,27 @@ def _gold_span() -> Callable[..., Any]:
 FROZEN_MODELS: dict[str, Callable[[], Callable[..., Any]]] = {"gold-span": _gold_span}
 
 
+def with_frozen_models(env_id: str, kwargs: Mapping[str, Any], *, frozen: Any = None, summarizer: str | None = None, summarizer_model: Any = None) -> dict[str, Any]:
+    """``gym.make`` arguments of ``env_id`` with its frozen components filled in, unless
+    ``kwargs`` sets them already: ``frozen`` as the generator (s3) or reader (R-Search),
+    and ``summarizer`` (with ``summarizer_model`` as the model of the ``"llm"`` one)."""
+    from searchgym.envs.registration import ENV_SPECS
+
+    spec = ENV_SPECS[env_id]
+    out = dict(kwargs)
+    if frozen is not None:
+        for role in ("generator", "reader"):
+            if role in spec:
+                out.setdefault(role, frozen)
+    if summarizer is not None and "summarizer" not in out:
+        out["summarizer"] = summarizer
+        if summarizer == "llm":
+            if summarizer_model is None:
+                raise ConfigError("summarizer='llm' needs a frozen model to summarize with; name one (e.g. 'smollm2').")
+            out.setdefault("summarizer_options", {"model": summarizer_model})
+    return out
+
+
 def make_frozen(role: str, spec: Any, *, backend: str = "transformers", options: Mapping[str, Any] | None = None) -> Callable[..., Any]:
     """The callable for ``role`` (generator, reader or judge).
 

@@ -189,7 +189,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "recon": {
         "env_id": "searchgym/RECON-v0", "algorithm": "ppo", "n": 1, "lr": 1e-6, "value_lr": 1e-5,
         "kl_coef": 0.001, "kl_estimator": "k1", "kl_in_reward": True, "entropy_coef": 0.001, "temperature": 1.0,
-        "top_p": 1.0, "summarizer": "llm",
+        "top_p": 1.0, "summarizer": "llm", "frozen_model": "smollm2",
         "max_new_tokens": 500,
     },
 }
@@ -259,6 +259,10 @@ def check_args(args: Args) -> None:
         _positive(name, getattr(args, name), allow_none=True)
     if args.algorithm == "grpo" and args.n < 2:
         raise ConfigError(f"GRPO normalizes rewards within a group of answers to one question and needs n >= 2, got n={args.n}.")
+    if args.algorithm == "grpo" and args.kl_in_reward:
+        raise ConfigError("GRPO adds its KL term to the loss; kl_in_reward applies to ppo and reinforce++ only.")
+    if args.summarizer == "llm" and args.frozen_model in (None, "gold-span"):
+        raise ConfigError("summarizer='llm' needs a frozen model to summarize with; set frozen_model (e.g. 'smollm2').")
     if args.algorithm == "reinforce++" and args.reinforce_baseline == "group" and args.n < 2:
         raise ConfigError(f"REINFORCE++ with a group baseline needs n >= 2 samples per question, got n={args.n}; use reinforce_baseline='batch'.")
     batch = args.questions_per_step * args.n

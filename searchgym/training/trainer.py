@@ -132,8 +132,6 @@ class Trainer:
 
     def __init__(self, args: Args, *, model: Any = None, tokenizer: Any = None):
         check_args(args)
-        if args.algorithm == "grpo" and args.kl_in_reward:
-            raise ConfigError("GRPO adds its KL term to the loss; kl_in_reward applies to ppo and reinforce++ only.")
         self.args = args
         self.out = Path(args.out)
         self._given = (model, tokenizer)
@@ -283,27 +281,17 @@ class Trainer:
         return a.reward
 
     def _env_kwargs(self, split: str, reward: str | None) -> dict[str, Any]:
-        from searchgym.envs.registration import ENV_SPECS
+        from searchgym.envs.frozen import with_frozen_models
 
-        env_id = full_env_id(self.args.env_id)
-        spec = ENV_SPECS[env_id]
         kwargs = {"split": split, **self.args.env_options}
         if split == self.args.eval_split and split != self.args.train_split:
             kwargs.update(self.args.eval_env_options)
         if reward is not None:
             kwargs["reward"] = reward
-        if self.args.frozen_model is not None:
-            frozen = "gold-span" if self.frozen is None else self.frozen
-            for role in ("generator", "reader"):
-                if role in spec and role not in self.args.env_options:
-                    kwargs[role] = frozen
-        if self.args.summarizer is not None and "summarizer" not in self.args.env_options:
-            kwargs["summarizer"] = self.args.summarizer
-            if self.args.summarizer == "llm":
-                if self.frozen is None:
-                    raise ConfigError("summarizer='llm' needs a frozen model; set frozen_model (e.g. 'smollm2').")
-                kwargs.setdefault("summarizer_options", {"model": self.frozen})
-        return kwargs
+        frozen = None if self.args.frozen_model is None else ("gold-span" if self.frozen is None else self.frozen)
+        return with_frozen_models(
+            full_env_id(self.args.env_id), kwargs, frozen=frozen, summarizer=self.args.summarizer, summarizer_model=self.frozen
+        )
 
     def _make_env(self, split: str, reward: str | None) -> Any:
         import gymnasium as gym
