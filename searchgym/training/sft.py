@@ -197,25 +197,10 @@ def check_sft_args(args: SFTArgs) -> None:
         raise ConfigError(f"SFTArgs.lr expects a positive number, got {args.lr!r}.")
 
 
-def evaluate_policy(model: Any, tokenizer: Any, env_id: str, *, env_options: dict[str, Any], split: str, limit: int | None, num_envs: int, max_new_tokens: int, out: Path | None, seed: int = 0) -> dict[str, float]:
-    """Greedy play through the benchmark harness; the summary row's reward, EM, F1, searches."""
-    from searchgym.bench import BenchConfig, run_bench
-    from searchgym.lm.hf import TransformersLM
-
-    lm = TransformersLM(model, tokenizer, device=next(model.parameters()).device)
-    config = BenchConfig(
-        runs=[(env_id, "lm")], split=split, limit=limit, seeds=(seed,), model=lm, env_options={"*": dict(env_options)},
-        num_envs=num_envs, temperature=0.0, max_new_tokens=max_new_tokens,
-    )
-    was_training = model.training
-    try:
-        row = run_bench(config, out, progress=False, resume=False).rows[0]
-    finally:
-        model.train(was_training)
-    return {"eval_reward": row["reward"], "eval_em": row["em"], "eval_f1": row["f1"], "eval_searches": row["searches"], "eval_response_tokens": row["generated_tokens"]}
-
-
-SFT_COLUMNS = ("step", "epoch", "loss", "tokens", "lr", "grad_norm", "eval_reward", "eval_em", "eval_f1", "eval_searches", "eval_response_tokens")
+SFT_COLUMNS = (
+    "step", "epoch", "loss", "tokens", "lr", "grad_norm",
+    "eval_reward", "eval_em", "eval_f1", "eval_cover_em", "eval_searches", "eval_response_tokens",
+)
 
 
 def sft(args: SFTArgs) -> list[dict[str, Any]]:
@@ -226,7 +211,8 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
     from searchgym.training.batch import collate, forward_logprobs
     from searchgym.training.losses import aggregate
     from searchgym.training.metrics import MetricsLog, plot_curves
-    from searchgym.training.trainer import load_policy
+    from searchgym.lm.hf import TransformersLM
+    from searchgym.training.trainer import evaluate_policy, load_policy
 
     check_sft_args(args)
     from searchgym.envs.registration import full_env_id
@@ -255,10 +241,18 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _cosine(args.warmup_steps, total))
     log = MetricsLog(out / "metrics.csv", SFT_COLUMNS)
     device = next(model.parameters()).device
-    evaluate = lambda step: evaluate_policy(  # noqa: E731
-        model, tokenizer, env_id, env_options={**args.env_options, **args.eval_env_options}, split=args.eval_split, limit=args.eval_limit,
-        num_envs=args.num_envs, max_new_tokens=args.max_new_tokens, out=out / "eval" / f"step-{step:06d}", seed=args.seed,
-    )
+
+    def evaluate(step: int) -> dict[str, float]:
+        lm = TransformersLM(model, tokenizer, device=device)  # puts the model in eval mode
+        try:
+            return evaluate_policy(
+                lm, env_id, env_options={**args.env_options, **args.eval_env_options}, split=args.eval_split,
+                limit=args.eval_limit, num_envs=args.num_envs, max_new_tokens=args.max_new_tokens,
+                out=out / "eval" / f"step-{step:06d}", seed=args.seed,
+            )
+        finally:
+            model.train()
+
     rows = []
     bar = None
     if args.progress:

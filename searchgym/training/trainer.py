@@ -126,6 +126,26 @@ def load_policy(name: str, *, device: Any = None) -> tuple[Any, Any]:
     return model.to(device), tokenizer
 
 
+def evaluate_policy(
+    lm: Any, env_id: str, *, env_options: dict[str, Any], split: str, limit: int | None, num_envs: int,
+    max_new_tokens: int, out: Path | None, seed: int = 0, label: str | None = None,
+) -> dict[str, float]:
+    """Greedy play of ``lm`` on ``split`` through the benchmark harness (files in ``out``):
+    the summary's reward, EM, F1, cover-EM, searches and generated tokens as ``eval_*``."""
+    from searchgym.bench import BenchConfig, run_bench
+
+    config = BenchConfig(
+        runs=[(full_env_id(env_id), "lm")], split=split, limit=limit, seeds=(seed,), model=lm,
+        env_options={"*": dict(env_options)}, num_envs=num_envs, temperature=0.0, max_new_tokens=max_new_tokens,
+        labels=None if label is None else [label],
+    )
+    row = run_bench(config, out, progress=False, resume=False).rows[0]
+    return {
+        "eval_reward": row["reward"], "eval_em": row["em"], "eval_f1": row["f1"], "eval_cover_em": row["cover_em"],
+        "eval_searches": row["searches"], "eval_response_tokens": row["generated_tokens"],
+    }
+
+
 class Trainer:
     """Runs :class:`Args` (see the module docstring). ``Trainer(args).train()`` returns the
     metric rows of the steps it played."""
@@ -604,30 +624,18 @@ class Trainer:
     # ------------------------------------------------------------------ loop
     def evaluate(self) -> dict[str, float]:
         """Greedy play of the eval split through the benchmark harness (out/eval/step-N)."""
-        from searchgym.bench import BenchConfig, run_bench
-
         a = self.args
-        config = BenchConfig(
-            runs=[(full_env_id(a.env_id), "lm")],
-            split=a.eval_split,
-            limit=a.eval_limit,
-            seeds=(a.seed,),
-            model=self.rollout_lm,
-            env_options={"*": {k: v for k, v in self._env_kwargs(a.eval_split, self._reward_at(self.step)).items() if k != "split"}},
-            num_envs=a.num_envs,
-            temperature=0.0,
-            max_new_tokens=a.max_new_tokens,
-            labels=[f"step {self.step}"],
-        )
+        kwargs = self._env_kwargs(a.eval_split, self._reward_at(self.step))
+        kwargs.pop("split")
         self.model.eval()
         try:
-            row = run_bench(config, self.out / "eval" / f"step-{self.step:06d}", progress=False, resume=False).rows[0]
+            return evaluate_policy(
+                self.rollout_lm, a.env_id, env_options=kwargs, split=a.eval_split, limit=a.eval_limit, num_envs=a.num_envs,
+                max_new_tokens=a.max_new_tokens, out=self.out / "eval" / f"step-{self.step:06d}", seed=a.seed,
+                label=f"step {self.step}",
+            )
         finally:
             self.model.train()
-        return {
-            "eval_reward": row["reward"], "eval_em": row["em"], "eval_f1": row["f1"], "eval_cover_em": row["cover_em"],
-            "eval_searches": row["searches"], "eval_response_tokens": row["generated_tokens"],
-        }
 
     def train(self) -> list[dict[str, Any]]:
         """Play steps until ``total_steps``; returns this call's metric rows."""
