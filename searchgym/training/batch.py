@@ -81,10 +81,14 @@ def collate(trajectories: Sequence[Any], *, pad_id: int = 0, max_length: int | N
     return TokenBatch(input_ids, attention, loss_mask, rollout)
 
 
-def forward_logprobs(model: Any, batch: TokenBatch, *, temperature: float = 1.0, with_entropy: bool = False, with_hidden: bool = False) -> dict[str, Any]:
+def forward_logprobs(
+    model: Any, batch: TokenBatch, *, temperature: float = 1.0, with_entropy: bool = False, entropy_grad: bool = True,
+    with_hidden: bool = False,
+) -> dict[str, Any]:
     """Run ``model`` on ``batch``: ``logprobs`` of every target [B, L-1] (logits divided by
     ``temperature`` as the sampler did), optionally ``entropy`` [B, L-1] and the last
-    ``hidden`` states [B, L-1, H] (for a value head).
+    ``hidden`` states [B, L-1, H] (for a value head). ``entropy_grad=False`` computes the
+    entropy outside autograd (a metric only: no [B, L-1, V] graph kept for backward).
     """
     import torch
 
@@ -100,7 +104,8 @@ def forward_logprobs(model: Any, batch: TokenBatch, *, temperature: float = 1.0,
     targets = batch.input_ids[:, 1:]  # [B, L-1]
     result = {"logprobs": logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)}  # [B, L-1]
     if with_entropy:
-        result["entropy"] = -(logp.exp() * logp).sum(dim=-1)  # [B, L-1]
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            result["entropy"] = -(logp.exp() * logp).sum(dim=-1)  # [B, L-1]
     if with_hidden:
         result["hidden"] = out.hidden_states[-1][:, :-1]  # [B, L-1, H]
     return result

@@ -247,8 +247,7 @@ class Trainer:
         self._stage = None
         self.envs: list[Any] = []
         self.retrieval = _Timer()
-        train_env = self._make_env(args.train_split, self._reward_at(0))
-        ids = [ex.id for ex in train_env.unwrapped.examples[: args.train_limit]]
+        ids = [ex.id for ex in self._train_envs(0)[0].unwrapped.examples[: args.train_limit]]
         self.order = DataOrder(ids, args.seed)
         self.rollout_lm = self._make_engine()
 
@@ -502,8 +501,6 @@ class Trainer:
         return {"old": old, "ref": ref, "values": values}
 
     def _advantages(self, batch: Any, scores: Any, groups: list[int], fixed: dict[str, Any]) -> tuple[Any, Any]:
-        import torch
-
         from searchgym.training.advantages import gae, group_advantages, last_token_rewards, reinforce_pp_advantages
         from searchgym.training.losses import kl_penalty
 
@@ -569,7 +566,10 @@ class Trainer:
                     m = mb.loss_mask
                     share = float(m.sum()) / mini_tokens if a.loss_aggregation == "token-mean" else len(rows) / len(mini)
                     pick = lambda t: t[rows, :w].to(self.device)  # noqa: E731
-                    out = forward_logprobs(self.model, mb, temperature=a.temperature, with_entropy=True, with_hidden=self.value_head is not None)
+                    out = forward_logprobs(
+                        self.model, mb, temperature=a.temperature, with_entropy=True,
+                        entropy_grad=a.entropy_coef > 0, with_hidden=self.value_head is not None,
+                    )
                     pl, clip_fraction = policy_loss(
                         out["logprobs"], pick(fixed["old"]), pick(advantages), m,
                         clip_low=a.clip, clip_high=a.clip_high, mode=a.loss_aggregation,
