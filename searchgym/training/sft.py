@@ -87,6 +87,12 @@ class SFTArgs:
     """Student: "scratch" (a new small Llama with a tokenizer trained on the env's corpus), a built-in name or a folder."""
     scratch_size: str = "small"
     """Size of a scratch model: tiny (hidden 64, 2 layers), small (hidden 128, 4 layers) or base (hidden 256, 6 layers)."""
+    pretrain_epochs: int = 0
+    """Before SFT, passes of next-token prediction over the env's corpus passages (packed
+    into pretrain_block-token blocks): a scratch model first learns the language of the
+    corpus and to copy names (what a pretrained LM brings). 0: no pretraining."""
+    pretrain_block: int = 256
+    """Tokens per pretraining block."""
     epochs: int = 3
     """Passes over the oracle trajectories."""
     batch_size: int = 8
@@ -187,7 +193,9 @@ def check_sft_args(args: SFTArgs) -> None:
         v = getattr(args, name)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ConfigError(f"SFTArgs.{name} expects a positive integer, got {v!r}.")
-    for name in ("warmup_steps", "eval_every"):
+    if isinstance(args.pretrain_block, bool) or not isinstance(args.pretrain_block, int) or args.pretrain_block < 8:
+        raise ConfigError(f"SFTArgs.pretrain_block expects an integer >= 8, got {args.pretrain_block!r}.")
+    for name in ("warmup_steps", "eval_every", "pretrain_epochs"):
         v = getattr(args, name)
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ConfigError(f"SFTArgs.{name} expects a non-negative integer, got {v!r}.")
@@ -195,6 +203,66 @@ def check_sft_args(args: SFTArgs) -> None:
         raise ConfigError(f"SFTArgs.limit expects a positive integer or None, got {args.limit!r}.")
     if not args.lr > 0:
         raise ConfigError(f"SFTArgs.lr expects a positive number, got {args.lr!r}.")
+
+
+PRETRAIN_COLUMNS = ("step", "epoch", "loss", "tokens", "lr", "grad_norm")
+
+
+def pretrain_on_corpus(model: Any, tokenizer: Any, corpus: Any, *, epochs: int, block: int, batch_size: int, lr: float, warmup_steps: int, max_grad_norm: float, weight_decay: float, seed: int, log_path: Path, progress: bool) -> list[dict[str, Any]]:
+    """Next-token prediction over ``corpus`` (each passage ``title\ntext`` + EOS, packed
+    into ``block``-token rows, a seeded shuffle per epoch); the metric rows (also written
+    to ``log_path``)."""
+    import torch
+
+    from searchgym.training.metrics import MetricsLog
+
+    ids: list[int] = []
+    eos = tokenizer.eos_token_id
+    for passage in corpus:
+        ids.extend(tokenizer(f"{passage.title}\n{passage.text}", add_special_tokens=False)["input_ids"])
+        if eos is not None:
+            ids.append(eos)
+    rows_count = len(ids) // block
+    if rows_count == 0:
+        raise ConfigError(f"The corpus has {len(ids)} tokens, fewer than one pretraining block of {block}; lower pretrain_block.")
+    data = torch.tensor(ids[: rows_count * block], dtype=torch.long).view(rows_count, block)
+    steps_per_epoch = -(-rows_count // batch_size)
+    total = steps_per_epoch * epochs
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _cosine(warmup_steps, total))
+    device = next(model.parameters()).device
+    generator = torch.Generator().manual_seed(seed + 1)
+    log = MetricsLog(log_path, PRETRAIN_COLUMNS)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc="pretrain on corpus", unit="step", dynamic_ncols=True)
+    out, step = [], 0
+    model.train()
+    for epoch in range(epochs):
+        order = torch.randperm(rows_count, generator=generator)
+        for start in range(0, rows_count, batch_size):
+            batch = data[order[start : start + batch_size]].to(device)
+            optimizer.zero_grad(set_to_none=True)
+            loss = model(input_ids=batch, labels=batch).loss
+            if not torch.isfinite(loss):
+                raise TrainingError(f"Pretraining step {step + 1}: the loss is {float(loss)}; lower lr. Nothing was saved.")
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            row = {"step": step, "epoch": epoch + 1, "loss": float(loss.detach()), "tokens": int(batch.numel()), "lr": float(scheduler.get_last_lr()[0]), "grad_norm": float(norm)}
+            log.log(row)
+            out.append(row)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{row['loss']:.3f}")
+    if bar is not None:
+        bar.close()
+    log.close()
+    return out
 
 
 SFT_COLUMNS = (
@@ -226,10 +294,18 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    env = gym.make(env_id, split=args.split, **args.env_options)
     if args.model == "scratch":
-        model, tokenizer = scratch_model(gym.make(env_id, split=args.split, **args.env_options), size=args.scratch_size, seed=args.seed)
+        model, tokenizer = scratch_model(env, size=args.scratch_size, seed=args.seed)
     else:
         model, tokenizer = load_policy(args.model)
+    if args.pretrain_epochs:
+        pretrain_on_corpus(
+            model, tokenizer, env.unwrapped.corpus,
+            epochs=args.pretrain_epochs, block=args.pretrain_block, batch_size=args.batch_size, lr=args.lr,
+            warmup_steps=args.warmup_steps, max_grad_norm=args.max_grad_norm, weight_decay=args.weight_decay,
+            seed=args.seed, log_path=out / "pretrain.csv", progress=args.progress,
+        )
     model.train()
     trajectories = oracle_trajectories(env_id, tokenizer, env_options=args.env_options, split=args.split, limit=args.limit, num_envs=args.num_envs, progress=args.progress)
     context = int(getattr(model.config, "max_position_embeddings", 1 << 30))

@@ -7,7 +7,7 @@ torch = pytest.importorskip("torch")
 from env_helpers import SMALL_WORLD, make_small  # noqa: E402
 from searchgym.error import ConfigError, SearchGymError  # noqa: E402
 from searchgym.lm.testing import tiny_tokenizer  # noqa: E402
-from searchgym.training.sft import SFTArgs, oracle_trajectories, scratch_model, sft  # noqa: E402
+from searchgym.training.sft import SFTArgs, oracle_trajectories, pretrain_on_corpus, scratch_model, sft  # noqa: E402
 
 
 @pytest.mark.parametrize("env_id", ["searchgym/SearchR1-v0", "searchgym/S3-v0", "searchgym/RSearch-v0"])
@@ -65,7 +65,48 @@ def test_a_short_sft_run_lowers_the_loss_and_saves_a_trainable_model(tmp_path):
         sft(args)
 
 
+def test_pretraining_on_the_corpus_lowers_its_loss_and_feeds_sft(tmp_path):
+    import csv
+
+    env = make_small("searchgym/SearchR1-v0")
+    torch.manual_seed(0)
+    model, tok = scratch_model(env, size="tiny", vocab_size=1024)
+    corpus = env.unwrapped.corpus
+    text = f"{corpus[3].title}\n{corpus[3].text}"
+    ids = torch.tensor([tok(text, add_special_tokens=False)["input_ids"]])
+
+    def held_loss():
+        with torch.no_grad():
+            return float(model(input_ids=ids, labels=ids).loss)
+
+    before = held_loss()
+    rows = pretrain_on_corpus(
+        model, tok, corpus, epochs=2, block=64, batch_size=16, lr=3e-3, warmup_steps=2, max_grad_norm=1.0,
+        weight_decay=0.0, seed=0, log_path=tmp_path / "pretrain.csv", progress=False,
+    )
+    blocks = sum(len(tok(f"{p.title}\n{p.text}", add_special_tokens=False)["input_ids"]) + 1 for p in corpus) // 64
+    assert len(rows) == 2 * -(-blocks // 16)
+    assert rows[-1]["loss"] < rows[0]["loss"] * 0.6
+    assert held_loss() < before * 0.6
+    with open(tmp_path / "pretrain.csv") as f:
+        assert len(list(csv.DictReader(f))) == len(rows)
+    with pytest.raises(ConfigError, match="fewer than one pretraining block"):
+        pretrain_on_corpus(model, tok, corpus[:1], epochs=1, block=100_000, batch_size=1, lr=1e-3, warmup_steps=0,
+                           max_grad_norm=1.0, weight_decay=0.0, seed=0, log_path=tmp_path / "p2.csv", progress=False)
+
+    sft(SFTArgs(
+        env_options={"corpus_options": SMALL_WORLD}, limit=4, epochs=1, batch_size=4, micro_batch_size=4, pretrain_epochs=1,
+        pretrain_block=128, scratch_size="tiny", eval_limit=1, max_new_tokens=4, num_envs=2, out=str(tmp_path / "sft"),
+        progress=False, threads=1,
+    ))
+    assert (tmp_path / "sft" / "pretrain.csv").is_file() and (tmp_path / "sft" / "final").is_dir()
+
+
 def test_sft_config_errors():
+    with pytest.raises(ConfigError, match="SFTArgs.pretrain_block expects an integer >= 8, got 4."):
+        sft(SFTArgs(pretrain_block=4))
+    with pytest.raises(ConfigError, match="SFTArgs.pretrain_epochs expects a non-negative integer, got -1."):
+        sft(SFTArgs(pretrain_epochs=-1))
     with pytest.raises(SearchGymError, match="Unknown scratch model size 'huge'"):
         sft(SFTArgs(scratch_size="huge"))
     with pytest.raises(ConfigError, match="SFTArgs.epochs expects a positive integer, got 0."):
