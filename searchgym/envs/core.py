@@ -28,12 +28,74 @@ def count_tokens(text: str) -> int:
     return len(text.split())
 
 
-def _positive_int(name: str, value: Any, allow_none: bool = False) -> Any:
+def _positive_int(name: str, value: Any, allow_none: bool = False, owner: str = "SearchEnv") -> Any:
     if value is None and allow_none:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"SearchEnv expects {name} to be a positive integer, got {value!r}.")
+        raise ConfigError(f"{owner} expects {name} to be a positive integer, got {value!r}.")
     return value
+
+
+def load_task_data(
+    corpus: Any,
+    dataset: Any,
+    *,
+    split: str,
+    corpus_options: Mapping[str, Any] | None,
+    dataset_options: Mapping[str, Any] | None,
+    owner: str = "SearchEnv",
+) -> tuple[Corpus, list[QAExample]]:
+    """The corpus and the questions of an env's arguments (shared by every env over a corpus).
+
+    ``dataset=None`` picks the built-in corpus's own questions; ``dataset_options=None``
+    reuses ``corpus_options`` for a built-in dataset drawn from the same generated world.
+    """
+    corpus_options = dict(corpus_options or {})
+    loaded = load_corpus(corpus, **corpus_options)
+    if dataset is None:
+        if not (isinstance(corpus, str) and corpus in CORPORA):
+            raise ConfigError(
+                f"{owner} expects a dataset= when the corpus is not a built-in name ({', '.join(CORPORA)}); "
+                "pass a built-in dataset name, a FlashRAG jsonl path or a list of QAExample."
+            )
+        dataset = default_dataset_for(corpus)
+    if dataset_options is None:
+        # A built-in dataset drawn from the same generated world needs the same options.
+        same_world = isinstance(corpus, str) and isinstance(dataset, str) and dataset.startswith(corpus)
+        dataset_options = corpus_options if same_world else {}
+    examples = list(load_dataset(dataset, split=split, **dataset_options))
+    if not examples:
+        raise ConfigError(f"{owner} expects a non-empty dataset, got 0 questions from {dataset!r} (split {split!r}).")
+    return loaded, examples
+
+
+#: Keys of ``reset(options=...)`` that choose the question.
+EXAMPLE_OPTIONS = frozenset({"example_index", "example_id", "example"})
+
+
+def pick_example(examples: Sequence[QAExample], by_id: Mapping[str, int], options: Mapping[str, Any], rng: Any) -> QAExample:
+    """The question ``options`` names (``example_index``, ``example_id`` or ``example``), else
+    one drawn with ``rng``; keys outside :data:`EXAMPLE_OPTIONS` are the caller's to judge."""
+    if "example" in options:
+        ex = options["example"]
+        if not isinstance(ex, QAExample):
+            raise ConfigError(f"reset(options={{'example': ...}}) expects a QAExample, got {type(ex).__name__}.")
+        return ex
+    if "example_id" in options:
+        try:
+            return examples[by_id[options["example_id"]]]
+        except KeyError:
+            raise ConfigError(
+                f"reset(options={{'example_id': ...}}) expects the id of a question in this env's dataset, got {options['example_id']!r}."
+            ) from None
+    if "example_index" in options:
+        i = options["example_index"]
+        if not isinstance(i, int) or not 0 <= i < len(examples):
+            raise ConfigError(
+                f"reset(options={{'example_index': ...}}) expects an int in [0, {len(examples)}), got {i!r}."
+            )
+        return examples[i]
+    return examples[int(rng.integers(len(examples)))]
 
 
 def _doc_text(p: Passage) -> str:
@@ -82,7 +144,8 @@ class SearchEnv(gym.Env[str, str]):
 
     ## Information
     Every step's ``info`` has: ``turn``, ``action_kinds``, ``query`` (or None),
-    ``retrieved_ids`` (this step), ``selected_ids`` (all kept so far, s3), ``num_searches``,
+    ``retrieved_ids`` and ``retrieved_scores`` (this step's search, best first),
+    ``selected_ids`` (all kept so far, s3), ``num_searches``,
     ``num_invalid``, ``invalid_reason``, ``context_chars``, ``context_tokens``,
     ``action_truncated``, ``observation_truncated``, ``forged_env_tags``,
     ``ignored_chars`` (text after the stop string), ``example_id``; ``reset`` adds
@@ -158,22 +221,9 @@ class SearchEnv(gym.Env[str, str]):
         self.render_mode = render_mode
 
         self.protocol: Protocol = make_protocol(protocol)
-        corpus_options = dict(corpus_options or {})
-        self.corpus: Corpus = load_corpus(corpus, **corpus_options)
-        if dataset is None:
-            if not (isinstance(corpus, str) and corpus in CORPORA):
-                raise ConfigError(
-                    f"SearchEnv expects a dataset= when the corpus is not a built-in name ({', '.join(CORPORA)}); "
-                    "pass a built-in dataset name, a FlashRAG jsonl path or a list of QAExample."
-                )
-            dataset = default_dataset_for(corpus)
-        if dataset_options is None:
-            # A built-in dataset drawn from the same generated world needs the same options.
-            same_world = isinstance(corpus, str) and isinstance(dataset, str) and dataset.startswith(corpus)
-            dataset_options = corpus_options if same_world else {}
-        self.examples: list[QAExample] = list(load_dataset(dataset, split=split, **dataset_options))
-        if not self.examples:
-            raise ConfigError(f"SearchEnv expects a non-empty dataset, got 0 questions from {dataset!r} (split {split!r}).")
+        self.corpus, self.examples = load_task_data(
+            corpus, dataset, split=split, corpus_options=corpus_options, dataset_options=dataset_options
+        )
         self._by_id = {ex.id: i for i, ex in enumerate(self.examples)}
         self.retriever: Retriever = make_retriever(retriever, self.corpus, **dict(retriever_options or {}))
         self.summarizer: Summarizer = make_summarizer(summarizer, **dict(summarizer_options or {}))
@@ -232,6 +282,7 @@ class SearchEnv(gym.Env[str, str]):
         self._context_tokens = self.token_counter(prompt)
         info = self._info(observation_truncated=obs_cut)
         info["retrieved_ids"] = [h.passage.id for h in initial_hits or []]
+        info["retrieved_scores"] = [float(h.score) for h in initial_hits or []]
         info["prompt_messages"] = self.protocol.messages(self.example, initial_hits)
         info["question"] = self.example.question
         return prompt, info
@@ -255,6 +306,7 @@ class SearchEnv(gym.Env[str, str]):
         query = None
         invalid_reason = None
         retrieved_ids: list[str] = []
+        retrieved_scores: list[float] = []
         final_turn = self._turn >= self.max_turns
         for act in turn.actions:
             if isinstance(act, Search):
@@ -268,6 +320,7 @@ class SearchEnv(gym.Env[str, str]):
                 self._num_searches += 1
                 self._retrieved.append([h.passage for h in hits])
                 retrieved_ids = [h.passage.id for h in hits]
+                retrieved_scores = [float(h.score) for h in hits]
                 pieces.append(self._render(act.query, hits))
                 self._open_window(hits)
             elif isinstance(act, Select) and self._windows:
@@ -305,6 +358,7 @@ class SearchEnv(gym.Env[str, str]):
             action_kinds=turn.kinds,
             query=query,
             retrieved_ids=retrieved_ids,
+            retrieved_scores=retrieved_scores,
             invalid_reason=invalid_reason,
             action_truncated=action_cut,
             forged_env_tags=turn.forged_env_tags,
@@ -339,30 +393,10 @@ class SearchEnv(gym.Env[str, str]):
         return self._prompt + "".join(a + o for a, o in self._turns)
 
     def _choose_example(self, options: Mapping[str, Any]) -> QAExample:
-        known = {"example_index", "example_id", "example"}
-        unknown = set(options) - known
+        unknown = set(options) - EXAMPLE_OPTIONS
         if unknown:
-            raise ConfigError(f"SearchEnv.reset expects options among {sorted(known)}, got {sorted(unknown)}.")
-        if "example" in options:
-            ex = options["example"]
-            if not isinstance(ex, QAExample):
-                raise ConfigError(f"reset(options={{'example': ...}}) expects a QAExample, got {type(ex).__name__}.")
-            return ex
-        if "example_id" in options:
-            try:
-                return self.examples[self._by_id[options["example_id"]]]
-            except KeyError:
-                raise ConfigError(
-                    f"reset(options={{'example_id': ...}}) expects the id of a question in this env's dataset, got {options['example_id']!r}."
-                ) from None
-        if "example_index" in options:
-            i = options["example_index"]
-            if not isinstance(i, int) or not 0 <= i < len(self.examples):
-                raise ConfigError(
-                    f"reset(options={{'example_index': ...}}) expects an int in [0, {len(self.examples)}), got {i!r}."
-                )
-            return self.examples[i]
-        return self.examples[int(self.np_random.integers(len(self.examples)))]
+            raise ConfigError(f"SearchEnv.reset expects options among {sorted(EXAMPLE_OPTIONS)}, got {sorted(unknown)}.")
+        return pick_example(self.examples, self._by_id, options, self.np_random)
 
     def _open_window(self, hits: Sequence[Hit]) -> None:
         self._windows.append([h.passage for h in hits])
@@ -394,6 +428,7 @@ class SearchEnv(gym.Env[str, str]):
             "action_kinds": (),
             "query": None,
             "retrieved_ids": [],
+            "retrieved_scores": [],
             "selected_ids": [p.id for p in self._selected],
             "num_searches": self._num_searches,
             "num_invalid": self._num_invalid,
