@@ -211,13 +211,13 @@ def summarize(label: str, env_id: str, agent: str, records: Sequence[dict[str, A
 
 
 def _env_kwargs(config: BenchConfig, env_id: str, frozen: Any) -> dict[str, Any]:
-    from searchgym.envs.registration import ENV_SPECS
+    from searchgym.envs.registration import env_spec
 
     kwargs: dict[str, Any] = {"split": config.split}
     kwargs.update(config.env_options.get("*", {}))
     kwargs.update(config.env_options.get(env_id.removeprefix(NAMESPACE), config.env_options.get(env_id, {})))
     # The summarizer applies to RECON envs only: other envs of the same benchmark keep raw documents.
-    recon = ENV_SPECS[env_id].get("protocol") == "recon"
+    recon = env_spec(env_id).get("protocol") == "recon"
     return with_frozen_models(env_id, kwargs, frozen=frozen, summarizer=config.summarizer if recon else None, summarizer_model=frozen)
 
 

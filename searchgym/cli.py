@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     oracle.add_argument("--out", type=Path, default=Path("results/oracle-demo"), help="output folder (default results/oracle-demo)")
 
-    sub.add_parser("envs", help="list the registered environment ids and their defaults")
+    sub.add_parser("envs", help="list the registered environment ids (and the PettingZoo multi-agent env) with their defaults")
     _add_bench(sub)
     from searchgym.training.cli import add_sft_parser, add_train_parser
 
@@ -193,10 +193,12 @@ def main(argv: list[str] | None = None) -> int:
 
         run(args.num_passages, args.limit, args.retrievers, args.out)
     elif args.command == "envs":
-        from searchgym.envs.registration import ENV_SPECS
+        from searchgym.envs.registration import ENV_SPECS, MULTI_AGENT_ENVS, ROLE_ENV_SPECS
 
-        for env_id, kwargs in sorted(ENV_SPECS.items()):
+        for env_id, kwargs in (*sorted(ENV_SPECS.items()), *sorted(ROLE_ENV_SPECS.items())):
             print(env_id, " ".join(f"{k}={v}" for k, v in kwargs.items()))
+        for name, module in sorted(MULTI_AGENT_ENVS.items()):
+            print(f"{name} (PettingZoo: {module}.env(), .parallel_env())")
     return 0
 
 

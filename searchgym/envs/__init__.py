@@ -1,7 +1,17 @@
-"""The environment: state machine, protocols, summarizers, wrappers and registration."""
+"""The environment: state machine, protocols, summarizers, wrappers and registration.
+
+The PettingZoo multi-agent env is :mod:`searchgym.envs.multi_agent` (imported on demand:
+it needs the ``multiagent`` extra); its game and the single-agent view of one role are
+:class:`TeamGame` and :class:`RoleEnv`.
+"""
 
 from searchgym.envs.core import SearchEnv
-from searchgym.envs.registration import ENV_SPECS, register_envs
+from searchgym.envs.registration import ENV_SPECS, MULTI_AGENT_ENVS, ROLE_ENV_SPECS, make_multi_agent, register_envs
+from searchgym.envs.role_env import RoleEnv
+from searchgym.envs.team_game import ROLES, TeamGame
 from searchgym.envs.wrappers import StrictActions
 
-__all__ = ["ENV_SPECS", "SearchEnv", "StrictActions", "register_envs"]
+__all__ = [
+    "ENV_SPECS", "MULTI_AGENT_ENVS", "ROLES", "ROLE_ENV_SPECS", "RoleEnv", "SearchEnv", "StrictActions", "TeamGame",
+    "make_multi_agent", "register_envs",
+]

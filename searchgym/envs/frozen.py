@@ -31,9 +31,9 @@ def with_frozen_models(env_id: str, kwargs: Mapping[str, Any], *, frozen: Any = 
     """``gym.make`` arguments of ``env_id`` with its frozen components filled in, unless
     ``kwargs`` sets them already: ``frozen`` as the generator (s3) or reader (R-Search),
     and ``summarizer`` (with ``summarizer_model`` as the model of the ``"llm"`` one)."""
-    from searchgym.envs.registration import ENV_SPECS
+    from searchgym.envs.registration import env_spec
 
-    spec = ENV_SPECS[env_id]
+    spec = env_spec(env_id)
     out = dict(kwargs)
     if frozen is not None:
         for role in ("generator", "reader"):

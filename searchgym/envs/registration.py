@@ -29,11 +29,30 @@ ENV_SPECS: dict[str, dict[str, Any]] = {
 }
 
 
+#: Single-agent views of one role of the multi-agent game (searchgym.envs.role_env): the
+#: role trains, the other roster roles are played by ``policies`` (frozen), the frozen
+#: ``generator`` answers when the generator is not in the roster and always gives the
+#: searcher's naive-RAG baseline (``--frozen-model`` sets it, as for S3-v0).
+ROLE_ENTRY_POINT = "searchgym.envs.role_env:RoleEnv"
+#: The roster is the trained role, the searcher and every role with a policy.
+ROLE_ENV_SPECS: dict[str, dict[str, Any]] = {
+    "searchgym/MultiAgentSearcher-v0": {"role": "searcher", "generator": "gold-span"},
+    "searchgym/MultiAgentSummarizer-v0": {"role": "summarizer", "policies": {"searcher": "complete"}, "generator": "gold-span"},
+    "searchgym/MultiAgentGenerator-v0": {"role": "generator", "policies": {"searcher": "complete"}, "generator": "gold-span"},
+}
+
+#: PettingZoo environments: ``metadata["name"]`` -> the module exposing ``env()``,
+#: ``raw_env()`` and ``parallel_env()`` (PettingZoo's convention; it has no registry).
+MULTI_AGENT_ENVS: dict[str, str] = {"search_team_v0": "searchgym.envs.multi_agent"}
+
+
 def register_envs() -> None:
-    """Register every id of :data:`ENV_SPECS` once (importing searchgym does it)."""
-    for env_id, kwargs in ENV_SPECS.items():
-        if env_id not in registry:
-            register(id=env_id, entry_point=ENTRY_POINT, kwargs=dict(kwargs), disable_env_checker=False)
+    """Register every id of :data:`ENV_SPECS` and :data:`ROLE_ENV_SPECS` once (importing
+    searchgym does it)."""
+    for specs, entry_point in ((ENV_SPECS, ENTRY_POINT), (ROLE_ENV_SPECS, ROLE_ENTRY_POINT)):
+        for env_id, kwargs in specs.items():
+            if env_id not in registry:
+                register(id=env_id, entry_point=entry_point, kwargs=dict(kwargs), disable_env_checker=False)
 
 
 def full_env_id(env_id: str) -> str:
@@ -42,6 +61,24 @@ def full_env_id(env_id: str) -> str:
     from searchgym.error import UnknownNameError
 
     name = env_id if env_id.startswith(NAMESPACE) else NAMESPACE + env_id
-    if name not in ENV_SPECS:
-        raise UnknownNameError("env id", env_id, [e.removeprefix(NAMESPACE) for e in ENV_SPECS])
+    if name not in ENV_SPECS and name not in ROLE_ENV_SPECS:
+        raise UnknownNameError("env id", env_id, [e.removeprefix(NAMESPACE) for e in (*ENV_SPECS, *ROLE_ENV_SPECS)])
     return name
+
+
+def env_spec(env_id: str) -> dict[str, Any]:
+    """The default ``gym.make`` arguments of a registered id (full or short)."""
+    name = full_env_id(env_id)
+    return dict(ENV_SPECS.get(name) or ROLE_ENV_SPECS[name])
+
+
+def make_multi_agent(name: str, *, parallel: bool = False, **options: Any) -> Any:
+    """The PettingZoo env registered as ``name`` in :data:`MULTI_AGENT_ENVS`: its AEC form
+    (``env()``, order-enforcing wrapper included) or with ``parallel=True`` its parallel form."""
+    import importlib
+
+    from searchgym.error import check_name
+
+    check_name("multi-agent env", name, MULTI_AGENT_ENVS)
+    module = importlib.import_module(MULTI_AGENT_ENVS[name])
+    return module.parallel_env(**options) if parallel else module.env(**options)

@@ -6,6 +6,9 @@ prose in any script and actions are free LLM output, so :class:`UnicodeText` con
 *every* Python string within its length bounds, while :meth:`sample` draws from a
 readable charset (printable ASCII plus common accented letters and typographic marks) so
 that random actions look like text.
+
+:class:`TextObservation` is a ``str`` that also answers ``.dtype`` like a NumPy value, as
+PettingZoo's ``api_test`` reads the dtype of every observation.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import string
 from typing import Any
 
+import numpy as np
 from gymnasium.spaces import Text
 
 #: Characters :meth:`UnicodeText.sample` draws from.
@@ -31,3 +35,17 @@ class UnicodeText(Text):
 
     def __repr__(self) -> str:
         return f"UnicodeText({self.min_length}, {self.max_length})"
+
+
+class TextObservation(str):
+    """A ``str`` with the ``dtype`` of :class:`UnicodeText` (``np.dtype(str)``).
+
+    PettingZoo's ``api_test`` compares ``observation.dtype`` with the observation space's
+    dtype, which a plain ``str`` does not have. It is a ``str`` in every other respect
+    (equality, hashing, tokenizers, JSON)."""
+
+    __slots__ = ()
+    dtype = np.dtype(str)
+
+    def __reduce__(self):
+        return (TextObservation, (str(self),))
