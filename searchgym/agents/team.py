@@ -1,0 +1,281 @@
+"""Agents for the roles of the multi-agent env, and a runner that plays many team episodes at once.
+
+``team_agents(lm)`` gives one LM agent per role (the searcher plays s3's protocol with a
+:class:`~searchgym.agents.lm_agents.SearcherAgent`; the summarizer and the generator play
+theirs with an :class:`~searchgym.agents.lm_agents.LMAgent`); any role can instead be
+played by a baseline or a scripted callable ``(observation, info) -> str``.
+
+``run_team_episodes(envs, policies, tasks)`` drives PettingZoo AEC envs
+(:func:`searchgym.envs.multi_agent.env` or ``raw_env``) as the single-agent driver drives
+Gymnasium envs: ``len(envs)`` episodes are live at once; every round, each role's policy
+acts once for all the episodes waiting on that role (one batched ``generate`` for an LM
+agent), then the envs step in parallel threads so that the LM calls of the env's own
+components (a frozen LM generator, the LLM summarizer component) are batched too.
+Failures are outcomes of one episode, not crashes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from searchgym.agents.base import Agent
+from searchgym.agents.driver import Task, _describe
+from searchgym.agents.lm_agents import LMAgent, SearcherAgent
+from searchgym.envs.protocols.s3 import S3Protocol
+from searchgym.envs.protocols.team import GeneratorProtocol, SummarizerProtocol
+from searchgym.envs.team_game import ROLES, check_roster
+from searchgym.error import BackendError, ConfigError
+from searchgym.lm.base import LanguageModel
+from searchgym.lm.batching import run_round
+from searchgym.rewards.metrics import exact_match, f1_score, span_check
+
+#: Tokens per turn of each role's LM agent unless told otherwise: a searcher reasons and
+#: writes a query, a summary is short; the generator gets the budget of the frozen
+#: :class:`~searchgym.envs.lm_frozen.LMGenerator` behind the naive-RAG baseline, so that
+#: Gain Beyond RAG compares answers written under the same limit.
+MAX_NEW_TOKENS = {"searcher": 256, "summarizer": 128, "generator": 64}
+
+
+def team_agents(
+    lm: LanguageModel | Mapping[str, LanguageModel],
+    roles: Sequence[str] = ROLES,
+    *,
+    max_new_tokens: int | Mapping[str, int] | None = None,
+    **sampling: Any,
+) -> dict[str, LMAgent]:
+    """One LM agent per role of ``roles``.
+
+    ``lm`` is one model for every role or a dict role -> model; ``max_new_tokens`` one
+    budget or a dict role -> budget (default :data:`MAX_NEW_TOKENS`); ``sampling``
+    (``temperature``, ``top_p``, ``seed``) goes to every agent.
+    """
+    roles = check_roster(roles)
+    agents: dict[str, LMAgent] = {}
+    for role in roles:
+        model = lm.get(role) if isinstance(lm, Mapping) else lm
+        if model is None:
+            raise ConfigError(f"team_agents got a dict of models without one for the {role}; add lm[{role!r}].")
+        budget = max_new_tokens.get(role, MAX_NEW_TOKENS[role]) if isinstance(max_new_tokens, Mapping) else (max_new_tokens or MAX_NEW_TOKENS[role])
+        if role == "searcher":
+            agents[role] = SearcherAgent(model, S3Protocol(), max_new_tokens=budget, **sampling)
+        else:
+            protocol = SummarizerProtocol() if role == "summarizer" else GeneratorProtocol()
+            agents[role] = LMAgent(model, protocol, max_new_tokens=budget, **sampling)
+    return agents
+
+
+class CallableAgent(Agent):
+    """A scripted policy ``(observation, info) -> str`` as a batched agent."""
+
+    name = "callable"
+
+    def __init__(self, fn: Callable[[str, Mapping[str, Any]], str]):
+        if not callable(fn):
+            raise ConfigError(f"CallableAgent expects a callable (observation, info) -> str, got {type(fn).__name__}.")
+        self.fn = fn
+
+    def act(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[str]:
+        return [self.fn(o, i) for o, i in zip(observations, infos)]
+
+
+@dataclass
+class TeamResult:
+    """One team episode (plain data; ``to_dict`` is JSON-able).
+
+    ``rewards``: each roster role's summed reward (malformed-turn penalties included);
+    ``reward_components``: each role's components at the end; ``prediction``: the answer
+    that was scored (the generator agent's, or the frozen generator's); ``em``, ``f1``,
+    ``gen_acc`` score it. ``turns``, ``num_invalid`` and ``generated_tokens`` are per role.
+    ``outcome``: ``finished``, ``prompt_too_long``, ``backend_error`` or ``error``
+    (then ``error`` says why). ``trajectories``: each LM role's token record, when kept.
+    """
+
+    example_id: str
+    seed: int | None
+    question: str
+    answers: list[str]
+    prediction: str | None
+    rewards: dict[str, float]
+    reward_components: dict[str, dict[str, float]]
+    em: float
+    f1: float
+    gen_acc: float
+    turns: dict[str, int]
+    num_invalid: dict[str, int]
+    num_searches: int
+    summary_tokens: int
+    search_truncated: bool
+    generated_tokens: dict[str, int]
+    wall_time: float
+    outcome: str
+    error: str | None = None
+    trajectories: dict[str, Any] | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("trajectories")
+        return d
+
+
+@dataclass
+class _Live:
+    index: int
+    task: Task
+    started: float
+    rewards: dict[str, float]
+    generated: dict[str, int]
+
+
+def _as_agent(role: str, policy: Any) -> Agent:
+    if isinstance(policy, Agent) or callable(getattr(policy, "act", None)):
+        return policy
+    if callable(policy):
+        return CallableAgent(policy)
+    raise ConfigError(
+        f"run_team_episodes expects the {role} policy to be an agent (with act(observations, infos)) or a callable "
+        f"(observation, info) -> str, got {type(policy).__name__}."
+    )
+
+
+def run_team_episodes(
+    envs: Sequence[Any],
+    policies: Mapping[str, Any],
+    tasks: Sequence[Task],
+    *,
+    keep_trajectories: bool = False,
+    on_result: Callable[[TeamResult], None] | None = None,
+    progress: bool = False,
+) -> list[TeamResult]:
+    """Play every task with ``len(envs)`` team episodes live at once (see the module docstring).
+
+    Args:
+        envs: AEC envs of :mod:`searchgym.envs.multi_agent` with the same roster, used as slots.
+        policies: role -> agent or callable, for every role of the roster.
+        tasks: The episodes (question id and reset seed), in order.
+        keep_trajectories: Attach each LM role's :class:`~searchgym.agents.trajectory.Trajectory`.
+        on_result: Called with each result as soon as its episode ends.
+        progress: Show a progress bar.
+
+    Returns:
+        One :class:`TeamResult` per task, in task order.
+    """
+    if not envs:
+        raise ConfigError("run_team_episodes expects at least one env, got none.")
+    roster = tuple(envs[0].possible_agents)
+    if any(tuple(e.possible_agents) != roster for e in envs):
+        raise ConfigError("run_team_episodes expects envs with the same roster (possible_agents).")
+    missing = [r for r in roster if r not in policies]
+    if missing:
+        raise ConfigError(f"run_team_episodes expects a policy for every role of the roster {list(roster)}, missing {missing}.")
+    extra = sorted(set(policies) - set(roster))
+    if extra:
+        raise ConfigError(f"run_team_episodes got policies for {extra}, which are not in the envs' roster {list(roster)}.")
+    agents = {role: _as_agent(role, policies[role]) for role in roster}
+    results: list[TeamResult | None] = [None] * len(tasks)
+    queue = list(enumerate(tasks))[::-1]
+    live: dict[int, _Live] = {}
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(tasks), desc="team episodes", unit="ep", dynamic_ncols=True)
+
+    def slot(i: int, role: str) -> int:
+        # Distinct per (env, role), so that one agent object may play several roles.
+        return i * len(ROLES) + ROLES.index(role)
+
+    def start(i: int) -> None:
+        if queue and i not in live:
+            index, task = queue.pop()
+            envs[i].reset(seed=task.seed, options={"example_id": task.example_id})
+            live[i] = _Live(index, task, time.perf_counter(), dict.fromkeys(roster, 0.0), dict.fromkeys(roster, 0))
+
+    def finish(i: int, outcome: str, error: str | None = None) -> None:
+        ep = live.pop(i)
+        env = envs[i]
+        trajectories = {role: agents[role].end_episode(slot(i, role)) for role in roster}
+        game = env.unwrapped.game
+        info = env.infos[roster[0]] if env.agents else {}
+        prediction = info.get("prediction") if outcome == "finished" else None
+        answers = list(game.example.answers)
+        result = TeamResult(
+            example_id=ep.task.example_id,
+            seed=ep.task.seed,
+            question=game.example.question,
+            answers=answers,
+            prediction=prediction,
+            rewards=dict(ep.rewards),
+            reward_components={role: dict(env.infos[role].get("reward_components", {})) for role in roster} if env.agents else {},
+            em=exact_match(prediction, answers),
+            f1=f1_score(prediction, answers),
+            gen_acc=span_check(prediction, answers),
+            turns={role: game.seats[role].turns for role in roster},
+            num_invalid={role: game.seats[role].invalid for role in roster},
+            num_searches=game.num_searches,
+            summary_tokens=game.summary_tokens,
+            search_truncated=bool(game.search_truncated),
+            generated_tokens=dict(ep.generated),
+            wall_time=time.perf_counter() - ep.started,
+            outcome=outcome,
+            error=error,
+            trajectories={r: t for r, t in trajectories.items() if t is not None} if keep_trajectories else None,
+        )
+        results[ep.index] = result
+        if on_result is not None:
+            on_result(result)
+        if bar is not None:
+            bar.update(1)
+
+    with ThreadPoolExecutor(max_workers=len(envs), thread_name_prefix="searchgym-team") as threads:
+        for i in range(len(envs)):
+            start(i)
+        while live:
+            waiting: dict[str, list[int]] = {role: [] for role in roster}
+            for i in sorted(live):
+                waiting[envs[i].agent_selection].append(i)
+            actions: dict[int, Any] = {}
+            for role in roster:
+                idxs = waiting[role]
+                if not idxs:
+                    continue
+                agent = agents[role]
+                observations = [envs[i].observe(role) for i in idxs]
+                infos = [dict(envs[i].infos[role], slot=slot(i, role)) for i in idxs]
+                try:
+                    turns = agent.act(observations, infos)
+                except BackendError as e:
+                    for i in idxs:
+                        finish(i, "backend_error", str(e))
+                    continue
+                generations = getattr(agent, "last_generations", None) or []
+                if len(generations) != len(idxs):
+                    generations = [None] * len(idxs)
+                for i, action, g in zip(idxs, turns, generations):
+                    if g is not None:
+                        live[i].generated[role] += len(g.token_ids)
+                        if g.finish_reason == "prompt_too_long":
+                            finish(i, "prompt_too_long", f"the {role}'s context no longer fits its model")
+                            continue
+                    actions[i] = action
+            order = sorted(actions)
+            steps = [(lambda env=envs[i], a=actions[i]: env.step(a)) for i in order]
+            outcomes, _ = run_round(steps, threads=threads) if steps else ([], None)
+            for i, outcome in zip(order, outcomes):
+                env = envs[i]
+                if isinstance(outcome, BaseException):
+                    kind = "backend_error" if isinstance(outcome, BackendError) else "error"
+                    finish(i, kind, str(outcome) if kind == "backend_error" else _describe(outcome))
+                    continue
+                for role in roster:
+                    live[i].rewards[role] += float(env.rewards.get(role, 0.0))
+                if all(env.terminations.get(role, False) for role in env.agents):
+                    finish(i, "finished")
+            for i in range(len(envs)):
+                start(i)
+    if bar is not None:
+        bar.close()
+    return results  # type: ignore[return-value]
