@@ -66,7 +66,8 @@ class Args:
 
     # -- algorithm
     algorithm: str = "grpo"
-    """ppo (GAE with a value head), grpo (group-normalized outcome), reinforce++ (whitened returns)."""
+    """ppo (GAE with a value head), grpo (group-normalized outcome), reinforce++ (whitened returns);
+    sb3-ppo / sb3-dqn train a Stable-Baselines3 template policy instead (see the sb3 flags)."""
     n: int = 4
     """Responses sampled per question (a GRPO group; >= 2 for grpo)."""
     reinforce_baseline: str = "batch"
@@ -233,7 +234,11 @@ def check_args(args: Args) -> None:
         raise ConfigError(f"Expected searchgym.training.Args, got {type(args).__name__}.")
     full_env_id(args.env_id)
     if args.algorithm not in ALGORITHMS:
-        raise UnknownNameError("algorithm", args.algorithm, ALGORITHMS)
+        from searchgym.training.sb3 import SB3_ALGORITHMS
+
+        if args.algorithm in SB3_ALGORITHMS:
+            raise ConfigError(f"Args configures language-model training; train {args.algorithm} with searchgym.training.sb3.train_sb3(SB3Args(...)).")
+        raise UnknownNameError("algorithm", args.algorithm, ALGORITHMS + SB3_ALGORITHMS)
     if args.engine not in ENGINES:
         raise UnknownNameError("rollout engine", args.engine, ENGINES)
     if args.kl_estimator not in KL_ESTIMATORS:

@@ -15,6 +15,7 @@ TRAIN_EPILOG = """examples:
   searchgym train --preset search-r1-grpo --model smollm2 --lora-rank 8 --lr 1e-4 \\
       --env-options '{"corpus": "wiki-vital", "dataset": "wiki-vital-answerable"}' --total-steps 20
   searchgym train --preset r1-searcher --stage2-step 10 ...                 # two-stage reward curriculum
+  searchgym train --algo sb3-ppo --total-timesteps 60000 --out runs/sb3      # classic RL over template actions
 
 presets (the papers' optimisation settings; batch sizes stay yours): {presets}
 A run folder resumes from its newest complete checkpoint when the command is run again."""
@@ -52,26 +53,34 @@ def _json_dict(text: str) -> dict[str, Any]:
     return value
 
 
-def add_fields(parser: argparse.ArgumentParser, cls: type) -> None:
-    """One ``--flag`` per field of ``cls``; defaults are not set (only given flags override)."""
+#: Short aliases of some flags.
+ALIASES = {"algorithm": ("--algo",)}
+
+
+def add_fields(parser: Any, cls: type, *, skip: Any = ()) -> None:
+    """One ``--flag`` per field of ``cls`` (except ``skip``); defaults are not set (only
+    given flags override)."""
     docs = field_docs(cls)
     defaults = cls()
     for f in dataclasses.fields(cls):
-        flag = "--" + f.name.replace("_", "-")
+        if f.name in skip:
+            continue
+        flags = ["--" + f.name.replace("_", "-"), *ALIASES.get(f.name, ())]
         default = getattr(defaults, f.name)
         help_text = f"{docs.get(f.name, '')} (default: {json.dumps(default) if isinstance(default, (dict, list)) else default})"
         kind = _kind(str(f.type))
         if kind == "bool":
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)
+            parser.add_argument(flags[0], action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)
         elif kind == "json":
-            parser.add_argument(flag, type=_json_dict, default=argparse.SUPPRESS, metavar="JSON", help=help_text)
+            parser.add_argument(*flags, type=_json_dict, default=argparse.SUPPRESS, metavar="JSON", help=help_text)
         elif kind == "list":
-            parser.add_argument(flag, nargs="+", default=argparse.SUPPRESS, metavar="NAME", help=help_text)
+            item = int if "int" in str(f.type) else str
+            parser.add_argument(*flags, nargs="+", type=item, default=argparse.SUPPRESS, metavar=item.__name__.upper() if item is int else "NAME", help=help_text)
         else:
             convert = {"int": int, "float": float, "str": str}[kind]
             if "None" in str(f.type):
                 convert = _none_or(convert)
-            parser.add_argument(flag, type=convert, default=argparse.SUPPRESS, metavar=kind.upper(), help=help_text)
+            parser.add_argument(*flags, type=convert, default=argparse.SUPPRESS, metavar=kind.upper(), help=help_text)
 
 
 def add_train_parser(sub: Any) -> None:
@@ -81,13 +90,27 @@ def add_train_parser(sub: Any) -> None:
         description=(
             "Rollouts with the vectorized driver, token-level PPO / GRPO / REINFORCE++ updates with loss masks, "
             "metrics.csv + TensorBoard + curves.png, periodic greedy evaluation through the benchmark harness, "
-            "atomic checkpoints and exact resume. Every field of searchgym.training.Args is a flag."
+            "atomic checkpoints and exact resume. Every field of searchgym.training.Args is a flag. "
+            "--algorithm sb3-ppo / sb3-dqn trains a Stable-Baselines3 MLP policy over template actions instead "
+            "(searchgym.envs.wrappers.TemplateActions; the flags of searchgym.training.sb3.SB3Args)."
         ),
         epilog=TRAIN_EPILOG.replace("{presets}", ", ".join(PRESETS)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--preset", choices=sorted(PRESETS), default=None, help="start from a paper's settings; flags override them")
     add_fields(parser, Args)
+    from searchgym.training.sb3 import SB3Args
+
+    shared = [f for f in dataclasses.fields(SB3Args) if f.name in {g.name for g in dataclasses.fields(Args)} and f.name != "algorithm"]
+    defaults = SB3Args()
+    group = parser.add_argument_group(
+        "Stable-Baselines3 (--algorithm sb3-ppo or sb3-dqn)",
+        "These flags and the shared ones above configure searchgym.training.sb3.SB3Args; the shared ones take these "
+        "defaults with an sb3 algorithm: "
+        + ", ".join(f"--{f.name.replace('_', '-')} {json.dumps(getattr(defaults, f.name))}" for f in shared)
+        + " (eval-every counts timesteps).",
+    )
+    add_fields(group, SB3Args, skip={f.name for f in dataclasses.fields(Args)})
 
 
 def add_sft_parser(sub: Any) -> None:
@@ -110,10 +133,49 @@ def _given(ns: argparse.Namespace, cls: type) -> dict[str, Any]:
     return {k: v for k, v in vars(ns).items() if k in names}
 
 
+def _verb(flags: str) -> str:
+    return "configure" if "," in flags else "configures"
+
+
+def _them(flags: str) -> str:
+    return "them" if "," in flags else "it"
+
+
+def sb3_main(ns: argparse.Namespace) -> int:
+    from searchgym.error import ConfigError
+    from searchgym.training.sb3 import SB3Args, train_sb3
+
+    given = {k: v for k, v in vars(ns).items() if k not in ("command", "preset")}
+    names = {f.name for f in dataclasses.fields(SB3Args)}
+    foreign = sorted(k for k in given if k not in names)
+    if foreign or ns.preset:
+        flags = ", ".join("--" + k.replace("_", "-") for k in foreign + (["preset"] if ns.preset else []))
+        raise ConfigError(f"{flags} {_verb(flags)} language-model training, not --algorithm {ns.algorithm}; drop {_them(flags)}.")
+    args = SB3Args(**{k: v for k, v in given.items() if k in names})
+    rows = train_sb3(args)
+    last = rows[-1]
+    print(
+        f"timestep {last['step']}: eval reward {last['eval_reward']:.3f}, answered right {last['eval_success']:.3f} "
+        f"({args.eval_split}); wrote {args.out}/model.zip, policy.json, metrics.csv, curves.png"
+    )
+    return 0
+
+
 def train_main(ns: argparse.Namespace) -> int:
     from searchgym.training.args import preset
+    from searchgym.training.sb3 import SB3_ALGORITHMS
     from searchgym.training.trainer import Trainer
 
+    if getattr(ns, "algorithm", None) in SB3_ALGORITHMS:
+        return sb3_main(ns)
+    from searchgym.training.sb3 import SB3Args
+
+    only_sb3 = sorted(k for k in vars(ns) if k in {f.name for f in dataclasses.fields(SB3Args)} - {f.name for f in dataclasses.fields(Args)})
+    if only_sb3:
+        from searchgym.error import ConfigError
+
+        flags = ", ".join("--" + k.replace("_", "-") for k in only_sb3)
+        raise ConfigError(f"{flags} {_verb(flags)} --algorithm sb3-ppo / sb3-dqn runs; drop {_them(flags)} or pick one of those algorithms.")
     given = _given(ns, Args)
     args = preset(ns.preset, **given) if ns.preset else Args(**given)
     rows = Trainer(args).train()
