@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.agents import AGENTS, LM_FREE, EpisodeResult, Task, make_agent, run_episodes
+from searchgym.agents.registry import needs_lm as agent_needs_lm
 from searchgym.envs.frozen import with_frozen_models
 from searchgym.envs.registration import NAMESPACE, full_env_id
 from searchgym.error import ConfigError, DataFormatError, check_name
@@ -71,7 +72,8 @@ class BenchConfig:
     env_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Extra ``gym.make`` arguments per env id, and under ``"*"`` for every env."""
     agent_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Extra constructor arguments per agent name (e.g. ``{"naive-rag": {"k": 5}}``)."""
+    """Extra constructor arguments per agent name (e.g. ``{"naive-rag": {"k": 5}}``,
+    ``{"sb3": {"policy": "runs/sb3"}}``)."""
     num_envs: int = 16
     """Episodes live at once (the LM batch size)."""
     temperature: float = 0.0
@@ -116,6 +118,11 @@ def check_config(config: BenchConfig) -> None:
     for env_id, agent in config.runs:
         full_env_id(env_id)
         check_name("agent", agent, AGENTS)
+    if any(agent == "sb3" for _, agent in config.runs) and "policy" not in config.agent_options.get("sb3", {}):
+        raise ConfigError(
+            "The sb3 agent needs the policy to play: agent_options={'sb3': {'policy': 'runs/sb3'}} "
+            "(command line: --agent-option sb3:policy=runs/sb3), a run folder of `searchgym train --algorithm sb3-ppo`."
+        )
     check_name("language-model backend", config.backend, BACKENDS)
     if config.summarizer is not None:
         check_name("summarizer", config.summarizer, SUMMARIZERS)
@@ -254,7 +261,7 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
             episodes_path.unlink()
         config_path.write_text(json.dumps(record, indent=2))
 
-    needs_lm = any(agent not in LM_FREE for _, agent in config.runs)
+    needs_lm = any(agent_needs_lm(agent, env_id, config.agent_options.get(agent)) for env_id, agent in config.runs)
     lm = _load(config.model, config) if needs_lm else None
     frozen = None
     if config.frozen_model is not None or config.summarizer == "llm":
@@ -290,7 +297,7 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
 
 
 #: Agents that answer in one short turn: their answers need few tokens.
-_ONE_SHOT = ("no-retrieval", "naive-rag", "naive-rag-dense")
+_ONE_SHOT = ("no-retrieval", "naive-rag", "naive-rag-dense", "sb3")
 
 
 def _agent_options(config: BenchConfig, agent: str) -> dict[str, Any]:

@@ -70,6 +70,7 @@ _BENCH_EPILOG = """examples:
   searchgym bench --run SearchR1-v0:naive-rag --run S3-v0:lm --frozen-model policy \\
       --corpus wiki-vital --dataset wiki-vital-answerable --backend-option dtype=bfloat16
   searchgym bench --envs SearchR1-v0 --agents oracle random --corpus-option num_passages=2000
+  searchgym bench --envs SearchR1-v0 --agents random naive-rag sb3 --agent-option sb3:policy=runs/sb3
 
 agents: {agents}
 An interrupted benchmark resumes from results/bench/episodes.jsonl when run again with
@@ -105,6 +106,10 @@ def _add_bench(sub) -> None:
     bench.add_argument("--corpus", default=None, help="corpus of every env (e.g. wiki-vital)")
     bench.add_argument("--dataset", default=None, help="dataset of every env (e.g. wiki-vital-answerable)")
     bench.add_argument("--corpus-option", action="append", default=[], metavar="KEY=VALUE", help="corpus option, e.g. num_passages=2000")
+    bench.add_argument(
+        "--agent-option", action="append", default=[], metavar="AGENT:KEY=VALUE",
+        help="constructor option of one agent, e.g. sb3:policy=runs/sb3 or naive-rag:k=5 (repeatable)",
+    )
     bench.add_argument("--num-envs", type=_positive, default=16, help="episodes live at once (default 16)")
     bench.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0: greedy)")
     bench.add_argument("--max-new-tokens", type=_positive, default=256, help="tokens per agent turn (default 256)")
@@ -150,8 +155,14 @@ def _bench(args) -> int:
         common["corpus_options"] = corpus_options
     if common:
         env_options["*"] = common
+    agent_options: dict[str, dict] = {}
+    for item in args.agent_option:
+        agent, sep, key_value = item.partition(":")
+        if not sep or not agent:
+            raise ConfigError(f"--agent-option expects AGENT:KEY=VALUE (e.g. sb3:policy=runs/sb3), got {item!r}.")
+        agent_options.setdefault(agent, {}).update(_key_values([key_value], "agent-option"))
     config = BenchConfig(
-        runs=runs, split=args.split, limit=args.limit, seeds=tuple(args.seeds), model=args.model,
+        runs=runs, agent_options=agent_options, split=args.split, limit=args.limit, seeds=tuple(args.seeds), model=args.model,
         backend=args.backend, backend_options=_key_values(args.backend_option, "backend-option"),
         frozen_model=args.frozen_model, summarizer=args.summarizer, env_options=env_options,
         num_envs=args.num_envs, temperature=args.temperature, max_new_tokens=args.max_new_tokens,

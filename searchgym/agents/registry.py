@@ -15,19 +15,36 @@ AGENTS: dict[str, str] = {
     "naive-rag-dense": "top-k of the dense retriever (MiniLM + faiss) for the question, then the LM answers",
     "oracle": "scripted solver of synthwiki questions (reads their solution path; LM-free)",
     "random": "uniformly random well-formed actions (LM-free)",
+    "sb3": "a Stable-Baselines3 template policy (option policy=RUN of `searchgym train --algorithm sb3-ppo`); the LM reads its passages",
 }
 
 #: Agents that need no language model.
 LM_FREE = frozenset({"oracle", "random"})
 
 
+def needs_lm(name: str, env: Any = None, options: dict[str, Any] | None = None) -> bool:
+    """Whether agent ``name`` needs a language model (the sb3 agent does only to answer,
+    i.e. not in the s3 protocol and not with a ``generator`` option)."""
+    if name in LM_FREE:
+        return False
+    if name == "sb3":
+        if "generator" in (options or {}):
+            return False
+        if env is not None:
+            from searchgym.envs.registration import env_spec
+
+            protocol = (env_spec(env) if isinstance(env, str) else {"protocol": env.unwrapped.protocol.name}).get("protocol")
+            return protocol != "s3"
+    return True
+
+
 def make_agent(name: str, env: Any, *, lm: Any = None, **options: Any) -> Agent:
     """The agent called ``name`` for ``env`` (wrapped or not); ``lm`` is a LanguageModel
     for the agents that need one. ``options`` go to the agent's constructor (sampling
     settings for LM agents, ``seed`` for the random agent, ``k`` for naive RAG,
-    ``retriever_options`` for the dense index of ``naive-rag-dense``)."""
+    ``retriever_options`` for the dense index of ``naive-rag-dense``, ``policy`` for sb3)."""
     check_name("agent", name, AGENTS)
-    if name not in LM_FREE and lm is None:
+    if needs_lm(name, env, options) and lm is None:
         raise ConfigError(f"The {name!r} agent needs a language model, got lm=None. Pass lm=load_lm('smollm2') or similar.")
     if name == "oracle":
         from searchgym.agents.oracle import SynthWikiOracle
@@ -37,6 +54,10 @@ def make_agent(name: str, env: Any, *, lm: Any = None, **options: Any) -> Agent:
         from searchgym.agents.baselines import RandomAgent
 
         return RandomAgent.for_env(env, **options)
+    if name == "sb3":
+        from searchgym.agents.sb3 import SB3Agent
+
+        return SB3Agent.for_env(env, lm=lm, **options)
     if name == "lm":
         from searchgym.agents.lm_agents import policy_agent
 
