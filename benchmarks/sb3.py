@@ -1,0 +1,117 @@
+"""Classic RL beside LLM baselines: Stable-Baselines3 policies on synthwiki.
+
+1. Trains SB3 PPO and DQN template policies (``searchgym train --algorithm sb3-ppo|sb3-dqn``
+   through :func:`searchgym.training.sb3.train_sb3`) on synthwiki's train split.
+2. LM-free table on the held-out dev split, every policy through the same wrapper and the
+   perfect ``gold-span`` reader: uniformly random templates, the naive-RAG template policy
+   (search the question, answer from its top-k) and the trained policies. "answered right"
+   is then whether the passages answered from hold a gold answer.
+3. ``searchgym bench`` on the dev split with SmolLM2 as the reader: the random agent, the
+   naive-RAG baseline (SmolLM2 reads the top-k for the question) and the PPO policy (SmolLM2
+   reads the passages it chose, with the same prompt).
+
+    python benchmarks/sb3.py                          # ~10 minutes on 2 CPU cores
+    python benchmarks/sb3.py --timesteps 20000 --skip-bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+class RandomTemplates:
+    """Uniformly random templates (seeded)."""
+
+    def __init__(self, n: int, seed: int = 0):
+        self.n = n
+        self.rng = np.random.default_rng(seed)
+
+    def predict(self, obs, deterministic=True):
+        return self.rng.integers(self.n), None
+
+
+class NaiveTemplates:
+    """Search the question, then answer from its passages: naive RAG as templates."""
+
+    def __init__(self, question_searched_feature: int, final: int):
+        self.feature = question_searched_feature
+        self.final = final
+
+    def predict(self, obs, deterministic=True):
+        return (0 if obs[self.feature] == 0 else self.final), None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env-id", default="SearchR1-v0", help="env of every part (default SearchR1-v0)")
+    parser.add_argument("--timesteps", type=int, default=60_000, help="SB3 timesteps per algorithm (default 60000)")
+    parser.add_argument("--algorithms", nargs="+", default=["sb3-ppo", "sb3-dqn"], help="algorithms to train")
+    parser.add_argument("--limit", type=int, default=100, help="dev questions of the tables (default 100: all)")
+    parser.add_argument("--seed", type=int, default=0, help="training seed")
+    parser.add_argument("--skip-bench", action="store_true", help="skip part 3 (the SmolLM2 bench)")
+    parser.add_argument("--bench-options", default='{"dtype": "bfloat16"}', help="backend options of the bench's SmolLM2 (JSON)")
+    parser.add_argument("--out", type=Path, default=Path("results/sb3"), help="output folder (default results/sb3)")
+    opts = parser.parse_args()
+
+    from searchgym.envs.templates import GLOBAL_FEATURES
+    from searchgym.training.sb3 import SB3Args, evaluate_template_policy, make_template_env, train_sb3
+
+    opts.out.mkdir(parents=True, exist_ok=True)
+    report: dict = {"timesteps": opts.timesteps, "env_id": opts.env_id}
+
+    print(f"== 1. training on {opts.env_id} (train split), {opts.timesteps} timesteps each")
+    runs = {}
+    for algorithm in opts.algorithms:
+        run = opts.out / algorithm
+        t0 = time.perf_counter()
+        rows = train_sb3(SB3Args(algorithm=algorithm, env_id=opts.env_id, total_timesteps=opts.timesteps, eval_every=max(opts.timesteps // 6, 1),
+                                 eval_limit=opts.limit, out=str(run), seed=opts.seed, progress=False))
+        seconds = time.perf_counter() - t0
+        runs[algorithm] = run
+        print(f"  {algorithm}: {seconds:.0f} s; eval reward by timestep: " + ", ".join(f"{r['step']}: {r['eval_reward']:.3f}" for r in rows))
+        report[f"{algorithm}_train_seconds"] = seconds
+        report[f"{algorithm}_curve"] = [{k: r[k] for k in ("step", "eval_reward", "eval_success")} for r in rows]
+
+    print(f"\n== 2. LM-free, dev split (first {opts.limit}), gold-span reader")
+    from searchgym.agents.sb3 import load_policy
+
+    env = make_template_env(opts.env_id, {}, split="dev", limit=opts.limit, generator="gold-span", passage_cost=0.02)
+    policies = {
+        "random templates": RandomTemplates(env.action_space.n, seed=opts.seed),
+        "naive RAG (search the question, answer)": NaiveTemplates(GLOBAL_FEATURES.index("question_searched"), env.action_space.n - 1),
+        **{algorithm: load_policy(run)[0] for algorithm, run in runs.items()},
+    }
+    table = ["| policy | answered right | reward | searches | passages answered from | invalid templates |", "|---|---:|---:|---:|---:|---:|"]
+    lm_free = {}
+    for name, policy in policies.items():
+        stats = evaluate_template_policy(policy, env)
+        lm_free[name] = stats
+        table.append(f"| {name} | {stats['success']:.2f} | {stats['reward']:.3f} | {stats['searches']:.2f} | {stats['passages']:.2f} | {stats['invalid']:.2f} |")
+    print("\n".join(table))
+    report["lm_free"] = lm_free
+    (opts.out / "lm_free.md").write_text("\n".join(table) + "\n")
+
+    if not opts.skip_bench and "sb3-ppo" in runs:
+        print(f"\n== 3. searchgym bench, dev split (first {opts.limit}), SmolLM2 reads the passages")
+        from searchgym.bench import BenchConfig, run_bench
+
+        config = BenchConfig(
+            runs=[(opts.env_id, "random"), (opts.env_id, "naive-rag"), (opts.env_id, "sb3")], limit=opts.limit,
+            backend_options=json.loads(opts.bench_options), agent_options={"sb3": {"policy": str(runs["sb3-ppo"])}},
+            labels=["random agent", "naive RAG (SmolLM2 reads top-3)", "SB3 PPO policy (SmolLM2 reads its passages)"],
+        )
+        results = run_bench(config, opts.out / "bench", resume=False)
+        print(results.markdown())
+        report["bench"] = results.rows
+        (opts.out / "bench.md").write_text(results.markdown() + "\n")
+    (opts.out / "report.json").write_text(json.dumps(report, indent=2, default=str))
+    print(f"\nwrote {opts.out}/report.json, lm_free.md, bench.md, and the run folders")
+
+
+if __name__ == "__main__":
+    main()
