@@ -120,7 +120,7 @@ def test_config_errors_fail_before_any_model_loads(tmp_path, monkeypatch):
 
     monkeypatch.setattr(trainer_module, "load_policy", lambda *a, **k: pytest.fail("a model was loaded"))
     cases = [
-        ({"algorithm": "dpo"}, "Unknown algorithm 'dpo'. Did you mean 'ppo'? Expected one of: grpo, ppo, reinforce++."),
+        ({"algorithm": "dpo"}, "Unknown algorithm 'dpo'. Did you mean 'ppo'? Expected one of: grpo, ppo, reinforce++, sb3-dqn, sb3-ppo."),
         ({"algorithm": "grpo", "n": 1}, "GRPO normalizes rewards within a group of answers to one question and needs n >= 2, got n=1."),
         ({"engine": "sglang"}, "Unknown rollout engine 'sglang'. Expected one of: transformers, vllm."),
         ({"kl_estimator": "k4"}, "Unknown KL estimator 'k4'. Expected one of: k1, k2, k3."),
