@@ -23,8 +23,9 @@ import numpy as np
 
 from searchgym.agents.base import Agent
 from searchgym.agents.trajectory import Trajectory
-from searchgym.envs.templates import TemplateState
-from searchgym.envs.wrappers import window_passages
+from searchgym.envs.core import doc_text
+from searchgym.envs.templates import TemplateState, window_passages
+from searchgym.envs.wrappers import answer_with
 from searchgym.error import ConfigError
 from searchgym.lm.base import LanguageModel
 
@@ -148,10 +149,7 @@ class SB3Agent(Agent):
                 state.reset(info["question"], *window_passages(self.corpus, info))
                 self._states[slot] = state
             else:
-                state = self._states[slot]
-                state.turn = int(info["turn"])
-                if info.get("retrieved_ids"):
-                    state.observe(info.get("query") or "", *window_passages(self.corpus, info))
+                self._states[slot].follow(info, self.corpus)
         turns: dict[int, str] = {}
         generated: dict[int, Any] = {}
         to_answer: list[int] = []
@@ -183,13 +181,13 @@ class SB3Agent(Agent):
         from searchgym.agents.baselines import clean_answer
         from searchgym.envs.lm_frozen import generator_messages
 
-        questions = [self._states[s].question for s in slots]
-        docs = [[f"{p.title}\n{p.text}" for p in self._states[s].context()] for s in slots]
+        states = [self._states[s] for s in slots]
         if self.lm is None:
-            return [str(self.generator(q, d)) for q, d in zip(questions, docs)], [None] * len(slots)
+            return [answer_with(self.generator, state.question, state.context(), ()) for state in states], [None] * len(slots)
         prompts = []
-        for slot, question, texts in zip(slots, questions, docs):
-            ids = tuple(self.lm.tokenizer.encode(self.lm.apply_chat(generator_messages(question, texts)), add_special_tokens=False))
+        for slot, state in zip(slots, states):
+            texts = [doc_text(p) for p in state.context()]
+            ids = tuple(self.lm.tokenizer.encode(self.lm.apply_chat(generator_messages(state.question, texts)), add_special_tokens=False))
             self._trajectories[slot] = Trajectory(ids)
             prompts.append(list(ids))
         seed = None if self.seed is None else self.seed + self._calls

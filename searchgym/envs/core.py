@@ -98,7 +98,8 @@ def pick_example(examples: Sequence[QAExample], by_id: Mapping[str, int], option
     return examples[int(rng.integers(len(examples)))]
 
 
-def _doc_text(p: Passage) -> str:
+def doc_text(p: Passage) -> str:
+    """A passage as the frozen models read it: title, newline, text."""
     return f"{p.title}\n{p.text}"
 
 
@@ -444,15 +445,15 @@ class SearchEnv(gym.Env[str, str]):
     def _episode(self) -> Episode:
         naive = None
         if self.recipe.needs_naive_rag and self.example.id not in getattr(self.recipe, "naive_rag_cache", {}):
-            naive = [_doc_text(h.passage) for h in self.retriever.search([self.example.question], self.initial_top_k)[0]]
+            naive = [doc_text(h.passage) for h in self.retriever.search([self.example.question], self.initial_top_k)[0]]
         return Episode(
             question=self.example.question,
             answers=tuple(self.example.answers),
             response="".join(a + o for a, o in self._turns),
             turns=list(self._turns),
             answer=self._answer,
-            retrieved_docs=[[_doc_text(p) for p in ps] for ps in self._retrieved],
-            selected_docs=[_doc_text(p) for p in self.generator_context()],
+            retrieved_docs=[[doc_text(p) for p in ps] for ps in self._retrieved],
+            selected_docs=[doc_text(p) for p in self.generator_context()],
             evidence=self._evidence,
             naive_rag_docs=naive,
             num_searches=self._num_searches,

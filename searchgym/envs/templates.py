@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -110,6 +111,12 @@ SLOT_FEATURES = (
 )
 
 
+def window_passages(corpus: Any, info: Mapping[str, Any]) -> tuple[list[Passage], list[float]]:
+    """The passages and scores of the search an env ``info`` reports (``retrieved_ids``)."""
+    ids = list(info.get("retrieved_ids") or [])
+    return [corpus.get(i) for i in ids], list(info.get("retrieved_scores") or [0.0] * len(ids))
+
+
 def template_names(top_k: int) -> list[str]:
     """The templates of an env returning ``top_k`` passages per search, in action order."""
     return ["search_question", "search_reform", *(f"select_{i}" for i in range(1, top_k + 1)), "final"]
@@ -171,6 +178,8 @@ class TemplateState:
         self.windows: list[list[Passage]] = []
         self.annotated: list[bool] = []
         self.done = False
+        self._words: dict[str, set[str]] = {}  # content words of each passage seen, by id
+        self._reform: tuple[Any, str | None] | None = None  # (state key, reformulation)
         if passages:
             self.observe(question, passages, scores)
 
@@ -184,9 +193,12 @@ class TemplateState:
         self.last_query = query
         self.pending = []
 
-    def after_turn(self) -> None:
-        """The env took one turn."""
-        self.turn += 1
+    def follow(self, info: Mapping[str, Any], corpus: Any) -> None:
+        """Catch up with an env ``info`` after a turn: its turn count and, when it searched,
+        the passages and scores it returned (looked up in ``corpus`` by id)."""
+        self.turn = int(info["turn"])
+        if info.get("retrieved_ids"):
+            self.observe(info.get("query") or "", *window_passages(corpus, info))
 
     # ---------------------------------------------------------------- templates
     def can_search(self) -> bool:
@@ -194,13 +206,27 @@ class TemplateState:
         within_budget = self.max_searches is None or self.num_searches < self.max_searches
         return self.turn < self.max_turns - 1 and within_budget
 
+    def words(self, passage: Passage) -> set[str]:
+        """Content words of a passage's title and text (computed once per episode)."""
+        if passage.id not in self._words:
+            self._words[passage.id] = content_words(f"{passage.title} {passage.text}")
+        return self._words[passage.id]
+
     def reformulation(self) -> str | None:
         """The ``search_reform`` query, or None when there is nothing new to search: built
         from the passage (selected or of the latest search) sharing the most question
-        words whose reformulation has not been searched yet."""
+        words whose reformulation has not been searched yet. It depends only on the
+        latest search, the selection and the queries issued, so it is computed once per
+        change of those."""
+        key = (len(self.windows), len(self.selected), len(self.queries))
+        if self._reform is None or self._reform[0] != key:
+            self._reform = (key, self._reformulate())
+        return self._reform[1]
+
+    def _reformulate(self) -> str | None:
         pool = list(self.window) + [p for p in self.selected if p not in self.window]
         issued = {q.lower() for q in self.queries} | {self.question.lower()}
-        for passage in sorted(pool, key=lambda p: -len(content_words(f"{p.title} {p.text}") & self._q)):
+        for passage in sorted(pool, key=lambda p: -len(self.words(p) & self._q)):
             query = reformulate(self.question, passage)
             if query and query.lower() not in issued:
                 return query
@@ -286,14 +312,14 @@ class TemplateState:
         q = self._q or {""}
         chosen = {p.id for p in self.selected}
         window = self.window[: self.top_k]
-        words = [content_words(f"{p.title} {p.text}") for p in window]
-        covered_selected = set().union(*(content_words(f"{p.title} {p.text}") for p in self.selected)) if self.selected else set()
+        words = [self.words(p) for p in window]
+        covered_selected = set().union(*(self.words(p) for p in self.selected)) if self.selected else set()
         covered_latest = set().union(*words) if words else set()
         best = max(self.scores[: len(window)], default=0.0)
         candidates: set[str] = set()
         if self.selected or window:
             pool = self.selected or window
-            top = max(pool, key=lambda p: len(content_words(f"{p.title} {p.text}") & self._q))
+            top = max(pool, key=lambda p: len(self.words(p) & self._q))
             candidates = {w.lower() for s in _SENTENCE.split(top.text) for w in new_names(s, self._q | content_words(top.title))}
         support = sum(1 for w in words if candidates & w) / self.top_k if candidates else 0.0
         out = [

@@ -9,7 +9,8 @@ import gymnasium as gym
 import numpy as np
 
 from searchgym.corpora.types import Passage
-from searchgym.envs.templates import TemplateState
+from searchgym.envs.core import doc_text
+from searchgym.envs.templates import TemplateState, window_passages
 from searchgym.error import ConfigError, InvalidActionError, SearchGymError
 
 
@@ -35,16 +36,10 @@ class StrictActions(gym.Wrapper):
 def answer_with(generator: Any, question: str, docs: Sequence[Passage], answers: Sequence[str]) -> str:
     """``generator``'s answer to ``question`` from ``docs`` (the gold answers go to a
     generator that reads them, such as ``gold-span``)."""
-    texts = [f"{p.title}\n{p.text}" for p in docs]
+    texts = [doc_text(p) for p in docs]
     if getattr(generator, "uses_gold", False):
         return str(generator(question, texts, answers=answers))
     return str(generator(question, texts))
-
-
-def window_passages(corpus: Any, info: Mapping[str, Any]) -> tuple[list[Passage], list[float]]:
-    """The passages and scores of the search an env ``info`` reports (``retrieved_ids``)."""
-    ids = list(info.get("retrieved_ids") or [])
-    return [corpus.get(i) for i in ids], list(info.get("retrieved_scores") or [0.0] * len(ids))
 
 
 class TemplateActions(gym.Wrapper):
@@ -161,9 +156,7 @@ class TemplateActions(gym.Wrapper):
         if turn is None:
             return self.state.features(), reward, False, False, self._with_mask(self._info, template=name, template_invalid=decision.invalid)
         _, env_reward, terminated, truncated, info = self.env.step(turn)
-        self.state.after_turn()
-        if info.get("retrieved_ids"):
-            self.state.observe(info["query"], *window_passages(self.env.unwrapped.corpus, info))
+        self.state.follow(info, self.env.unwrapped.corpus)
         reward += float(env_reward)
         if terminated or truncated:
             self.state.done = True
