@@ -133,25 +133,22 @@ def _given(ns: argparse.Namespace, cls: type) -> dict[str, Any]:
     return {k: v for k, v in vars(ns).items() if k in names}
 
 
-def _verb(flags: str) -> str:
-    return "configure" if "," in flags else "configures"
+def _refuse(names: list[str], what: str, fix: str) -> Exception:
+    from searchgym.error import ConfigError
 
-
-def _them(flags: str) -> str:
-    return "them" if "," in flags else "it"
+    flags = ", ".join("--" + k.replace("_", "-") for k in names)
+    verb, pronoun = ("configure", "them") if len(names) > 1 else ("configures", "it")
+    return ConfigError(f"{flags} {verb} {what}; drop {pronoun}{fix}.")
 
 
 def sb3_main(ns: argparse.Namespace) -> int:
-    from searchgym.error import ConfigError
     from searchgym.training.sb3 import SB3Args, train_sb3
 
-    given = {k: v for k, v in vars(ns).items() if k not in ("command", "preset")}
-    names = {f.name for f in dataclasses.fields(SB3Args)}
-    foreign = sorted(k for k in given if k not in names)
-    if foreign or ns.preset:
-        flags = ", ".join("--" + k.replace("_", "-") for k in foreign + (["preset"] if ns.preset else []))
-        raise ConfigError(f"{flags} {_verb(flags)} language-model training, not --algorithm {ns.algorithm}; drop {_them(flags)}.")
-    args = SB3Args(**{k: v for k, v in given.items() if k in names})
+    given = _given(ns, SB3Args)
+    foreign = sorted(set(_given(ns, Args)) - set(given)) + (["preset"] if ns.preset else [])
+    if foreign:
+        raise _refuse(foreign, f"language-model training, not --algorithm {ns.algorithm}", "")
+    args = SB3Args(**given)
     rows = train_sb3(args)
     last = rows[-1]
     print(
@@ -163,19 +160,14 @@ def sb3_main(ns: argparse.Namespace) -> int:
 
 def train_main(ns: argparse.Namespace) -> int:
     from searchgym.training.args import preset
-    from searchgym.training.sb3 import SB3_ALGORITHMS
+    from searchgym.training.sb3 import SB3_ALGORITHMS, SB3Args
     from searchgym.training.trainer import Trainer
 
     if getattr(ns, "algorithm", None) in SB3_ALGORITHMS:
         return sb3_main(ns)
-    from searchgym.training.sb3 import SB3Args
-
-    only_sb3 = sorted(k for k in vars(ns) if k in {f.name for f in dataclasses.fields(SB3Args)} - {f.name for f in dataclasses.fields(Args)})
+    only_sb3 = sorted(set(_given(ns, SB3Args)) - set(_given(ns, Args)))
     if only_sb3:
-        from searchgym.error import ConfigError
-
-        flags = ", ".join("--" + k.replace("_", "-") for k in only_sb3)
-        raise ConfigError(f"{flags} {_verb(flags)} --algorithm sb3-ppo / sb3-dqn runs; drop {_them(flags)} or pick one of those algorithms.")
+        raise _refuse(only_sb3, "--algorithm sb3-ppo / sb3-dqn runs", " or pick one of those algorithms")
     given = _given(ns, Args)
     args = preset(ns.preset, **given) if ns.preset else Args(**given)
     rows = Trainer(args).train()
