@@ -34,10 +34,12 @@ class TransformersLM(LanguageModel):
             keeps a given model's dtype and loads others in float32.
         max_batch_size: Most prompts decoded together; larger batches are split.
 
-    Prompts are left-padded into one batch and decoded with a KV cache. A prompt that
-    fills the model's context (``config.max_position_embeddings``) gets an empty
-    generation with ``finish_reason="prompt_too_long"``; the others stop with
-    ``"length"`` when their context runs out.
+    Prompts are left-padded into one batch and decoded with a KV cache; a sequence that
+    finishes leaves the batch (and its cache), so the remaining steps compute only the
+    sequences still generating. A prompt that fills the model's context
+    (``config.max_position_embeddings``) gets an empty generation with
+    ``finish_reason="prompt_too_long"``; the others stop with ``"length"`` when their
+    context runs out.
     """
 
     def __init__(
@@ -120,6 +122,7 @@ class TransformersLM(LanguageModel):
         logprobs: list[list[float]] = [[] for _ in range(batch)]
         texts = [""] * batch
         finish: list[str | None] = [None] * batch
+        live = list(range(batch))  # the prompt index of each row still in the batch
         past = None
         with torch.inference_mode():
             for _ in range(max(budgets)):
@@ -131,16 +134,25 @@ class TransformersLM(LanguageModel):
                     use_cache=True,
                 )
                 past = out.past_key_values
-                next_ids, next_logprobs = self._sample(out.logits[:, -1, :], params, generator)  # [B], [B]
-                for row, (token, logprob) in enumerate(zip(next_ids.tolist(), next_logprobs.tolist())):
-                    if finish[row] is None:
-                        finish[row] = self._append(row, token, logprob, tokens, logprobs, texts, budgets, params)
-                if all(f is not None for f in finish):
+                next_ids, next_logprobs = self._sample(out.logits[:, -1, :], params, generator)  # [L], [L]
+                for i, token, logprob in zip(live, next_ids.tolist(), next_logprobs.tolist()):
+                    finish[i] = self._append(i, token, logprob, tokens, logprobs, texts, budgets, params)
+                keep = [row for row, i in enumerate(live) if finish[i] is None]
+                if not keep:
                     break
-                # Finished rows keep being fed (their outputs are ignored) so the batch stays rectangular.
-                input_ids = next_ids.unsqueeze(-1)  # [B, 1]
-                attention_mask = torch.cat([attention_mask, attention_mask.new_ones((batch, 1))], dim=-1)
-                position_ids = position_ids[:, -1:] + 1  # [B, 1]
+                if len(keep) < len(live):
+                    # Finished rows leave the batch: later steps only compute the live ones.
+                    index = torch.tensor(keep, device=self.device)
+                    past.batch_select_indices(index)
+                    next_ids, attention_mask, position_ids = next_ids[index], attention_mask[index], position_ids[index]
+                    live = [live[row] for row in keep]
+                    # Columns that are padding in every remaining row are dropped as well.
+                    pad = int(attention_mask.sum(0).eq(0).long().cumprod(0).sum())
+                    if pad and _crop_left(past, pad, attention_mask.shape[1]):
+                        attention_mask = attention_mask[:, pad:]
+                input_ids = next_ids.unsqueeze(-1)  # [L, 1]
+                attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(live), 1))], dim=-1)
+                position_ids = position_ids[:, -1:] + 1  # [L, 1]
         return [
             Generation(texts[row], tuple(tokens[row]), tuple(logprobs[row]), finish[row] or "length")
             for row in range(batch)
@@ -180,6 +192,19 @@ class TransformersLM(LanguageModel):
         logp = torch.log_softmax(logits, dim=-1)  # [B, V]
         next_ids = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)  # [B]
         return next_ids, logp.gather(-1, next_ids.unsqueeze(-1)).squeeze(-1)
+
+
+def _crop_left(cache: Any, columns: int, width: int) -> bool:
+    """Drop the first ``columns`` positions of every layer of a ``DynamicCache`` whose
+    layers all hold ``width`` positions; return False (and change nothing) for any other
+    cache, such as one with sliding-window layers."""
+    layers = getattr(cache, "layers", None)
+    if not layers or any(getattr(layer, "keys", None) is None or layer.keys.shape[-2] != width for layer in layers):
+        return False
+    for layer in layers:
+        layer.keys = layer.keys[..., columns:, :]  # [B, H, T, D]
+        layer.values = layer.values[..., columns:, :]
+    return True
 
 
 def _resolve_dtype(torch: Any, dtype: Any) -> Any:

@@ -135,6 +135,33 @@ def test_prompt_too_long_is_flagged_and_context_caps_length(lm):
     assert len(gens[2].token_ids) == 3 and gens[2].finish_reason == "length"
 
 
+def test_rows_that_finish_leave_the_batch_without_changing_the_others(lm, monkeypatch):
+    """The widest prompt runs out of context first and leaves; the batch then narrows to
+    the remaining rows and drops the padding columns only that prompt needed. Every row
+    still equals its own one-prompt generation."""
+    context = lm.model.config.max_position_embeddings
+    prompts = [[7] * (context - 4), PROMPTS[1], PROMPTS[0], PROMPTS[3]]
+    widths = []
+    forward = lm.model.forward
+
+    def recording(*args, **kwargs):
+        widths.append(tuple(kwargs["attention_mask"].shape))
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(lm.model, "forward", recording)
+    batched = lm.generate(prompts, max_new_tokens=9, temperature=0)
+    monkeypatch.undo()
+    single = [lm.generate([p], max_new_tokens=9, temperature=0)[0] for p in prompts]
+    assert [len(g.token_ids) for g in batched] == [4, 9, 9, 9]
+    for b, s in zip(batched, single):
+        assert (b.text, b.token_ids, b.finish_reason) == (s.text, s.token_ids, s.finish_reason)
+        assert torch.allclose(torch.tensor(b.logprobs), torch.tensor(s.logprobs), atol=1e-4)
+    assert widths[0] == (4, context - 4)
+    # After the long prompt's 4th token: 3 rows, as wide as the longest remaining prompt.
+    remaining = max(len(lm.tokenizer.encode(p, add_special_tokens=False)) for p in prompts[1:])
+    assert widths[4] == (3, remaining + 4) and len(widths) == 9
+
+
 def test_out_of_vocabulary_ids_raise(lm):
     vocab = lm.model.get_input_embeddings().num_embeddings
     message = f"TransformersLM.generate expects token ids below the vocabulary size {vocab}, got id {vocab} in prompt 0."
