@@ -163,6 +163,7 @@ class SearchEnv(gym.Env[str, str]):
     - ``dataset``: a built-in name, a FlashRAG jsonl path or a list of :class:`QAExample`;
       default: the corpus's own questions. ``split`` and ``dataset_options`` go to its loader
       (``dataset_options`` default to ``corpus_options`` for built-ins sharing a world).
+      ``limit``: keep only the first ``limit`` questions of the split (None: all).
     - ``retriever``: ``"bm25"`` (bm25s), ``"rank-bm25"``, ``"dense"``, ``"dense-hnsw"`` or a
       :class:`Retriever`; ``retriever_options`` go to its constructor. ``top_k``: documents per
       search; ``initial_top_k``: documents in the first observation of protocols that start
@@ -193,6 +194,7 @@ class SearchEnv(gym.Env[str, str]):
         split: str = "dev",
         corpus_options: Mapping[str, Any] | None = None,
         dataset_options: Mapping[str, Any] | None = None,
+        limit: int | None = None,
         retriever: str | Retriever = "bm25",
         retriever_options: Mapping[str, Any] | None = None,
         top_k: int = 3,
@@ -222,9 +224,11 @@ class SearchEnv(gym.Env[str, str]):
         self.render_mode = render_mode
 
         self.protocol: Protocol = make_protocol(protocol)
+        limit = _positive_int("limit", limit, allow_none=True)
         self.corpus, self.examples = load_task_data(
             corpus, dataset, split=split, corpus_options=corpus_options, dataset_options=dataset_options
         )
+        self.examples = self.examples[:limit]
         self._by_id = {ex.id: i for i, ex in enumerate(self.examples)}
         self.retriever: Retriever = make_retriever(retriever, self.corpus, **dict(retriever_options or {}))
         self.summarizer: Summarizer = make_summarizer(summarizer, **dict(summarizer_options or {}))

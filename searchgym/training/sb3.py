@@ -135,11 +135,7 @@ def make_template_env(env_id: str, env_options: dict[str, Any], *, split: str, l
     from searchgym.envs.registration import full_env_id
     from searchgym.envs.wrappers import TemplateActions
 
-    env = gym.make(full_env_id(env_id), split=split, **env_options)
-    if limit is not None:
-        inner = env.unwrapped
-        inner.examples = inner.examples[:limit]
-        inner._by_id = {ex.id: i for i, ex in enumerate(inner.examples)}
+    env = gym.make(full_env_id(env_id), split=split, **{**env_options, **({"limit": limit} if limit is not None else {})})
     return TemplateActions(env, **wrapper)
 
 

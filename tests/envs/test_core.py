@@ -57,12 +57,24 @@ def test_bad_reset_options(options, message):
         ({"summarizer": "lm"}, UnknownNameError, "Unknown summarizer 'lm'. Did you mean 'llm'? Expected one of: extractive, identity, llm."),
         ({"top_k": 0}, ConfigError, "SearchEnv expects top_k to be a positive integer, got 0."),
         ({"max_turns": "4"}, ConfigError, "SearchEnv expects max_turns to be a positive integer, got '4'."),
+        ({"limit": 0}, ConfigError, "SearchEnv expects limit to be a positive integer, got 0."),
         ({"render_mode": "rgb_array"}, UnknownNameError, "Unknown render mode 'rgb_array'."),
     ],
 )
 def test_bad_arguments_fail_with_a_clear_message(kwargs, error, message):
     with pytest.raises(error, match="^" + re.escape(message)):
         SearchEnv(corpus_options=SMALL_WORLD, **kwargs)
+
+
+def test_limit_keeps_the_first_questions_of_the_split():
+    full = SearchEnv(corpus_options=SMALL_WORLD)
+    env = SearchEnv(corpus_options=SMALL_WORLD, limit=3)
+    assert [ex.id for ex in env.examples] == [ex.id for ex in full.examples[:3]]
+    seen = {env.reset(seed=seed)[1]["example_id"] for seed in range(20)}
+    assert seen <= {ex.id for ex in env.examples}
+    with pytest.raises(ConfigError, match="example_id"):
+        env.reset(options={"example_id": full.examples[3].id})
+    assert len(SearchEnv(corpus_options=SMALL_WORLD, limit=10**6).examples) == len(full.examples)
 
 
 def test_s3_needs_a_generator_and_accepts_a_callable():
