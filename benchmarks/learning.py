@@ -58,7 +58,9 @@ def main() -> None:
     parser.add_argument("--smollm2-steps", type=int, default=None)
     parser.add_argument("--sft-run", type=Path, default=None,
                         help="reuse the scratch model of an earlier SFT run folder (its final/ and metrics.csv) instead of pretraining and SFT")
-    parser.add_argument("--smollm2-sft-questions", type=int, default=None, help="oracle trajectories of SmolLM2's SFT")
+    parser.add_argument("--smollm2-sft-questions", type=int, default=None, help="oracle trajectories of SmolLM2's SFT (default: 64)")
+    parser.add_argument("--smollm2-lr", type=float, default=2e-6, help="learning rate of SmolLM2's GRPO (default: 2e-6)")
+    parser.add_argument("--smollm2-eval", type=int, default=8, help="dev questions of SmolLM2's evaluations (default: 8)")
     opts = parser.parse_args()
 
     from searchgym.training.args import Args
@@ -124,15 +126,15 @@ def main() -> None:
         t0 = time.perf_counter()
         smol_sft_rows = sft(SFTArgs(
             env_options=env_options, eval_env_options=eval_options, model="smollm2", limit=smol_sft, epochs=1,
-            batch_size=8, micro_batch_size=2, lr=5e-5, warmup_steps=2, eval_every=0, eval_limit=8 if not q else 4,
+            batch_size=8, micro_batch_size=2, lr=5e-5, warmup_steps=2, eval_every=0, eval_limit=opts.smollm2_eval if not q else 4,
             max_new_tokens=48, out=str(opts.out / "smollm2-sft"), progress=True,
         ))
         print(f"SmolLM2 SFT: {len(smol_sft_rows)} steps on {smol_sft} oracle episodes in {time.perf_counter() - t0:.0f} s, "
               f"loss {smol_sft_rows[0]['loss']:.2f} -> {smol_sft_rows[-1]['loss']:.3f}, dev reward {smol_sft_rows[-1]['eval_reward']:.3f}")
         args = Args(
             model=str(opts.out / "smollm2-sft" / "final"), env_options=env_options, eval_env_options=eval_options,
-            algorithm="grpo", n=4, questions_per_step=4, micro_batch_size=2, lr=2e-6, temperature=1.0, max_new_tokens=48,
-            num_envs=16, total_steps=smol_steps, eval_every=max(1, smol_steps // 2), eval_limit=8 if not q else 4,
+            algorithm="grpo", n=4, questions_per_step=4, micro_batch_size=2, lr=opts.smollm2_lr, temperature=1.0, max_new_tokens=48,
+            num_envs=16, total_steps=smol_steps, eval_every=max(1, smol_steps // 2), eval_limit=opts.smollm2_eval if not q else 4,
             save_every=smol_steps, out=str(opts.out / "smollm2"), tensorboard=False,
         )
         t0 = time.perf_counter()
