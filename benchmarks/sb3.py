@@ -6,11 +6,13 @@
    perfect ``gold-span`` reader: uniformly random templates, the naive-RAG template policy
    (search the question, answer from its top-k) and the trained policies. "answered right"
    is then whether the passages answered from hold a gold answer.
-3. ``searchgym bench`` on the dev split with SmolLM2 as the reader: the random agent, the
-   naive-RAG baseline (SmolLM2 reads the top-k for the question) and the PPO policy (SmolLM2
-   reads the passages it chose, with the same prompt).
+3. ``searchgym bench`` on the held-out dev and test splits with SmolLM2 as the reader: the
+   random agent, the naive-RAG baseline (SmolLM2 reads the top-k for the question) and the
+   PPO policy (SmolLM2 reads the passages it chose, with the same prompt); then the PPO
+   policy against naive RAG question by question (GenAcc wins and losses over both splits,
+   with a one-sided sign test).
 
-    python benchmarks/sb3.py                          # ~10 minutes on 2 CPU cores
+    python benchmarks/sb3.py                          # ~12 minutes on 2 CPU cores
     python benchmarks/sb3.py --timesteps 20000 --skip-bench
 """
 
@@ -53,6 +55,8 @@ def main() -> None:
     parser.add_argument("--algorithms", nargs="+", default=["sb3-ppo", "sb3-dqn"], help="algorithms to train")
     parser.add_argument("--limit", type=int, default=100, help="dev questions of the tables (default 100: all)")
     parser.add_argument("--seed", type=int, default=0, help="training seed")
+    parser.add_argument("--passage-cost", type=float, default=0.05, help="reward cost per passage answered from, in training and the LM-free table (default 0.05)")
+    parser.add_argument("--bench-splits", nargs="+", default=["dev", "test"], help="held-out splits of part 3 (default dev test)")
     parser.add_argument("--skip-bench", action="store_true", help="skip part 3 (the SmolLM2 bench)")
     parser.add_argument("--bench-options", default='{"dtype": "bfloat16"}', help="backend options of the bench's SmolLM2 (JSON)")
     parser.add_argument("--out", type=Path, default=Path("results/sb3"), help="output folder (default results/sb3)")
@@ -70,7 +74,7 @@ def main() -> None:
         run = opts.out / algorithm
         t0 = time.perf_counter()
         rows = train_sb3(SB3Args(algorithm=algorithm, env_id=opts.env_id, total_timesteps=opts.timesteps, eval_every=max(opts.timesteps // 6, 1),
-                                 eval_limit=opts.limit, out=str(run), seed=opts.seed, progress=False))
+                                 eval_limit=opts.limit, out=str(run), seed=opts.seed, passage_cost=opts.passage_cost, progress=False))
         seconds = time.perf_counter() - t0
         runs[algorithm] = run
         print(f"  {algorithm}: {seconds:.0f} s; eval reward by timestep: " + ", ".join(f"{r['step']}: {r['eval_reward']:.3f}" for r in rows))
@@ -80,7 +84,7 @@ def main() -> None:
     print(f"\n== 2. LM-free, dev split (first {opts.limit}), gold-span reader")
     from searchgym.agents.sb3 import load_policy
 
-    env = make_template_env(opts.env_id, {}, split="dev", limit=opts.limit, generator="gold-span", passage_cost=0.02)
+    env = make_template_env(opts.env_id, {}, split="dev", limit=opts.limit, generator="gold-span", passage_cost=opts.passage_cost)
     policies = {
         "random templates": RandomTemplates(env.action_space.n, seed=opts.seed),
         "naive RAG (search the question, answer)": NaiveTemplates(GLOBAL_FEATURES.index("question_searched"), env.action_space.n - 1),
@@ -97,20 +101,39 @@ def main() -> None:
     (opts.out / "lm_free.md").write_text("\n".join(table) + "\n")
 
     if not opts.skip_bench and "sb3-ppo" in runs:
-        print(f"\n== 3. searchgym bench, dev split (first {opts.limit}), SmolLM2 reads the passages")
         from searchgym.bench import BenchConfig, run_bench
 
-        config = BenchConfig(
-            runs=[(opts.env_id, "random"), (opts.env_id, "naive-rag"), (opts.env_id, "sb3")], limit=opts.limit,
-            backend_options=json.loads(opts.bench_options), agent_options={"sb3": {"policy": str(runs["sb3-ppo"])}},
-            labels=["random agent", "naive RAG (SmolLM2 reads top-3)", "SB3 PPO policy (SmolLM2 reads its passages)"],
-        )
-        results = run_bench(config, opts.out / "bench", resume=False)
-        print(results.markdown())
-        report["bench"] = results.rows
-        (opts.out / "bench.md").write_text(results.markdown() + "\n")
+        labels = ["random agent", "naive RAG (SmolLM2 reads top-3)", "SB3 PPO policy (SmolLM2 reads its passages)"]
+        paired = []
+        report["bench"] = {}
+        for split in opts.bench_splits:
+            print(f"\n== 3. searchgym bench, {split} split (first {opts.limit}), SmolLM2 reads the passages")
+            config = BenchConfig(
+                runs=[(opts.env_id, "random"), (opts.env_id, "naive-rag"), (opts.env_id, "sb3")], split=split, limit=opts.limit,
+                backend_options=json.loads(opts.bench_options), agent_options={"sb3": {"policy": str(runs["sb3-ppo"])}}, labels=labels,
+            )
+            results = run_bench(config, opts.out / f"bench-{split}", resume=False)
+            print(results.markdown())
+            report["bench"][split] = results.rows
+            (opts.out / f"bench-{split}.md").write_text(results.markdown() + "\n")
+            naive = {r["example_id"]: r["gen_acc"] for r in results.episodes[labels[1]]}
+            paired += [(r["gen_acc"], naive[r["example_id"]]) for r in results.episodes[labels[2]]]
+        wins, losses = sum(a > b for a, b in paired), sum(a < b for a, b in paired)
+        p = sign_test(wins, losses)
+        print(f"\nSB3 PPO vs naive RAG, {len(paired)} held-out questions ({' + '.join(opts.bench_splits)}): GenAcc "
+              f"{sum(a for a, _ in paired) / len(paired):.3f} vs {sum(b for _, b in paired) / len(paired):.3f}; "
+              f"PPO right where naive RAG is wrong on {wins}, the reverse on {losses} (one-sided sign test p = {p:.2g})")
+        report["paired"] = {"questions": len(paired), "wins": wins, "losses": losses, "sign_test_p": p}
     (opts.out / "report.json").write_text(json.dumps(report, indent=2, default=str))
-    print(f"\nwrote {opts.out}/report.json, lm_free.md, bench.md, and the run folders")
+    print(f"\nwrote {opts.out}/report.json, lm_free.md, bench-<split>.md, and the run folders")
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """P(at least ``wins`` successes in ``wins + losses`` fair coin flips): the one-sided sign test."""
+    from math import comb
+
+    n = wins + losses
+    return sum(comb(n, i) for i in range(wins, n + 1)) / 2**n if n else 1.0
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ class SB3Args:
     (gold-span: right exactly when a selected passage holds a gold answer; LM-free)."""
     invalid_penalty: float = 0.05
     """Reward subtracted per template that could not run."""
-    passage_cost: float = 0.02
+    passage_cost: float = 0.05
     """Reward subtracted per passage the final answer is generated from (precise selections read better)."""
     max_steps: int | None = None
     """Templates per episode before the final one is forced (None: max_turns * (top_k + 1))."""
