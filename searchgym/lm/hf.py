@@ -13,6 +13,7 @@ from typing import Any
 from searchgym.error import ConfigError, require
 from searchgym.lm.base import Generation, LanguageModel, SamplingParams, stop_end
 from searchgym.lm.models import MODEL_FOLDERS
+from searchgym.lm.prefix_cache import PrefixCache, weights_fingerprint
 
 #: Built-in model names (besides local folders and cached Hugging Face ids).
 MODEL_NAMES = ("smollm2", "tiny-random")
@@ -33,6 +34,12 @@ class TransformersLM(LanguageModel):
         dtype: ``"float32"``, ``"float16"``, ``"bfloat16"`` or a ``torch.dtype``; ``None``
             keeps a given model's dtype and loads others in float32.
         max_batch_size: Most prompts decoded together; larger batches are split.
+        prefix_cache_mb: Memory budget of the prefix cache in MiB; 0 turns it off. The
+            keys and values of every finished sequence are kept (least recently used
+            dropped first), and a later prompt that begins with one of them encodes only
+            its new tokens: a multi-turn agent's next turn encodes just the observation
+            instead of the whole conversation (see :mod:`searchgym.lm.prefix_cache`).
+            The cache is dropped whenever the parameters change (an optimizer step).
 
     Prompts are left-padded into one batch and decoded with a KV cache; a sequence that
     finishes leaves the batch (and its cache), so the remaining steps compute only the
@@ -50,11 +57,17 @@ class TransformersLM(LanguageModel):
         device: Any = None,
         dtype: Any = None,
         max_batch_size: int = 64,
+        prefix_cache_mb: float = 1024,
     ):
         self._torch = torch = require("torch", extra="lm", feature="TransformersLM")
         transformers = require("transformers", extra="lm", feature="TransformersLM")
         if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or max_batch_size < 1:
             raise ConfigError(f"TransformersLM expects max_batch_size to be a positive integer, got {max_batch_size!r}.")
+        if isinstance(prefix_cache_mb, bool) or not isinstance(prefix_cache_mb, (int, float)) or not prefix_cache_mb >= 0:
+            raise ConfigError(
+                f"TransformersLM expects prefix_cache_mb to be a number of MiB >= 0 (0 turns the prefix cache off), "
+                f"got {prefix_cache_mb!r}."
+            )
         torch_dtype = _resolve_dtype(torch, dtype)
         if isinstance(model, str):
             model, tokenizer = _load(transformers, model, tokenizer, torch_dtype)
@@ -76,20 +89,13 @@ class TransformersLM(LanguageModel):
             i for i in (*_ids(tokenizer.eos_token_id), *_ids(getattr(model.generation_config, "eos_token_id", None)))
         )
         self._vocab_size = model.get_input_embeddings().num_embeddings
+        budget = int(prefix_cache_mb * 2**20)
+        self.prefix_cache: PrefixCache | None = PrefixCache(budget) if budget > 0 else None
 
     def _generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> list[Generation]:
-        torch = self._torch
-        for i, ids in enumerate(prompt_ids):
-            if max(ids) >= self._vocab_size:
-                raise ConfigError(
-                    f"TransformersLM.generate expects token ids below the vocabulary size "
-                    f"{self._vocab_size}, got id {max(ids)} in prompt {i}."
-                )
-        generator = torch.Generator(device=self.device)
-        if params.seed is None:
-            generator.seed()
-        else:
-            generator.manual_seed(params.seed)
+        self._check_vocabulary(prompt_ids)
+        generator = self._generator(params.seed)
+        cache = self._usable_cache()
         results: list[Generation | None] = [None] * len(prompt_ids)
         runnable = []
         for i, ids in enumerate(prompt_ids):
@@ -99,45 +105,51 @@ class TransformersLM(LanguageModel):
                 runnable.append(i)
         for start in range(0, len(runnable), self.max_batch_size):
             chunk = runnable[start : start + self.max_batch_size]
-            for i, generation in zip(chunk, self._decode_batch([prompt_ids[i] for i in chunk], params, generator)):
+            for i, generation in zip(chunk, self._decode_batch([prompt_ids[i] for i in chunk], params, generator, cache)):
                 results[i] = generation
         return results  # type: ignore[return-value]
 
-    def _decode_batch(self, prompts: list[list[int]], params: SamplingParams, generator: Any) -> list[Generation]:
-        torch = self._torch
-        batch = len(prompts)
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((batch, width), self.pad_token_id, dtype=torch.long)  # [B, T]
-        attention_mask = torch.zeros((batch, width), dtype=torch.long)  # [B, T]
-        for row, ids in enumerate(prompts):
-            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            attention_mask[row, width - len(ids) :] = 1
-        input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
-        # Left padding shifts real tokens right; positions must count real tokens only.
-        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # [B, T]
-        # Each sequence may grow only until its context is full.
-        budgets = [min(params.max_new_tokens, self.context_length - len(p)) for p in prompts]
-
-        tokens: list[list[int]] = [[] for _ in range(batch)]
-        logprobs: list[list[float]] = [[] for _ in range(batch)]
-        texts = [""] * batch
-        finish: list[str | None] = [None] * batch
-        live = list(range(batch))  # the prompt index of each row still in the batch
-        past = None
-        with torch.inference_mode():
-            for _ in range(max(budgets)):
-                out = self.model(
-                    input_ids=input_ids,
-                    attention_mask=attention_mask,
-                    position_ids=position_ids,
-                    past_key_values=past,
-                    use_cache=True,
+    def _check_vocabulary(self, prompt_ids: list[list[int]]) -> None:
+        for i, ids in enumerate(prompt_ids):
+            if max(ids) >= self._vocab_size:
+                raise ConfigError(
+                    f"TransformersLM.generate expects token ids below the vocabulary size "
+                    f"{self._vocab_size}, got id {max(ids)} in prompt {i}."
                 )
-                past = out.past_key_values
-                next_ids, next_logprobs = self._sample(out.logits[:, -1, :], params, generator)  # [L], [L]
-                for i, token, logprob in zip(live, next_ids.tolist(), next_logprobs.tolist()):
-                    finish[i] = self._append(i, token, logprob, tokens, logprobs, texts, budgets, params)
-                keep = [row for row, i in enumerate(live) if finish[i] is None]
+
+    def _generator(self, seed: int | None) -> Any:
+        generator = self._torch.Generator(device=self.device)
+        if seed is None:
+            generator.seed()
+        else:
+            generator.manual_seed(seed)
+        return generator
+
+    def _usable_cache(self) -> PrefixCache | None:
+        """The prefix cache, emptied if the weights changed; None when off or when the
+        weights cannot be fingerprinted."""
+        cache = self.prefix_cache
+        if cache is None:
+            return None
+        fingerprint = weights_fingerprint(self.model)
+        cache.check(fingerprint)
+        return cache if fingerprint is not None else None
+
+    def _decode_batch(
+        self, prompts: list[list[int]], params: SamplingParams, generator: Any, cache: PrefixCache | None = None
+    ) -> list[Generation]:
+        torch = self._torch
+        seqs = [Decoding(p, params, min(params.max_new_tokens, self.context_length - len(p))) for p in prompts]
+        live = list(seqs)  # the sequence of each row still in the batch
+        with torch.inference_mode():
+            logits, past, attention_mask, position_ids = self._prefill(seqs, cache)
+            storable = cache is not None and _full_cache(past, attention_mask.shape[1])
+            while True:
+                next_ids, next_logprobs = self._sample(logits, params, generator)  # [L], [L]
+                for row, (seq, token, logprob) in enumerate(zip(live, next_ids.tolist(), next_logprobs.tolist())):
+                    if self._append(seq, token, logprob) and storable:
+                        self._keep(cache, seq, past, row, attention_mask[row])  # type: ignore[arg-type]
+                keep = [row for row, seq in enumerate(live) if seq.finish is None]
                 if not keep:
                     break
                 if len(keep) < len(live):
@@ -146,31 +158,95 @@ class TransformersLM(LanguageModel):
                     past.batch_select_indices(index)
                     next_ids, attention_mask, position_ids = next_ids[index], attention_mask[index], position_ids[index]
                     live = [live[row] for row in keep]
-                    # Columns that are padding in every remaining row are dropped as well.
-                    pad = int(attention_mask.sum(0).eq(0).long().cumprod(0).sum())
-                    if pad and _crop_left(past, pad, attention_mask.shape[1]):
-                        attention_mask = attention_mask[:, pad:]
-                input_ids = next_ids.unsqueeze(-1)  # [L, 1]
+                    attention_mask = _drop_padding(past, attention_mask)
                 attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(live), 1))], dim=-1)
-                position_ids = position_ids[:, -1:] + 1  # [L, 1]
-        return [
-            Generation(texts[row], tuple(tokens[row]), tuple(logprobs[row]), finish[row] or "length")
-            for row in range(batch)
-        ]
+                position_ids = position_ids + 1  # [L, 1]
+                out = self.model(
+                    input_ids=next_ids.unsqueeze(-1),  # [L, 1]
+                    attention_mask=attention_mask,
+                    position_ids=position_ids,
+                    past_key_values=past,
+                    use_cache=True,
+                )
+                past, logits = out.past_key_values, out.logits[:, -1, :]
+        return [seq.generation() for seq in seqs]
 
-    def _append(self, row, token, logprob, tokens, logprobs, texts, budgets, params) -> str | None:
-        """Record one sampled token of ``row``; return its finish reason once it is done."""
-        tokens[row].append(token)
-        logprobs[row].append(logprob)
+    def _prefill(self, seqs: list[Decoding], cache: PrefixCache | None) -> tuple[Any, Any, Any, Any]:
+        """Encode the prompts of ``seqs`` in one forward pass, reusing cached prefixes.
+
+        Returns the last position's logits ``[B, V]``, the KV cache, the attention mask
+        ``[B, W]`` over the cache's columns and each row's last position ``[B, 1]``.
+        """
+        torch = self._torch
+        batch = len(seqs)
+        for seq in seqs:
+            seq.hit = cache.lookup(seq.prompt) if cache is not None else None
+        cached = [len(seq.hit[0]) if seq.hit else 0 for seq in seqs]
+        suffixes = [seq.prompt[c:] for seq, c in zip(seqs, cached)]
+        # Layout of row r: its cached tokens end at column C, its new tokens at the last
+        # column; the attention mask marks both, the gaps are padding.
+        C, S = max(cached), max(len(s) for s in suffixes)
+        width = C + S
+        input_ids = torch.full((batch, S), self.pad_token_id, dtype=torch.long)  # [B, S]
+        attention_mask = torch.zeros((batch, width), dtype=torch.long)  # [B, C+S]
+        position_ids = torch.zeros((batch, S), dtype=torch.long)  # [B, S]
+        for row, (ids, c) in enumerate(zip(suffixes, cached)):
+            input_ids[row, S - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            attention_mask[row, C - c : C] = 1
+            attention_mask[row, width - len(ids) :] = 1
+            # Positions count real tokens only (left padding shifts them right).
+            position_ids[row, S - len(ids) :] = torch.arange(c, c + len(ids))
+        attention_mask, position_ids = attention_mask.to(self.device), position_ids.to(self.device)
+        out = self.model(
+            input_ids=input_ids.to(self.device),
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=self._cached_past([seq.hit for seq in seqs], cached, C) if C else None,
+            use_cache=True,
+        )
+        return out.logits[:, -1, :], out.past_key_values, attention_mask, position_ids[:, -1:]
+
+    def _keep(self, cache: PrefixCache, seq: Decoding, past: Any, row: int, mask: Any) -> None:
+        """Store a finished row's keys and values: the prompt and every sampled token but
+        the last, which was never fed back. The entry it extends is superseded."""
+        cache.store(seq.prompt + seq.tokens[:-1], _row_layers(past, row, mask))
+        if seq.hit is not None:
+            cache.discard(seq.hit[0])
+
+    def _cached_past(self, hits: list, cached: list[int], width: int) -> Any:
+        """A ``DynamicCache`` of ``width`` columns holding each row's cached keys and
+        values right-aligned (zeros where a row has fewer cached tokens)."""
+        from transformers.cache_utils import DynamicCache
+
+        torch = self._torch
+        reference = next(hit[1] for hit in hits if hit)
+        layers = []
+        for layer, (k0, v0) in enumerate(reference):
+            keys = torch.zeros((len(hits), k0.shape[0], width, k0.shape[-1]), dtype=k0.dtype, device=k0.device)
+            values = torch.zeros((len(hits), v0.shape[0], width, v0.shape[-1]), dtype=v0.dtype, device=v0.device)
+            for row, (hit, c) in enumerate(zip(hits, cached)):
+                if hit:
+                    keys[row, :, width - c :] = hit[1][layer][0]
+                    values[row, :, width - c :] = hit[1][layer][1]
+            layers.append((keys, values))
+        return DynamicCache(ddp_cache_data=layers)
+
+    def _append(self, seq: Decoding, token: int, logprob: float) -> bool:
+        """Record one sampled token of ``seq``; return whether it is now finished."""
+        seq.tokens.append(token)
+        seq.logprobs.append(logprob)
         if token in self.eos_token_ids:
-            return "stop"
-        text = self.tokenizer.decode(tokens[row], clean_up_tokenization_spaces=False)
-        end = stop_end(text, params.stop)
+            seq.finish = "stop"
+            return True
+        text = self.tokenizer.decode(seq.tokens, clean_up_tokenization_spaces=False)
+        end = stop_end(text, seq.params.stop)
         if end is not None:
-            texts[row] = text[:end]
-            return "stop"
-        texts[row] = text
-        return "length" if len(tokens[row]) >= budgets[row] else None
+            seq.text, seq.finish = text[:end], "stop"
+            return True
+        seq.text = text
+        if len(seq.tokens) >= seq.budget:
+            seq.finish = "length"
+        return seq.finish is not None
 
     def _sample(self, logits: Any, params: SamplingParams, generator: Any) -> tuple[Any, Any]:
         """Pick the next id of every row and its logprob under the distribution used."""
@@ -192,6 +268,48 @@ class TransformersLM(LanguageModel):
         logp = torch.log_softmax(logits, dim=-1)  # [B, V]
         next_ids = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)  # [B]
         return next_ids, logp.gather(-1, next_ids.unsqueeze(-1)).squeeze(-1)
+
+
+class Decoding:
+    """One prompt being decoded: what it may generate and what it has generated."""
+
+    __slots__ = ("prompt", "params", "budget", "tokens", "logprobs", "text", "finish", "hit", "owner")
+
+    def __init__(self, prompt: list[int], params: SamplingParams, budget: int, owner: Any = None):
+        self.prompt, self.params, self.budget, self.owner = prompt, params, budget, owner
+        self.tokens: list[int] = []
+        self.logprobs: list[float] = []
+        self.text = ""
+        self.finish: str | None = None
+        self.hit: Any = None
+
+    def generation(self) -> Generation:
+        return Generation(self.text, tuple(self.tokens), tuple(self.logprobs), self.finish or "length")
+
+
+def _drop_padding(cache: Any, attention_mask: Any) -> Any:
+    """Drop the leading columns that are padding in every row, from the cache and the mask
+    (when the cache allows it)."""
+    pad = int(attention_mask.sum(0).eq(0).long().cumprod(0).sum())
+    if pad and _crop_left(cache, pad, attention_mask.shape[1]):
+        return attention_mask[:, pad:]
+    return attention_mask
+
+
+def _full_cache(cache: Any, width: int) -> bool:
+    """Whether ``cache`` is a ``DynamicCache`` whose layers all hold every one of the
+    ``width`` positions (no sliding window), so one row's entries can be kept."""
+    layers = getattr(cache, "layers", None)
+    return bool(layers) and all(
+        type(layer).__name__ == "DynamicLayer" and getattr(layer, "keys", None) is not None and layer.keys.shape[-2] == width
+        for layer in layers
+    )
+
+
+def _row_layers(cache: Any, row: int, mask: Any) -> list[tuple[Any, Any]]:
+    """The keys and values of batch row ``row`` at the columns its mask marks real."""
+    columns = mask.nonzero().squeeze(-1)
+    return [(layer.keys[row].index_select(-2, columns), layer.values[row].index_select(-2, columns)) for layer in cache.layers]
 
 
 def _crop_left(cache: Any, columns: int, width: int) -> bool:
