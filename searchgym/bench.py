@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.agents import AGENTS, LM_FREE, EpisodeResult, Task, make_agent, run_episodes
+from searchgym.agents.driver import SCHEDULINGS
 from searchgym.agents.registry import needs_lm as agent_needs_lm
 from searchgym.envs.frozen import with_frozen_models
 from searchgym.envs.registration import NAMESPACE, full_env_id
@@ -76,6 +77,10 @@ class BenchConfig:
     ``{"sb3": {"policy": "runs/sb3"}}``)."""
     num_envs: int = 16
     """Episodes live at once (the LM batch size)."""
+    scheduling: str = "turns"
+    """How the live episodes share the model (``run_episodes``): ``"turns"`` (one batched
+    call per turn of all of them; reproducible) or ``"continuous"`` (one shared decode
+    loop, no turn waits for the longest answer; faster with transformers models)."""
     temperature: float = 0.0
     """Sampling temperature of LM agents (0: greedy)."""
     max_new_tokens: int = 256
@@ -92,6 +97,8 @@ class BenchConfig:
             raise ConfigError(f"BenchConfig expects limit to be a positive integer or None, got {self.limit!r}.")
         if isinstance(self.num_envs, bool) or not isinstance(self.num_envs, int) or self.num_envs < 1:
             raise ConfigError(f"BenchConfig expects num_envs to be a positive integer, got {self.num_envs!r}.")
+        if self.scheduling not in SCHEDULINGS:
+            raise ConfigError(f"BenchConfig expects scheduling to be one of {', '.join(SCHEDULINGS)}, got {self.scheduling!r}.")
         if not self.seeds:
             raise ConfigError("BenchConfig expects at least one seed, got none.")
         if self.labels is not None and len(self.labels) != len(self.runs):
@@ -287,7 +294,7 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
                     f.write(json.dumps(record) + "\n")
                     f.flush()
 
-        run_episodes(envs[: len(tasks)], agent, tasks, on_result=write, progress=progress, desc=label)
+        run_episodes(envs[: len(tasks)], agent, tasks, on_result=write, progress=progress, desc=label, scheduling=config.scheduling)
 
     rows = [summarize(label, env_id, agent, done[label]) for label, (env_id, agent) in zip(labels, config.runs)]
     results = BenchResults(config, rows, done, out)

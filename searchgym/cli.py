@@ -111,6 +111,11 @@ def _add_bench(sub) -> None:
         help="constructor option of one agent, e.g. sb3:policy=runs/sb3 or naive-rag:k=5 (repeatable)",
     )
     bench.add_argument("--num-envs", type=_positive, default=16, help="episodes live at once (default 16)")
+    bench.add_argument(
+        "--scheduling", choices=("turns", "continuous"), default="turns",
+        help="turns: one batched LM call per turn of all live episodes (reproducible, default); "
+        "continuous: one shared decode loop, no turn waits for the longest answer (faster with transformers)",
+    )
     bench.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0: greedy)")
     bench.add_argument("--max-new-tokens", type=_positive, default=256, help="tokens per agent turn (default 256)")
     bench.add_argument("--out", type=Path, default=Path("results/bench"), help="output folder (default results/bench)")
@@ -165,7 +170,7 @@ def _bench(args) -> int:
         runs=runs, agent_options=agent_options, split=args.split, limit=args.limit, seeds=tuple(args.seeds), model=args.model,
         backend=args.backend, backend_options=_key_values(args.backend_option, "backend-option"),
         frozen_model=args.frozen_model, summarizer=args.summarizer, env_options=env_options,
-        num_envs=args.num_envs, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+        num_envs=args.num_envs, scheduling=args.scheduling, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
     )
     results = run_bench(config, args.out, progress=not args.quiet, resume=not args.no_resume)
     print(results.markdown())

@@ -48,6 +48,16 @@ def test_bench_writes_json_csv_png_and_markdown(tmp_path):
     assert len(read_episodes(tmp_path / "episodes.jsonl")) == 24
 
 
+def test_continuous_scheduling_gives_the_same_benchmark(tmp_path):
+    turns = run_bench(config(runs=[("SearchR1-v0", "oracle")]), tmp_path / "turns", progress=False)
+    continuous = run_bench(config(runs=[("SearchR1-v0", "oracle")], scheduling="continuous"), tmp_path / "continuous", progress=False)
+    drop = lambda row: {k: v for k, v in row.items() if k != "seconds_per_episode"}  # noqa: E731
+    assert [drop(r) for r in continuous.rows] == [drop(r) for r in turns.rows]
+    assert json.loads((tmp_path / "continuous" / "config.json").read_text())["scheduling"] == "continuous"
+    with pytest.raises(ConfigError, match="^BenchConfig expects scheduling to be one of turns, continuous, got 'eager'.$"):
+        config(scheduling="eager")
+
+
 def test_resume_plays_only_missing_episodes_and_tolerates_a_cut_last_line(tmp_path, monkeypatch):
     run_bench(config(), tmp_path, progress=False)
     path = tmp_path / "episodes.jsonl"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -15,9 +16,23 @@ class Agent(ABC):
     of text per episode. Agents that keep per-episode state key it by ``info["slot"]``
     (set by the vectorized driver, :func:`searchgym.agents.driver.run_episodes`; the
     position in the batch when absent) and reset it when ``info["turn"] == 0``.
+
+    Agents that generate with a language model set :attr:`last_generations` in ``act``;
+    it is kept per thread, because the continuous driver calls ``act`` from one thread
+    per slot.
     """
 
     name: str = "agent"
+
+    @property
+    def last_generations(self) -> list[Any]:
+        """The calling thread's generations of its last ``act``, aligned with its batch
+        (``None`` where no model ran); empty for agents without a model."""
+        return getattr(self.__dict__.setdefault("_thread_state", threading.local()), "generations", [])
+
+    @last_generations.setter
+    def last_generations(self, generations: list[Any]) -> None:
+        self.__dict__.setdefault("_thread_state", threading.local()).generations = generations
 
     @abstractmethod
     def act(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[str]:

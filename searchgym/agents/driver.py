@@ -1,4 +1,4 @@
-"""The vectorized driver: many episodes live at once, one batched LM call per turn.
+"""The vectorized driver: many episodes live at once, their LM calls batched.
 
 ``run_episodes(envs, agent, tasks)`` keeps ``len(envs)`` episodes running. Every round it
 asks the agent for the turns of all live episodes in one ``act`` call (an LM agent makes
@@ -6,6 +6,9 @@ one ``generate`` call for the whole batch), then steps the envs in parallel thre
 that the LM calls their components make (RECON summarizer, s3 generator, R-Search
 reader) are batched too (:mod:`searchgym.lm.batching`). A finished env starts the next
 task. At temperature 0 the results equal those of playing the tasks one at a time.
+With ``scheduling="continuous"`` the episodes do not wait for each other's turns: each
+plays in its own thread and the model decodes whatever sequences are pending
+(:mod:`searchgym.lm.continuous`).
 
 Failures are outcomes, not crashes: a prompt that no longer fits the model, a backend
 that times out or answers garbage, or any error inside one episode's step is recorded
@@ -14,6 +17,7 @@ on that episode (``outcome``, ``error``) and the others go on.
 
 from __future__ import annotations
 
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -24,7 +28,11 @@ from typing import Any
 from searchgym.agents.base import Agent
 from searchgym.error import BackendError, ConfigError
 from searchgym.lm.batching import run_round
+from searchgym.lm.continuous import continuous_batching
 from searchgym.rewards.metrics import cover_exact_match, exact_match, f1_score, span_check
+
+#: Values of ``run_episodes(scheduling=...)``.
+SCHEDULINGS = ("turns", "continuous")
 
 #: Values of :attr:`EpisodeResult.outcome`.
 OUTCOMES = ("answered", "completed", "truncated", "prompt_too_long", "backend_error", "error")
@@ -117,6 +125,7 @@ def run_episodes(
     progress: bool = False,
     desc: str | None = None,
     keep_trajectories: bool = False,
+    scheduling: str = "turns",
 ) -> list[EpisodeResult]:
     """Play every task with ``len(envs)`` episodes live at once.
 
@@ -130,6 +139,15 @@ def run_episodes(
         progress: Show a progress bar over episodes.
         desc: The progress bar's label.
         keep_trajectories: Attach the agent's token record to each result (LM agents).
+        scheduling: ``"turns"``: one ``act`` call for the turns of every live episode,
+            then every env steps; reproducible, and at temperature 0 equal to playing the
+            tasks one at a time. ``"continuous"``: each slot plays its episodes in its own
+            thread and the ``generate`` calls of all threads share one decode loop per
+            transformers model (:mod:`searchgym.lm.continuous`): an episode whose turn
+            is done steps its env and starts its next turn while longer answers are still
+            being written, so no turn waits for the longest one. The agent's ``act`` is
+            called with one observation at a time from several threads (LM agents allow
+            it); with sampling, which call gets which seed depends on thread timing.
 
     Returns:
         One :class:`EpisodeResult` per task, in task order.
@@ -138,9 +156,16 @@ def run_episodes(
         raise ConfigError("run_episodes expects at least one env, got none.")
     if not isinstance(agent, Agent):
         raise ConfigError(f"run_episodes expects an Agent, got {type(agent).__name__}.")
+    if scheduling not in SCHEDULINGS:
+        raise ConfigError(f"run_episodes expects scheduling to be one of {', '.join(SCHEDULINGS)}, got {scheduling!r}.")
     results: list[EpisodeResult | None] = [None] * len(tasks)
     bar = _progress_bar(len(tasks), progress, desc)
     queue = list(enumerate(tasks))[::-1]
+    if scheduling == "continuous":
+        _play_continuously(envs, agent, queue, results, on_result, bar, keep_trajectories)
+        if bar is not None:
+            bar.close()
+        return results  # type: ignore[return-value]
     live: dict[int, tuple[int, _Live]] = {}
 
     def finish(slot: int, index: int, ep: _Live, result: EpisodeResult) -> None:
@@ -185,48 +210,136 @@ def run_episodes(
             to_step = []
             for s, action, g in zip(slots, actions, generations):
                 index, ep = live[s]
-                if g is not None:
-                    ep.generated += len(g.token_ids)
-                    if g.finish_reason == "prompt_too_long":
-                        ep.wall += (time.perf_counter() - t0) / len(slots)
-                        finish(s, index, ep, _abandoned(envs[s], ep, "prompt_too_long", None, agent))
-                        continue
-                    if g.finish_reason == "length":
-                        ep.flag("length")
-                    if not g.text.strip():
-                        ep.flag("empty_generation")
-                to_step.append((s, action))
+                if _record_generation(ep, g):
+                    to_step.append((s, action))
+                else:
+                    ep.wall += (time.perf_counter() - t0) / len(slots)
+                    finish(s, index, ep, _abandoned(envs[s], ep, "prompt_too_long", None, agent))
             steps = [(lambda env=envs[s], a=action: env.step(a)) for s, action in to_step]
             if len(steps) == 1:
-                try:
-                    outcomes = [steps[0]()]
-                except Exception as e:  # recorded on the episode below
-                    outcomes = [e]
+                outcomes = [_step(steps[0])]
             else:
                 outcomes, _ = run_round(steps, threads=threads)
             share = (time.perf_counter() - t0) / len(slots)
             for (s, _action), outcome in zip(to_step, outcomes):
                 index, ep = live[s]
                 ep.wall += share
-                if isinstance(outcome, BaseException):
-                    kind = "backend_error" if isinstance(outcome, BackendError) else "error"
-                    message = str(outcome) if kind == "backend_error" else _describe(outcome)
-                    finish(s, index, ep, _abandoned(envs[s], ep, kind, message, agent))
-                    continue
-                observation, reward, terminated, truncated, info = outcome
-                ep.reward += reward
-                if info.get("invalid_reason"):
-                    ep.flag("invalid_turn")
-                if info.get("observation_truncated"):
-                    ep.flag("observation_truncated")
-                ep.observation, ep.info = observation, dict(info, slot=s)
-                if terminated or truncated:
-                    finish(s, index, ep, _finished(envs[s], ep, terminated, agent))
+                result = _record_step(envs[s], ep, s, outcome, agent)
+                if result is not None:
+                    finish(s, index, ep, result)
             for s in slots:
                 start(s)
     if bar is not None:
         bar.close()
     return results  # type: ignore[return-value]
+
+
+def _play_continuously(
+    envs: Sequence[Any],
+    agent: Agent,
+    queue: list[tuple[int, Task]],
+    results: list[EpisodeResult | None],
+    on_result: Callable[[EpisodeResult], None] | None,
+    bar: Any,
+    keep_trajectories: bool,
+) -> None:
+    """``run_episodes(scheduling="continuous")``: one thread per slot, each playing
+    tasks from the shared queue to the end; their LM calls share one decode loop."""
+    lock = threading.Lock()
+    failures: list[BaseException] = []
+
+    def play(slot: int, index: int, task: Task) -> EpisodeResult:
+        env = envs[slot]
+        started = time.perf_counter()
+        observation, info = env.reset(seed=task.seed, options={"example_id": task.example_id})
+        example = env.unwrapped.example
+        ep = _Live(task, observation, dict(info, slot=slot), example.question, list(example.answers), started)
+        while True:
+            try:
+                action = agent.act([ep.observation], [ep.info])[0]
+            except BackendError as e:
+                result = _abandoned(env, ep, "backend_error", str(e))
+                break
+            generations = getattr(agent, "last_generations", None) or [None]
+            if not _record_generation(ep, generations[0]):
+                result = _abandoned(env, ep, "prompt_too_long", None, agent)
+                break
+            result = _record_step(env, ep, slot, _step(lambda: env.step(action)), agent)  # noqa: B023
+            if result is not None:
+                break
+        result.wall_time = time.perf_counter() - started
+        return result
+
+    def worker(slot: int) -> None:
+        try:
+            with batching.entered():
+                while True:
+                    with lock:
+                        if not queue or failures:
+                            return
+                        index, task = queue.pop()
+                    result = play(slot, index, task)
+                    trajectory = agent.end_episode(slot)
+                    if keep_trajectories:
+                        result.trajectory = trajectory
+                    with lock:
+                        results[index] = result
+                        if on_result is not None:
+                            on_result(result)
+                        if bar is not None:
+                            bar.update(1)
+        except BaseException as e:  # raised in the caller's thread below; the others stop
+            with lock:
+                failures.append(e)
+
+    with continuous_batching() as batching:
+        threads = [threading.Thread(target=worker, args=(slot,), name=f"searchgym-episode-{slot}") for slot in range(len(envs))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    if failures:
+        raise failures[0]
+
+
+def _record_generation(ep: _Live, g: Any) -> bool:
+    """Count one turn's generation on ``ep``; False when its prompt no longer fit."""
+    if g is None:
+        return True
+    ep.generated += len(g.token_ids)
+    if g.finish_reason == "prompt_too_long":
+        return False
+    if g.finish_reason == "length":
+        ep.flag("length")
+    if not g.text.strip():
+        ep.flag("empty_generation")
+    return True
+
+
+def _step(step: Callable[[], Any]) -> Any:
+    try:
+        return step()
+    except Exception as e:  # recorded on the episode
+        return e
+
+
+def _record_step(env: Any, ep: _Live, slot: int, outcome: Any, agent: Agent) -> EpisodeResult | None:
+    """Apply one ``env.step`` outcome (or the exception it raised) to ``ep``; the
+    episode's result when it ended."""
+    if isinstance(outcome, BaseException):
+        kind = "backend_error" if isinstance(outcome, BackendError) else "error"
+        message = str(outcome) if kind == "backend_error" else _describe(outcome)
+        return _abandoned(env, ep, kind, message, agent)
+    observation, reward, terminated, truncated, info = outcome
+    ep.reward += reward
+    if info.get("invalid_reason"):
+        ep.flag("invalid_turn")
+    if info.get("observation_truncated"):
+        ep.flag("observation_truncated")
+    ep.observation, ep.info = observation, dict(info, slot=slot)
+    if terminated or truncated:
+        return _finished(env, ep, terminated, agent)
+    return None
 
 
 def _context_tokens(agent: Agent, slot: int, info: dict[str, Any]) -> int:

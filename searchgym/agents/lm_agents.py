@@ -15,6 +15,7 @@ is generated from those ids, so what the model read is exactly what a trainer se
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -37,7 +38,7 @@ class LMTurnAgent(Agent):
     Per-episode state is keyed by ``info["slot"]`` (set by the vectorized driver; the
     position in the batch otherwise) and starts afresh when ``info["turn"] == 0``.
     After each :meth:`act`, :attr:`last_generations` holds the batch's generations in
-    order; :meth:`end_episode` hands over and forgets a slot's :class:`Trajectory`.
+    order (per thread); :meth:`end_episode` hands over and forgets a slot's :class:`Trajectory`.
     """
 
     def __init__(
@@ -60,6 +61,7 @@ class LMTurnAgent(Agent):
         self.top_p = top_p
         self.seed = seed
         self._calls = 0
+        self._calls_lock = threading.Lock()
         self._trajectories: dict[int, Trajectory] = {}
         self.last_generations: list[Generation] = []
 
@@ -78,8 +80,9 @@ class LMTurnAgent(Agent):
         return self._trajectories.get(slot)
 
     def _generate(self, contexts: Sequence[Sequence[int]], stop: Sequence[str]) -> list[Generation]:
-        seed = None if self.seed is None else self.seed + self._calls
-        self._calls += 1
+        with self._calls_lock:
+            seed = None if self.seed is None else self.seed + self._calls
+            self._calls += 1
         generations = self.lm.generate(
             [list(c) for c in contexts],
             max_new_tokens=self.max_new_tokens,

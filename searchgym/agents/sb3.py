@@ -15,6 +15,7 @@ passages alone); in the s3 protocol the env's frozen generator answers.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,7 @@ class SB3Agent(Agent):
         self._states: dict[int, TemplateState] = {}
         self._trajectories: dict[int, Trajectory] = {}
         self._calls = 0
+        self._calls_lock = threading.Lock()
         self.last_generations: list[Any] = []
 
     @classmethod
@@ -190,8 +192,9 @@ class SB3Agent(Agent):
             ids = tuple(self.lm.tokenizer.encode(self.lm.apply_chat(generator_messages(state.question, texts)), add_special_tokens=False))
             self._trajectories[slot] = Trajectory(ids)
             prompts.append(list(ids))
-        seed = None if self.seed is None else self.seed + self._calls
-        self._calls += 1
+        with self._calls_lock:
+            seed = None if self.seed is None else self.seed + self._calls
+            self._calls += 1
         generations = self.lm.generate(prompts, max_new_tokens=self.max_new_tokens, temperature=self.temperature, seed=seed)
         for slot, g in zip(slots, generations):
             self._trajectories[slot].add_generated(g.token_ids, g.logprobs, g.finish_reason)

@@ -169,3 +169,60 @@ def test_results_come_in_task_order_and_on_result_sees_each_once():
     assert EpisodeResult.from_dict(out[0].to_dict()) == out[0]
     with pytest.raises(ConfigError, match="at least one env"):
         run_episodes([], SynthWikiOracle.for_env(envs[0]), tasks)
+
+
+@pytest.mark.parametrize("env_id", ["searchgym/SearchR1-v0", "searchgym/RSearch-v0", "searchgym/S3-v0"])
+def test_continuous_scheduling_equals_sequential_at_temperature_zero(tiny_lm, env_id):
+    """Episodes no longer wait for each other's turns, yet each one is what it would be alone."""
+    envs = [make_small(env_id, max_turns=3) for _ in range(4)]
+    agent = policy_agent(envs[0], tiny_lm, max_new_tokens=24)
+    tasks = tasks_for(envs[0], 6)
+    steps_before = []
+    forward = tiny_lm.model.forward
+
+    def counting(*args, **kwargs):
+        steps_before.append(kwargs["input_ids"].shape)
+        return forward(*args, **kwargs)
+
+    tiny_lm.model.forward = counting
+    try:
+        continuous = run_episodes(envs, agent, tasks, keep_trajectories=True, scheduling="continuous")
+    finally:
+        del tiny_lm.model.forward
+    alone = run_episodes(envs[:1], agent, tasks, keep_trajectories=True)
+    assert [comparable(r) for r in continuous] == [comparable(r) for r in alone]
+    assert [r.trajectory.context_ids() for r in continuous] == [r.trajectory.context_ids() for r in alone]
+    # Several episodes were decoded together in one forward pass.
+    assert max(shape[0] for shape in steps_before) > 1
+
+
+def test_continuous_scheduling_keeps_failures_as_outcomes_and_results_in_order():
+    envs = [make_small("searchgym/SearchR1-v0") for _ in range(2)]
+    agent = FailingAgent(SynthWikiOracle.for_env(envs[0]))
+    out = run_episodes(envs, agent, tasks_for(envs[0], 5), scheduling="continuous")
+    assert [r.outcome for r in out].count("backend_error") == 1
+    assert all(r.em == 1.0 and r.outcome == "answered" for r in out if r.outcome != "backend_error")
+
+    def generator(question, docs):
+        if "founder" in question:
+            raise RuntimeError("generator exploded")
+        return "x"
+
+    envs = [make_small("searchgym/S3-v0", generator=generator) for _ in range(3)]
+    tasks = tasks_for(envs[0], 12)
+    seen = []
+    out = run_episodes(envs, SynthWikiOracle.for_env(envs[0]), tasks, on_result=seen.append, scheduling="continuous")
+    assert [r.example_id for r in out] == [t.example_id for t in tasks] and len(seen) == 12
+    assert all((r.outcome == "error") == ("founder" in r.question) for r in out)
+
+
+def test_continuous_scheduling_raises_what_an_agent_raises_and_checks_its_argument():
+    class Broken(Agent):
+        def act(self, observations, infos):
+            raise ValueError("agent bug")
+
+    envs = [make_small("searchgym/SearchR1-v0") for _ in range(2)]
+    with pytest.raises(ValueError, match="^agent bug$"):
+        run_episodes(envs, Broken(), tasks_for(envs[0], 4), scheduling="continuous")
+    with pytest.raises(ConfigError, match="^run_episodes expects scheduling to be one of turns, continuous, got 'async'.$"):
+        run_episodes(envs, Broken(), tasks_for(envs[0], 4), scheduling="async")
