@@ -80,7 +80,7 @@ class BenchConfig:
     scheduling: str = "turns"
     """How the live episodes share the model (``run_episodes``): ``"turns"`` (one batched
     call per turn of all of them; reproducible) or ``"continuous"`` (one shared decode
-    loop, no turn waits for the longest answer; faster with transformers models)."""
+    loop per transformers model, no turn waits for the longest answer)."""
     temperature: float = 0.0
     """Sampling temperature of LM agents (0: greedy)."""
     max_new_tokens: int = 256

@@ -114,7 +114,8 @@ def _add_bench(sub) -> None:
     bench.add_argument(
         "--scheduling", choices=("turns", "continuous"), default="turns",
         help="turns: one batched LM call per turn of all live episodes (reproducible, default); "
-        "continuous: one shared decode loop, no turn waits for the longest answer (faster with transformers)",
+        "continuous: one shared decode loop per transformers model, no turn waits for the longest answer "
+        "(on a 2-core CPU it measured slower than turns: see the README's Rollouts)",
     )
     bench.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0: greedy)")
     bench.add_argument("--max-new-tokens", type=_positive, default=256, help="tokens per agent turn (default 256)")
