@@ -15,7 +15,7 @@ answer, 1 for an exact-match answer), so that partial progress has a gradient.
 
 Prints the numbers and writes results/learning/learning.png (+ every run's metrics.csv).
 
-    python benchmarks/learning.py            # ~45 min on 2 CPU cores
+    python benchmarks/learning.py            # ~1.5 h on 2 CPU cores (--skip-tiny: SmolLM2 alone, ~1 h)
     python benchmarks/learning.py --quick    # a smoke run of every part
 """
 
@@ -58,9 +58,10 @@ def main() -> None:
     parser.add_argument("--smollm2-steps", type=int, default=None)
     parser.add_argument("--sft-run", type=Path, default=None,
                         help="reuse the scratch model of an earlier SFT run folder (its final/ and metrics.csv) instead of pretraining and SFT")
-    parser.add_argument("--smollm2-sft-questions", type=int, default=None, help="oracle trajectories of SmolLM2's SFT (default: 64)")
-    parser.add_argument("--smollm2-lr", type=float, default=2e-6, help="learning rate of SmolLM2's GRPO (default: 2e-6)")
-    parser.add_argument("--smollm2-eval", type=int, default=8, help="dev questions of SmolLM2's evaluations (default: 8)")
+    parser.add_argument("--smollm2-sft-questions", type=int, default=None, help="oracle trajectories of SmolLM2's SFT (default: 32)")
+    parser.add_argument("--smollm2-lr", type=float, default=1e-5, help="learning rate of SmolLM2's GRPO (default: 1e-5)")
+    parser.add_argument("--smollm2-kl", type=float, default=0.0, help="KL coefficient of SmolLM2's GRPO against the SFT model (default: 0)")
+    parser.add_argument("--smollm2-eval", type=int, default=32, help="dev questions of SmolLM2's evaluations (default: 32)")
     opts = parser.parse_args()
 
     from searchgym.training.args import Args
@@ -71,8 +72,8 @@ def main() -> None:
     sft_epochs = opts.sft_epochs or (1 if q else 6)
     pretrain_epochs = opts.pretrain_epochs if opts.pretrain_epochs is not None else (1 if q else 8)
     grpo_steps = opts.grpo_steps or (2 if q else 40)
-    smol_steps = opts.smollm2_steps or (1 if q else 6)
-    smol_sft = opts.smollm2_sft_questions or (8 if q else 64)
+    smol_steps = opts.smollm2_steps or (1 if q else 12)
+    smol_sft = opts.smollm2_sft_questions or (8 if q else 32)
     eval_limit = 8 if q else 48
     shutil.rmtree(opts.out, ignore_errors=True)
     opts.out.mkdir(parents=True)
@@ -133,8 +134,8 @@ def main() -> None:
               f"loss {smol_sft_rows[0]['loss']:.2f} -> {smol_sft_rows[-1]['loss']:.3f}, dev reward {smol_sft_rows[-1]['eval_reward']:.3f}")
         args = Args(
             model=str(opts.out / "smollm2-sft" / "final"), env_options=env_options, eval_env_options=eval_options,
-            algorithm="grpo", n=4, questions_per_step=4, micro_batch_size=2, lr=opts.smollm2_lr, temperature=1.0, max_new_tokens=48,
-            num_envs=16, total_steps=smol_steps, eval_every=max(1, smol_steps // 2), eval_limit=opts.smollm2_eval if not q else 4,
+            algorithm="grpo", n=4, questions_per_step=4, micro_batch_size=2, lr=opts.smollm2_lr, kl_coef=opts.smollm2_kl, temperature=1.0, max_new_tokens=48,
+            num_envs=16, total_steps=smol_steps, eval_every=max(1, smol_steps // 4), eval_limit=opts.smollm2_eval if not q else 4,
             save_every=smol_steps, out=str(opts.out / "smollm2"), tensorboard=False,
         )
         t0 = time.perf_counter()
