@@ -130,13 +130,15 @@ def test_a_failing_backend_is_an_outcome_of_the_live_episodes_only():
     assert {r.outcome for r in out[2:]} == {"answered"} and all(r.em == 1.0 for r in out[2:])
 
 
-def test_an_error_inside_one_step_is_recorded_and_the_others_finish():
-    def generator(question, docs):
-        if "founder" in question:
-            raise RuntimeError("generator exploded")
-        return "x"
+def exploding_generator(question, docs):
+    """A frozen generator that fails on the questions about founders."""
+    if "founder" in question:
+        raise RuntimeError("generator exploded")
+    return "x"
 
-    envs = [make_small("searchgym/S3-v0", generator=generator) for _ in range(3)]
+
+def test_an_error_inside_one_step_is_recorded_and_the_others_finish():
+    envs = [make_small("searchgym/S3-v0", generator=exploding_generator) for _ in range(3)]
     tasks = tasks_for(envs[0], 12)
     out = run_episodes(envs, SynthWikiOracle.for_env(envs[0]), tasks)
     failed = [r for r in out if "founder" in r.question]
@@ -203,12 +205,7 @@ def test_continuous_scheduling_keeps_failures_as_outcomes_and_results_in_order()
     assert [r.outcome for r in out].count("backend_error") == 1
     assert all(r.em == 1.0 and r.outcome == "answered" for r in out if r.outcome != "backend_error")
 
-    def generator(question, docs):
-        if "founder" in question:
-            raise RuntimeError("generator exploded")
-        return "x"
-
-    envs = [make_small("searchgym/S3-v0", generator=generator) for _ in range(3)]
+    envs = [make_small("searchgym/S3-v0", generator=exploding_generator) for _ in range(3)]
     tasks = tasks_for(envs[0], 12)
     seen = []
     out = run_episodes(envs, SynthWikiOracle.for_env(envs[0]), tasks, on_result=seen.append, scheduling="continuous")
