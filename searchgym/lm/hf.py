@@ -12,6 +12,7 @@ from typing import Any
 
 from searchgym.error import ConfigError, require
 from searchgym.lm.base import Generation, LanguageModel, SamplingParams, stop_end
+from searchgym.lm.attention import use_grouped_decode_attention
 from searchgym.lm.models import MODEL_FOLDERS
 from searchgym.lm.prefix_cache import PrefixCache, weights_fingerprint
 
@@ -40,6 +41,10 @@ class TransformersLM(LanguageModel):
             its new tokens: a multi-turn agent's next turn encodes just the observation
             instead of the whole conversation (see :mod:`searchgym.lm.prefix_cache`).
             The cache is dropped whenever the parameters change (an optimizer step).
+        grouped_decode_attention: Switch a model that uses SDPA to
+            :func:`searchgym.lm.attention.grouped_decode_attention`, which computes a
+            decode step's attention over the grouped key/value heads without copying the
+            KV cache (other forward passes, training included, still use SDPA).
 
     Prompts are left-padded into one batch and decoded with a KV cache; a sequence that
     finishes leaves the batch (and its cache), so the remaining steps compute only the
@@ -58,6 +63,7 @@ class TransformersLM(LanguageModel):
         dtype: Any = None,
         max_batch_size: int = 64,
         prefix_cache_mb: float = 1024,
+        grouped_decode_attention: bool = True,
     ):
         self._torch = torch = require("torch", extra="lm", feature="TransformersLM")
         transformers = require("transformers", extra="lm", feature="TransformersLM")
@@ -81,6 +87,8 @@ class TransformersLM(LanguageModel):
             tokenizer = _load_tokenizer(transformers, model.name_or_path)
         self.device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = model.to(device=self.device, dtype=torch_dtype).eval()
+        if grouped_decode_attention:
+            use_grouped_decode_attention(self.model)
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
         self.context_length = int(getattr(model.config, "max_position_embeddings", 0) or 1 << 30)
