@@ -68,17 +68,13 @@ class ContinuousBatcher:
 
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> list[Generation]:
         """Decode ``prompt_ids`` in the shared loop; block until all of them finish."""
-        from searchgym.lm.hf import Decoding
-
         lm = self.lm
         lm._check_vocabulary(prompt_ids)
         request = _Request(prompt_ids, params, lm._generator(params.seed))
-        for i, ids in enumerate(prompt_ids):
-            if len(ids) >= lm.context_length:
-                request.results[i] = Generation("", (), (), "prompt_too_long")
-            else:
-                budget = min(params.max_new_tokens, lm.context_length - len(ids))
-                request.seqs.append(Decoding(ids, params, budget, owner=(request, i)))
+        request.results, runnable = lm._decodings(prompt_ids, params)
+        for i, seq in runnable:
+            seq.owner = (request, i)
+            request.seqs.append(seq)
         request.remaining = len(request.seqs)
         if not request.seqs:
             return request.results  # type: ignore[return-value]
@@ -131,11 +127,13 @@ class ContinuousBatcher:
 
     def _admit(self, batch: _Batch | None, seqs: list[Decoding]) -> _Batch | None:
         """Encode newly arrived prompts, sample their first tokens and join the batch."""
+        from searchgym.lm.hf import _full_cache
+
         lm = self.lm
         cache = lm._usable_cache()
         logits, past, mask, positions = lm._prefill(seqs, cache)
         self.prefills += 1
-        new = _Batch(seqs, past, mask, positions, cache is not None and _storable(past, mask))
+        new = _Batch(seqs, past, mask, positions, cache is not None and _full_cache(past, mask.shape[1]))
         new = self._sample_and_retire(new, logits)
         if batch is None:
             return new
@@ -229,12 +227,6 @@ def _pad_left(tensor: Any, width: int, torch: Any) -> Any:
     shape = list(tensor.shape)
     shape[dim] = missing
     return torch.cat([tensor.new_zeros(shape), tensor], dim=dim)
-
-
-def _storable(past: Any, mask: Any) -> bool:
-    from searchgym.lm.hf import _full_cache
-
-    return _full_cache(past, mask.shape[1])
 
 
 class Batching:

@@ -104,18 +104,25 @@ class TransformersLM(LanguageModel):
         self._check_vocabulary(prompt_ids)
         generator = self._generator(params.seed)
         cache = self._usable_cache()
+        results, runnable = self._decodings(prompt_ids, params)
+        for start in range(0, len(runnable), self.max_batch_size):
+            chunk = runnable[start : start + self.max_batch_size]
+            for (i, _), generation in zip(chunk, self._decode_batch([seq for _, seq in chunk], params, generator, cache)):
+                results[i] = generation
+        return results  # type: ignore[return-value]
+
+    def _decodings(self, prompt_ids: list[list[int]], params: SamplingParams) -> tuple[list[Generation | None], list[tuple[int, Decoding]]]:
+        """Results with the prompts that fill the context already answered
+        (``prompt_too_long``), and a :class:`Decoding` for each of the others, by index;
+        each may grow only until its context is full."""
         results: list[Generation | None] = [None] * len(prompt_ids)
         runnable = []
         for i, ids in enumerate(prompt_ids):
             if len(ids) >= self.context_length:
                 results[i] = Generation("", (), (), "prompt_too_long")
             else:
-                runnable.append(i)
-        for start in range(0, len(runnable), self.max_batch_size):
-            chunk = runnable[start : start + self.max_batch_size]
-            for i, generation in zip(chunk, self._decode_batch([prompt_ids[i] for i in chunk], params, generator, cache)):
-                results[i] = generation
-        return results  # type: ignore[return-value]
+                runnable.append((i, Decoding(ids, params, min(params.max_new_tokens, self.context_length - len(ids)))))
+        return results, runnable
 
     def _check_vocabulary(self, prompt_ids: list[list[int]]) -> None:
         for i, ids in enumerate(prompt_ids):
@@ -144,10 +151,9 @@ class TransformersLM(LanguageModel):
         return cache if fingerprint is not None else None
 
     def _decode_batch(
-        self, prompts: list[list[int]], params: SamplingParams, generator: Any, cache: PrefixCache | None = None
+        self, seqs: list[Decoding], params: SamplingParams, generator: Any, cache: PrefixCache | None = None
     ) -> list[Generation]:
         torch = self._torch
-        seqs = [Decoding(p, params, min(params.max_new_tokens, self.context_length - len(p))) for p in prompts]
         live = list(seqs)  # the sequence of each row still in the batch
         with torch.inference_mode():
             logits, past, attention_mask, position_ids = self._prefill(seqs, cache)
