@@ -61,6 +61,8 @@ def main() -> None:
     parser.add_argument("--smollm2-sft-questions", type=int, default=None, help="oracle trajectories of SmolLM2's SFT (default: 32)")
     parser.add_argument("--smollm2-lr", type=float, default=1e-5, help="learning rate of SmolLM2's GRPO (default: 1e-5)")
     parser.add_argument("--smollm2-kl", type=float, default=0.0, help="KL coefficient of SmolLM2's GRPO against the SFT model (default: 0)")
+    parser.add_argument("--smollm2-temperature", type=float, default=1.0,
+                        help="sampling temperature of SmolLM2's GRPO rollouts (the losses use the same; default: 1.0)")
     parser.add_argument("--smollm2-eval", type=int, default=32, help="dev questions of SmolLM2's evaluations (default: 32)")
     opts = parser.parse_args()
 
@@ -134,7 +136,7 @@ def main() -> None:
               f"loss {smol_sft_rows[0]['loss']:.2f} -> {smol_sft_rows[-1]['loss']:.3f}, dev reward {smol_sft_rows[-1]['eval_reward']:.3f}")
         args = Args(
             model=str(opts.out / "smollm2-sft" / "final"), env_options=env_options, eval_env_options=eval_options,
-            algorithm="grpo", n=4, questions_per_step=4, micro_batch_size=2, lr=opts.smollm2_lr, kl_coef=opts.smollm2_kl, temperature=1.0, max_new_tokens=48,
+            algorithm="grpo", n=4, questions_per_step=4, micro_batch_size=2, lr=opts.smollm2_lr, kl_coef=opts.smollm2_kl, temperature=opts.smollm2_temperature, max_new_tokens=48,
             num_envs=16, total_steps=smol_steps, eval_every=max(1, smol_steps // 4), eval_limit=opts.smollm2_eval if not q else 4,
             save_every=smol_steps, out=str(opts.out / "smollm2"), tensorboard=False,
         )

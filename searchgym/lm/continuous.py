@@ -153,6 +153,8 @@ class ContinuousBatcher:
             use_cache=True,
         )
         self.steps += 1
+        self.lm.stats.decode_steps += 1
+        self.lm.stats.decode_rows += len(batch.seqs)
         self.peak = max(self.peak, len(batch.seqs))
         batch.past = out.past_key_values
         return self._sample_and_retire(batch, out.logits[:, -1, :])
@@ -206,27 +208,14 @@ class _Batch:
 
     def merge(self, other: _Batch, torch: Any) -> _Batch:
         """Append ``other``'s rows; the narrower cache is padded on the left."""
-        width = max(self.mask.shape[1], other.mask.shape[1])
-        for a, b in zip(self.past.layers, other.past.layers):
-            a.keys = torch.cat([_pad_left(a.keys, width, torch), _pad_left(b.keys, width, torch)], dim=0)
-            a.values = torch.cat([_pad_left(a.values, width, torch), _pad_left(b.values, width, torch)], dim=0)
-        self.mask = torch.cat([_pad_left(self.mask, width, torch), _pad_left(other.mask, width, torch)], dim=0)
+        from searchgym.lm.kv_cache import concat_rows
+
+        self.past, self.mask = concat_rows([(self.past, self.mask), (other.past, other.mask)])
         self.positions = torch.cat([self.positions, other.positions], dim=0)
         self.next_ids = torch.cat([self.next_ids, other.next_ids], dim=0)
         self.seqs = self.seqs + other.seqs
         self.storable = self.storable and other.storable
         return self
-
-
-def _pad_left(tensor: Any, width: int, torch: Any) -> Any:
-    """Zero-pad the sequence dimension (-1 for masks ``[B, T]``, -2 for KV ``[B, H, T, D]``)."""
-    dim = -1 if tensor.dim() == 2 else -2
-    missing = width - tensor.shape[dim]
-    if missing == 0:
-        return tensor
-    shape = list(tensor.shape)
-    shape[dim] = missing
-    return torch.cat([tensor.new_zeros(shape), tensor], dim=dim)
 
 
 class Batching:

@@ -7,6 +7,8 @@ distribution actually sampled from, per-sequence stop strings and a seeded gener
 
 from __future__ import annotations
 
+import inspect
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +16,25 @@ from searchgym.error import ConfigError, require
 from searchgym.lm.base import Generation, LanguageModel, SamplingParams, stop_end
 from searchgym.lm.attention import use_grouped_decode_attention
 from searchgym.lm.models import MODEL_FOLDERS
-from searchgym.lm.prefix_cache import PrefixCache, weights_fingerprint
+from searchgym.lm.prefix_cache import Hit, PrefixCache, common_prefix, weights_fingerprint
 
 #: Built-in model names (besides local folders and cached Hugging Face ids).
 MODEL_NAMES = ("smollm2", "tiny-random")
 
 _DTYPES = ("float32", "float16", "bfloat16")
+
+
+@dataclass
+class DecodeStats:
+    """Work done since the model was loaded: prefill forward passes, the prompt tokens
+    they encoded and the padding they computed beside them (left padding of ragged
+    prompts), decode forward passes and the rows they computed in all."""
+
+    prefills: int = 0
+    prefill_tokens: int = 0
+    prefill_padding: int = 0
+    decode_steps: int = 0
+    decode_rows: int = 0
 
 
 class TransformersLM(LanguageModel):
@@ -46,12 +61,20 @@ class TransformersLM(LanguageModel):
             decode step's attention over the grouped key/value heads without copying the
             KV cache (other forward passes, training included, still use SDPA).
 
-    Prompts are left-padded into one batch and decoded with a KV cache; a sequence that
+    Prompts are left-padded into one batch and decoded with a KV cache that grows in
+    place (:mod:`searchgym.lm.kv_cache`); a sequence that
     finishes leaves the batch (and its cache), so the remaining steps compute only the
     sequences still generating. A prompt that fills the model's context
     (``config.max_position_embeddings``) gets an empty generation with
     ``finish_reason="prompt_too_long"``; the others stop with ``"length"`` when their
     context runs out.
+
+    Prefill computes logits at the last position only. Prompts encoded together whose
+    new tokens differ much in length are split into groups of similar lengths so that
+    at most ``max_padding`` (default 0.2) of a pass is left padding; with the prefix cache
+    on, prompts that begin with the same uncached tokens (one template, several
+    questions) encode them once. ``stats`` (:class:`DecodeStats`) counts prefill and
+    decode work.
     """
 
     def __init__(
@@ -97,6 +120,14 @@ class TransformersLM(LanguageModel):
             i for i in (*_ids(tokenizer.eos_token_id), *_ids(getattr(model.generation_config, "eos_token_id", None)))
         )
         self._vocab_size = model.get_input_embeddings().num_embeddings
+        self.stats = DecodeStats()
+        #: Most left padding (a fraction of the tokens computed) one prefill pass may
+        #: carry; prompts are encoded in groups of similar lengths to stay within it.
+        self.max_padding = 0.2
+        self._stackable: bool | None = None  # whether this model's caches can be stacked (known after one prefill)
+        # Prefill needs the logits of the last position only; computing the others (a
+        # [B, S, vocab] tensor) costs as much as a fifth of a small model's forward pass.
+        self._last_logits = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(self.model.forward).parameters else {}
         budget = int(prefix_cache_mb * 2**20)
         self.prefix_cache: PrefixCache | None = PrefixCache(budget) if budget > 0 else None
 
@@ -175,6 +206,8 @@ class TransformersLM(LanguageModel):
                     attention_mask = _drop_padding(past, attention_mask)
                 attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(live), 1))], dim=-1)
                 position_ids = position_ids + 1  # [L, 1]
+                self.stats.decode_steps += 1
+                self.stats.decode_rows += len(live)
                 out = self.model(
                     input_ids=next_ids.unsqueeze(-1),  # [L, 1]
                     attention_mask=attention_mask,
@@ -186,16 +219,42 @@ class TransformersLM(LanguageModel):
         return [seq.generation() for seq in seqs]
 
     def _prefill(self, seqs: list[Decoding], cache: PrefixCache | None) -> tuple[Any, Any, Any, Any]:
-        """Encode the prompts of ``seqs`` in one forward pass, reusing cached prefixes.
+        """Encode the prompts of ``seqs``, reusing cached prefixes.
 
         Returns the last position's logits ``[B, V]``, the KV cache, the attention mask
         ``[B, W]`` over the cache's columns and each row's last position ``[B, 1]``.
+        Prompts whose new tokens differ much in length are encoded in groups of similar
+        lengths (left padding is computed like real tokens) and their caches stacked.
         """
         torch = self._torch
+        if cache is not None:
+            for seq in seqs:
+                seq.hit = cache.lookup(seq.prompt)
+            if len(seqs) > 1 and self._encode_shared_prefix(seqs, cache):
+                for seq in seqs:
+                    seq.hit = cache.lookup(seq.prompt)
+        groups = _length_groups([len(seq.prompt) - (seq.hit.length if seq.hit else 0) for seq in seqs], self.max_padding)
+        if len(groups) == 1 or not self._stackable:
+            return self._encode(seqs)
+        from searchgym.lm.kv_cache import concat_rows
+
+        parts = [self._encode([seqs[row] for row in group]) for group in groups]
+        stacked = [row for group in groups for row in group]
+        order = torch.empty(len(seqs), dtype=torch.long)
+        order[torch.tensor(stacked)] = torch.arange(len(seqs))  # stacked position of each row
+        order = order.to(self.device)
+        past, mask = concat_rows([(part[1], part[2]) for part in parts], order)
+        logits = torch.cat([part[0] for part in parts]).index_select(0, order)
+        positions = torch.cat([part[3] for part in parts]).index_select(0, order)
+        return logits, past, mask, positions
+
+    def _encode(self, seqs: list[Decoding]) -> tuple[Any, Any, Any, Any]:
+        """One forward pass over the new tokens of ``seqs`` (after their ``hit``), left-padded."""
+        from searchgym.lm.kv_cache import grow_in_place
+
+        torch = self._torch
         batch = len(seqs)
-        for seq in seqs:
-            seq.hit = cache.lookup(seq.prompt) if cache is not None else None
-        cached = [len(seq.hit[0]) if seq.hit else 0 for seq in seqs]
+        cached = [seq.hit.length if seq.hit else 0 for seq in seqs]
         suffixes = [seq.prompt[c:] for seq, c in zip(seqs, cached)]
         # Layout of row r: its cached tokens end at column C, its new tokens at the last
         # column; the attention mask marks both, the gaps are padding.
@@ -210,6 +269,9 @@ class TransformersLM(LanguageModel):
             attention_mask[row, width - len(ids) :] = 1
             # Positions count real tokens only (left padding shifts them right).
             position_ids[row, S - len(ids) :] = torch.arange(c, c + len(ids))
+        self.stats.prefills += 1
+        self.stats.prefill_tokens += sum(len(s) for s in suffixes)
+        self.stats.prefill_padding += batch * S - sum(len(s) for s in suffixes)
         attention_mask, position_ids = attention_mask.to(self.device), position_ids.to(self.device)
         out = self.model(
             input_ids=input_ids.to(self.device),
@@ -217,31 +279,56 @@ class TransformersLM(LanguageModel):
             position_ids=position_ids,
             past_key_values=self._cached_past([seq.hit for seq in seqs], cached, C) if C else None,
             use_cache=True,
+            **self._last_logits,
         )
-        return out.logits[:, -1, :], out.past_key_values, attention_mask, position_ids[:, -1:]
+        past = out.past_key_values
+        if self._stackable is None:
+            self._stackable = _full_cache(past, width)
+        return out.logits[:, -1, :], grow_in_place(past), attention_mask, position_ids[:, -1:]
+
+    def _encode_shared_prefix(self, seqs: list[Decoding], cache: PrefixCache) -> bool:
+        """When prompts encoded together begin with the same tokens that no cache entry
+        holds yet (one template, several questions), encode those tokens once and store
+        them, so each prompt then encodes only its own part. Returns whether it did."""
+        first = seqs[0].prompt
+        shared = min(len(seq.prompt) for seq in seqs) - 1
+        for seq in seqs[1:]:
+            shared = common_prefix(first, seq.prompt, shared)
+        hits = [seq.hit.length if seq.hit else 0 for seq in seqs]
+        # Every entry that serves part of the shared tokens serves it to each prompt, so
+        # the shortest hit bounds what encoding the shared tokens once reuses.
+        cost = shared - min(hits)
+        saved = sum(max(0, shared - h) for h in hits) - cost
+        if cost < PrefixCache.min_shared or saved < PrefixCache.min_shared:
+            return False
+        prefix = Decoding(first[:shared], seqs[0].params, 1)
+        _, past, mask, _ = self._prefill([prefix], cache)
+        if not _full_cache(past, mask.shape[1]):
+            return False
+        cache.store(prefix.prompt, _row_layers(past, 0, mask[0]))
+        return True
 
     def _keep(self, cache: PrefixCache, seq: Decoding, past: Any, row: int, mask: Any) -> None:
         """Store a finished row's keys and values: the prompt and every sampled token but
-        the last, which was never fed back. The entry it extends is superseded."""
+        the last, which was never fed back. The entry it wholly extends is superseded."""
         cache.store(seq.prompt + seq.tokens[:-1], _row_layers(past, row, mask))
-        if seq.hit is not None:
-            cache.discard(seq.hit[0])
+        if seq.hit is not None and seq.hit.whole:
+            cache.discard(seq.hit.key)
 
-    def _cached_past(self, hits: list, cached: list[int], width: int) -> Any:
+    def _cached_past(self, hits: list[Hit | None], cached: list[int], width: int) -> Any:
         """A ``DynamicCache`` of ``width`` columns holding each row's cached keys and
         values right-aligned (zeros where a row has fewer cached tokens)."""
         from transformers.cache_utils import DynamicCache
 
         torch = self._torch
-        reference = next(hit[1] for hit in hits if hit)
+        reference = next(hit.layers for hit in hits if hit)
         layers = []
         for layer, (k0, v0) in enumerate(reference):
             keys = torch.zeros((len(hits), k0.shape[0], width, k0.shape[-1]), dtype=k0.dtype, device=k0.device)
             values = torch.zeros((len(hits), v0.shape[0], width, v0.shape[-1]), dtype=v0.dtype, device=v0.device)
             for row, (hit, c) in enumerate(zip(hits, cached)):
                 if hit:
-                    keys[row, :, width - c :] = hit[1][layer][0]
-                    values[row, :, width - c :] = hit[1][layer][1]
+                    keys[row, :, width - c :], values[row, :, width - c :] = hit.keys_values(layer)
             layers.append((keys, values))
         return DynamicCache(ddp_cache_data=layers)
 
@@ -301,6 +388,26 @@ class Decoding:
         return Generation(self.text, tuple(self.tokens), tuple(self.logprobs), self.finish or "length")
 
 
+def _length_groups(lengths: list[int], max_padding: float, min_padding: int = 64) -> list[list[int]]:
+    """Split row indices into groups, longest first, so that padding every row of a group
+    to its longest takes at most ``max_padding`` of the group's computed tokens, or at
+    most ``min_padding`` tokens (a few padded tokens cost less than another forward pass)."""
+    rows = sorted(range(len(lengths)), key=lambda row: -lengths[row])
+    groups: list[list[int]] = []
+    total = 0
+    for row in rows:
+        if groups:
+            computed = lengths[groups[-1][0]] * (len(groups[-1]) + 1)
+            padding = computed - (total + lengths[row])
+            if padding <= max(max_padding * computed, min_padding):
+                groups[-1].append(row)
+                total += lengths[row]
+                continue
+        groups.append([row])
+        total = lengths[row]
+    return groups
+
+
 def _drop_padding(cache: Any, attention_mask: Any) -> Any:
     """Drop the leading columns that are padding in every row, from the cache and the mask
     (when the cache allows it)."""
@@ -313,10 +420,11 @@ def _drop_padding(cache: Any, attention_mask: Any) -> Any:
 def _full_cache(cache: Any, width: int) -> bool:
     """Whether ``cache`` is a ``DynamicCache`` whose layers all hold every one of the
     ``width`` positions (no sliding window), so one row's entries can be kept."""
+    from searchgym.lm.kv_cache import full_attention_layer
+
     layers = getattr(cache, "layers", None)
     return bool(layers) and all(
-        type(layer).__name__ == "DynamicLayer" and getattr(layer, "keys", None) is not None and layer.keys.shape[-2] == width
-        for layer in layers
+        full_attention_layer(layer) and getattr(layer, "keys", None) is not None and layer.keys.shape[-2] == width for layer in layers
     )
 
 

@@ -71,7 +71,12 @@ def test_a_call_with_several_prompts_and_one_too_long(models):
     prompts = [PROMPTS[0], [7] * context, PROMPTS[3]]
     with continuous_batching() as batching, batching.entered():
         got = lm.generate(prompts, max_new_tokens=6, temperature=0.8, seed=3)
-    assert got == plain.generate(prompts, max_new_tokens=6, temperature=0.8, seed=3)
+    # The last prompt reuses 19 tokens cached by the conversations above (rounding apart,
+    # the same computation).
+    expected = plain.generate(prompts, max_new_tokens=6, temperature=0.8, seed=3)
+    assert [(g.token_ids, g.text, g.finish_reason) for g in got] == [(g.token_ids, g.text, g.finish_reason) for g in expected]
+    for a, b in zip(got, expected):
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
     assert got[1].finish_reason == "prompt_too_long"
 
 

@@ -86,12 +86,12 @@ def test_budget_keeps_the_most_recent_entries():
     for key in range(5):
         cache.store([key, 0], entry())
     assert len(cache) == 3 and cache.bytes == 120 and cache.stats.evictions == 2
-    assert cache.lookup([0, 0, 1]) is None and cache.lookup([4, 0, 1])[0] == (4, 0)
+    assert cache.lookup([0, 0, 1]) is None and cache.lookup([4, 0, 1]).key == (4, 0)
     cache.store([9], [(torch.zeros(100), torch.zeros(100))])  # larger than the budget: not kept
     assert len(cache) == 3 and cache.lookup([9, 1]) is None
     # The longest stored proper prefix wins; the prompt itself is never a hit.
     cache.store([4, 0, 1], entry())
-    assert cache.lookup([4, 0, 1, 2])[0] == (4, 0, 1) and cache.lookup([4, 0, 1])[0] == (4, 0)
+    assert cache.lookup([4, 0, 1, 2]).key == (4, 0, 1) and cache.lookup([4, 0, 1]).key == (4, 0)
 
 
 def test_bad_budgets_raise():
@@ -100,3 +100,84 @@ def test_bad_budgets_raise():
     with pytest.raises(ConfigError, match=re.escape("PrefixCache expects max_bytes to be a positive integer, got 0.")):
         PrefixCache(0)
     assert TransformersLM("tiny-random", prefix_cache_mb=0).prefix_cache is None
+
+
+def test_an_entry_that_only_begins_like_the_prompt_serves_its_beginning():
+    cache = PrefixCache(max_bytes=1 << 20)
+    template = list(range(100, 120))  # 20 tokens, more than PrefixCache.min_shared
+    keys = torch.arange(30.0).reshape(1, 30, 1)
+    cache.store(template + list(range(10)), [(keys, -keys)])
+    hit = cache.lookup(template + [55, 56])
+    assert (hit.length, hit.whole) == (20, False)
+    k, v = hit.keys_values(0)
+    assert torch.equal(k, keys[:, :20]) and torch.equal(v, -keys[:, :20])
+    # Too short a shared beginning is no hit; a whole key is, however short.
+    assert cache.lookup(template[:10] + [1, 2]) is None
+    cache.store([100, 101], [(keys[:, :2], keys[:, :2])])
+    short = cache.lookup([100, 101, 7])
+    assert (short.key, short.length, short.whole) == ((100, 101), 2, True)
+    # On equal length a whole key wins over the beginning of a longer one.
+    cache.store(template, [(keys[:, :20], keys[:, :20])])
+    tie = cache.lookup(template + [3])
+    assert (tie.key, tie.whole) == (tuple(template), True)
+    assert cache.stats.reused_tokens == 20 + 2 + 20
+
+
+def test_prompts_sharing_a_template_encode_it_once():
+    """Prompts encoded together that begin with the same 24 tokens: the template is
+    encoded once and stored, each prompt then encodes only its own 3 to 6 tokens, and a
+    later prompt with the same template reuses it too. Generations match a model
+    without the cache."""
+    plain, cached = pair()
+    template = list(range(60, 84))
+    prompts = [template + [k + 3] * (3 + k) for k in range(4)]
+    widths: list[tuple[int, int]] = []
+    forward = cached.model.forward
+
+    def recording(*args, **kwargs):
+        widths.append(tuple(kwargs["input_ids"].shape))
+        return forward(*args, **kwargs)
+
+    cached.model.forward = recording
+    try:
+        got = cached.generate(prompts, max_new_tokens=4, temperature=0)
+        later = cached.generate([template + [99, 98]], max_new_tokens=4, temperature=0)
+    finally:
+        del cached.model.forward
+    expected = plain.generate(prompts + [template + [99, 98]], max_new_tokens=4, temperature=0)
+    for a, b in zip(got + later, expected):
+        assert (a.token_ids, a.text) == (b.token_ids, b.text)
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+    prefills = [w for w in widths if w[1] > 1]
+    # The template (the shortest prompt but its last token is what all share: 24 tokens),
+    # then the four prompts' own tokens, then the later prompt's 2.
+    assert prefills == [(1, 24), (4, 6), (1, 2)]
+    stats = cached.stats
+    assert (stats.prefill_tokens, stats.prefill_padding) == (24 + (3 + 4 + 5 + 6) + 2, 4 * 6 - 18)
+
+
+def test_prompts_of_very_different_lengths_are_encoded_in_groups():
+    """Two long and two short prompts: encoded as two groups (no row padded by 90 tokens)
+    whose caches are stacked for decoding; the generations are those of each prompt alone."""
+    plain, cached = pair()
+    prompts = [list(range(3, 103)), [5, 6] * 4, list(range(10, 105)), [8, 9, 10]]
+    cached.generate([[1, 2, 3]], max_new_tokens=1, temperature=0)  # one pass tells the model's cache kind
+    widths: list[tuple[int, int]] = []
+    forward = cached.model.forward
+
+    def recording(*args, **kwargs):
+        widths.append(tuple(kwargs["input_ids"].shape))
+        return forward(*args, **kwargs)
+
+    cached.model.forward = recording
+    try:
+        got = cached.generate(prompts, max_new_tokens=5, temperature=0)
+    finally:
+        del cached.model.forward
+    assert [w for w in widths if w[1] > 1] == [(2, 100), (2, 8)]
+    # Rows come back in the order given, each as generated alone.
+    for a, p in zip(got, prompts):
+        b = plain.generate([p], max_new_tokens=5, temperature=0)[0]
+        assert (a.token_ids, a.text) == (b.token_ids, b.text)
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+    assert cached.stats.prefill_padding == 5 + 5
