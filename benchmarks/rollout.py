@@ -13,8 +13,10 @@ noisy machine. Targets, checked at the end:
    episodes. The vectorized driver runs twice: turn by turn (one batched ``generate``
    per turn of all live episodes, so a turn lasts as long as its longest answer) and
    continuously (each episode in its own thread, one shared decode loop that admits a
-   new turn the moment it arrives); the target applies to the continuous run. All runs
-   are greedy; the script reports how many episodes came out identical. All use the
+   new turn the moment it arrives); the target applies to the continuous run. Runs are
+   greedy unless ``--temperature`` is given (RL rollouts sample); the script reports how
+   many episodes came out identical, and where each run's time went (prefill, decode
+   steps, everything else: retrieval, env, Python). All use the
    backend's prefix cache (a turn encodes only the tokens new since the episode's last
    turn; ``--prefix-cache-mb 0`` turns it off), as vLLM does with its own.
    The LM alone on generation-bound work (long answers, one batched call versus one call
@@ -30,6 +32,7 @@ noisy machine. Targets, checked at the end:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -67,20 +70,63 @@ def make_envs(args, n: int, lm) -> list:
     ]
 
 
+class ForwardTimer:
+    """Times a transformers model's forward passes, split into prefill (more than one new
+    column) and decode steps, while inside ``with``; leaves other backends alone."""
+
+    def __init__(self, lm):
+        self.model = getattr(lm, "model", None) if hasattr(lm, "stats") else None
+        self.prefill = self.decode = 0.0
+
+    def __enter__(self):
+        if self.model is not None:
+            forward = self.model.forward
+
+            def timed(*a, **kw):
+                start = time.perf_counter()
+                try:
+                    return forward(*a, **kw)
+                finally:
+                    seconds = time.perf_counter() - start
+                    if kw["input_ids"].shape[1] > 1:
+                        self.prefill += seconds
+                    else:
+                        self.decode += seconds
+
+            self.model.forward = timed
+        return self
+
+    def __exit__(self, *exc):
+        if self.model is not None:
+            del self.model.forward
+
+
 def rollout(args, lm, num_envs: int, tasks, scheduling: str = "turns") -> tuple[float, int, list]:
     envs = make_envs(args, num_envs, lm)
-    agent = policy_agent(envs[0], lm, max_new_tokens=args.max_new_tokens)
+    agent = policy_agent(envs[0], lm, max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     cache = getattr(lm, "prefix_cache", None)
     if cache is not None:
         cache.clear()  # each run starts cold: nothing reused from the previous one
         before = (cache.stats.lookups, cache.stats.hits, cache.stats.reused_tokens)
-    start = time.perf_counter()
+    work = dataclasses.replace(lm.stats) if hasattr(lm, "stats") else None
     label = f"{num_envs} live" + (f", {scheduling}" if num_envs > 1 else "")
-    results = run_episodes(envs, agent, tasks, progress=True, desc=label, scheduling=scheduling)
-    seconds = time.perf_counter() - start
+    with ForwardTimer(lm) as timer:
+        start = time.perf_counter()
+        results = run_episodes(envs, agent, tasks, progress=True, desc=label, scheduling=scheduling)
+        seconds = time.perf_counter() - start
     if cache is not None:
         lookups, hits, reused = (now - then for now, then in zip((cache.stats.lookups, cache.stats.hits, cache.stats.reused_tokens), before))
         log(f"{label}: prefix cache served {hits}/{lookups} prompts, {reused} prompt tokens not re-encoded")
+    if work is not None:
+        d = {f.name: getattr(lm.stats, f.name) - getattr(work, f.name) for f in dataclasses.fields(work)}
+        log(
+            f"{label}: prefill {d['prefill_tokens']} tokens (+{d['prefill_padding']} padding) in {d['prefills']} passes, "
+            f"{timer.prefill:.1f} s; decode {d['decode_steps']} steps of {d['decode_rows'] / max(1, d['decode_steps']):.1f} rows "
+            f"on average, {timer.decode:.1f} s; other {seconds - timer.prefill - timer.decode:.1f} s"
+        )
+        args.results.setdefault("work", []).append(
+            (label, d["prefill_tokens"], d["prefill_padding"], timer.prefill, d["decode_steps"], d["decode_rows"], timer.decode, seconds)
+        )
     return seconds, sum(r.generated_tokens for r in results), results
 
 
@@ -182,6 +228,9 @@ def main() -> int:
     parser.add_argument("--max-new-tokens", type=int, default=64, help="tokens per turn (default: 64)")
     parser.add_argument("--recon-questions", type=int, default=32, help="questions in the RECON comparison (default: 32)")
     parser.add_argument("--top-k", type=int, default=3, help="documents per retrieval in the RECON comparison (default: 3)")
+    parser.add_argument("--temperature", type=float, default=0.0,
+                        help="sampling temperature of the driver runs (default: 0, greedy; RL rollouts sample at 1.0)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the agent's sampling when --temperature > 0 (default: 0)")
     parser.add_argument("--decode-tokens", type=int, default=128, help="new tokens per prompt in the LM-only comparison (default: 128)")
     parser.add_argument("--sections", default="driver,decode,vllm,recon", help="comma-separated sections to run (default: all four)")
     parser.add_argument("--skip-vllm", action="store_true", help="leave out the vLLM comparison")
@@ -212,10 +261,15 @@ def main() -> int:
 
     r = args.results
     print(f"\nRollouts: {args.model} ({args.dtype}) on {args.env}, wiki-vital answerable, {len(tasks)} episodes, "
-          f"{args.max_turns} turns x {args.max_new_tokens} new tokens, greedy\n")
+          f"{args.max_turns} turns x {args.max_new_tokens} new tokens, "
+          f"{'greedy' if args.temperature == 0 else f'sampled at temperature {args.temperature}'}\n")
     print("| run | wall | generated tokens | tokens/s |\n|---|---:|---:|---:|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
+    if r.get("work"):
+        print("\n| run (transformers) | prefill tokens (+padding) | prefill s | decode steps | rows/step | decode s | other s |\n|---|---:|---:|---:|---:|---:|---:|")
+        for label, tokens, padding, prefill, steps, rows_, decode, total in r["work"]:
+            print(f"| {label} | {tokens} (+{padding}) | {prefill:.1f} | {steps} | {rows_ / max(1, steps):.1f} | {decode:.1f} | {total - prefill - decode:.1f} |")
     verdict = "PASS"
     if "continuous_speedup" in r:
         verdict = "PASS" if r["continuous_speedup"] >= 4 else "FAIL"

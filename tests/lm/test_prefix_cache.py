@@ -2,6 +2,7 @@
 the generations of a full re-encoding, and is dropped when the weights change."""
 
 import re
+from contextlib import contextmanager
 
 import pytest
 
@@ -23,25 +24,31 @@ def pair():
     return TransformersLM(model, tokenizer, device="cpu", prefix_cache_mb=0), TransformersLM(model, tokenizer, device="cpu", prefix_cache_mb=16)
 
 
+@contextmanager
+def recording(lm, widths):
+    """Append the shape ``(rows, columns)`` of every forward pass's input ids to ``widths``."""
+    forward = lm.model.forward
+
+    def record(*args, **kwargs):
+        widths.append(tuple(kwargs["input_ids"].shape))
+        return forward(*args, **kwargs)
+
+    lm.model.forward = record
+    try:
+        yield widths
+    finally:
+        del lm.model.forward
+
+
 def converse(lm, widths=None):
     """Three turns of three conversations; each turn's prompt extends the last one."""
     contexts, turns = [list(c) for c in FIRST], []
-    forward = lm.model.forward
-
-    def recording(*args, **kwargs):
-        if widths is not None:
-            widths.append(tuple(kwargs["input_ids"].shape))
-        return forward(*args, **kwargs)
-
-    lm.model.forward = recording
-    try:
+    with recording(lm, [] if widths is None else widths):
         for turn in range(3):
             gens = lm.generate(contexts, max_new_tokens=5, temperature=0)
             turns.append(gens)
             if turn < 2:
                 contexts = [c + list(g.token_ids) + obs for c, g, obs in zip(contexts, gens, OBSERVATIONS[turn])]
-    finally:
-        del lm.model.forward
     return turns
 
 
@@ -131,19 +138,9 @@ def test_prompts_sharing_a_template_encode_it_once():
     plain, cached = pair()
     template = list(range(60, 84))
     prompts = [template + [k + 3] * (3 + k) for k in range(4)]
-    widths: list[tuple[int, int]] = []
-    forward = cached.model.forward
-
-    def recording(*args, **kwargs):
-        widths.append(tuple(kwargs["input_ids"].shape))
-        return forward(*args, **kwargs)
-
-    cached.model.forward = recording
-    try:
+    with recording(cached, []) as widths:
         got = cached.generate(prompts, max_new_tokens=4, temperature=0)
         later = cached.generate([template + [99, 98]], max_new_tokens=4, temperature=0)
-    finally:
-        del cached.model.forward
     expected = plain.generate(prompts + [template + [99, 98]], max_new_tokens=4, temperature=0)
     for a, b in zip(got + later, expected):
         assert (a.token_ids, a.text) == (b.token_ids, b.text)
@@ -162,18 +159,8 @@ def test_prompts_of_very_different_lengths_are_encoded_in_groups():
     plain, cached = pair()
     prompts = [list(range(3, 103)), [5, 6] * 4, list(range(10, 105)), [8, 9, 10]]
     cached.generate([[1, 2, 3]], max_new_tokens=1, temperature=0)  # one pass tells the model's cache kind
-    widths: list[tuple[int, int]] = []
-    forward = cached.model.forward
-
-    def recording(*args, **kwargs):
-        widths.append(tuple(kwargs["input_ids"].shape))
-        return forward(*args, **kwargs)
-
-    cached.model.forward = recording
-    try:
+    with recording(cached, []) as widths:
         got = cached.generate(prompts, max_new_tokens=5, temperature=0)
-    finally:
-        del cached.model.forward
     assert [w for w in widths if w[1] > 1] == [(2, 100), (2, 8)]
     # Rows come back in the order given, each as generated alone.
     for a, p in zip(got, prompts):
