@@ -15,7 +15,7 @@ answer, 1 for an exact-match answer), so that partial progress has a gradient.
 
 Prints the numbers and writes results/learning/learning.png (+ every run's metrics.csv).
 
-    python benchmarks/learning.py            # ~1.5 h on 2 CPU cores (--skip-tiny: SmolLM2 alone, ~1 h)
+    python benchmarks/learning.py            # ~2 h on 2 CPU cores (--skip-tiny: SmolLM2 alone, ~1.5 h)
     python benchmarks/learning.py --quick    # a smoke run of every part
 """
 
@@ -59,10 +59,10 @@ def main() -> None:
     parser.add_argument("--sft-run", type=Path, default=None,
                         help="reuse the scratch model of an earlier SFT run folder (its final/ and metrics.csv) instead of pretraining and SFT")
     parser.add_argument("--smollm2-sft-questions", type=int, default=None, help="oracle trajectories of SmolLM2's SFT (default: 32)")
-    parser.add_argument("--smollm2-lr", type=float, default=1e-5, help="learning rate of SmolLM2's GRPO (default: 1e-5)")
-    parser.add_argument("--smollm2-kl", type=float, default=0.0, help="KL coefficient of SmolLM2's GRPO against the SFT model (default: 0)")
-    parser.add_argument("--smollm2-temperature", type=float, default=1.0,
-                        help="sampling temperature of SmolLM2's GRPO rollouts (the losses use the same; default: 1.0)")
+    parser.add_argument("--smollm2-lr", type=float, default=5e-6, help="learning rate of SmolLM2's GRPO (default: 5e-6)")
+    parser.add_argument("--smollm2-kl", type=float, default=0.01, help="KL coefficient (k3, as a loss) of SmolLM2's GRPO against the SFT model (default: 0.01)")
+    parser.add_argument("--smollm2-temperature", type=float, default=0.7,
+                        help="sampling temperature of SmolLM2's GRPO rollouts (the losses use the same; default: 0.7)")
     parser.add_argument("--smollm2-eval", type=int, default=32, help="dev questions of SmolLM2's evaluations (default: 32)")
     opts = parser.parse_args()
 
@@ -74,7 +74,7 @@ def main() -> None:
     sft_epochs = opts.sft_epochs or (1 if q else 6)
     pretrain_epochs = opts.pretrain_epochs if opts.pretrain_epochs is not None else (1 if q else 8)
     grpo_steps = opts.grpo_steps or (2 if q else 40)
-    smol_steps = opts.smollm2_steps or (1 if q else 12)
+    smol_steps = opts.smollm2_steps or (1 if q else 16)
     smol_sft = opts.smollm2_sft_questions or (8 if q else 32)
     eval_limit = 8 if q else 48
     shutil.rmtree(opts.out, ignore_errors=True)
