@@ -77,7 +77,8 @@ def pad_left(tensor: Any, width: int) -> Any:
 def concat_rows(parts: list[tuple[Any, Any]], order: Any = None) -> tuple[Any, Any]:
     """Stack the rows of several ``(cache, attention_mask)`` pairs into the first cache,
     each padded on the left to the widest; ``order`` (an index over the stacked rows)
-    reorders them. Returns that cache and its mask ``[B, W]``.
+    reorders them. Returns that cache, its full-attention layers made
+    :class:`GrowingLayer` (see :func:`grow_in_place`), and its mask ``[B, W]``.
     """
     import torch
 
@@ -88,4 +89,4 @@ def concat_rows(parts: list[tuple[Any, Any]], order: Any = None) -> tuple[Any, A
         layer.keys = pick(torch.cat([pad_left(part.keys, width) for part in (layer, *others)], dim=0))
         layer.values = pick(torch.cat([pad_left(part.values, width) for part in (layer, *others)], dim=0))
     mask = pick(torch.cat([pad_left(mask, width) for _, mask in parts], dim=0))
-    return target, mask
+    return grow_in_place(target), mask
