@@ -142,27 +142,15 @@ class ContinuousBatcher:
         return batch.merge(new, lm._torch)
 
     def _step(self, batch: _Batch) -> _Batch | None:
-        torch = self.lm._torch
-        batch.mask = torch.cat([batch.mask, batch.mask.new_ones((len(batch.seqs), 1))], dim=-1)
-        batch.positions = batch.positions + 1
-        out = self.lm.model(
-            input_ids=batch.next_ids.unsqueeze(-1),  # [L, 1]
-            attention_mask=batch.mask,
-            position_ids=batch.positions,
-            past_key_values=batch.past,
-            use_cache=True,
-        )
+        logits, batch.past, batch.mask, batch.positions = self.lm._decode_step(batch.next_ids, batch.past, batch.mask, batch.positions)
         self.steps += 1
-        self.lm.stats.decode_steps += 1
-        self.lm.stats.decode_rows += len(batch.seqs)
         self.peak = max(self.peak, len(batch.seqs))
-        batch.past = out.past_key_values
-        return self._sample_and_retire(batch, out.logits[:, -1, :])
+        return self._sample_and_retire(batch, logits)
 
     def _sample_and_retire(self, batch: _Batch, logits: Any) -> _Batch | None:
         """Sample each row's next token (per call, with the call's generator), hand back
         the sequences that finished and drop their rows."""
-        from searchgym.lm.hf import _drop_padding
+        from searchgym.lm.hf import _select_rows
 
         lm, torch = self.lm, self.lm._torch
         rows_of: dict[int, list[int]] = {}
@@ -190,11 +178,8 @@ class ContinuousBatcher:
             return None
         batch.next_ids = next_ids
         if len(keep) < len(batch.seqs):
-            index = torch.tensor(keep, device=logits.device)
-            batch.past.batch_select_indices(index)
-            batch.mask, batch.positions, batch.next_ids = batch.mask[index], batch.positions[index], next_ids[index]
+            batch.mask, batch.positions, batch.next_ids = _select_rows(batch.past, keep, batch.mask, batch.positions, next_ids)
             batch.seqs = [batch.seqs[row] for row in keep]
-            batch.mask = _drop_padding(batch.past, batch.mask)
         return batch
 
 

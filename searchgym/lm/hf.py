@@ -199,24 +199,27 @@ class TransformersLM(LanguageModel):
                     break
                 if len(keep) < len(live):
                     # Finished rows leave the batch: later steps only compute the live ones.
-                    index = torch.tensor(keep, device=self.device)
-                    past.batch_select_indices(index)
-                    next_ids, attention_mask, position_ids = next_ids[index], attention_mask[index], position_ids[index]
+                    attention_mask, next_ids, position_ids = _select_rows(past, keep, attention_mask, next_ids, position_ids)
                     live = [live[row] for row in keep]
-                    attention_mask = _drop_padding(past, attention_mask)
-                attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(live), 1))], dim=-1)
-                position_ids = position_ids + 1  # [L, 1]
-                self.stats.decode_steps += 1
-                self.stats.decode_rows += len(live)
-                out = self.model(
-                    input_ids=next_ids.unsqueeze(-1),  # [L, 1]
-                    attention_mask=attention_mask,
-                    position_ids=position_ids,
-                    past_key_values=past,
-                    use_cache=True,
-                )
-                past, logits = out.past_key_values, out.logits[:, -1, :]
+                logits, past, attention_mask, position_ids = self._decode_step(next_ids, past, attention_mask, position_ids)
         return [seq.generation() for seq in seqs]
+
+    def _decode_step(self, next_ids: Any, past: Any, attention_mask: Any, position_ids: Any) -> tuple[Any, Any, Any, Any]:
+        """Feed each row its sampled token ``next_ids`` ``[L]``; returns the logits
+        ``[L, V]``, the cache, and the mask ``[L, W+1]`` and positions ``[L, 1]`` one further."""
+        torch = self._torch
+        attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(next_ids), 1))], dim=-1)
+        position_ids = position_ids + 1
+        self.stats.decode_steps += 1
+        self.stats.decode_rows += len(next_ids)
+        out = self.model(
+            input_ids=next_ids.unsqueeze(-1),  # [L, 1]
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=past,
+            use_cache=True,
+        )
+        return out.logits[:, -1, :], out.past_key_values, attention_mask, position_ids
 
     def _prefill(self, seqs: list[Decoding], cache: PrefixCache | None) -> tuple[Any, Any, Any, Any]:
         """Encode the prompts of ``seqs``, reusing cached prefixes.
@@ -409,6 +412,16 @@ def _length_groups(lengths: list[int], max_padding: float, min_padding: int = 64
         groups.append([row])
         total = lengths[row]
     return groups
+
+
+def _select_rows(cache: Any, keep: list[int], attention_mask: Any, *rows: Any) -> tuple[Any, ...]:
+    """Keep only the batch rows ``keep`` of ``cache`` (in place), of ``attention_mask``
+    (then without the columns that became padding in every row) and of each of ``rows``."""
+    import torch
+
+    index = torch.tensor(keep, device=attention_mask.device)
+    cache.batch_select_indices(index)
+    return (_drop_padding(cache, attention_mask[index]), *(tensor[index] for tensor in rows))
 
 
 def _drop_padding(cache: Any, attention_mask: Any) -> Any:
