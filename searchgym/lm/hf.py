@@ -60,6 +60,11 @@ class TransformersLM(LanguageModel):
             :func:`searchgym.lm.attention.grouped_decode_attention`, which computes a
             decode step's attention over the grouped key/value heads without copying the
             KV cache (other forward passes, training included, still use SDPA).
+        row_linear: Switch the model's ``nn.Linear`` layers to
+            :class:`searchgym.lm.linear.RowLinear`, which computes a product with a few
+            rows (a decode step's) on the CPU with a kernel that reads each weight once:
+            a 5-row SmolLM2 step then costs about as much as a 1-row one. Training
+            forward passes and GPUs are unaffected.
 
     Prompts are left-padded into one batch and decoded with a KV cache that grows in
     place (:mod:`searchgym.lm.kv_cache`); a sequence that
@@ -87,6 +92,7 @@ class TransformersLM(LanguageModel):
         max_batch_size: int = 64,
         prefix_cache_mb: float = 1024,
         grouped_decode_attention: bool = True,
+        row_linear: bool = True,
     ):
         self._torch = torch = require("torch", extra="lm", feature="TransformersLM")
         transformers = require("transformers", extra="lm", feature="TransformersLM")
@@ -112,6 +118,10 @@ class TransformersLM(LanguageModel):
         self.model = model.to(device=self.device, dtype=torch_dtype).eval()
         if grouped_decode_attention:
             use_grouped_decode_attention(self.model)
+        if row_linear:
+            from searchgym.lm.linear import use_row_linear
+
+            use_row_linear(self.model)
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
         self.context_length = int(getattr(model.config, "max_position_embeddings", 0) or 1 << 30)
