@@ -263,6 +263,8 @@ class TransformersLM(LanguageModel):
 
     def _encode(self, seqs: list[Decoding]) -> tuple[Any, Any, Any, Any]:
         """One forward pass over the new tokens of ``seqs`` (after their ``hit``), left-padded."""
+        from transformers.cache_utils import DynamicCache
+
         from searchgym.lm.kv_cache import grow_in_place
 
         torch = self._torch
@@ -286,20 +288,24 @@ class TransformersLM(LanguageModel):
         self.stats.prefill_tokens += sum(len(s) for s in suffixes)
         self.stats.prefill_padding += batch * S - sum(len(s) for s in suffixes)
         attention_mask, position_ids = attention_mask.to(self.device), position_ids.to(self.device)
+        # Several rows decode into buffers that the prompt's keys and values are written
+        # into directly (see kv_cache); one row's plain cache costs as little to extend.
+        grow = batch > 1
+        if C:
+            past = self._cached_past([seq.hit for seq in seqs], cached, C, S if grow else 0)
+        else:
+            past = grow_in_place(DynamicCache(config=self.model.config)) if grow else None
         out = self.model(
             input_ids=input_ids.to(self.device),
             attention_mask=attention_mask,
             position_ids=position_ids,
-            past_key_values=self._cached_past([seq.hit for seq in seqs], cached, C) if C else None,
+            past_key_values=past,
             use_cache=True,
             **self._last_logits,
         )
         past = out.past_key_values
         if self._stackable is None:
             self._stackable = _full_cache(past, width)
-        # Appending in place pays off from a few rows on (a 16-row SmolLM2 step: ~10% less
-        # time); one row's append is cheap either way.
-        past = grow_in_place(past) if batch > 1 else past
         return out.logits[:, -1, :], past, attention_mask, position_ids[:, -1:]
 
     def _encode_shared_prefix(self, seqs: list[Decoding], cache: PrefixCache) -> bool:
@@ -331,22 +337,33 @@ class TransformersLM(LanguageModel):
         if seq.hit is not None and seq.hit.whole:
             cache.discard(seq.hit.key)
 
-    def _cached_past(self, hits: list[Hit | None], cached: list[int], width: int) -> Any:
+    def _cached_past(self, hits: list[Hit | None], cached: list[int], width: int, room: int = 0) -> Any:
         """A ``DynamicCache`` of ``width`` columns holding each row's cached keys and
-        values right-aligned (zeros where a row has fewer cached tokens)."""
+        values right-aligned (zeros where a row has fewer cached tokens). With ``room``,
+        its layers are :class:`~searchgym.lm.kv_cache.GrowingLayer` buffers with space for
+        that many new columns and a decode's worth more."""
         from transformers.cache_utils import DynamicCache
+
+        from searchgym.lm.kv_cache import GrowingLayer, buffered_layer
 
         torch = self._torch
         reference = next(hit.layers for hit in hits if hit)
+        capacity = width + room + max(GrowingLayer.reserve, (width + room) // 4) if room else width
         layers = []
         for layer, (k0, v0) in enumerate(reference):
-            keys = torch.zeros((len(hits), k0.shape[0], width, k0.shape[-1]), dtype=k0.dtype, device=k0.device)
-            values = torch.zeros((len(hits), v0.shape[0], width, v0.shape[-1]), dtype=v0.dtype, device=v0.device)
+            keys = k0.new_empty((len(hits), k0.shape[0], capacity, k0.shape[-1]))  # [B, H, capacity, D]
+            values = v0.new_empty((len(hits), v0.shape[0], capacity, v0.shape[-1]))
             for row, (hit, c) in enumerate(zip(hits, cached)):
+                keys[row, :, : width - c].zero_()
+                values[row, :, : width - c].zero_()
                 if hit:
-                    keys[row, :, width - c :], values[row, :, width - c :] = hit.keys_values(layer)
+                    keys[row, :, width - c : width], values[row, :, width - c : width] = hit.keys_values(layer)
             layers.append((keys, values))
-        return DynamicCache(ddp_cache_data=layers)
+        if not room:
+            return DynamicCache(ddp_cache_data=layers)
+        cache = DynamicCache()
+        cache.layers = [buffered_layer(keys, values, width) for keys, values in layers]
+        return cache
 
     def _append(self, seq: Decoding, token: int, logprob: float) -> bool:
         """Record one sampled token of ``seq``; return whether it is now finished."""
@@ -468,8 +485,11 @@ def _crop_left(cache: Any, columns: int, width: int) -> bool:
     if not layers or any(getattr(layer, "keys", None) is None or layer.keys.shape[-2] != width for layer in layers):
         return False
     for layer in layers:
-        layer.keys = layer.keys[..., columns:, :]  # [B, H, T, D]
-        layer.values = layer.values[..., columns:, :]
+        if hasattr(layer, "crop_left"):  # a GrowingLayer keeps appending into its buffer
+            layer.crop_left(columns)
+        else:
+            layer.keys = layer.keys[..., columns:, :]  # [B, H, T, D]
+            layer.values = layer.values[..., columns:, :]
     return True
 
 

@@ -6,9 +6,9 @@ transformers' ``DynamicLayer`` appends each decode step's keys and values with
 step. :class:`GrowingLayer` keeps the keys and values at the front of a buffer with room
 to spare and writes each step's entries into it in place; ``layer.keys`` and
 ``layer.values`` stay views of exactly the filled positions, so everything that reads or
-replaces them (batch selection, cropping, merging batches) works as on a
-``DynamicLayer``. When they have been replaced or the room is used up, the next update
-copies them into a new buffer once.
+replaces them works as on a ``DynamicLayer``. Dropping finished rows and dropping
+leading padding columns also stay inside the buffer. When the views have been replaced
+or the room is used up, the next update copies them into a new buffer once.
 """
 
 from __future__ import annotations
@@ -19,31 +19,83 @@ from transformers.cache_utils import DynamicLayer
 
 
 class GrowingLayer(DynamicLayer):
-    """A ``DynamicLayer`` whose appends write into a preallocated buffer."""
+    """A ``DynamicLayer`` whose appends write into a preallocated buffer.
+
+    ``keys`` and ``values`` are views of the buffers' first rows and of a window of
+    their columns. Besides appending, two operations of the decode loops stay inside the
+    buffers: keeping some of the batch rows (:meth:`batch_select_indices` with rows in
+    increasing order moves the kept rows up in place) and dropping leading columns
+    (:meth:`crop_left` moves the window's start).
+    """
 
     #: Fewest free positions a new buffer leaves after the filled ones (also at least a
     #: quarter of them, so a long generation copies its cache a logarithmic number of times).
     reserve = 64
 
     def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
-        if not self.is_initialized or self.keys is None or self.keys.numel() == 0:
-            return super().update(key_states, value_states, *args, **kwargs)
-        length, new = self.keys.shape[-2], key_states.shape[-2]
-        buffers = getattr(self, "_buffers", None)
-        if buffers is None or buffers[2] is not self.keys or length + new > buffers[0].shape[-2]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        new = key_states.shape[-2]
+        window = self._window()
+        if window is None or window[1] + new > window[0].shape[-2]:
             # [B, H, capacity, D], filled with the current entries
+            length = self.keys.shape[-2] if self.keys.numel() else 0
             capacity = length + new + max(self.reserve, (length + new) // 4)
-            keys = self.keys.new_empty((*self.keys.shape[:-2], capacity, self.keys.shape[-1]))
-            values = self.values.new_empty((*self.values.shape[:-2], capacity, self.values.shape[-1]))
-            keys[..., :length, :] = self.keys
-            values[..., :length, :] = self.values
+            keys = key_states.new_empty((*key_states.shape[:-2], capacity, key_states.shape[-1]))
+            values = value_states.new_empty((*value_states.shape[:-2], capacity, value_states.shape[-1]))
+            if length:
+                keys[..., :length, :] = self.keys
+                values[..., :length, :] = self.values
+            start, end = 0, length
         else:
-            keys, values = buffers[0], buffers[1]
-        keys[..., length : length + new, :] = key_states
-        values[..., length : length + new, :] = value_states
-        self.keys, self.values = keys[..., : length + new, :], values[..., : length + new, :]
-        self._buffers = (keys, values, self.keys)
+            keys, values, start = self._buffers[0], self._buffers[1], self._buffers[2]
+            end = window[1]
+        keys[..., end : end + new, :] = key_states
+        values[..., end : end + new, :] = value_states
+        self._view(keys, values, start, end + new)
         return self.keys, self.values
+
+    def batch_select_indices(self, indices: Any) -> None:
+        rows = indices.tolist() if self._window() is not None else None
+        if rows is None or any(b <= a for a, b in zip(rows, rows[1:])) or (rows and rows[0] < 0):
+            super().batch_select_indices(indices)
+            return
+        keys, values, start, _ = self._buffers
+        end = start + self.keys.shape[-2]
+        for row, source in enumerate(rows):  # source >= row, so no kept row is overwritten before it moves
+            if source != row:
+                keys[row, :, start:end].copy_(keys[source, :, start:end])
+                values[row, :, start:end].copy_(values[source, :, start:end])
+        self._view(keys[: len(rows)], values[: len(rows)], start, end)
+
+    def crop_left(self, columns: int) -> None:
+        """Drop the first ``columns`` positions."""
+        if self._window() is None:
+            self.keys, self.values = self.keys[..., columns:, :], self.values[..., columns:, :]
+            return
+        keys, values, start, _ = self._buffers
+        self._view(keys, values, start + columns, start + self.keys.shape[-2])
+
+    def _window(self) -> tuple[Any, int] | None:
+        """The keys buffer and the end of the filled window, if ``keys`` is still the view
+        this layer made (nothing replaced it)."""
+        buffers = getattr(self, "_buffers", None)
+        if buffers is None or buffers[3] is not self.keys:
+            return None
+        return buffers[0], buffers[2] + self.keys.shape[-2]
+
+    def _view(self, keys: Any, values: Any, start: int, end: int) -> None:
+        self.keys, self.values = keys[..., start:end, :], values[..., start:end, :]
+        self._buffers = (keys, values, start, self.keys)
+
+
+def buffered_layer(keys: Any, values: Any, length: int) -> GrowingLayer:
+    """A :class:`GrowingLayer` holding the first ``length`` positions of the buffers
+    ``keys`` and ``values`` ``[B, H, capacity, D]`` and appending after them."""
+    layer = GrowingLayer()
+    layer.lazy_initialization(keys, values)
+    layer._view(keys, values, 0, length)
+    return layer
 
 
 def grow_in_place(cache: Any) -> Any:
@@ -79,14 +131,38 @@ def concat_rows(parts: list[tuple[Any, Any]], order: Any = None) -> tuple[Any, A
     each padded on the left to the widest; ``order`` (an index over the stacked rows)
     reorders them. Returns that cache, its full-attention layers made
     :class:`GrowingLayer` (see :func:`grow_in_place`), and its mask ``[B, W]``.
+
+    Full-attention layers are written once, straight into the buffers the next decode
+    steps append to; other layers are padded and concatenated.
     """
     import torch
 
     width = max(mask.shape[1] for _, mask in parts)
     pick = (lambda t: t) if order is None else (lambda t: t.index_select(0, order))  # noqa: E731
+    sizes = [mask.shape[0] for _, mask in parts]
+    # The row each stacked row lands on.
+    destination = torch.arange(sum(sizes)) if order is None else torch.empty_like(order).index_copy_(0, order, torch.arange(len(order), device=order.device))
     target = parts[0][0]
-    for layer, *others in zip(target.layers, *(cache.layers for cache, _ in parts[1:])):
-        layer.keys = pick(torch.cat([pad_left(part.keys, width) for part in (layer, *others)], dim=0))
-        layer.values = pick(torch.cat([pad_left(part.values, width) for part in (layer, *others)], dim=0))
+    for index, layers in enumerate(zip(*(cache.layers for cache, _ in parts))):
+        if not all(full_attention_layer(layer) for layer in layers):
+            layer = target.layers[index]
+            layer.keys = pick(torch.cat([pad_left(part.keys, width) for part in layers], dim=0))
+            layer.values = pick(torch.cat([pad_left(part.values, width) for part in layers], dim=0))
+            continue
+        capacity = width + max(GrowingLayer.reserve, width // 4)
+        # [B, H, capacity, D] each
+        keys, values = (t.new_empty((len(destination), t.shape[1], capacity, t.shape[-1])) for t in (layers[0].keys, layers[0].values))
+        offset = 0
+        for part, size in zip(layers, sizes):
+            rows = destination[offset : offset + size].to(keys.device)
+            offset += size
+            pad = width - part.keys.shape[-2]
+            for buffer, source in ((keys, part.keys), (values, part.values)):
+                buffer[..., pad:width, :].index_copy_(0, rows, source)
+                if pad:
+                    buffer[..., :pad, :].index_fill_(0, rows, 0)
+        layer = target.layers[index]
+        layer.__class__ = GrowingLayer
+        layer._view(keys, values, 0, width)
     mask = pick(torch.cat([pad_left(mask, width) for _, mask in parts], dim=0))
-    return grow_in_place(target), mask
+    return target, mask
