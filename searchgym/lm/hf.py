@@ -348,7 +348,7 @@ class TransformersLM(LanguageModel):
 
         torch = self._torch
         reference = next(hit.layers for hit in hits if hit)
-        capacity = width + room + max(GrowingLayer.reserve, (width + room) // 4) if room else width
+        capacity = GrowingLayer.capacity(width + room) if room else width
         layers = []
         for layer, (k0, v0) in enumerate(reference):
             keys = k0.new_empty((len(hits), k0.shape[0], capacity, k0.shape[-1]))  # [B, H, capacity, D]

@@ -32,15 +32,20 @@ class GrowingLayer(DynamicLayer):
     #: quarter of them, so a long generation copies its cache a logarithmic number of times).
     reserve = 64
 
+    @classmethod
+    def capacity(cls, filled: int) -> int:
+        """Positions of a new buffer that starts with ``filled`` of them."""
+        return filled + max(cls.reserve, filled // 4)
+
     def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         new = key_states.shape[-2]
-        window = self._window()
-        if window is None or window[1] + new > window[0].shape[-2]:
+        filled = self._filled()
+        if filled is None or filled[3] + new > filled[0].shape[-2]:
             # [B, H, capacity, D], filled with the current entries
             length = self.keys.shape[-2] if self.keys.numel() else 0
-            capacity = length + new + max(self.reserve, (length + new) // 4)
+            capacity = self.capacity(length + new)
             keys = key_states.new_empty((*key_states.shape[:-2], capacity, key_states.shape[-1]))
             values = value_states.new_empty((*value_states.shape[:-2], capacity, value_states.shape[-1]))
             if length:
@@ -48,20 +53,19 @@ class GrowingLayer(DynamicLayer):
                 values[..., :length, :] = self.values
             start, end = 0, length
         else:
-            keys, values, start = self._buffers[0], self._buffers[1], self._buffers[2]
-            end = window[1]
+            keys, values, start, end = filled
         keys[..., end : end + new, :] = key_states
         values[..., end : end + new, :] = value_states
         self._view(keys, values, start, end + new)
         return self.keys, self.values
 
     def batch_select_indices(self, indices: Any) -> None:
-        rows = indices.tolist() if self._window() is not None else None
-        if rows is None or any(b <= a for a, b in zip(rows, rows[1:])) or (rows and rows[0] < 0):
+        filled = self._filled()
+        rows = indices.tolist() if filled is not None else None
+        if filled is None or any(b <= a for a, b in zip(rows, rows[1:])) or (rows and rows[0] < 0):
             super().batch_select_indices(indices)
             return
-        keys, values, start, _ = self._buffers
-        end = start + self.keys.shape[-2]
+        keys, values, start, end = filled
         for row, source in enumerate(rows):  # source >= row, so no kept row is overwritten before it moves
             if source != row:
                 keys[row, :, start:end].copy_(keys[source, :, start:end])
@@ -70,19 +74,21 @@ class GrowingLayer(DynamicLayer):
 
     def crop_left(self, columns: int) -> None:
         """Drop the first ``columns`` positions."""
-        if self._window() is None:
+        filled = self._filled()
+        if filled is None:
             self.keys, self.values = self.keys[..., columns:, :], self.values[..., columns:, :]
             return
-        keys, values, start, _ = self._buffers
-        self._view(keys, values, start + columns, start + self.keys.shape[-2])
+        keys, values, start, end = filled
+        self._view(keys, values, start + columns, end)
 
-    def _window(self) -> tuple[Any, int] | None:
-        """The keys buffer and the end of the filled window, if ``keys`` is still the view
-        this layer made (nothing replaced it)."""
+    def _filled(self) -> tuple[Any, Any, int, int] | None:
+        """The key and value buffers and the window ``[start, end)`` of their columns that
+        ``keys`` and ``values`` view; None if something replaced those views."""
         buffers = getattr(self, "_buffers", None)
         if buffers is None or buffers[3] is not self.keys:
             return None
-        return buffers[0], buffers[2] + self.keys.shape[-2]
+        keys, values, start, _ = buffers
+        return keys, values, start, start + self.keys.shape[-2]
 
     def _view(self, keys: Any, values: Any, start: int, end: int) -> None:
         self.keys, self.values = keys[..., start:end, :], values[..., start:end, :]
@@ -149,7 +155,7 @@ def concat_rows(parts: list[tuple[Any, Any]], order: Any = None) -> tuple[Any, A
             layer.keys = pick(torch.cat([pad_left(part.keys, width) for part in layers], dim=0))
             layer.values = pick(torch.cat([pad_left(part.values, width) for part in layers], dim=0))
             continue
-        capacity = width + max(GrowingLayer.reserve, width // 4)
+        capacity = GrowingLayer.capacity(width)
         # [B, H, capacity, D] each
         keys, values = (t.new_empty((len(destination), t.shape[1], capacity, t.shape[-1])) for t in (layers[0].keys, layers[0].values))
         offset = 0

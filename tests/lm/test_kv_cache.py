@@ -63,13 +63,13 @@ def test_unordered_selection_and_replaced_views_fall_back_to_copies():
     index = torch.tensor([2, 0])  # a reordering cannot move rows in place
     plain.batch_select_indices(index)
     growing.batch_select_indices(index)
-    assert _same(plain, growing) and growing._window() is None
+    assert _same(plain, growing) and growing._filled() is None
     k, v = kv(1, 2)
     plain.update(k, v)
     growing.update(k, v)  # copies into a new buffer, then appends in place again
-    assert _same(plain, growing) and growing._window() is not None
+    assert _same(plain, growing) and growing._filled() is not None
     growing.keys = growing.keys.clone()  # replaced from outside: no longer its view
-    assert growing._window() is None
+    assert growing._filled() is None
     growing.crop_left(1)
     plain.keys, plain.values = plain.keys[..., 1:, :], plain.values[..., 1:, :]
     assert _same(plain, growing)
@@ -130,7 +130,7 @@ def test_a_batch_prefill_writes_into_buffers_the_decode_steps_append_to(cached):
         buffers = []
         for layer in past.layers:
             assert type(layer) is GrowingLayer and layer.keys.shape[-2] == width
-            assert layer._window() is not None and layer._buffers[0].shape[-2] >= width + GrowingLayer.reserve
+            assert layer._filled() is not None and layer._buffers[0].shape[-2] >= width + GrowingLayer.reserve
             buffers.append(layer._buffers[0].data_ptr())
         _, past, mask, _ = lm._decode_step(logits.argmax(-1), past, mask, positions)
     assert [layer._buffers[0].data_ptr() for layer in past.layers] == buffers
