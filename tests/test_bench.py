@@ -162,3 +162,22 @@ def test_demo_configuration_names_only_known_envs_agents_and_backends():
     check_config(config)
     assert config.run_labels() == [label for label, _, _ in DEMO_RUNS]
     assert config.agent_options["naive-rag"] == {"k": 1} and config.frozen_model == "policy" and config.summarizer == "llm"
+
+
+def test_demo_backend_and_dtype_defaults():
+    torch = pytest.importorskip("torch")
+
+    from searchgym.demo import default_backend, default_dtype
+
+    assert default_dtype("vllm") == "bfloat16" and default_dtype("transformers") == "float32"
+    if not torch.cuda.is_available():
+        assert default_backend() == "transformers"  # vLLM only on a CUDA GPU
+
+
+def test_demo_command_defaults():
+    from searchgym.cli import build_parser
+    from searchgym.demo import DEFAULT_LIMIT, DEFAULT_MAX_NEW_TOKENS, DEFAULT_NUM_ENVS
+
+    args = build_parser().parse_args(["demo"])
+    assert (args.limit, args.num_envs, args.max_new_tokens) == (DEFAULT_LIMIT, DEFAULT_NUM_ENVS, DEFAULT_MAX_NEW_TOKENS) == (32, 32, 64)
+    assert args.backend is None and args.dtype is None  # chosen per machine by default_backend / default_dtype
