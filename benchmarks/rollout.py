@@ -251,6 +251,8 @@ def main() -> int:
         args.episodes, args.recon_questions, args.max_turns, args.max_new_tokens = 8, 8, 2, 32
     if any(t < 0 for t in args.temperature):
         parser.error("--temperature values must be >= 0 (0 is greedy)")
+    if len(set(args.temperature)) < len(args.temperature):
+        parser.error(f"--temperature got a value twice ({' '.join(f'{t:g}' for t in args.temperature)}); each is one workload, run once")
     args.results = {}
     lm = load_lm(args.model, dtype=args.dtype, prefix_cache_mb=args.prefix_cache_mb)
     examples = make_envs(args, 1, lm)[0].unwrapped.examples
