@@ -41,12 +41,11 @@ def default_backend() -> str:
     2-core AVX2 CPU, 16 chat prompts in one batched call: transformers in float32 78.7
     generated tokens/s, vLLM in float32 79.1 after a 2-minute engine start, vLLM in
     bfloat16 16.3 (README, Demo)."""
-    if importlib.util.find_spec("vllm") is not None and importlib.util.find_spec("torch") is not None:
-        import torch
+    if importlib.util.find_spec("vllm") is None:
+        return "transformers"
+    import torch  # vLLM depends on it
 
-        if torch.cuda.is_available():
-            return "vllm"
-    return "transformers"
+    return "vllm" if torch.cuda.is_available() else "transformers"
 
 
 def default_dtype(backend: str) -> str:
