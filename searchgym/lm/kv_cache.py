@@ -135,8 +135,8 @@ def pad_left(tensor: Any, width: int) -> Any:
 def concat_rows(parts: list[tuple[Any, Any]], order: Any = None) -> tuple[Any, Any]:
     """Stack the rows of several ``(cache, attention_mask)`` pairs into the first cache,
     each padded on the left to the widest; ``order`` (an index over the stacked rows)
-    reorders them. Returns that cache, its full-attention layers made
-    :class:`GrowingLayer` (see :func:`grow_in_place`), and its mask ``[B, W]``.
+    reorders them. Returns that cache, its full-attention layers replaced by
+    :class:`GrowingLayer` buffers (:func:`buffered_layer`), and its mask ``[B, W]``.
 
     Full-attention layers are written once, straight into the buffers the next decode
     steps append to; other layers are padded and concatenated.
@@ -167,8 +167,6 @@ def concat_rows(parts: list[tuple[Any, Any]], order: Any = None) -> tuple[Any, A
                 buffer[..., pad:width, :].index_copy_(0, rows, source)
                 if pad:
                     buffer[..., :pad, :].index_fill_(0, rows, 0)
-        layer = target.layers[index]
-        layer.__class__ = GrowingLayer
-        layer._view(keys, values, 0, width)
+        target.layers[index] = buffered_layer(keys, values, width)
     mask = pick(torch.cat([pad_left(mask, width) for _, mask in parts], dim=0))
     return target, mask
