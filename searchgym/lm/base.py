@@ -7,6 +7,7 @@ log-probabilities, so a trainer never has to decode and re-tokenize generated te
 
 from __future__ import annotations
 
+import hashlib
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -66,7 +67,8 @@ class SamplingParams:
     temperature: float
     top_p: float
     stop: tuple[str, ...]
-    seed: int | None
+    #: One seed per prompt (see :meth:`LanguageModel.generate`), or ``None``: unseeded.
+    seed: tuple[int, ...] | None
 
 
 class LanguageModel(ABC):
@@ -89,7 +91,7 @@ class LanguageModel(ABC):
         temperature: float = 1.0,
         top_p: float = 1.0,
         stop: Sequence[str] = (),
-        seed: int | None = None,
+        seed: int | Sequence[int] | None = None,
     ) -> list[Generation]:
         """Generate one completion per prompt.
 
@@ -99,15 +101,21 @@ class LanguageModel(ABC):
             temperature: 0 for greedy decoding; otherwise logits are divided by it.
             top_p: Nucleus sampling mass in (0, 1]; 1 keeps the whole distribution.
             stop: Strings that end a completion; the stop string is kept in the text.
-            seed: Seeds the sampler, so the same call gives the same completions.
+            seed: One seed per prompt, or an integer ``s`` meaning ``s, s + 1, ...`` in
+                prompt order. Each prompt is sampled from its own random stream, seeded
+                with its seed, so its completion depends on its prompt, its seed and the
+                sampling parameters only: not on the other prompts of the call, nor on
+                what else a batching driver decodes beside it (up to the floating-point
+                rounding of batched products). ``None`` draws fresh randomness.
 
         Returns:
             One :class:`Generation` per prompt, in order.
         """
+        prompts = check_prompts(prompts)
         params = check_sampling_params(
-            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, stop=stop, seed=seed
+            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, stop=stop, seed=seed, num_prompts=len(prompts)
         )
-        prompt_ids = [self._prompt_ids(prompt, i) for i, prompt in enumerate(check_prompts(prompts))]
+        prompt_ids = [self._prompt_ids(prompt, i) for i, prompt in enumerate(prompts)]
         if not prompt_ids:
             return []
         joined = current_round()
@@ -150,9 +158,10 @@ class LanguageModel(ABC):
 
 
 def check_sampling_params(
-    *, max_new_tokens: object, temperature: object, top_p: object, stop: object, seed: object
+    *, max_new_tokens: object, temperature: object, top_p: object, stop: object, seed: object, num_prompts: int = 1
 ) -> SamplingParams:
-    """Validate the keyword arguments of :meth:`LanguageModel.generate`."""
+    """Validate the keyword arguments of :meth:`LanguageModel.generate` for a call with
+    ``num_prompts`` prompts; an integer seed becomes one seed per prompt."""
     where = "LanguageModel.generate expects"
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ConfigError(f"{where} max_new_tokens to be a positive integer, got {max_new_tokens!r}.")
@@ -173,9 +182,32 @@ def check_sampling_params(
         )
     if not isinstance(stop, Sequence) or not all(isinstance(s, str) and s for s in stop):
         raise ConfigError(f"{where} stop to be a sequence of non-empty strings, got {stop!r}.")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ConfigError(f"{where} seed to be an integer or None, got {seed!r}.")
-    return SamplingParams(int(max_new_tokens), float(temperature), float(top_p), tuple(stop), seed)
+    return SamplingParams(int(max_new_tokens), float(temperature), float(top_p), tuple(stop), _per_prompt_seeds(seed, num_prompts))
+
+
+def _per_prompt_seeds(seed: object, num_prompts: int) -> tuple[int, ...] | None:
+    where = "LanguageModel.generate expects seed to be"
+    if seed is None:
+        return None
+    if _is_int(seed):
+        return tuple(int(seed) + i for i in range(num_prompts))  # type: ignore[call-overload]
+    if isinstance(seed, (str, bytes)) or not isinstance(seed, Sequence) or not all(_is_int(s) for s in seed):
+        raise ConfigError(f"{where} an integer, a sequence of integers (one per prompt) or None, got {seed!r}.")
+    if len(seed) != num_prompts:
+        raise ConfigError(f"{where} one integer per prompt, got {len(seed)} seeds for {num_prompts} prompts.")
+    return tuple(int(s) for s in seed)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def derive_seed(*parts: object) -> int:
+    """A seed in ``[0, 2**63)`` determined by ``parts`` (their ``repr``), the same in every
+    process: for instance one sampling stream per (agent seed, question, episode seed,
+    turn)."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
 
 
 def check_prompts(prompts: object) -> list[str | list[int]]:

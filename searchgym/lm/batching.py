@@ -7,9 +7,11 @@ does that without changing the components: the driver runs every ``env.step`` of
 in its own thread registered as a *participant*; ``LanguageModel.generate`` called from a
 participant thread hands its request to the round and blocks. When every participant
 still running is blocked on a request, the round serves all of them: requests to the same
-model with the same sampling parameters become one ``generate`` call, in participant
-order. The composition of every batch therefore depends only on what the environments
-do, never on thread timing, so rounds are reproducible.
+model with the same sampling parameters (seeds aside) become one ``generate`` call, in
+participant order. The composition of every batch therefore depends only on what the
+environments do, never on thread timing, so rounds are reproducible. Seeded requests keep
+their per-prompt seeds in the joined call, so each prompt draws what it would have drawn
+alone.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -115,6 +117,8 @@ class StepRound:
     def _serve(self, group: Sequence[_Request]) -> None:
         lm, params = group[0].lm, group[0].params
         prompts = [ids for r in group for ids in r.prompt_ids]
+        if params.seed is not None:
+            params = replace(params, seed=tuple(seed for r in group for seed in r.params.seed))
         try:
             self.calls += 1
             generations = lm._generate(prompts, params)
@@ -129,10 +133,11 @@ class StepRound:
 
 
 def _groups(batch: Sequence[_Request]) -> list[list[_Request]]:
-    """Requests that can share one call: same model object, same sampling parameters."""
-    groups: dict[tuple[int, Any], list[_Request]] = {}
+    """Requests that can share one call: same model object, same sampling parameters
+    but for the per-prompt seeds (seeded and unseeded requests apart)."""
+    groups: dict[tuple[int, Any, bool], list[_Request]] = {}
     for r in batch:
-        groups.setdefault((id(r.lm), r.params), []).append(r)
+        groups.setdefault((id(r.lm), replace(r.params, seed=None), r.params.seed is None), []).append(r)
     return list(groups.values())
 
 

@@ -8,9 +8,9 @@ prompts that arrived (encoded together, reusing cached prefixes), and hands ever
 sequence back the moment it finishes, so its episode steps the env and comes back with
 its next turn while the others keep decoding.
 
-Within a call, the prompts are sampled together with one generator seeded from the
-call's ``seed``, as in a plain ``generate`` call; a call's results do not depend on what
-other calls share the batch (up to floating-point rounding of batched matrix products).
+Each prompt is sampled from its own seed's generator, as in a plain ``generate`` call,
+so a call's results do not depend on what other calls share the batch (up to the
+floating-point rounding of batched matrix products).
 
 :func:`continuous_batching` routes the ``generate`` calls made by the threads that enter
 it to one batcher per :class:`~searchgym.lm.hf.TransformersLM`; other backends are
@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 class _Request:
     """One ``generate`` call waiting for its sequences."""
 
-    def __init__(self, prompt_ids: list[list[int]], params: SamplingParams, generator: Any):
-        self.prompt_ids, self.params, self.generator = prompt_ids, params, generator
+    def __init__(self, prompt_ids: list[list[int]], params: SamplingParams):
+        self.prompt_ids, self.params = prompt_ids, params
         self.seqs: list[Decoding] = []
         self.results: list[Generation | None] = [None] * len(prompt_ids)
         self.remaining = 0
@@ -70,7 +70,7 @@ class ContinuousBatcher:
         """Decode ``prompt_ids`` in the shared loop; block until all of them finish."""
         lm = self.lm
         lm._check_vocabulary(prompt_ids)
-        request = _Request(prompt_ids, params, lm._generator(params.seed))
+        request = _Request(prompt_ids, params)
         request.results, runnable = lm._decodings(prompt_ids, params)
         for i, seq in runnable:
             seq.owner = (request, i)
@@ -148,8 +148,8 @@ class ContinuousBatcher:
         return self._sample_and_retire(batch, logits)
 
     def _sample_and_retire(self, batch: _Batch, logits: Any) -> _Batch | None:
-        """Sample each row's next token (per call, with the call's generator), hand back
-        the sequences that finished and drop their rows."""
+        """Sample each row's next token (with its call's parameters and its own
+        generator), hand back the sequences that finished and drop their rows."""
         from searchgym.lm.hf import _select_rows
 
         lm, torch = self.lm, self.lm._torch
@@ -160,7 +160,7 @@ class ContinuousBatcher:
         for rows in rows_of.values():
             request = batch.seqs[rows[0]].owner[0]
             index = torch.tensor(rows, device=logits.device)
-            ids, logprobs = lm._sample(logits.index_select(0, index), request.params, request.generator)
+            ids, logprobs = lm._sample(logits.index_select(0, index), request.params, [batch.seqs[row].generator for row in rows])
             next_ids[index] = ids
             for row, token, logprob in zip(rows, ids.tolist(), logprobs.tolist()):
                 seq = batch.seqs[row]

@@ -143,26 +143,34 @@ class TransformersLM(LanguageModel):
 
     def _generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> list[Generation]:
         self._check_vocabulary(prompt_ids)
-        generator = self._generator(params.seed)
         cache = self._usable_cache()
         results, runnable = self._decodings(prompt_ids, params)
         for start in range(0, len(runnable), self.max_batch_size):
             chunk = runnable[start : start + self.max_batch_size]
-            for (i, _), generation in zip(chunk, self._decode_batch([seq for _, seq in chunk], params, generator, cache)):
+            for (i, _), generation in zip(chunk, self._decode_batch([seq for _, seq in chunk], params, cache)):
                 results[i] = generation
         return results  # type: ignore[return-value]
 
     def _decodings(self, prompt_ids: list[list[int]], params: SamplingParams) -> tuple[list[Generation | None], list[tuple[int, Decoding]]]:
         """Results with the prompts that fill the context already answered
         (``prompt_too_long``), and a :class:`Decoding` for each of the others, by index;
-        each may grow only until its context is full."""
+        each may grow only until its context is full, and samples with its own seed's
+        generator (unseeded prompts share one fresh generator)."""
         results: list[Generation | None] = [None] * len(prompt_ids)
         runnable = []
+        shared = None
         for i, ids in enumerate(prompt_ids):
             if len(ids) >= self.context_length:
                 results[i] = Generation("", (), (), "prompt_too_long")
+                continue
+            if params.temperature == 0:
+                generator = None  # greedy draws nothing
+            elif params.seed is not None:
+                generator = self._generator(params.seed[i])
             else:
-                runnable.append((i, Decoding(ids, params, min(params.max_new_tokens, self.context_length - len(ids)))))
+                generator = shared = shared or self._generator(None)
+            budget = min(params.max_new_tokens, self.context_length - len(ids))
+            runnable.append((i, Decoding(ids, params, budget, generator=generator)))
         return results, runnable
 
     def _check_vocabulary(self, prompt_ids: list[list[int]]) -> None:
@@ -174,6 +182,7 @@ class TransformersLM(LanguageModel):
                 )
 
     def _generator(self, seed: int | None) -> Any:
+        """A generator on the model's device, seeded with ``seed`` (``None``: at random)."""
         generator = self._torch.Generator(device=self.device)
         if seed is None:
             generator.seed()
@@ -191,16 +200,14 @@ class TransformersLM(LanguageModel):
         cache.check(fingerprint)
         return cache if fingerprint is not None else None
 
-    def _decode_batch(
-        self, seqs: list[Decoding], params: SamplingParams, generator: Any, cache: PrefixCache | None = None
-    ) -> list[Generation]:
+    def _decode_batch(self, seqs: list[Decoding], params: SamplingParams, cache: PrefixCache | None = None) -> list[Generation]:
         torch = self._torch
         live = list(seqs)  # the sequence of each row still in the batch
         with torch.inference_mode():
             logits, past, attention_mask, position_ids = self._prefill(seqs, cache)
             storable = cache is not None and _full_cache(past, attention_mask.shape[1])
             while True:
-                next_ids, next_logprobs = self._sample(logits, params, generator)  # [L], [L]
+                next_ids, next_logprobs = self._sample(logits, params, [seq.generator for seq in live])  # [L], [L]
                 for row, (seq, token, logprob) in enumerate(zip(live, next_ids.tolist(), next_logprobs.tolist())):
                     if self._append(seq, token, logprob) and storable:
                         self._keep(cache, seq, past, row, attention_mask[row])  # type: ignore[arg-type]
@@ -382,8 +389,9 @@ class TransformersLM(LanguageModel):
             seq.finish = "length"
         return seq.finish is not None
 
-    def _sample(self, logits: Any, params: SamplingParams, generator: Any) -> tuple[Any, Any]:
-        """Pick the next id of every row and its logprob under the distribution used."""
+    def _sample(self, logits: Any, params: SamplingParams, generators: list[Any]) -> tuple[Any, Any]:
+        """Pick the next id of every row and its logprob under the distribution used;
+        row ``r`` draws from ``generators[r]``."""
         torch = self._torch
         logits = logits.float()  # [B, V]
         if params.temperature == 0:
@@ -400,17 +408,21 @@ class TransformersLM(LanguageModel):
             sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
             logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
         logp = torch.log_softmax(logits, dim=-1)  # [B, V]
-        next_ids = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)  # [B]
+        probs = logp.exp()
+        if all(g is generators[0] for g in generators):  # one stream (an unseeded call): one draw for all rows
+            next_ids = torch.multinomial(probs, 1, generator=generators[0]).squeeze(-1)  # [B]
+        else:  # each row from its own stream, so its draws do not depend on the other rows
+            next_ids = torch.cat([torch.multinomial(probs[row : row + 1], 1, generator=g).squeeze(-1) for row, g in enumerate(generators)])
         return next_ids, logp.gather(-1, next_ids.unsqueeze(-1)).squeeze(-1)
 
 
 class Decoding:
     """One prompt being decoded: what it may generate and what it has generated."""
 
-    __slots__ = ("prompt", "params", "budget", "tokens", "logprobs", "text", "finish", "hit", "owner")
+    __slots__ = ("prompt", "params", "budget", "tokens", "logprobs", "text", "finish", "hit", "owner", "generator")
 
-    def __init__(self, prompt: list[int], params: SamplingParams, budget: int, owner: Any = None):
-        self.prompt, self.params, self.budget, self.owner = prompt, params, budget, owner
+    def __init__(self, prompt: list[int], params: SamplingParams, budget: int, owner: Any = None, generator: Any = None):
+        self.prompt, self.params, self.budget, self.owner, self.generator = prompt, params, budget, owner, generator
         self.tokens: list[int] = []
         self.logprobs: list[float] = []
         self.text = ""

@@ -2,7 +2,8 @@
 
 Meant for frozen models (the s3 generator, the R-Search reader, a judge) running on a
 vLLM server or at any provider. All prompts of one call go in one ``/completions``
-request. Against vLLM the reply carries the exact sampled token ids
+request, except seeded sampling: a request carries one seed, so each prompt then goes in
+a request of its own with its seed (up to 8 in flight at once). Against vLLM the reply carries the exact sampled token ids
 (``return_tokens_as_token_ids``) and keeps the stop string in the text
 (``include_stop_str_in_output``); other servers ignore those fields, and then the stop
 string is appended when the server says which one matched (or when only one was given),
@@ -17,6 +18,8 @@ from __future__ import annotations
 import math
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from searchgym.error import BackendError, ConfigError, require
@@ -83,7 +86,17 @@ class OpenAILM(LanguageModel):
             return prompt
         return super()._prompt_ids(prompt, index)
 
+    #: Most per-prompt requests in flight at once (seeded sampling).
+    max_concurrent = 8
+
     def _generate(self, prompt_ids: list[Any], params: SamplingParams) -> list[Generation]:
+        if params.seed is not None and params.temperature > 0 and len(prompt_ids) > 1:
+            # One request carries one seed: each prompt goes alone, with its own.
+            single = [([ids], replace(params, seed=(seed,))) for ids, seed in zip(prompt_ids, params.seed)]
+            with ThreadPoolExecutor(min(self.max_concurrent, len(single))) as pool:
+                return [g for gs in pool.map(lambda request: self._batch(*request), single) for g in gs]
+        if params.temperature == 0:
+            params = replace(params, seed=None)  # greedy: nothing to seed
         out: list[Generation] = []
         for start in range(0, len(prompt_ids), self.max_batch_size):
             out.extend(self._batch(prompt_ids[start : start + self.max_batch_size], params))
@@ -102,8 +115,8 @@ class OpenAILM(LanguageModel):
         }
         if params.stop:
             body["stop"] = list(params.stop)
-        if params.seed is not None:
-            body["seed"] = params.seed
+        if params.seed is not None:  # one prompt (see _generate)
+            body["seed"] = params.seed[0]
         try:
             reply = self._post("/completions", body)
         except _TooLong:

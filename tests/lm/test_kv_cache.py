@@ -119,7 +119,7 @@ def test_a_batch_prefill_writes_into_buffers_the_decode_steps_append_to(cached):
 
     lm = TransformersLM(tiny_causal_lm(seed=0), tiny_tokenizer(), device="cpu")
     prompts = [list(range(5, 40)), list(range(50, 77))]
-    params = SamplingParams(max_new_tokens=4, temperature=0, top_p=1.0, stop=(), seed=0)
+    params = SamplingParams(max_new_tokens=4, temperature=0, top_p=1.0, stop=(), seed=None)
     if cached:  # the prefill reuses each prompt's first 20 tokens from the prefix cache
         lm.generate([p[:20] for p in prompts], max_new_tokens=1, temperature=0)
     seqs = [Decoding(p, params, 4) for p in prompts]

@@ -76,7 +76,9 @@ def test_stop_end_picks_the_earliest_ending_stop():
         ({"top_p": 0}, "LanguageModel.generate expects top_p to be a number in (0, 1], got 0."),
         ({"stop": "</search>"}, "LanguageModel.generate expects stop to be a sequence of strings, got the string '</search>'. Wrap it in a list: ['</search>']."),
         ({"stop": ["", "x"]}, "LanguageModel.generate expects stop to be a sequence of non-empty strings, got ['', 'x']."),
-        ({"seed": "1"}, "LanguageModel.generate expects seed to be an integer or None, got '1'."),
+        ({"seed": "1"}, "LanguageModel.generate expects seed to be an integer, a sequence of integers (one per prompt) or None, got '1'."),
+        ({"seed": [1, True]}, "LanguageModel.generate expects seed to be an integer, a sequence of integers (one per prompt) or None, got [1, True]."),
+        ({"seed": [1, 2]}, "LanguageModel.generate expects seed to be one integer per prompt, got 2 seeds for 1 prompts."),
     ],
 )
 def test_bad_arguments_raise_config_error(tokenizer, kwargs, message):
@@ -104,3 +106,22 @@ def test_generation_checks_its_fields():
         Generation("a", (1,), (), "stop")
     with pytest.raises(ConfigError, match=r"^Generation expects finish_reason to be one of stop, length, prompt_too_long, got 'eos'\.$"):
         Generation("", (), (), "eos")
+
+
+def test_an_integer_seed_is_one_seed_per_prompt_in_order():
+    from searchgym.lm.base import check_sampling_params
+
+    params = check_sampling_params(max_new_tokens=1, temperature=1.0, top_p=1.0, stop=(), seed=7, num_prompts=3)
+    assert params.seed == (7, 8, 9)
+    assert check_sampling_params(max_new_tokens=1, temperature=1.0, top_p=1.0, stop=(), seed=None, num_prompts=3).seed is None
+    assert check_sampling_params(max_new_tokens=1, temperature=1.0, top_p=1.0, stop=(), seed=(5, 1), num_prompts=2).seed == (5, 1)
+
+
+def test_derive_seed_is_stable_and_separates_its_parts():
+    from searchgym.lm.base import derive_seed
+
+    assert derive_seed(0, "q1", 3, 0) == derive_seed(0, "q1", 3, 0)
+    seeds = {derive_seed(0, "q1", 3, 0), derive_seed(0, "q1", 3, 1), derive_seed(0, "q1", 4, 0), derive_seed(0, "q2", 3, 0), derive_seed(1, "q1", 3, 0)}
+    assert len(seeds) == 5 and all(0 <= s < 2**63 for s in seeds)
+    # A value written into the code: the seed must not change between processes or versions.
+    assert derive_seed(0, None, "q1", 3, 0) == 2790968572096737462
