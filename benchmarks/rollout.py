@@ -15,7 +15,8 @@ noisy machine. Targets, checked at the end:
    (as RL rollouts do); ``--temperature`` picks others. Continuous scheduling (each
    episode in its own thread, one shared decode loop that admits a new turn the moment
    it arrives) is reported beside it. The script reports how many episodes came out
-   identical (all of them, greedy; sampled runs draw differently once batched), and
+   identical (all of them should: sampled turns draw from per-episode seeds, so every
+   run plays the same episodes and compares the same work), and
    where each run's time went (prefill, decode steps, everything else: retrieval, env,
    Python). All use the backend's prefix cache (a turn encodes only the tokens new since
    the episode's last turn; ``--prefix-cache-mb 0`` turns it off), as vLLM does with its own.

@@ -66,7 +66,7 @@ class _OneShotAgent(LMTurnAgent):
             self._trajectories[slot] = Trajectory(prompt)
             prompts.append(prompt)
             slots.append(slot)
-        generations = self._generate(prompts, ())
+        generations = self._generate(prompts, (), infos)
         actions = []
         for slot, g in zip(slots, generations):
             self._trajectories[slot].add_generated(g.token_ids, g.logprobs, g.finish_reason)

@@ -5,7 +5,11 @@ asks the agent for the turns of all live episodes in one ``act`` call (an LM age
 one ``generate`` call for the whole batch), then steps the envs in parallel threads so
 that the LM calls their components make (RECON summarizer, s3 generator, R-Search
 reader) are batched too (:mod:`searchgym.lm.batching`). A finished env starts the next
-task. At temperature 0 the results equal those of playing the tasks one at a time.
+task. The agent sees each info with ``slot`` (the env's index) and ``episode_seed`` (the
+task's reset seed) added; LM agents given a seed derive each turn's sampling seed from the
+question, ``episode_seed`` and the turn, so sampled episodes, like greedy ones, come out
+as when the tasks are played one at a time, whatever the number of envs or the scheduling
+(up to the floating-point rounding of batched products).
 With ``scheduling="continuous"`` the episodes do not wait for each other's turns: each
 plays in its own thread and the model decodes whatever sequences are pending
 (:mod:`searchgym.lm.continuous`).
@@ -186,7 +190,7 @@ def run_episodes(
             t0 = time.perf_counter()
             observation, info = env.reset(seed=task.seed, options={"example_id": task.example_id})
             example = env.unwrapped.example
-            ep = _Live(task, observation, dict(info, slot=slot), example.question, list(example.answers), t0)
+            ep = _Live(task, observation, dict(info, slot=slot, episode_seed=task.seed), example.question, list(example.answers), t0)
             ep.wall = time.perf_counter() - t0
             live[slot] = (index, ep)
 
@@ -253,7 +257,7 @@ def _play_continuously(
         started = time.perf_counter()
         observation, info = env.reset(seed=task.seed, options={"example_id": task.example_id})
         example = env.unwrapped.example
-        ep = _Live(task, observation, dict(info, slot=slot), example.question, list(example.answers), started)
+        ep = _Live(task, observation, dict(info, slot=slot, episode_seed=task.seed), example.question, list(example.answers), started)
         while True:
             try:
                 action = agent.act([ep.observation], [ep.info])[0]
@@ -336,7 +340,7 @@ def _record_step(env: Any, ep: _Live, slot: int, outcome: Any, agent: Agent) -> 
         ep.flag("invalid_turn")
     if info.get("observation_truncated"):
         ep.flag("observation_truncated")
-    ep.observation, ep.info = observation, dict(info, slot=slot)
+    ep.observation, ep.info = observation, dict(info, slot=slot, episode_seed=ep.task.seed)
     if terminated or truncated:
         return _finished(env, ep, terminated, agent)
     return None

@@ -23,7 +23,7 @@ from searchgym.agents.base import Agent
 from searchgym.agents.trajectory import Trajectory
 from searchgym.envs.protocols import Protocol, make_protocol
 from searchgym.error import ConfigError
-from searchgym.lm.base import Generation, LanguageModel
+from searchgym.lm.base import Generation, LanguageModel, derive_seed
 
 
 def _positive_int(owner: str, name: str, value: Any) -> int:
@@ -79,10 +79,27 @@ class LMTurnAgent(Agent):
         """The live trajectory of ``slot`` (``None`` if it has none)."""
         return self._trajectories.get(slot)
 
-    def _generate(self, contexts: Sequence[Sequence[int]], stop: Sequence[str]) -> list[Generation]:
+    def _seeds(self, infos: Sequence[Mapping[str, Any]]) -> list[int] | None:
+        """One sampling seed per episode of an ``act`` call (``None`` without a seed).
+
+        Under a driver (infos with ``episode_seed`` and ``example_id``), the seed is
+        derived from this agent's seed, the role, the question, the episode's seed and
+        the turn: an episode draws the same tokens however many others are decoded
+        beside it. Otherwise from this agent's seed, the call's number and the position."""
+        if self.seed is None:
+            return None
         with self._calls_lock:
-            seed = None if self.seed is None else self.seed + self._calls
+            call = self._calls
             self._calls += 1
+        return [
+            derive_seed(self.seed, info.get("role"), info["example_id"], info["episode_seed"], info.get("turn", 0))
+            if "episode_seed" in info and "example_id" in info
+            else derive_seed(self.seed, "call", call, position)
+            for position, info in enumerate(infos)
+        ]
+
+    def _generate(self, contexts: Sequence[Sequence[int]], stop: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[Generation]:
+        seed = self._seeds(infos)
         generations = self.lm.generate(
             [list(c) for c in contexts],
             max_new_tokens=self.max_new_tokens,
@@ -103,8 +120,9 @@ class LMAgent(LMTurnAgent):
         protocol: The env's protocol (name or instance); :meth:`for_env` reads it.
         max_new_tokens: Most tokens per turn (a turn that hits it is cut mid-text; the
             env then usually finds no closing tag and answers with feedback).
-        temperature, top_p, seed: Sampling; temperature 0 is greedy. Call ``i`` of the
-            agent samples with ``seed + i``.
+        temperature, top_p, seed: Sampling; temperature 0 is greedy. With a seed, each
+            episode's turn samples from its own stream (see :meth:`_seeds`), so a
+            sampled run is reproducible and independent of how episodes are batched.
         chat: Whether to format the prompt with the model's chat template (the env's
             ``info["prompt_messages"]``); ``None`` follows the protocol
             (``Protocol.uses_chat_template``: R1-Searcher's seed feeds raw text).
@@ -166,7 +184,7 @@ class LMAgent(LMTurnAgent):
                 trajectory.add_observation(self.encode(observation))
             contexts.append(self._trajectories[slot].context_ids())
             slots.append(slot)
-        generations = self._generate(contexts, self.protocol.stop_strings)
+        generations = self._generate(contexts, self.protocol.stop_strings, infos)
         for slot, g in zip(slots, generations):
             self._trajectories[slot].add_generated(g.token_ids, g.logprobs, g.finish_reason)
         return [g.text for g in generations]

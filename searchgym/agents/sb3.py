@@ -28,7 +28,7 @@ from searchgym.envs.core import doc_text
 from searchgym.envs.templates import TemplateState, window_passages
 from searchgym.envs.wrappers import answer_with
 from searchgym.error import ConfigError
-from searchgym.lm.base import LanguageModel
+from searchgym.lm.base import LanguageModel, derive_seed
 
 
 def load_policy(policy: str | Path, *, device: str = "cpu") -> tuple[Any, dict[str, Any]]:
@@ -193,8 +193,9 @@ class SB3Agent(Agent):
             self._trajectories[slot] = Trajectory(ids)
             prompts.append(list(ids))
         with self._calls_lock:
-            seed = None if self.seed is None else self.seed + self._calls
+            call = self._calls
             self._calls += 1
+        seed = None if self.seed is None else [derive_seed(self.seed, "call", call, i) for i in range(len(prompts))]
         generations = self.lm.generate(prompts, max_new_tokens=self.max_new_tokens, temperature=self.temperature, seed=seed)
         for slot, g in zip(slots, generations):
             self._trajectories[slot].add_generated(g.token_ids, g.logprobs, g.finish_reason)

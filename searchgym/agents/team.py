@@ -244,7 +244,7 @@ def run_team_episodes(
                     continue
                 agent = agents[role]
                 observations = [envs[i].observe(role) for i in idxs]
-                infos = [dict(envs[i].infos[role], slot=slot(i, role)) for i in idxs]
+                infos = [dict(envs[i].infos[role], slot=slot(i, role), role=role, episode_seed=live[i].task.seed) for i in idxs]
                 try:
                     turns = agent.act(observations, infos)
                 except BackendError as e:

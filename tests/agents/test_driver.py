@@ -107,6 +107,31 @@ def test_step_round_serves_only_when_every_participant_waits():
     assert isinstance(StepRound(), StepRound)
 
 
+def test_step_round_joins_seeded_calls_keeping_each_prompts_seed():
+    calls = []
+
+    class SeedRecordingLM(ScriptedLM):
+        def _generate(self, prompt_ids, params):
+            calls.append((len(prompt_ids), params.seed))
+            return super()._generate(prompt_ids, params)
+
+    lm = SeedRecordingLM(lambda prompt: "ok", tiny_tokenizer())
+    requests = [(["a"], [3]), (["b", "c"], [4, 5]), (["d"], None), (["e"], 9)]
+
+    def step(i):
+        prompts, seed = requests[i]
+        return lambda: [g.text for g in lm.generate(prompts, max_new_tokens=2, temperature=1.0, seed=seed)]
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        outputs, round_ = run_round([step(i) for i in range(4)], threads=pool)
+    assert outputs == [["ok"], ["ok", "ok"], ["ok"], ["ok"]]
+    # The seeded requests share one call with their seeds in order; the unseeded one goes apart.
+    assert sorted(calls, key=lambda c: c[1] is None) == [(4, (3, 4, 5, 9)), (1, None)]
+    assert round_.calls == 2
+
+
 class FailingAgent(Agent):
     """Raises a backend error on its second call."""
 
@@ -223,3 +248,25 @@ def test_continuous_scheduling_raises_what_an_agent_raises_and_checks_its_argume
         run_episodes(envs, Broken(), tasks_for(envs[0], 4), scheduling="continuous")
     with pytest.raises(ConfigError, match="^run_episodes expects scheduling to be one of turns, continuous, got 'async'.$"):
         run_episodes(envs, Broken(), tasks_for(envs[0], 4), scheduling="async")
+
+
+@pytest.mark.parametrize("env_id", ["searchgym/SearchR1-v0", "searchgym/RSearch-v0"])
+def test_sampled_episodes_do_not_depend_on_batching_or_scheduling(tiny_lm, env_id):
+    """With an agent seed, each turn samples from a stream of its own episode (question,
+    task seed, turn): 4 envs turn by turn, 4 envs continuously and 1 env give the same
+    episodes; another task seed draws another episode."""
+    envs = [make_small(env_id, max_turns=3) for _ in range(4)]
+    agent = policy_agent(envs[0], tiny_lm, max_new_tokens=16, temperature=1.0, seed=5)
+    tasks = tasks_for(envs[0], 5) + [Task(envs[0].unwrapped.examples[0].id, 1)]
+    together = run_episodes(envs, agent, tasks, keep_trajectories=True)
+    continuous = run_episodes(envs, agent, tasks, keep_trajectories=True, scheduling="continuous")
+    alone = run_episodes(envs[:1], agent, tasks, keep_trajectories=True)
+    expected = [r.trajectory.context_ids() for r in alone]
+    assert [r.trajectory.context_ids() for r in together] == expected
+    assert [r.trajectory.context_ids() for r in continuous] == expected
+    assert [comparable(r) for r in together] == [comparable(r) for r in alone]
+    # The same question under task seeds 0 and 1: two different draws.
+    assert expected[0] != expected[-1]
+    # Another agent seed draws other episodes.
+    other = run_episodes(envs, policy_agent(envs[0], tiny_lm, max_new_tokens=16, temperature=1.0, seed=6), tasks[:1], keep_trajectories=True)
+    assert other[0].trajectory.context_ids() != expected[0]
