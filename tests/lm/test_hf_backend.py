@@ -105,6 +105,27 @@ def test_a_seeded_prompt_samples_the_same_alone_or_in_any_batch(lm):
     assert twice[0].token_ids != twice[1].token_ids
 
 
+def test_sampling_draws_each_token_with_its_probability(lm):
+    # 40,000 draws from a known distribution: frequencies within 4 standard deviations of
+    # the probabilities; a token outside the top-p nucleus or of probability 0 never comes.
+    from searchgym.lm.base import SamplingParams
+
+    probs = torch.tensor([0.5, 0.25, 0.15, 0.1, 0.0])
+    logits = torch.log(probs).expand(40_000, -1).contiguous()
+    params = SamplingParams(max_new_tokens=1, temperature=1.0, top_p=1.0, stop=(), seed=None)
+    counts = torch.bincount(lm._sample(logits, params, [torch.Generator().manual_seed(0)] * 40_000)[0], minlength=5).double()
+    assert torch.all((counts / 40_000 - probs.double()).abs() <= 4 * (probs.double() * (1 - probs.double()) / 40_000).sqrt())
+    assert counts[4] == 0
+    # Per-row generators draw the same as one row at a time.
+    generators = [torch.Generator().manual_seed(i) for i in range(8)]
+    together = lm._sample(logits[:8], params, generators)[0]
+    alone = torch.cat([lm._sample(logits[:1], params, [torch.Generator().manual_seed(i)])[0] for i in range(8)])
+    assert torch.equal(together, alone)
+    nucleus = SamplingParams(max_new_tokens=1, temperature=1.0, top_p=0.7, stop=(), seed=None)
+    ids, logprobs = lm._sample(logits[:4000], nucleus, [torch.Generator().manual_seed(1)] * 4000)
+    assert set(ids.tolist()) == {0, 1} and torch.allclose(logprobs.exp(), torch.tensor([2 / 3, 1 / 3])[ids])
+
+
 def _recomputed_logprobs(lm, prompt_ids, generated, temperature=1.0):
     ids = torch.tensor([list(prompt_ids) + list(generated)])
     with torch.no_grad():
