@@ -415,11 +415,11 @@ class TransformersLM(LanguageModel):
         # be cheaper still, but its choice shifts with the rounding of a sum over the
         # whole vocabulary, so batched and single runs would part more often.)
         probs = logp.exp()
-        shape = (1, probs.shape[-1])
+        like = {"device": probs.device, "dtype": probs.dtype}
         if all(g is generators[0] for g in generators):  # one stream (an unseeded call)
-            u = torch.rand((len(generators), shape[1]), generator=generators[0], device=probs.device, dtype=probs.dtype)
+            u = torch.rand(probs.shape, generator=generators[0], **like)
         else:  # each row from its own stream, so its draws do not depend on the other rows
-            u = torch.cat([torch.rand(shape, generator=g, device=probs.device, dtype=probs.dtype) for g in generators])
+            u = torch.cat([torch.rand((1, probs.shape[-1]), generator=g, **like) for g in generators])
         next_ids = (probs / -torch.log(u)).argmax(dim=-1)  # [B]; u = 0 gives q = inf: never chosen
         return next_ids, logp.gather(-1, next_ids.unsqueeze(-1)).squeeze(-1)
 
