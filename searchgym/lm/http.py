@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -75,8 +76,10 @@ class OpenAILM(LanguageModel):
         key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
         self._client = httpx.Client(timeout=self.timeout, headers={"Authorization": f"Bearer {key}"})
         self._httpx = httpx
-        #: Attempts made by the last request (1 when it succeeded at once).
+        #: The most attempts any request of the last ``generate`` call made (1 when all
+        #: succeeded at once; seeded sampling sends several requests concurrently).
         self.last_attempts = 0
+        self._attempts_lock = threading.Lock()
 
     def _prompt_ids(self, prompt: Any, index: int) -> Any:
         # Text goes to the server as text; token ids need no tokenizer (vLLM accepts them).
@@ -90,6 +93,7 @@ class OpenAILM(LanguageModel):
     max_concurrent = 8
 
     def _generate(self, prompt_ids: list[Any], params: SamplingParams) -> list[Generation]:
+        self.last_attempts = 0
         if params.seed is not None and params.temperature > 0 and len(prompt_ids) > 1:
             # One request carries one seed: each prompt goes alone, with its own.
             single = [([ids], replace(params, seed=(seed,))) for ids, seed in zip(prompt_ids, params.seed)]
@@ -128,8 +132,11 @@ class OpenAILM(LanguageModel):
     def _post(self, path: str, body: dict[str, Any]) -> Any:
         url = self.base_url + path
         error = "no attempt"
+        attempts = 0
         for attempt in range(self.max_retries + 1):
-            self.last_attempts = attempt + 1
+            attempts = attempt + 1
+            with self._attempts_lock:  # requests of one call may run in threads
+                self.last_attempts = max(self.last_attempts, attempts)
             if attempt:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
             try:
@@ -151,7 +158,7 @@ class OpenAILM(LanguageModel):
                 return response.json()
             except ValueError:
                 raise BackendError(f"The server at {url} answered with something that is not JSON: {response.text[:200]!r}") from None
-        raise BackendError(f"The server at {url} {error} ({self.last_attempts} attempts); is it running and serving {self.model!r}?")
+        raise BackendError(f"The server at {url} {error} ({attempts} attempts); is it running and serving {self.model!r}?")
 
     def _parse(self, reply: Any, n: int, params: SamplingParams) -> list[Generation]:
         url = self.base_url + "/completions"

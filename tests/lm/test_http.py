@@ -22,18 +22,22 @@ from searchgym.lm.testing import tiny_tokenizer
 
 # ---------------------------------------------------------------- a misbehaving server
 class Script:
-    """Replies handed out in turn: (status, body) or ("hang", seconds)."""
+    """Replies handed out in turn: (status, body) or ("hang", seconds); a reply may also
+    be a function of the request body that returns one."""
 
     def __init__(self, replies):
         self.replies, self.requests = list(replies), []
+        self.lock = threading.Lock()
 
 
 def serve(script):
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            script.requests.append(body)
-            status, payload = script.replies.pop(0) if len(script.replies) > 1 else script.replies[0]
+            with script.lock:
+                script.requests.append(body)
+                reply = script.replies.pop(0) if len(script.replies) > 1 else script.replies[0]
+            status, payload = reply(body) if callable(reply) else reply
             if status == "hang":
                 time.sleep(payload)
                 status, payload = 200, "{}"
@@ -141,6 +145,28 @@ def test_seeded_sampling_sends_each_prompt_with_its_seed(fake):
     script.replies = [(200, completion(["x", "y"]))]
     lm.generate(["a", "b"], max_new_tokens=2, temperature=0, seed=4)  # greedy: one request, nothing to seed
     assert [r["prompt"] for r in script.requests] == [["a", "b"]] and "seed" not in script.requests[0]
+
+
+def test_last_attempts_counts_the_most_retried_of_concurrent_requests(fake):
+    # Seeded sampling sends one request per prompt, two at a time here. Only "b" is retried
+    # (twice), and it finishes first: the others answer slowly and start after it.
+    failures = {"b": 2}
+
+    def reply(body):
+        if failures.get(body["prompt"], 0):
+            failures[body["prompt"]] -= 1
+            return 503, "busy"
+        if body["prompt"] != "b":
+            time.sleep(0.3)
+        return 200, completion([body["prompt"].upper()])
+
+    lm, script = fake(reply)
+    lm.max_concurrent = 2
+    out = lm.generate(["b", "a", "c", "d"], max_new_tokens=2, temperature=0.8, seed=0)
+    assert [g.text for g in out] == ["B", "A", "C", "D"]
+    assert lm.last_attempts == 3 and len(script.requests) == 6
+    lm.generate(["a", "c"], max_new_tokens=2, temperature=0.8, seed=0)  # a new call starts the count again
+    assert lm.last_attempts == 1
 
 
 def test_a_dropped_stop_string_is_put_back(fake):
