@@ -6,11 +6,11 @@ request, except seeded sampling: a request carries one seed, so each prompt then
 a request of its own with its seed (up to 8 in flight at once). Against vLLM the reply
 carries the exact sampled token ids (``return_tokens_as_token_ids``) and keeps the stop
 string in the text (``include_stop_str_in_output``); other servers ignore those fields,
-and then the stop string is appended when the server says which one matched (or when only one was given),
-and token ids come from re-tokenizing the text (their logprobs are NaN when the counts
-differ). Connection errors, timeouts, 429 and 5xx replies are retried with exponential
-backoff; anything else, and every failure after the last retry, raises
-:class:`~searchgym.error.BackendError` with the server's own message.
+and then the stop string is appended when the server says which one matched (or when
+only one was given), and token ids come from re-tokenizing the text (their logprobs are
+NaN when the counts differ). Connection errors, timeouts, 429 and 5xx replies are
+retried with exponential backoff; anything else, and every failure after the last retry,
+raises :class:`~searchgym.error.BackendError` with the server's own message.
 """
 
 from __future__ import annotations
