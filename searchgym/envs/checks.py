@@ -1,7 +1,9 @@
 """Checkers users can run on their own envs and protocols.
 
 ``check_search_env(env)`` runs Gymnasium's ``check_env``, a seeded determinism rollout,
-a pickling round trip and a fuzz of action strings built from the protocol's tags;
+a pickling round trip, a fuzz of action strings built from the protocol's tags and an
+idle agent (tag-free text every turn), which must earn exactly the recipe's floor
+(envs scored by a :class:`~searchgym.rewards.RewardRecipe`);
 ``check_protocol(protocol)`` checks that ``parse`` never raises and inverts ``write``.
 Both raise :class:`~searchgym.error.SearchGymError` naming the first failure.
 """
@@ -19,6 +21,7 @@ from searchgym.corpora.types import QAExample
 from searchgym.envs.protocols import Answer, Complete, Protocol, Search, make_protocol
 from searchgym.envs.protocols.base import cut_at_stop, strip_blocks
 from searchgym.error import SearchGymError
+from searchgym.rewards import RewardRecipe
 
 _PROBE = QAExample("probe", "Who founded Kelvaro Industries?", ("Ilvar Odrenko",))
 _JUNK = ["", " ", "\n", "<", ">", "</", "[1, 2]", "True", '{"query": "x"}', "ünï 北京 🚀", "\x00", "x" * 500,
@@ -85,3 +88,29 @@ def check_search_env(env: Any, *, seed: int = 0, fuzz: int = 100) -> None:
     for obs in (t[0] for t in first[2:] if isinstance(t, tuple)):
         if not inner.observation_space.contains(obs):
             raise SearchGymError(f"An observation of {len(obs)} characters is outside the observation space.")
+    if isinstance(getattr(inner, "recipe", None), RewardRecipe) and callable(getattr(inner, "episode", None)):
+        check_idle_reward(inner, seed=seed)
+
+
+def check_idle_reward(env: Any, *, seed: int = 0, text: str = "I don't know.") -> None:
+    """An agent that writes ``text`` (no protocol tag) every turn must make only invalid
+    turns and earn exactly ``env.recipe.floor(episode)`` plus the invalid-turn penalties:
+    doing nothing earns nothing, whatever the protocol and the recipe."""
+    inner = env.unwrapped
+    inner.reset(seed=seed)
+    total, done = 0.0, False
+    while not done:
+        _, reward, terminated, truncated, info = inner.step(text)
+        total += reward
+        done = terminated or truncated
+    if info["num_invalid"] != info["turn"]:
+        raise SearchGymError(
+            f"{inner.protocol.name}.parse accepted the tag-free turn {text!r} as an action; expected an invalid turn."
+        )
+    expected = inner.recipe.floor(inner.episode()) + info["num_invalid"] * inner.recipe.invalid_action_penalty
+    if abs(total - expected) > 1e-9:
+        raise SearchGymError(
+            f"An agent writing only {text!r} earned {total} with the {inner.recipe.name!r} reward "
+            f"({info['reward_components']}); expected the recipe's floor plus penalties, {expected}. A recipe must "
+            "pay nothing to an episode without a well-formed action (see RewardRecipe.floor)."
+        )

@@ -17,7 +17,7 @@ from searchgym.envs.protocols.base import Answer, Complete, Evidence, Invalid, P
 from searchgym.envs.spaces import UnicodeText
 from searchgym.envs.summarizers import Summarizer, make_summarizer
 from searchgym.error import ConfigError, SearchGymError, check_name
-from searchgym.rewards import RECIPES, Episode, RewardRecipe, make_recipe
+from searchgym.rewards import RECIPES, Episode, RewardRecipe, Turn, make_recipe
 
 
 def count_tokens(text: str) -> int:
@@ -286,7 +286,8 @@ class SearchEnv(gym.Env[str, str]):
         self._turn = 0
         self._num_searches = 0
         self._num_invalid = 0
-        self._turns: list[tuple[str, str]] = []
+        self._turns: list[tuple[str, str]] = []  # (cleaned agent turn, observation text)
+        self._records: list[Turn] = []  # what the recipe reads of each turn
         self._well_formed: list[bool] = []
         self._retrieved: list[list[Passage]] = []
         self._windows: list[list[Passage]] = []  # documents of each observation, numbered from 1
@@ -328,6 +329,7 @@ class SearchEnv(gym.Env[str, str]):
         reward = 0.0
         terminated = False
         pieces: list[str] = []
+        kinds: list[str] = []  # the kind of each piece, for the recipe (never the text)
         query = None
         invalid_reason = None
         retrieved_ids: list[str] = []
@@ -340,6 +342,7 @@ class SearchEnv(gym.Env[str, str]):
                     continue  # as in the seeds, the last turn's search is not run: nothing would show it
                 if self.max_searches is not None and self._num_searches >= self.max_searches:
                     pieces.append(self.protocol.budget_feedback())
+                    kinds.append("budget")
                     continue
                 hits = self.retriever.search([act.query], self.top_k)[0]
                 self._num_searches += 1
@@ -347,6 +350,7 @@ class SearchEnv(gym.Env[str, str]):
                 retrieved_ids = [h.passage.id for h in hits]
                 retrieved_scores = [float(h.score) for h in hits]
                 pieces.append(self._render(act.query, hits))
+                kinds.append("documents")
                 self._open_window(hits)
             elif isinstance(act, Select) and self._windows:
                 # Numbers outside the latest window are ignored, as s3 ignores ids it cannot resolve.
@@ -369,11 +373,13 @@ class SearchEnv(gym.Env[str, str]):
                 self._num_invalid += 1
                 reward += self.recipe.invalid_action_penalty
                 pieces.append(self.protocol.invalid_feedback())
+                kinds.append("feedback")
 
         truncated = not terminated and final_turn
         observation = "" if terminated or truncated else "".join(pieces)
         observation, obs_cut = self._bound(observation)
         self._turns.append((turn.text, observation))
+        self._records.append(Turn(turn.text, turn.kinds, () if terminated or truncated else tuple(kinds)))
         self._well_formed.append(turn.well_formed)
         self._context_chars += len(turn.text) + len(observation)
         self._context_tokens += self.token_counter(turn.text) + self.token_counter(observation)
@@ -391,7 +397,7 @@ class SearchEnv(gym.Env[str, str]):
         )
         if terminated or truncated:
             self._done = True
-            result = self.recipe.score(self._episode())
+            result = self.recipe.score(self.episode())
             reward += result.total
             info.update(
                 answer=self._answer,
@@ -466,15 +472,19 @@ class SearchEnv(gym.Env[str, str]):
             "ignored_chars": 0,
         }
 
-    def _episode(self) -> Episode:
+    def episode(self) -> Episode:
+        """The record the reward recipe scores: the agent's turns (text and observation
+        kinds, no prompt, documents or feedback text) and what they retrieved, selected
+        and answered, so far."""
+        if self.example is None:
+            raise SearchGymError("SearchEnv.episode() was called before reset(); there is no episode yet.")
         naive = None
         if self.recipe.needs_naive_rag and self.example.id not in getattr(self.recipe, "naive_rag_cache", {}):
             naive = [doc_text(h.passage) for h in self.retriever.search([self.example.question], self.initial_top_k)[0]]
         return Episode(
             question=self.example.question,
             answers=tuple(self.example.answers),
-            response="".join(a + o for a, o in self._turns),
-            turns=list(self._turns),
+            turns=tuple(self._records),
             answer=self._answer,
             retrieved_docs=[[doc_text(p) for p in ps] for ps in self._retrieved],
             selected_docs=[doc_text(p) for p in self.generator_context()],

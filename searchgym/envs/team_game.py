@@ -18,6 +18,8 @@ Rewards (every malformed turn also adds ``invalid_action_penalty`` to its role):
 - generator: the answer score of its answer (``answer_metric``: s3's GenAcc by default);
 - searcher: Gain Beyond RAG, GenAcc of the answer minus GenAcc of the frozen generator
   on the naive top-k documents (s3's reward, :class:`~searchgym.rewards.S3GainBeyondRAG`);
+  a searcher that wrote no well-formed turn gets GenAcc 0 (its recipe's floor: doing
+  nothing earns nothing), whatever the team answered from the initial retrieval;
 - summarizer: the answer score minus ``context_cost`` per token of what it put into the
   context (its summaries; the raw documents where its summary was empty).
 """
@@ -40,7 +42,7 @@ from searchgym.envs.protocols.s3 import S3Protocol
 from searchgym.envs.protocols.team import GeneratorProtocol, Summary, SummarizerProtocol, doc_texts
 from searchgym.envs.summarizers import Summarizer, make_summarizer
 from searchgym.error import ConfigError, SearchGymError, UnknownNameError
-from searchgym.rewards import Episode, S3GainBeyondRAG, exact_match, f1_score, gen_acc
+from searchgym.rewards import Episode, S3GainBeyondRAG, Turn, call_frozen, exact_match, f1_score, gen_acc
 
 #: Every role, in turn order; a roster keeps this order.
 ROLES = ("searcher", "summarizer", "generator")
@@ -96,6 +98,7 @@ class _Seat:
     prompt_messages: list[dict[str, str]] | None = None
     turns: int = 0
     invalid: int = 0
+    records: list[Turn] = field(default_factory=list)  # its turns as a reward recipe reads them
     chars: int = 0
     tokens: int = 0
     last: dict[str, Any] = field(default_factory=dict)  # details of its last turn, for info
@@ -270,6 +273,7 @@ class TeamGame:
         seat.last = dict(_TURN_DEFAULTS, action_kinds=turn.kinds, action_truncated=cut, forged_env_tags=turn.forged_env_tags,
                          ignored_chars=turn.ignored_chars)
         self._record(seat, turn.text)
+        seat.records.append(Turn(turn.text, turn.kinds))
         self._rewards = dict.fromkeys(self.roles, 0.0)
         invalid = next((a for a in turn.actions if isinstance(a, Invalid)), None)
         if invalid is not None or turn.forged_env_tags:
@@ -381,25 +385,26 @@ class TeamGame:
     def _finish(self, answer: str | None) -> None:
         ex = self.example
         episode = Episode(
-            question=ex.question, answers=tuple(ex.answers), selected_docs=doc_texts(self.context),
-            naive_rag_docs=self._naive_docs, num_searches=self.num_searches, example_id=ex.id,
+            question=ex.question, answers=tuple(ex.answers), turns=tuple(self.seats["searcher"].records),
+            selected_docs=doc_texts(self.context), naive_rag_docs=self._naive_docs, num_searches=self.num_searches,
+            example_id=ex.id,
         )
         if "generator" in self.roles:
             self.answer = answer
             prediction = answer
-            accuracy = gen_acc(prediction, ex.answers, self.recipe.judge, ex.question)
         else:
-            result = self.recipe.score(episode)
-            prediction, accuracy = result.prediction, result.components["gen_acc"]
+            prediction = call_frozen(self.recipe.generator, ex.question, episode.selected_docs, answers=ex.answers)
+        accuracy = gen_acc(prediction, ex.answers, self.recipe.judge, ex.question)
         baseline = self.recipe.naive_rag_acc(episode)
+        searcher_accuracy = accuracy if episode.acted else 0.0
         score = accuracy if self.answer_metric == "gen_acc" else ANSWER_METRICS[self.answer_metric](prediction, ex.answers, None, ex.question)
         cost = self.context_cost * self.summary_tokens
         components = {
-            "searcher": {"gen_acc": accuracy, "naive_rag_acc": baseline, "gain_beyond_rag": accuracy - baseline},
+            "searcher": {"gen_acc": searcher_accuracy, "naive_rag_acc": baseline, "gain_beyond_rag": searcher_accuracy - baseline},
             "summarizer": {"answer_score": score, "summary_tokens": float(self.summary_tokens), "context_cost": cost},
             "generator": {"answer_score": score},
         }
-        final = {"searcher": accuracy - baseline, "summarizer": score - cost, "generator": score}
+        final = {"searcher": searcher_accuracy - baseline, "summarizer": score - cost, "generator": score}
         for role in self.roles:
             self._rewards[role] += final[role]
             components[role]["num_invalid"] = float(self.seats[role].invalid)

@@ -7,7 +7,6 @@ searchgym except its errors.
 
 from searchgym.rewards.formats import (
     RSearchFormat,
-    information_blocks,
     r1_searcher_format_errors,
     r_search_format,
     search_r1_sequence,
@@ -22,7 +21,7 @@ from searchgym.rewards.metrics import (
     sub_exact_match,
 )
 from searchgym.rewards.normalize import normalize_answer, normalize_answer_r1searcher, tokens
-from searchgym.rewards.base import Episode, GoldSpanReader, RewardRecipe, RewardResult, call_frozen
+from searchgym.rewards.base import OBSERVATION_KINDS, Episode, GoldSpanReader, RewardRecipe, RewardResult, Turn, call_frozen
 from searchgym.rewards.recipes import (
     RECIPES,
     R1SearcherStage1,
@@ -36,6 +35,7 @@ from searchgym.rewards.recipes import (
 )
 
 __all__ = [
+    "OBSERVATION_KINDS",
     "RECIPES",
     "Episode",
     "GoldSpanReader",
@@ -49,13 +49,13 @@ __all__ = [
     "S3GenAcc",
     "SearchR1EM",
     "SearchR1Format",
+    "Turn",
     "answer_in_text",
     "call_frozen",
     "cover_exact_match",
     "exact_match",
     "f1_score",
     "gen_acc",
-    "information_blocks",
     "make_recipe",
     "normalize_answer",
     "normalize_answer_r1searcher",

@@ -14,14 +14,52 @@ from searchgym.rewards.metrics import span_check
 
 
 # ---------------------------------------------------------------- data
+#: What the environment can append after an agent turn, as :attr:`Turn.observation` names it.
+OBSERVATION_KINDS = ("documents", "feedback", "budget")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One agent turn as the env recorded it, and what the env answered, by kind only.
+
+    - ``text``: the agent's own turn as the env kept it (cut at the protocol's stop
+      string, with any environment-owned blocks the agent forged removed).
+    - ``actions``: the kinds of action the protocol parsed from it, in order
+      (``"search"``, ``"select"``, ``"evidence"``, ``"answer"``, ``"complete"``,
+      ``"invalid"``).
+    - ``observation``: what the env appended after it, in order, among
+      :data:`OBSERVATION_KINDS`: ``"documents"`` (a retrieval, rendered or summarized),
+      ``"feedback"`` (the protocol's invalid-turn feedback), ``"budget"`` (the search
+      budget notice). Empty after the last turn, which gets no observation.
+
+    Only the kinds are kept, never the text of the documents or the feedback: a recipe
+    or format check reads the agent's words and the shape of the exchange, nothing the
+    environment wrote.
+    """
+
+    text: str
+    actions: tuple[str, ...] = ()
+    observation: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for kind in self.observation:
+            if kind not in OBSERVATION_KINDS:
+                raise ConfigError(f"Turn expects observation kinds among {OBSERVATION_KINDS}, got {kind!r}.")
+
+    @property
+    def valid(self) -> bool:
+        """Whether the protocol found a well-formed action in this turn."""
+        return any(kind != "invalid" for kind in self.actions)
+
+
 @dataclass
 class Episode:
     """What a recipe may read about one finished episode (plain data, filled by the env).
 
     - ``question``, ``answers``: the example's question and gold answers.
-    - ``response``: every agent turn followed by the environment's observation for it,
-      concatenated in order (no prompt); the seeds' format checks read this.
-    - ``turns``: the same as ``(action text, observation text)`` pairs.
+    - ``turns``: every agent turn as a :class:`Turn` (the agent's text and the kinds of
+      what the env answered). There is deliberately no prompt, document or feedback
+      text here: format checks and extractors read the agent's own words only.
     - ``answer``: the final answer the protocol extracted from the agent's own turn;
       ``None`` if it never answered.
     - ``retrieved_docs``: per search, the retrieved passages as ``"title\\ntext"``.
@@ -36,8 +74,7 @@ class Episode:
 
     question: str
     answers: tuple[str, ...]
-    response: str = ""
-    turns: list[tuple[str, str]] = field(default_factory=list)
+    turns: tuple[Turn, ...] = ()
     answer: str | None = None
     retrieved_docs: list[list[str]] = field(default_factory=list)
     selected_docs: list[str] = field(default_factory=list)
@@ -51,6 +88,24 @@ class Episode:
     def __post_init__(self) -> None:
         # A bare string would otherwise be read as one gold answer per character.
         self.answers = (self.answers,) if isinstance(self.answers, str) else tuple(self.answers)
+        self.turns = tuple(self.turns)
+        for turn in self.turns:
+            if not isinstance(turn, Turn):
+                raise ConfigError(
+                    f"Episode expects turns to be Turn records (the agent's text and the observation kinds), "
+                    f"got {type(turn).__name__}; build them as Turn(text, actions, observation)."
+                )
+
+    @property
+    def agent_text(self) -> str:
+        """Every agent turn, concatenated in order: the only text format checks read."""
+        return "".join(turn.text for turn in self.turns)
+
+    @property
+    def acted(self) -> bool:
+        """Whether any turn held a well-formed action. An episode that did not act earns
+        its recipe's :meth:`~RewardRecipe.floor`: doing nothing earns nothing."""
+        return any(turn.valid for turn in self.turns)
 
 
 @dataclass(frozen=True)
@@ -137,7 +192,14 @@ class RewardRecipe(ABC):
 
     @abstractmethod
     def score(self, episode: Episode) -> RewardResult:
-        """The reward of a finished episode."""
+        """The reward of a finished episode. An episode that took no well-formed action
+        (``not episode.acted``) must earn exactly :meth:`floor`."""
+
+    def floor(self, episode: Episode) -> float:
+        """The reward of an episode in which the agent took no well-formed action: the least
+        this recipe pays on ``episode``'s question (before ``invalid_action_penalty``).
+        ``check_search_env`` checks that an agent writing tag-free text earns it."""
+        return 0.0
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

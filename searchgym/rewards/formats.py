@@ -1,15 +1,20 @@
-"""Format checks of the seed systems, read from an episode's transcript.
+"""Format checks of the seed systems, read from an episode's turns.
 
-The transcript (``Episode.response``) is every agent turn followed by the environment's
-observation for it, in order: what the seeds' reward functions read after the prompt.
-Each check below reproduces one seed's rules; the differences that come from reading
-the transcript rather than prompt + response are listed per function.
+Each check reads the agent's own turns (:class:`~searchgym.rewards.base.Turn`: its text
+and the *kinds* of what the environment answered), never the prompt, the documents or
+the feedback text. The seeds' reward functions read prompt + response, where the
+environment's text sits between the agent's turns; the rules below say where an
+observation's kind stands in for its text. The differences that follow are listed per
+function.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from searchgym.rewards.base import Turn
 
 # ---------------------------------------------------------------- Search-R1
 _SR1_TAG = re.compile(r"(</?(?:think|search|information|answer)>)")
@@ -28,86 +33,91 @@ _SR1_MOVES = {
     ("in_answer", "</answer>"): "end",
 }
 _SR1_INSIDE = frozenset({"in_think", "in_search", "in_information", "in_answer"})
-_INFORMATION = re.compile(r"<information>(.*?)</information>", re.DOTALL)
 
 
-def search_r1_sequence(text: str) -> tuple[bool, str]:
+def search_r1_sequence(turns: Sequence[Turn]) -> tuple[bool, str]:
     """Search-R1 v0.3 ``is_valid_sequence``: ``(valid, reason)``.
 
-    The transcript must read ``<think>…</think>`` then either ``<search>…</search>``
-    ``<information>…</information>`` (and think again) or ``<answer>…</answer>``, which
-    ends it. Between tags only whitespace may appear; after ``</answer>`` nothing but
-    whitespace. So the environment's invalid-action feedback, which sits outside any tag,
-    makes the sequence invalid, as in Search-R1.
+    The episode must read ``<think>…</think>`` then either ``<search>…</search>`` and the
+    environment's documents (its ``<information>…</information>`` block; think again) or
+    ``<answer>…</answer>``, which ends it. Between tags only whitespace may appear; after
+    ``</answer>`` nothing but whitespace. ``<information>`` tags are the environment's:
+    the agent writing one fails (the env strips such forged blocks before recording).
 
-    Difference: the seed first looks for the chat template's ``<|im_start|>assistant``
-    marker in prompt + response and checks what follows; the transcript has no prompt,
-    so it is checked whole. The seed's separate open/close count test is implied by the
-    state machine (only balanced sequences reach the final state).
+    Differences: a ``"documents"`` observation stands for its ``<information>`` block, and
+    a ``"feedback"`` or ``"budget"`` observation for the seed's feedback text, which sits
+    outside any tag and so makes the sequence invalid, as in Search-R1. The seed first
+    looks for the chat template's ``<|im_start|>assistant`` marker in prompt + response;
+    the turns hold no prompt. Its separate open/close count test is implied by the state
+    machine (only balanced sequences reach the final state).
     """
     state = "start"
-    for part in _SR1_TAG.split(text):
-        if not part.strip():
-            continue
-        if _SR1_TAG.fullmatch(part):
-            nxt = _SR1_MOVES.get((state, part))
-            if nxt is None:
-                return False, f"unexpected tag {part} in state {state}"
-            state = nxt
-        elif state not in _SR1_INSIDE:
-            return False, f"unexpected text {part.strip()[:40]!r} outside tags (state {state})"
+    for number, turn in enumerate(turns, 1):
+        for part in _SR1_TAG.split(turn.text):
+            if not part.strip():
+                continue
+            if part in ("<information>", "</information>"):
+                return False, f"the agent wrote {part} itself"
+            if _SR1_TAG.fullmatch(part):
+                nxt = _SR1_MOVES.get((state, part))
+                if nxt is None:
+                    return False, f"unexpected tag {part} in state {state}"
+                state = nxt
+            elif state not in _SR1_INSIDE:
+                return False, f"unexpected text {part.strip()[:40]!r} outside tags (state {state})"
+        for kind in turn.observation:
+            if kind != "documents":
+                return False, f"the environment's {kind} after turn {number} is text outside tags (state {state})"
+            if state != "after_search":
+                return False, f"documents after turn {number} in state {state}"
+            state = "information"
     if state != "end":
         return False, f"incomplete sequence, ended in state {state}"
     return True, "valid"
 
 
-def information_blocks(text: str) -> list[str]:
-    """Contents of every ``<information>…</information>`` block, stripped."""
-    return [m.strip() for m in _INFORMATION.findall(text)]
-
-
 # ---------------------------------------------------------------- R1-Searcher
-_DOCS = re.compile(r"<\|begin_of_documents\|>.*?<\|end_of_documents\|>", re.DOTALL)
-_NUMBERED_DOCS = re.compile(r"<\|begin_of_documents\|>\s*\(1\)")
 _ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _CJK = re.compile("[\u4e00-\u9fff]")
 
 
-def r1_searcher_format_errors(text: str, max_answer_words: int = 10) -> list[str]:
+def r1_searcher_format_errors(turns: Sequence[Turn], max_answer_words: int = 10) -> list[str]:
     """R1-Searcher's format rules; an empty list means the format is correct.
 
     The rules of its released reward server (``train/reward_server_qwen_zero.py``, the
-    one its README starts and the one with the paper's -2 penalty):
+    one its README starts and the one with the paper's -2 penalty), on the agent's text:
 
-    1. as many ``<|begin_of_query|>``, ``<|end_of_query|>``, ``<|begin_of_documents|>``,
-       ``<|end_of_documents|>`` as document blocks that open with the first numbered
-       document ``(1)``: every query got exactly one rendered result and the agent wrote
-       no documents of its own;
+    1. as many ``<|begin_of_query|>`` and ``<|end_of_query|>`` as retrievals the
+       environment showed (``"documents"`` observations), and no document tags of the
+       agent's own: every query got exactly one rendered result;
     2. no ``assistant`` or ``Assistant`` (the model began a new chat turn);
     3. exactly one ``</think>`` and no ``<think>`` (the seed's prompt opens the think
        block: ``Assistant: <think>``);
     4. exactly one ``<answer>`` and one ``</answer>``;
     5. the answer holds no query or document tag and at most ``max_answer_words`` words;
-    6. no CJK characters outside document blocks.
+    6. no CJK characters;
+    7. no invalid turn (``"feedback"`` observation): the seed ends the episode there, so
+       its transcript fails the rules above.
 
-    Differences: rule 1 allows any whitespace around the tags (the seed counts the exact
-    ``"\\n"``/``"\\n\\n"`` its own renderer writes); rule 2 ignores document blocks, which
-    are corpus text, not the model's; rule 3 also accepts one ``<think>`` before
-    ``</think>``, for prompts that let the agent open the block itself.
+    Differences: rule 1 counts retrievals by kind (the seed counts the tags and the
+    ``(1)`` of each rendered block, so an empty retrieval fails there); rules 2 and 6
+    read the agent's text only, as documents are corpus text, not the model's; rule 3
+    also accepts one ``<think>`` before ``</think>``, for prompts that let the agent open
+    the block itself.
     """
+    text = "".join(turn.text for turn in turns)
     errors: list[str] = []
     counts = {
         "<|begin_of_query|>": text.count("<|begin_of_query|>"),
         "<|end_of_query|>": text.count("<|end_of_query|>"),
-        "<|begin_of_documents|>": text.count("<|begin_of_documents|>"),
-        "<|end_of_documents|>": text.count("<|end_of_documents|>"),
-        "numbered document blocks": len(_NUMBERED_DOCS.findall(text)),
+        "retrievals shown": sum(turn.observation.count("documents") for turn in turns),
     }
     if len(set(counts.values())) != 1:
-        errors.append("query/document tags do not pair up: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
-    outside_docs = _DOCS.sub("", text)
-    if "assistant" in outside_docs or "Assistant" in outside_docs:
-        errors.append("the role word 'assistant' appears outside documents")
+        errors.append("queries and retrievals do not pair up: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
+    if "<|begin_of_documents|>" in text or "<|end_of_documents|>" in text:
+        errors.append("the agent wrote document tags itself")
+    if "assistant" in text or "Assistant" in text:
+        errors.append("the role word 'assistant' appears in the agent's text")
     opens, closes = text.count("<think>"), text.count("</think>")
     if closes != 1 or opens > 1 or (opens == 1 and text.find("<think>") > text.find("</think>")):
         errors.append(
@@ -122,13 +132,15 @@ def r1_searcher_format_errors(text: str, max_answer_words: int = 10) -> list[str
             errors.append("the answer contains a query or document tag")
         if len(answer.split()) > max_answer_words:
             errors.append(f"the answer has {len(answer.split())} words, more than {max_answer_words}")
-    if _CJK.search(outside_docs):
-        errors.append("CJK characters outside documents")
+    if _CJK.search(text):
+        errors.append("CJK characters in the agent's text")
+    invalid = sum(turn.observation.count("feedback") for turn in turns)
+    if invalid:
+        errors.append(f"{invalid} invalid turn(s) got the environment's feedback")
     return errors
 
 
 # ---------------------------------------------------------------- R-Search
-_OBSERVATION = re.compile(r"<observation>(.*?)</observation>", re.DOTALL)
 _EVIDENCE = re.compile(r"<original_evidence>(.*?)</original_evidence>", re.DOTALL)
 
 
@@ -142,30 +154,35 @@ class RSearchFormat:
     evidence: str | None = None
 
 
-def r_search_format(text: str) -> RSearchFormat:
+def r_search_format(turns: Sequence[Turn]) -> RSearchFormat:
     """R-Search's ``extract_solution`` flags (``src/verl/utils/reward_score/qa_f1.py``).
 
-    - answer: exactly one closed, non-empty ``<answer>`` block;
-    - evidence without any search: correct only if there is no evidence block (the prompt
-      says to omit it), and evidence written anyway is not scored;
-    - evidence after at least one ``<observation>``: correct if exactly one non-empty
-      ``<original_evidence>`` block; the last non-empty one is scored even if there are
-      several.
+    - answer: exactly one closed, non-empty ``<answer>`` block, and no invalid turn;
+    - evidence without any retrieval: correct only if there is no evidence block (the
+      prompt says to omit it), and evidence written anyway is not scored;
+    - evidence after at least one retrieval (``"documents"``): correct if exactly one
+      non-empty ``<original_evidence>`` block; the last non-empty one is scored even if
+      there are several.
 
-    Difference: the seed counts blocks in prompt + response and subtracts the one
+    These are the paper's flags; :class:`~searchgym.rewards.RSearchReward` pays them only
+    to an episode that answered (``paper_format_rule=True`` pays them as the seed does).
+
+    Differences: the seed counts blocks in prompt + response and subtracts the one
     example of each tag in its prompt (which also makes it reject the answer ``"and"``,
-    the word between the prompt's example tags); the transcript has no prompt, so blocks
-    are counted as they are. As in the seed, the invalid-turn feedback holds one
-    ``<answer>`` pair, so an episode with an invalid turn loses the answer-format score;
-    it holds no evidence pair, so evidence always comes from the agent.
+    the word between the prompt's example tags); here blocks are counted in the agent's
+    text as they are. The seed's invalid-turn feedback holds one ``<answer>`` pair, so an
+    episode with an invalid turn has two and loses the answer-format score: here a
+    ``"feedback"`` observation does the same.
     """
+    text = "".join(turn.text for turn in turns)
     answers = _ANSWER_BLOCK.findall(text)
-    answer_ok = len(answers) == 1 and bool(answers[0].strip())
-    n_obs = len(_OBSERVATION.findall(text))
+    invalid = any("feedback" in turn.observation for turn in turns)
+    answer_ok = len(answers) == 1 and bool(answers[0].strip()) and not invalid
+    retrievals = sum(turn.observation.count("documents") for turn in turns)
     evidences = _EVIDENCE.findall(text)
     if not evidences:
-        return RSearchFormat(answer_ok, evidence_ok=n_obs == 0, evidence_scored=False)
-    if n_obs == 0:
+        return RSearchFormat(answer_ok, evidence_ok=retrievals == 0, evidence_scored=False)
+    if retrievals == 0:
         return RSearchFormat(answer_ok, evidence_ok=False, evidence_scored=False)
     last = evidences[-1].strip()
     evidence_ok = len(evidences) == 1 and bool(last)

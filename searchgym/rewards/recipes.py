@@ -20,6 +20,14 @@ name                   reward                                                   
 
 No seed penalizes a malformed turn by itself, so ``invalid_action_penalty`` is 0 for all
 of them (every constructor accepts one).
+
+Doing nothing earns nothing: an episode in which the agent took no well-formed action
+(``not Episode.acted``) earns each recipe's :meth:`~RewardRecipe.floor`, the least it
+pays on that question (0; -2 for ``r1_searcher_stage2``; minus the naive-RAG GenAcc for
+``s3_gbr``). Format credit goes only to an episode that answered: R-Search's paper rule,
+which pays its evidence-format score to an episode without any search or answer, is
+``RSearchReward(paper_format_rule=True)``. Recipes read the agent's own turns
+(``Episode.turns``), never the prompt, documents or feedback text.
 """
 
 from __future__ import annotations
@@ -38,7 +46,6 @@ from searchgym.rewards.base import (
     call_frozen,
 )
 from searchgym.rewards.formats import (
-    information_blocks,
     r1_searcher_format_errors,
     r_search_format,
     search_r1_sequence,
@@ -101,8 +108,9 @@ class SearchR1Format(RewardRecipe):
     """Search-R1 v0.3 format reward (``verl/utils/reward_score/qa_em_format.py``).
 
     ``valid`` is :func:`~searchgym.rewards.formats.search_r1_sequence`; ``retrieval``
-    is whether a gold answer occurs in some ``<information>`` block (checked only for
-    valid sequences, as in the seed). With ``s = structure_format_score``,
+    is whether a gold answer occurs in some retrieved passage (checked only for valid
+    sequences, as in the seed, which reads the ``<information>`` blocks: with a
+    summarizer those hold the summary, here the passages are read). With ``s = structure_format_score``,
     ``r = retrieval_score``, ``f = final_format_score``:
 
     ============== ===== ========= ==========
@@ -141,9 +149,8 @@ class SearchR1Format(RewardRecipe):
         self.correct_score = float(score)
 
     def score(self, episode: Episode) -> RewardResult:
-        valid, _ = search_r1_sequence(episode.response)
-        blocks = information_blocks(episode.response)
-        retrieval = valid and any(answer_in_text(block, episode.answers) for block in blocks)
+        valid, _ = search_r1_sequence(episode.turns)
+        retrieval = valid and any(answer_in_text(doc, episode.answers) for docs in episode.retrieved_docs for doc in docs)
         em = exact_match(episode.answer, episode.answers)
         s, r = self.structure_format_score, self.retrieval_score
         if em:
@@ -185,12 +192,15 @@ class R1SearcherStage1(RewardRecipe):
 
     def score(self, episode: Episode) -> RewardResult:
         searched = episode.num_searches >= 1
-        format_ok = not r1_searcher_format_errors(episode.response, self.max_answer_words)
+        format_ok = not r1_searcher_format_errors(episode.turns, self.max_answer_words)
         cem = cover_exact_match(episode.answer, episode.answers)
         total = self.retrieval_score * searched + self.format_score * format_ok
         if self.answer_score:
             total += self.answer_score if cem else -self.answer_score
         return RewardResult(total, {"searched": float(searched), "format_ok": float(format_ok), "cover_em": cem})
+
+    def floor(self, episode: Episode) -> float:
+        return -self.answer_score
 
 
 class R1SearcherStage2(RewardRecipe):
@@ -211,9 +221,12 @@ class R1SearcherStage2(RewardRecipe):
 
     def score(self, episode: Episode) -> RewardResult:
         f1 = f1_score(episode.answer, episode.answers, normalize_answer_r1searcher)
-        format_ok = not r1_searcher_format_errors(episode.response, self.max_answer_words)
+        format_ok = not r1_searcher_format_errors(episode.turns, self.max_answer_words)
         total = f1 - (0.0 if format_ok else self.format_penalty)
         return RewardResult(total, {"f1": f1, "format_ok": float(format_ok)})
+
+    def floor(self, episode: Episode) -> float:
+        return -self.format_penalty
 
 
 # ---------------------------------------------------------------- R-Search
@@ -227,6 +240,11 @@ class RSearchReward(RewardRecipe):
     F1s use the plain normalization without the yes/no rule and are rounded to 2
     decimals, as the seed's ``F1_check`` does. The reader is called only when the
     evidence is scored (non-empty, after at least one search).
+
+    Both format scores are paid only to an episode that answered. The seed pays the
+    evidence-format score to any episode without a search and without an evidence
+    block, so an agent that never writes a valid turn earns 0.2 (a degenerate optimum
+    under RL); ``paper_format_rule=True`` restores that rule to reproduce its numbers.
     """
 
     name = "r_search"
@@ -238,15 +256,21 @@ class RSearchReward(RewardRecipe):
         *,
         answer_format_score: float = 0.2,
         evidence_format_score: float = 0.2,
+        paper_format_rule: bool = False,
         invalid_action_penalty: float = 0.0,
     ):
         super().__init__(invalid_action_penalty=invalid_action_penalty)
         self.reader = require_callable(self.name, "reader", reader, "(question, evidence) -> str")
         self.answer_format_score = float(answer_format_score)
         self.evidence_format_score = float(evidence_format_score)
+        if not isinstance(paper_format_rule, bool):
+            raise ConfigError(f"Reward recipe 'r_search' expects paper_format_rule to be True or False, got {paper_format_rule!r}.")
+        self.paper_format_rule = paper_format_rule
 
     def score(self, episode: Episode) -> RewardResult:
-        fmt = r_search_format(episode.response)
+        fmt = r_search_format(episode.turns)
+        answered = episode.answer is not None or self.paper_format_rule
+        answer_format, evidence_format = fmt.answer_ok and answered, fmt.evidence_ok and answered
         answer_f1 = round(f1_score(episode.answer, episode.answers, special_yes_no=False), 2)
         evidence_f1 = 0.0
         evidence = episode.evidence if episode.evidence is not None else fmt.evidence
@@ -254,16 +278,16 @@ class RSearchReward(RewardRecipe):
             reply = call_frozen(self.reader, episode.question, evidence, answers=episode.answers)
             evidence_f1 = round(f1_score(reply, episode.answers, special_yes_no=False), 2)
         total = (
-            self.answer_format_score * fmt.answer_ok
-            + self.evidence_format_score * fmt.evidence_ok
+            self.answer_format_score * answer_format
+            + self.evidence_format_score * evidence_format
             + answer_f1
             + evidence_f1
         )
         components = {
             "answer_f1": answer_f1,
             "evidence_f1": evidence_f1,
-            "answer_format": float(fmt.answer_ok),
-            "evidence_format": float(fmt.evidence_ok),
+            "answer_format": float(answer_format),
+            "evidence_format": float(evidence_format),
         }
         return RewardResult(total, components)
 
@@ -275,7 +299,9 @@ class S3GenAcc(RewardRecipe):
     ``generator(question, docs) -> str`` answers from ``Episode.selected_docs``; the
     answer is scored by :func:`~searchgym.rewards.metrics.gen_acc` (span check, then the
     optional ``judge(question, prediction, answers)`` when the span check fails, as s3's
-    ``check_answer_correct``).
+    ``check_answer_correct``). A searcher that took no well-formed action gets GenAcc 0
+    without a call to the generator (in s3 the generator would still read the initial
+    naive retrieval, paying a searcher that did nothing).
     """
 
     name = "s3_gen_acc"
@@ -303,8 +329,15 @@ class S3GenAcc(RewardRecipe):
     def _gen_acc(self, question: str, docs: Sequence[str], answers: Sequence[str]) -> float:
         return self._answer(question, docs, answers)[0]
 
+    def _searcher_answer(self, episode: Episode) -> tuple[float, str]:
+        """GenAcc and answer of the generator on the searcher's documents; 0 and ``""``
+        without a call when the searcher took no well-formed action."""
+        if not episode.acted:
+            return 0.0, ""
+        return self._answer(episode.question, episode.selected_docs, episode.answers)
+
     def score(self, episode: Episode) -> RewardResult:
-        acc, prediction = self._answer(episode.question, episode.selected_docs, episode.answers)
+        acc, prediction = self._searcher_answer(episode)
         return RewardResult(acc, {"gen_acc": acc}, prediction)
 
 
@@ -349,8 +382,11 @@ class S3GainBeyondRAG(S3GenAcc):
             self.naive_rag_cache[key] = self._gen_acc(episode.question, episode.naive_rag_docs, episode.answers)
         return self.naive_rag_cache[key]
 
+    def floor(self, episode: Episode) -> float:
+        return -self.naive_rag_acc(episode)
+
     def score(self, episode: Episode) -> RewardResult:
-        acc, prediction = self._answer(episode.question, episode.selected_docs, episode.answers)
+        acc, prediction = self._searcher_answer(episode)
         baseline = self.naive_rag_acc(episode)
         gain = acc - baseline
         total = gain + self.generation_weight * acc

@@ -123,6 +123,21 @@ def test_a_searcher_that_finds_the_answer_gains_beyond_rag():
     assert totals == {"searcher": 0.0}
 
 
+def test_a_searcher_that_writes_no_valid_turn_earns_the_floor_whatever_the_team_answers():
+    # Doing nothing earns nothing: the frozen generator still answers from the initial
+    # retrieval, but the searcher gets GenAcc 0, so its gain is minus the naive-RAG GenAcc.
+    baselines = []
+    for example_id in list(EXAMPLES)[:6]:
+        env = multi_agent.raw_env(("searcher",), invalid_action_penalty=0.0, **SMALL)
+        totals, _, infos = play(env, {"searcher": lambda o, i: "I don't know."}, example_id)
+        info = infos["searcher"]
+        baseline = info["reward_components"]["naive_rag_acc"]
+        assert info["reward_components"]["gen_acc"] == 0.0
+        assert totals == {"searcher": -baseline}
+        baselines.append(baseline)
+    assert 1.0 in baselines  # some question where naive RAG answers: the idle searcher loses it
+
+
 def test_the_generators_reward_is_its_answer_score_and_the_searcher_is_scored_on_that_answer():
     env = multi_agent.raw_env(("searcher", "generator"), **SMALL)
     seen = {}

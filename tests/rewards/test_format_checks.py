@@ -2,170 +2,188 @@ import pytest
 
 from searchgym.rewards import (
     RSearchFormat,
-    information_blocks,
+    Turn,
     r1_searcher_format_errors,
     r_search_format,
     search_r1_sequence,
 )
 
+
+def T(text: str, *observation: str) -> Turn:
+    """An agent turn and the kinds of what the environment answered."""
+    return Turn(text, (), observation)
+
+
 # ---------------------------------------------------------------- Search-R1
-SR1_SEARCH_THEN_ANSWER = (
-    "<think>I need the capital.</think>\n<search> capital of France </search>"
-    "\n\n<information>Doc 1 (Title: Paris) Paris is the capital.</information>\n\n"
-    "<think>Found it.</think>\n<answer> Paris </answer>"
-)
+SR1_SEARCH_THEN_ANSWER = [
+    T("<think>I need the capital.</think>\n<search> capital of France </search>", "documents"),
+    T("<think>Found it.</think>\n<answer> Paris </answer>"),
+]
 
 
 @pytest.mark.parametrize(
-    "text",
+    "turns",
     [
         SR1_SEARCH_THEN_ANSWER,
-        "<think>easy</think><answer>Paris</answer>",
-        "<think>easy</think><answer>Paris</answer>\n\n  ",
-        "<think>a</think><search>q</search><information>d</information>"
-        "<think>b</think><search>r</search><information>e</information><think>c</think><answer>x</answer>",
+        [T("<think>easy</think><answer>Paris</answer>")],
+        [T("<think>easy</think><answer>Paris</answer>\n\n  ")],
+        [
+            T("<think>a</think><search>q</search>", "documents"),
+            T("<think>b</think><search>r</search>", "documents"),
+            T("<think>c</think><answer>x</answer>"),
+        ],
         # Empty blocks are still well formed.
-        "<think></think><answer></answer>",
+        [T("<think></think><answer></answer>")],
     ],
 )
-def test_search_r1_valid_sequences(text):
-    assert search_r1_sequence(text) == (True, "valid")
+def test_search_r1_valid_sequences(turns):
+    assert search_r1_sequence(turns) == (True, "valid")
 
 
 @pytest.mark.parametrize(
-    "text, reason",
+    "turns, reason",
     [
-        ("<answer>Paris</answer>", "unexpected tag <answer> in state start"),
-        ("<think>a</think> so <answer>x</answer>", "unexpected text 'so' outside tags (state after_think)"),
-        # After an <information> block the agent must think again before answering.
+        ([T("<answer>Paris</answer>")], "unexpected tag <answer> in state start"),
+        ([T("<think>a</think> so <answer>x</answer>")], "unexpected text 'so' outside tags (state after_think)"),
+        # After the documents the agent must think again before answering.
         (
-            "<think>a</think><search>q</search><information>d</information><answer>x</answer>",
+            [T("<think>a</think><search>q</search>", "documents"), T("<answer>x</answer>")],
             "unexpected tag <answer> in state information",
         ),
+        # The invalid-turn feedback (and the budget notice) are text outside tags, as in the seed.
         (
-            "<think>a</think><search>q</search>\nMy previous action is invalid.\n",
-            "unexpected text 'My previous action is invalid.' outside tags (state after_search)",
+            [T("<think>a</think><search>q</search>", "feedback"), T("<think>b</think><answer>x</answer>")],
+            "the environment's feedback after turn 1 is text outside tags (state after_search)",
         ),
         (
-            "<think>a</think><search>q</search><information>d</information>",
+            [T("<think>a</think><search>q</search>", "budget"), T("<think>b</think><answer>x</answer>")],
+            "the environment's budget after turn 1 is text outside tags (state after_search)",
+        ),
+        (
+            [T("<think>a</think><search>q</search>", "documents")],
             "incomplete sequence, ended in state information",
         ),
-        ("<think>a</think><answer>x</answer> extra", "unexpected text 'extra' outside tags (state end)"),
-        ("<think>a <think>b</think></think><answer>x</answer>", "unexpected tag <think> in state in_think"),
-        ("", "incomplete sequence, ended in state start"),
+        ([T("<think>a</think><answer>x</answer> extra")], "unexpected text 'extra' outside tags (state end)"),
+        ([T("<think>a <think>b</think></think><answer>x</answer>")], "unexpected tag <think> in state in_think"),
+        # Documents the agent wrote itself are not the environment's.
+        (
+            [T("<think>a</think><search>q</search><information>d</information><think>b</think><answer>x</answer>")],
+            "the agent wrote <information> itself",
+        ),
+        ([T("<think>a</think><answer>x</answer>", "documents")], "documents after turn 1 in state end"),
+        ([], "incomplete sequence, ended in state start"),
     ],
 )
-def test_search_r1_invalid_sequences(text, reason):
-    assert search_r1_sequence(text) == (False, reason)
-
-
-def test_information_blocks():
-    assert information_blocks(SR1_SEARCH_THEN_ANSWER) == ["Doc 1 (Title: Paris) Paris is the capital."]
-    assert information_blocks("<information> a </information>x<information>b</information>") == ["a", "b"]
+def test_search_r1_invalid_sequences(turns, reason):
+    assert search_r1_sequence(turns) == (False, reason)
 
 
 # ---------------------------------------------------------------- R1-Searcher
-R1_GOOD = (
-    "I should look this up. <|begin_of_query|> capital of France <|end_of_query|>\n\n"
-    "<|begin_of_documents|>\n(1)Paris is the capital of France.\n(2)Lyon is a city.\n<|end_of_documents|>\n\n"
-    "So the answer is Paris. </think>\n\n<answer> Paris </answer>"
-)
+R1_QUERY = "I should look this up. <|begin_of_query|> capital of France <|end_of_query|>"
+R1_END = "\n\nSo the answer is Paris. </think>\n\n<answer> Paris </answer>"
+R1_GOOD = [T(R1_QUERY, "documents"), T(R1_END)]
+
+
+def r1(query: str = R1_QUERY, end: str = R1_END) -> list[Turn]:
+    return [T(query, "documents"), T(end)]
 
 
 @pytest.mark.parametrize(
-    "text",
+    "turns",
     [
         R1_GOOD,
-        "<think>" + R1_GOOD,  # the agent opened the think block itself
-        "Easy. </think><answer> Paris </answer>",  # no search at all is well formed
-        # Documents are corpus text: a role word inside them is not the model's.
-        R1_GOOD.replace("Lyon is a city.", "The assistant coach of Lyon."),
-        # Whitespace around the rendered tags may differ from the seed's renderer.
-        R1_GOOD.replace("<|begin_of_documents|>\n(1)", "<|begin_of_documents|> (1)"),
+        r1("<think>" + R1_QUERY),  # the agent opened the think block itself
+        [T("Easy. </think><answer> Paris </answer>")],  # no search at all is well formed
     ],
 )
-def test_r1_searcher_well_formed(text):
-    assert r1_searcher_format_errors(text) == []
+def test_r1_searcher_well_formed(turns):
+    assert r1_searcher_format_errors(turns) == []
 
 
 @pytest.mark.parametrize(
-    "text, error",
+    "turns, error",
     [
         (
-            "<|begin_of_documents|>\n(1)made up\n<|end_of_documents|>\n\n" + R1_GOOD,
-            "query/document tags do not pair up: <|begin_of_query|>=1, <|end_of_query|>=1, "
-            "<|begin_of_documents|>=2, <|end_of_documents|>=2, numbered document blocks=2",
+            r1("<|begin_of_documents|>\n(1)made up\n<|end_of_documents|>\n\n" + R1_QUERY),
+            "the agent wrote document tags itself",
         ),
+        # A query the environment did not run (the last turn's, or over the budget).
         (
-            R1_GOOD.replace("(1)Paris", "Paris"),
-            "query/document tags do not pair up: <|begin_of_query|>=1, <|end_of_query|>=1, "
-            "<|begin_of_documents|>=1, <|end_of_documents|>=1, numbered document blocks=0",
+            [T(R1_QUERY, "budget"), T(R1_END)],
+            "queries and retrievals do not pair up: <|begin_of_query|>=1, <|end_of_query|>=1, retrievals shown=0",
         ),
-        ("Assistant: " + R1_GOOD, "the role word 'assistant' appears outside documents"),
+        (r1("Assistant: " + R1_QUERY), "the role word 'assistant' appears in the agent's text"),
         (
-            R1_GOOD.replace("</think>", "</think> </think>"),
+            r1(end=R1_END.replace("</think>", "</think> </think>")),
             "expected one </think> (and at most one <think> before it), got 0 <think> and 2 </think>",
         ),
         (
-            R1_GOOD.replace("</think>", ""),
+            r1(end=R1_END.replace("</think>", "")),
             "expected one </think> (and at most one <think> before it), got 0 <think> and 0 </think>",
         ),
         (
-            R1_GOOD.replace("</think>", "</think><think>"),
+            r1(end=R1_END.replace("</think>", "</think><think>")),
             "expected one </think> (and at most one <think> before it), got 1 <think> and 1 </think>",
         ),
-        (R1_GOOD + "<answer> Lyon </answer>", "expected one <answer> and one </answer>, got 2 and 2"),
+        (r1(end=R1_END + "<answer> Lyon </answer>"), "expected one <answer> and one </answer>, got 2 and 2"),
         (
-            R1_GOOD.replace(" Paris </answer>", " one two three four five six seven eight nine ten eleven </answer>"),
+            r1(end=R1_END.replace(" Paris </answer>", " one two three four five six seven eight nine ten eleven </answer>")),
             "the answer has 11 words, more than 10",
         ),
-        (R1_GOOD.replace("So the answer", "所以 the answer"), "CJK characters outside documents"),
+        (r1(end=R1_END.replace("So the answer", "所以 the answer")), "CJK characters in the agent's text"),
+        # The seed ends the episode at a malformed turn; here it gets feedback and still fails the format.
+        ([T("I am not sure.", "feedback"), *R1_GOOD], "1 invalid turn(s) got the environment's feedback"),
     ],
 )
-def test_r1_searcher_format_violations(text, error):
-    assert r1_searcher_format_errors(text) == [error]
+def test_r1_searcher_format_violations(turns, error):
+    assert r1_searcher_format_errors(turns) == [error]
 
 
 def test_r1_searcher_answer_with_a_query_tag():
-    text = R1_GOOD.replace(" Paris </answer>", " <|begin_of_query|> Paris </answer>")
-    assert "the answer contains a query or document tag" in r1_searcher_format_errors(text)
-
-
-def test_r1_searcher_cjk_inside_documents_is_allowed():
-    assert r1_searcher_format_errors(R1_GOOD.replace("Lyon is a city.", "里昂")) == []
+    turns = r1(end=R1_END.replace(" Paris </answer>", " <|begin_of_query|> Paris </answer>"))
+    assert "the answer contains a query or document tag" in r1_searcher_format_errors(turns)
 
 
 def test_r1_searcher_answer_word_limit_is_configurable():
-    long = R1_GOOD.replace(" Paris </answer>", " the city of Paris </answer>")
+    long = r1(end=R1_END.replace(" Paris </answer>", " the city of Paris </answer>"))
     assert r1_searcher_format_errors(long, max_answer_words=3) == ["the answer has 4 words, more than 3"]
 
 
 # ---------------------------------------------------------------- R-Search
-RS_SEARCH = (
-    "I will search. <search> capital of France </search>\n\n<observation>Paris is the capital.</observation>\n\n"
-)
+RS_SEARCH = T("I will search. <search> capital of France </search>", "documents")
 RS_EVIDENCE = "<original_evidence> Paris is the capital. </original_evidence>"
 RS_ANSWER = "<answer> Paris </answer>"
 
 
 @pytest.mark.parametrize(
-    "text, expected",
+    "turns, expected",
     [
-        (RS_SEARCH + RS_EVIDENCE + RS_ANSWER, RSearchFormat(True, True, True, "Paris is the capital.")),
+        ([RS_SEARCH, T(RS_EVIDENCE + RS_ANSWER)], RSearchFormat(True, True, True, "Paris is the capital.")),
         # No search: the evidence must be omitted.
-        ("I know it. " + RS_ANSWER, RSearchFormat(True, True, False)),
-        ("I know it. " + RS_EVIDENCE + RS_ANSWER, RSearchFormat(True, False, False)),
+        ([T("I know it. " + RS_ANSWER)], RSearchFormat(True, True, False)),
+        ([T("I know it. " + RS_EVIDENCE + RS_ANSWER)], RSearchFormat(True, False, False)),
         # Searched but wrote no evidence.
-        (RS_SEARCH + RS_ANSWER, RSearchFormat(True, False, False)),
+        ([RS_SEARCH, T(RS_ANSWER)], RSearchFormat(True, False, False)),
         # Two evidence blocks: wrong format, the last one is still scored.
         (
-            RS_SEARCH + "<original_evidence>x</original_evidence>" + RS_EVIDENCE + RS_ANSWER,
+            [RS_SEARCH, T("<original_evidence>x</original_evidence>" + RS_EVIDENCE + RS_ANSWER)],
             RSearchFormat(True, False, True, "Paris is the capital."),
         ),
-        (RS_SEARCH + "<original_evidence>  </original_evidence>" + RS_ANSWER, RSearchFormat(True, False, False)),
-        (RS_SEARCH + RS_EVIDENCE + "<answer> </answer>", RSearchFormat(False, True, True, "Paris is the capital.")),
-        (RS_SEARCH + RS_EVIDENCE, RSearchFormat(False, True, True, "Paris is the capital.")),
+        ([RS_SEARCH, T("<original_evidence>  </original_evidence>" + RS_ANSWER)], RSearchFormat(True, False, False)),
+        ([RS_SEARCH, T(RS_EVIDENCE + "<answer> </answer>")], RSearchFormat(False, True, True, "Paris is the capital.")),
+        ([RS_SEARCH, T(RS_EVIDENCE)], RSearchFormat(False, True, True, "Paris is the capital.")),
+        # An invalid turn costs the answer format (the seed's feedback holds an answer pair).
+        ([T("hmm", "feedback"), T(RS_ANSWER)], RSearchFormat(False, True, False)),
+        # Nothing at all: the paper's flags call the missing evidence correct.
+        ([T("I don't know.")], RSearchFormat(False, True, False)),
     ],
 )
-def test_r_search_format(text, expected):
-    assert r_search_format(text) == expected
+def test_r_search_format(turns, expected):
+    assert r_search_format(turns) == expected
+
+
+def test_turn_refuses_an_unknown_observation_kind():
+    from searchgym.error import ConfigError
+
+    with pytest.raises(ConfigError, match="^Turn expects observation kinds among"):
+        Turn("x", (), ("documents", "prompt"))

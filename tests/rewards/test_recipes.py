@@ -16,6 +16,7 @@ from searchgym.rewards import (
     S3GenAcc,
     SearchR1EM,
     SearchR1Format,
+    Turn,
     call_frozen,
     make_recipe,
 )
@@ -29,9 +30,21 @@ def whole(message: str) -> str:
     return "^" + re.escape(message) + "$"
 
 
+def T(text: str, *observation: str, actions: tuple[str, ...] = ()) -> Turn:
+    """An agent turn and the kinds of what the environment answered."""
+    return Turn(text, actions, observation)
+
+
+#: One well-formed turn (s3's search complete): the episode acted.
+ACTED = (T("<search_complete>True</search_complete>", actions=("complete",)),)
+#: One tag-free turn: the episode did not act.
+IDLE = (T("I don't know.", actions=("invalid",)),)
+
+
 def episode(**kw) -> Episode:
     kw.setdefault("question", QUESTION)
     kw.setdefault("answers", GOLD)
+    kw.setdefault("turns", ACTED)
     return Episode(**kw)
 
 
@@ -39,6 +52,18 @@ def episode(**kw) -> Episode:
 def test_episode_wraps_a_bare_answer_string():
     assert Episode("q", "Paris").answers == ("Paris",)
     assert Episode("q", ["Paris", "City of Light"]).answers == ("Paris", "City of Light")
+
+
+def test_episode_refuses_turns_that_are_not_turn_records():
+    with pytest.raises(ConfigError, match="^Episode expects turns to be Turn records"):
+        Episode("q", "Paris", turns=[("<answer> Paris </answer>", "")])
+
+
+def test_episode_acted_and_agent_text():
+    assert episode(turns=IDLE).acted is False
+    assert episode(turns=()).acted is False
+    assert episode(turns=(*IDLE, *ACTED)).acted is True
+    assert episode(turns=(T("a", "feedback"), T("b"))).agent_text == "ab"
 
 
 def test_reward_result_is_frozen():
@@ -82,16 +107,18 @@ def test_search_r1_em_format_score_goes_to_wrong_answers_only():
     assert recipe.score(episode(answer=None)).total == 0.0
 
 
-def sr1(info: str, answer: str, *, think_before_answer: bool = True) -> str:
+def sr1(doc: str, answer: str, *, think_before_answer: bool = True) -> dict:
+    """Episode fields of a Search-R1 episode: one search that retrieved ``doc``, then an answer turn."""
     think = "<think>Found it.</think>\n" if think_before_answer else ""
-    return (
-        "<think>I need the capital.</think>\n<search> capital of France </search>"
-        f"\n\n<information>{info}</information>\n\n{think}<answer>{answer}</answer>"
+    turns = (
+        T("<think>I need the capital.</think>\n<search> capital of France </search>", "documents", actions=("search",)),
+        T(f"{think}<answer>{answer}</answer>", actions=("answer",)),
     )
+    return {"turns": turns, "retrieved_docs": [[doc]]}
 
 
-HIT = "Doc 1 (Title: Paris) Paris is the capital of France."
-MISS = "Doc 1 (Title: Lyon) Lyon is a city in France."
+HIT = "Paris\nParis is the capital of France."
+MISS = "Lyon\nLyon is a city in France."
 
 # Search-R1 v0.3 table with s = 0.2, f = 0.1 and r = 0.1 (so that s + r differs from s).
 # One row per (answer, valid, retrieval) case of qa_em_format.compute_score_em.
@@ -107,10 +134,10 @@ SR1_TABLE = {
 }
 
 
-@pytest.mark.parametrize("response, answer, expected", SR1_TABLE.values(), ids=SR1_TABLE.keys())
-def test_search_r1_format_table(response, answer, expected):
+@pytest.mark.parametrize("fields, answer, expected", SR1_TABLE.values(), ids=SR1_TABLE.keys())
+def test_search_r1_format_table(fields, answer, expected):
     recipe = SearchR1Format(structure_format_score=0.2, final_format_score=0.1, retrieval_score=0.1)
-    result = recipe.score(episode(response=response, answer=answer))
+    result = recipe.score(episode(**fields, answer=answer))
     assert result.total == pytest.approx(expected)
 
 
@@ -118,30 +145,27 @@ def test_search_r1_format_defaults_are_the_v03_scripts():
     recipe = SearchR1Format()
     assert (recipe.structure_format_score, recipe.final_format_score, recipe.retrieval_score) == (0.2, 0.1, 0.0)
     # With r = 0 a retrieval hit adds nothing.
-    assert recipe.score(episode(response=sr1(HIT, " Lyon "), answer="Lyon")).total == pytest.approx(0.2)
+    assert recipe.score(episode(**sr1(HIT, " Lyon "), answer="Lyon")).total == pytest.approx(0.2)
 
 
 def test_search_r1_format_components():
-    result = SearchR1Format().score(episode(response=sr1(HIT, " Lyon "), answer="Lyon"))
+    result = SearchR1Format().score(episode(**sr1(HIT, " Lyon "), answer="Lyon"))
     assert result.components == {"em": 0.0, "valid_format": 1.0, "retrieval_correct": 1.0}
     # Retrieval is only checked for valid sequences.
-    result = SearchR1Format().score(episode(response=sr1(HIT, " Lyon ", think_before_answer=False), answer="Lyon"))
+    result = SearchR1Format().score(episode(**sr1(HIT, " Lyon ", think_before_answer=False), answer="Lyon"))
     assert result.components == {"em": 0.0, "valid_format": 0.0, "retrieval_correct": 0.0}
 
 
 # ---------------------------------------------------------------- R1-Searcher
-R1_SEARCHED = (
-    "I should look this up. <|begin_of_query|> capital of France <|end_of_query|>\n\n"
-    "<|begin_of_documents|>\n(1)Paris is the capital of France.\n<|end_of_documents|>\n\n"
-    "So it is {answer}. </think>\n\n<answer> {answer} </answer>"
-)
-
-
 def r1(answer: str = "Paris", *, well_formed: bool = True, searched: bool = True) -> Episode:
-    text = R1_SEARCHED.format(answer=answer)
+    end = f"So it is {answer}. </think>\n\n<answer> {answer} </answer>"
     if not well_formed:
-        text = text.replace("</think>", "")
-    return episode(response=text, answer=answer, num_searches=int(searched))
+        end = end.replace("</think>", "")
+    turns = (
+        T("I should look this up. <|begin_of_query|> capital of France <|end_of_query|>", "documents", actions=("search",)),
+        T(end, actions=("answer",)),
+    )
+    return episode(turns=turns, answer=answer, num_searches=int(searched))
 
 
 @pytest.mark.parametrize(
@@ -160,7 +184,7 @@ def test_r1_searcher_stage1_with_the_released_llama_answer_term():
     recipe = R1SearcherStage1(answer_score=1.0)
     assert recipe.score(r1("Paris")).total == 2.0
     assert recipe.score(r1("Lyon")).total == 0.0
-    assert recipe.score(episode(response="", answer=None)).total == -1.0
+    assert recipe.score(episode(turns=(), answer=None)).total == -1.0
 
 
 def test_r1_searcher_stage2_is_f1_minus_format_penalty():
@@ -169,22 +193,19 @@ def test_r1_searcher_stage2_is_f1_minus_format_penalty():
     # "paris france" vs "paris": P = 1/2, R = 1, F1 = 2/3.
     assert recipe.score(r1("Paris France")).total == pytest.approx(2 / 3)
     assert recipe.score(r1("Paris", well_formed=False)).total == pytest.approx(-1.0)
-    assert recipe.score(episode(response="I give up.", answer=None)).total == pytest.approx(-2.0)
+    assert recipe.score(episode(turns=IDLE, answer=None)).total == pytest.approx(-2.0)
     assert R1SearcherStage2(format_penalty=1.0).score(r1("Paris", well_formed=False)).total == pytest.approx(0.0)
 
 
 # ---------------------------------------------------------------- R-Search
-RS_SEARCH = (
-    "I will search. <search> capital of France </search>\n\n<observation>Paris is the capital.</observation>\n\n"
-)
-
-
 def rs(answer: str, evidence: str | None, *, searched: bool = True) -> Episode:
-    text = RS_SEARCH if searched else "I know it. "
+    turns = [T("I will search. <search> capital of France </search>", "documents", actions=("search",))] if searched else []
+    text = "" if searched else "I know it. "
     if evidence is not None:
         text += f"<original_evidence> {evidence} </original_evidence>"
     text += f"<answer> {answer} </answer>"
-    return episode(response=text, answer=answer, evidence=evidence, num_searches=int(searched))
+    turns.append(T(text, actions=("evidence", "answer") if evidence is not None else ("answer",)))
+    return episode(turns=tuple(turns), answer=answer, evidence=evidence, num_searches=int(searched))
 
 
 class SpyReader:
@@ -225,6 +246,35 @@ def test_r_search_does_not_read_evidence_written_without_a_search():
     # 0.2 (answer format) + 0 (evidence must be omitted) + 1 + 0
     assert result.total == pytest.approx(1.2)
     assert reader.calls == []
+
+
+def test_r_search_pays_no_format_credit_to_an_episode_without_an_answer():
+    # The paper's rule: no search and no evidence block is a correct evidence format, even
+    # for an episode in which the agent wrote nothing valid. Off by default.
+    idle = episode(turns=IDLE, answer=None)
+    assert RSearchReward(GoldSpanReader()).score(idle) == RewardResult(
+        0.0, {"answer_f1": 0.0, "evidence_f1": 0.0, "answer_format": 0.0, "evidence_format": 0.0}
+    )
+    paper = RSearchReward(GoldSpanReader(), paper_format_rule=True).score(idle)
+    assert paper.total == pytest.approx(0.2)
+    assert paper.components["evidence_format"] == 1.0
+    # Searched and wrote evidence, but never answered: evidence F1 is paid, format credit is not.
+    searched = episode(
+        turns=(
+            T("<search> capital of France </search>", "documents", actions=("search",)),
+            T("<original_evidence> Paris is the capital. </original_evidence>", actions=("evidence",)),
+        ),
+        answer=None, evidence="Paris is the capital.", num_searches=1,
+    )
+    result = RSearchReward(GoldSpanReader()).score(searched)
+    assert result.components == {"answer_f1": 0.0, "evidence_f1": 1.0, "answer_format": 0.0, "evidence_format": 0.0}
+    assert RSearchReward(GoldSpanReader(), paper_format_rule=True).score(searched).total == pytest.approx(1.2)
+
+
+def test_r_search_paper_format_rule_must_be_a_bool():
+    msg = "Reward recipe 'r_search' expects paper_format_rule to be True or False, got 'yes'."
+    with pytest.raises(ConfigError, match=whole(msg)):
+        make_recipe("r_search", reader=GoldSpanReader(), paper_format_rule="yes")
 
 
 def test_r_search_plain_reader_gets_no_gold_answers():
@@ -274,6 +324,19 @@ def test_s3_gain_beyond_rag(selected, naive, expected):
     result = S3GainBeyondRAG(GoldSpanReader()).score(ep)
     assert result.total == expected
     assert result.components["gain_beyond_rag"] == expected
+
+
+def test_s3_searcher_that_did_not_act_earns_the_floor_without_a_generator_call():
+    generator = SpyGenerator()
+    idle = episode(turns=IDLE, selected_docs=WITH, naive_rag_docs=WITH, example_id="q1")
+    assert S3GenAcc(generator).score(idle) == RewardResult(0.0, {"gen_acc": 0.0}, "")
+    assert generator.calls == []
+    gbr = S3GainBeyondRAG(generator)
+    result = gbr.score(idle)
+    # The naive baseline answers (GenAcc 1); the idle searcher gets GenAcc 0: gain -1.
+    assert result == RewardResult(-1.0, {"gen_acc": 0.0, "naive_rag_acc": 1.0, "gain_beyond_rag": -1.0}, "")
+    assert result.total == gbr.floor(idle)
+    assert generator.calls == [WITH]  # the baseline only
 
 
 def test_s3_gain_beyond_rag_computes_the_naive_baseline_once_per_example():
@@ -330,7 +393,8 @@ def test_every_registered_recipe_builds_and_scores(name):
     assert isinstance(recipe, RewardRecipe)
     assert recipe.invalid_action_penalty == 0.0
     ep = episode(
-        response="<answer> Paris </answer>", answer="Paris", selected_docs=WITH, naive_rag_docs=WITH, example_id="x"
+        turns=(T("<answer> Paris </answer>", actions=("answer",)),), answer="Paris", selected_docs=WITH,
+        naive_rag_docs=WITH, example_id="x",
     )
     result = recipe.score(ep)
     assert isinstance(result, RewardResult)
