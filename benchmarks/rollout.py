@@ -28,6 +28,12 @@ noisy machine. Targets, checked at the end:
 3. RECON: for the same questions and the same top-k BM25 documents, the tokens of the
    LLM summary (RECON's prompt, ``clarity`` aspect) versus the raw documents, and the F1
    of the same reader answering from each. The RECON paper reports -35% context.
+4. A shared CPU (``--sections shared``): the vectorized greedy rollout alone, then beside
+   one competing CPU-bound process (``python -c "while True: pass"``, started and killed
+   here). Target: at most 2.5x the solo time, with the library's default thread count
+   (``threads="auto"``, :mod:`searchgym.lm.threads`). The same pair of runs with the
+   thread count fixed at ``torch.get_num_threads()`` (what OpenMP does by itself) is
+   reported beside it.
 """
 
 from __future__ import annotations
@@ -102,7 +108,7 @@ class ForwardTimer:
             del self.model.forward
 
 
-def rollout(args, lm, num_envs: int, tasks, scheduling: str = "turns", temperature: float = 0.0) -> tuple[float, int, list]:
+def rollout(args, lm, num_envs: int, tasks, scheduling: str = "turns", temperature: float = 0.0, note: str = "") -> tuple[float, int, list]:
     envs = make_envs(args, num_envs, lm)
     agent = policy_agent(envs[0], lm, max_new_tokens=args.max_new_tokens, temperature=temperature, seed=args.seed)
     cache = getattr(lm, "prefix_cache", None)
@@ -110,7 +116,7 @@ def rollout(args, lm, num_envs: int, tasks, scheduling: str = "turns", temperatu
         cache.clear()  # each run starts cold: nothing reused from the previous one
         before = (cache.stats.lookups, cache.stats.hits, cache.stats.reused_tokens)
     work = dataclasses.replace(lm.stats) if hasattr(lm, "stats") else None
-    label = f"{num_envs} live" + (f", {scheduling}" if num_envs > 1 else "") + f", {workload(temperature)}"
+    label = f"{num_envs} live" + (f", {scheduling}" if num_envs > 1 else "") + f", {workload(temperature)}" + (f", {note}" if note else "")
     with ForwardTimer(lm) as timer:
         start = time.perf_counter()
         results = run_episodes(envs, agent, tasks, progress=True, desc=label, scheduling=scheduling)
@@ -219,6 +225,43 @@ def compare_recon(args, lm, rows: list) -> None:
     args.results["recon_example"] = summaries[0]
 
 
+#: Most slowdown allowed beside one competing CPU-bound process.
+SHARED_TARGET = 2.5
+
+
+def compare_shared(args, lm, tasks, rows: list) -> None:
+    """The greedy vectorized rollout alone and beside one busy process, with the default
+    thread tuning and with the count fixed."""
+    import subprocess
+
+    if not hasattr(lm, "new_tuner"):
+        log("shared CPU: the thread tuning applies to the transformers backend only; skipped")
+        return
+    import torch
+
+    threads = torch.get_num_threads()
+    results = args.results["shared"] = {"threads": threads}
+    for mode in ("auto", "fixed"):
+        lm.threads = "auto" if mode == "auto" else threads
+        lm.tuner = lm.new_tuner()  # each pair of runs starts untuned
+        for where in ("solo", "shared"):
+            name = f"threads {'auto' if mode == 'auto' else f'fixed at {threads}'}, {where}"
+            busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if where == "shared" else None
+            try:
+                seconds, generated, _ = rollout(args, lm, args.episodes, tasks, note=name)
+            finally:
+                if busy is not None:
+                    busy.kill()
+                    busy.wait()
+            rows.append((f"greedy: vectorized, {args.episodes} live, {name} (transformers)", f"{seconds:.1f} s", f"{generated}", f"{generated / seconds:.1f}"))
+            results[f"{mode}_{where}"] = seconds
+            if mode == "auto":
+                tuner = lm.tuner
+                results[f"auto_{where}_threads"] = tuner.choice if tuner is not None else threads
+    lm.threads = "auto"
+    lm.tuner = lm.new_tuner()
+
+
 def protocol_docs(docs: list[str]) -> str:
     """The raw documents as Search-R1 renders them for the agent (what the summary replaces)."""
     return "\n".join(f"Doc {i}(Title: {d.split(chr(10), 1)[0]}) {d.split(chr(10), 1)[-1]}" for i, d in enumerate(docs, 1))
@@ -244,7 +287,7 @@ def main() -> int:
                         "as benchmarks run, and sampled at 1.0, as RL rollouts do); vLLM is compared on the first")
     parser.add_argument("--seed", type=int, default=0, help="seed of the agent's sampling when --temperature > 0 (default: 0)")
     parser.add_argument("--decode-tokens", type=int, default=128, help="new tokens per prompt in the LM-only comparison (default: 128)")
-    parser.add_argument("--sections", default="driver,decode,vllm,recon", help="comma-separated sections to run (default: all four)")
+    parser.add_argument("--sections", default="driver,decode,vllm,recon,shared", help="comma-separated sections to run (default: all five)")
     parser.add_argument("--skip-vllm", action="store_true", help="leave out the vLLM comparison")
     parser.add_argument("--quick", action="store_true", help="8 episodes, 8 RECON questions, 2 turns of 32 tokens")
     args = parser.parse_args()
@@ -263,9 +306,9 @@ def main() -> int:
     tasks = [Task(ex.id, 0) for ex in examples[:played]]
     rows: list[tuple[str, str, str, str]] = []
     sections = set(args.sections.split(","))
-    unknown = sections - {"driver", "decode", "vllm", "recon"}
+    unknown = sections - {"driver", "decode", "vllm", "recon", "shared"}
     if unknown:
-        parser.error(f"unknown sections {sorted(unknown)}; expected among driver, decode, vllm, recon")
+        parser.error(f"unknown sections {sorted(unknown)}; expected among driver, decode, vllm, recon, shared")
     if args.skip_vllm:
         sections.discard("vllm")
     if "vllm" in sections:
@@ -279,6 +322,8 @@ def main() -> int:
         compare_vllm(args, tasks, rows)
     if "recon" in sections:
         compare_recon(args, lm, rows)
+    if "shared" in sections:
+        compare_shared(args, lm, tasks, rows)
 
     r = args.results
     print(f"\nRollouts: {args.model} ({args.dtype}) on {args.env}, wiki-vital answerable, {len(tasks)} episodes ({args.episodes} live), "
@@ -315,6 +360,16 @@ def main() -> int:
             f"reader F1 {r['recon_f1_summary']:.3f} from summaries vs {r['recon_f1_raw']:.3f} from raw documents"
         )
         print(f"\nfirst summary: {r['recon_example'][:400]!r}")
+    if "shared" in r:
+        d = r["shared"]
+        slowdown, fixed = d["auto_shared"] / d["auto_solo"], d["fixed_shared"] / d["fixed_solo"]
+        passed = slowdown <= SHARED_TARGET
+        verdict = verdict if passed else "FAIL"
+        print(
+            f"shared CPU, beside one busy process / alone: {slowdown:.2f}x with threads auto "
+            f"(target <= {SHARED_TARGET}x: {'PASS' if passed else 'FAIL'}; it ran {d['auto_shared_threads']} of {d['threads']} threads "
+            f"when shared, {d['auto_solo_threads']} alone); {fixed:.2f}x with the count fixed at {d['threads']}"
+        )
     return 0 if verdict == "PASS" else 1
 
 

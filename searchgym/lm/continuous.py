@@ -101,6 +101,11 @@ class ContinuousBatcher:
 
     # -- the decode loop (background thread)
     def _loop(self) -> None:
+        # The loop's own tuner: thread counts are per thread, and this thread runs every pass.
+        with self.lm.thread_session(self.lm.new_tuner()):
+            self._run()
+
+    def _run(self) -> None:
         torch = self.lm._torch
         batch: _Batch | None = None
         while True:

@@ -8,6 +8,9 @@ distribution actually sampled from, per-sequence stop strings and a seeded gener
 from __future__ import annotations
 
 import inspect
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,7 @@ from searchgym.lm.base import Generation, LanguageModel, SamplingParams, stop_en
 from searchgym.lm.attention import use_grouped_decode_attention
 from searchgym.lm.models import MODEL_FOLDERS
 from searchgym.lm.prefix_cache import Hit, PrefixCache, common_prefix, weights_fingerprint
+from searchgym.lm.threads import ThreadTuner
 
 #: Built-in model names (besides local folders and cached Hugging Face ids).
 MODEL_NAMES = ("smollm2", "tiny-random")
@@ -65,6 +69,13 @@ class TransformersLM(LanguageModel):
             rows (a decode step's) on the CPU with a kernel that reads each weight once:
             a 5-row SmolLM2 step then costs about as much as a 1-row one. Training
             forward passes and GPUs are unaffected.
+        threads: Intra-op threads while generating on the CPU. ``"auto"`` (the default)
+            sets the count between 1 and ``torch.get_num_threads()`` to the cores the
+            process gets, measured over its forward passes
+            (:class:`searchgym.lm.threads.ThreadTuner`): the calling thread's count when
+            alone, fewer when another process holds a core (where OpenMP's spinning would
+            otherwise make generation several times slower). A positive integer fixes the
+            count while generating. Either way the caller's count is restored afterwards.
 
     Prompts are left-padded into one batch and decoded with a KV cache that grows in
     place (:mod:`searchgym.lm.kv_cache`); a sequence that
@@ -93,6 +104,7 @@ class TransformersLM(LanguageModel):
         prefix_cache_mb: float = 1024,
         grouped_decode_attention: bool = True,
         row_linear: bool = True,
+        threads: int | str = "auto",
     ):
         self._torch = torch = require("torch", extra="lm", feature="TransformersLM")
         transformers = require("transformers", extra="lm", feature="TransformersLM")
@@ -102,6 +114,10 @@ class TransformersLM(LanguageModel):
             raise ConfigError(
                 f"TransformersLM expects prefix_cache_mb to be a number of MiB >= 0 (0 turns the prefix cache off), "
                 f"got {prefix_cache_mb!r}."
+            )
+        if threads != "auto" and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ConfigError(
+                f"TransformersLM expects threads to be 'auto' (tuned while generating) or a positive integer, got {threads!r}."
             )
         torch_dtype = _resolve_dtype(torch, dtype)
         device = _check_device(torch, device)
@@ -141,15 +157,50 @@ class TransformersLM(LanguageModel):
         self._last_logits = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(self.model.forward).parameters else {}
         budget = int(prefix_cache_mb * 2**20)
         self.prefix_cache: PrefixCache | None = PrefixCache(budget) if budget > 0 else None
+        self.threads = threads
+        self._local = threading.local()  # the tuner of the calling thread's decode loop
+        #: The thread tuner of ``generate`` (None unless ``threads="auto"`` on the CPU).
+        self.tuner = self.new_tuner()
+
+    def new_tuner(self) -> ThreadTuner | None:
+        """A :class:`ThreadTuner` for a generation loop, or None when the count is fixed
+        or the model is not on the CPU."""
+        return ThreadTuner(self._torch) if self.threads == "auto" and self.device.type == "cpu" else None
+
+    @contextmanager
+    def thread_session(self, tuner: ThreadTuner | None) -> Iterator[None]:
+        """Around a generation loop: the tuned (or fixed) thread count inside, the
+        caller's after; ``tuner`` measures every forward pass of the calling thread meanwhile."""
+        if tuner is not None:
+            with tuner.session():
+                self._local.tuner = tuner
+                try:
+                    yield
+                finally:
+                    self._local.tuner = None
+        elif isinstance(self.threads, int) and self.device.type == "cpu":
+            with _fixed_threads(self._torch, self.threads):
+                yield
+        else:
+            yield
+
+    def _forward(self, **inputs: Any) -> Any:
+        """The model's forward pass, measured by the calling thread's tuner if any."""
+        tuner = getattr(self._local, "tuner", None)
+        if tuner is None:
+            return self.model(**inputs)
+        with tuner.step():
+            return self.model(**inputs)
 
     def _generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> list[Generation]:
         self._check_vocabulary(prompt_ids)
         cache = self._usable_cache()
         results, runnable = self._decodings(prompt_ids, params)
-        for start in range(0, len(runnable), self.max_batch_size):
-            chunk = runnable[start : start + self.max_batch_size]
-            for (i, _), generation in zip(chunk, self._decode_batch([seq for _, seq in chunk], params, cache)):
-                results[i] = generation
+        with self.thread_session(self.tuner):
+            for start in range(0, len(runnable), self.max_batch_size):
+                chunk = runnable[start : start + self.max_batch_size]
+                for (i, _), generation in zip(chunk, self._decode_batch([seq for _, seq in chunk], params, cache)):
+                    results[i] = generation
         return results  # type: ignore[return-value]
 
     def _decodings(self, prompt_ids: list[list[int]], params: SamplingParams) -> tuple[list[Generation | None], list[tuple[int, Decoding]]]:
@@ -230,7 +281,7 @@ class TransformersLM(LanguageModel):
         position_ids = position_ids + 1
         self.stats.decode_steps += 1
         self.stats.decode_rows += len(next_ids)
-        out = self.model(
+        out = self._forward(
             input_ids=next_ids.unsqueeze(-1),  # [L, 1]
             attention_mask=attention_mask,
             position_ids=position_ids,
@@ -303,7 +354,7 @@ class TransformersLM(LanguageModel):
             past = self._cached_past([seq.hit for seq in seqs], cached, C, S if grow else 0)
         else:
             past = grow_in_place(DynamicCache(config=self.model.config)) if grow else None
-        out = self.model(
+        out = self._forward(
             input_ids=input_ids.to(self.device),
             attention_mask=attention_mask,
             position_ids=position_ids,
@@ -512,6 +563,16 @@ def _crop_left(cache: Any, columns: int, width: int) -> bool:
             layer.keys = layer.keys[..., columns:, :]  # [B, H, T, D]
             layer.values = layer.values[..., columns:, :]
     return True
+
+
+@contextmanager
+def _fixed_threads(torch: Any, threads: int) -> Iterator[None]:
+    caller = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(caller)
 
 
 def _resolve_dtype(torch: Any, dtype: Any) -> Any:
