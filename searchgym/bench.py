@@ -1,6 +1,6 @@
 """Benchmark several policies on the same environments: ``searchgym bench``.
 
-A benchmark is a list of *runs*, each an (env id, agent name) pair, played on the same
+A benchmark is a list of *runs*, each an (env id, agent) pair, played on the same
 questions (the first ``limit`` of a split) and seeds. Every finished episode is appended
 to ``out_dir/episodes.jsonl`` at once, so an interrupted benchmark resumes where it
 stopped; the summary is written as ``summary.json``, ``summary.csv``, a markdown table
@@ -9,6 +9,10 @@ and ``summary.png``.
     from searchgym.bench import BenchConfig, run_bench
     results = run_bench(BenchConfig(runs=[("SearchR1-v0", "naive-rag"), ("SearchR1-v0", "lm")], limit=20))
     print(results.markdown())
+
+An agent is a name (a built-in, one given to :func:`searchgym.agents.register_agent`, or
+``module:factory``), an :class:`~searchgym.agents.Agent` instance, or a factory (an
+``Agent`` subclass or a function returning one; see ``register_agent`` for its arguments).
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from searchgym.agents import AGENTS, LM_FREE, EpisodeResult, Task, make_agent, run_episodes
+from searchgym.agents import LM_FREE, Agent, EpisodeResult, Task, make_agent, run_episodes
 from searchgym.agents.driver import SCHEDULINGS
+from searchgym.agents.registry import agent_label, build_agent, check_agent, describe_agent, factory_needs_lm, registered_factory
 from searchgym.agents.registry import needs_lm as agent_needs_lm
 from searchgym.envs.frozen import with_frozen_models
 from searchgym.envs.registration import NAMESPACE, full_env_id
@@ -50,8 +55,10 @@ COLUMNS = (
 class BenchConfig:
     """What to benchmark. Every field is stored in ``out_dir/config.json``."""
 
-    runs: list[tuple[str, str]]
-    """(env id, agent name) pairs; env ids with or without the ``searchgym/`` namespace."""
+    runs: list[tuple[str, Any]]
+    """(env id, agent) pairs; env ids with or without the ``searchgym/`` namespace. An
+    agent is a name (built-in, registered, or ``module:factory``), an ``Agent`` instance or
+    an agent factory (see :func:`searchgym.agents.register_agent`)."""
     split: str = "dev"
     """Dataset split of every env."""
     limit: int | None = None
@@ -74,7 +81,8 @@ class BenchConfig:
     """Extra ``gym.make`` arguments per env id, and under ``"*"`` for every env."""
     agent_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Extra constructor arguments per agent name (e.g. ``{"naive-rag": {"k": 5}}``,
-    ``{"sb3": {"policy": "runs/sb3"}}``)."""
+    ``{"sb3": {"policy": "runs/sb3"}}``); a factory's options go under its label's name
+    (its ``name`` attribute or ``__name__``)."""
     num_envs: int = 16
     """Episodes live at once (the LM batch size)."""
     scheduling: str = "turns"
@@ -86,7 +94,8 @@ class BenchConfig:
     max_new_tokens: int = 256
     """Most tokens per agent turn."""
     labels: list[str] | None = None
-    """A label per run (default ``"agent @ env"``)."""
+    """A label per run (default ``"agent @ env"``, with a factory's or instance's ``name``
+    attribute or ``__name__`` as the agent)."""
 
     def __post_init__(self) -> None:
         self.runs = [tuple(r) for r in self.runs]  # type: ignore[misc]
@@ -110,7 +119,7 @@ class BenchConfig:
             raise ConfigError(f"BenchConfig expects one label per run, got {len(self.labels)} labels for {len(self.runs)} runs.")
 
     def run_labels(self) -> list[str]:
-        labels = self.labels or [f"{agent} @ {env_id.removeprefix(NAMESPACE)}" for env_id, agent in self.runs]
+        labels = self.labels or [f"{agent_label(agent)} @ {env_id.removeprefix(NAMESPACE)}" for env_id, agent in self.runs]
         seen = {label for label in labels if labels.count(label) > 1}
         if seen:
             raise ConfigError(f"BenchConfig expects distinct run labels, got {sorted(seen)} more than once; give each run its own label.")
@@ -129,7 +138,13 @@ def check_config(config: BenchConfig) -> None:
 
     for env_id, agent in config.runs:
         full_env_id(env_id)
-        check_name("agent", agent, AGENTS)
+        if isinstance(agent, str):
+            check_agent(agent)
+        elif isinstance(agent, type) and not issubclass(agent, Agent) or not (isinstance(agent, Agent) or callable(agent)):
+            raise ConfigError(
+                f"BenchConfig runs expect an agent name, an Agent instance or an agent factory (an Agent subclass or a "
+                f"function returning an Agent), got {type(agent).__name__} {agent!r} for env {env_id!r}."
+            )
     if any(agent == "sb3" for _, agent in config.runs) and "policy" not in config.agent_options.get("sb3", {}):
         raise ConfigError(
             "The sb3 agent needs the policy to play: agent_options={'sb3': {'policy': 'runs/sb3'}} "
@@ -197,7 +212,7 @@ def _read_config(path: Path) -> dict[str, Any] | None:
 def _config_record(config: BenchConfig) -> dict[str, Any]:
     # Not asdict(): it deep-copies, and the config may hold loaded models (described instead).
     record = {f.name: getattr(config, f.name) for f in fields(config)}
-    record["runs"] = [list(r) for r in config.runs]
+    record["runs"] = [[env_id, describe_agent(agent)] for env_id, agent in config.runs]
     record["seeds"] = list(config.seeds)
     record["model"] = _describe_model(config.model)
     return json.loads(json.dumps(record, default=str))
@@ -322,7 +337,7 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
             episodes_path.unlink()
         config_path.write_text(json.dumps(record, indent=2))
 
-    needs_lm = any(agent_needs_lm(agent, env_id, config.agent_options.get(agent)) for env_id, agent in config.runs)
+    needs_lm = any(_run_needs_lm(config, env_id, agent) for env_id, agent in config.runs)
     lm = _load(config.model, config) if needs_lm else None
     frozen = None
     if config.frozen_model is not None or config.summarizer == "llm":
@@ -338,7 +353,7 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
         tasks = [Task(ex.id, seed) for seed in config.seeds for ex in examples if (ex.id, seed) not in played]
         if not tasks:
             continue
-        agent = make_agent(agent_name, envs[0], lm=lm, **_agent_options(config, agent_name))
+        agent = _make_agent(config, agent_name, envs[0], lm)
 
         def write(result: EpisodeResult, label: str = label) -> None:
             record = {"run": label, **result.to_dict()}
@@ -350,7 +365,7 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
 
         run_episodes(envs[: len(tasks)], agent, tasks, on_result=write, progress=progress, desc=label, scheduling=config.scheduling)
 
-    rows = [summarize(label, env_id, agent, done[label]) for label, (env_id, agent) in zip(labels, config.runs)]
+    rows = [summarize(label, env_id, describe_agent(agent), done[label]) for label, (env_id, agent) in zip(labels, config.runs)]
     results = BenchResults(config, rows, done, out)
     if out is not None:
         write_summary(results, out)
@@ -359,6 +374,26 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
 
 #: Agents that answer in one short turn: their answers need few tokens.
 _ONE_SHOT = ("no-retrieval", "naive-rag", "naive-rag-dense", "sb3")
+
+
+def _run_needs_lm(config: BenchConfig, env_id: str, agent: Any) -> bool:
+    if isinstance(agent, Agent):
+        return False  # an instance holds what it needs
+    if isinstance(agent, str):
+        return agent_needs_lm(agent, env_id, config.agent_options.get(agent))
+    return factory_needs_lm(agent)
+
+
+def _make_agent(config: BenchConfig, agent: Any, env: Any, lm: Any) -> Agent:
+    """The run's agent: an instance as is, a built-in by name with the benchmark's
+    settings, a user's factory with the settings it takes (see ``register_agent``)."""
+    if isinstance(agent, Agent):
+        return agent
+    factory = registered_factory(agent) if isinstance(agent, str) else agent
+    if factory is None:
+        return make_agent(agent, env, lm=lm, **_agent_options(config, agent))
+    settings = {"seed": config.seeds[0], "temperature": config.temperature, "max_new_tokens": config.max_new_tokens}
+    return build_agent(factory, env, lm, dict(config.agent_options.get(agent_label(agent), {})), bench=settings)
 
 
 def _agent_options(config: BenchConfig, agent: str) -> dict[str, Any]:
@@ -396,8 +431,20 @@ def write_summary(results: BenchResults, out: Path) -> None:
     plot(results.rows, out / "summary.png")
 
 
+#: The score series of the chart: (key, legend name).
+SCORE_SERIES = (("em", "EM"), ("f1", "F1"), ("cover_em", "cover-EM"), ("gen_acc", "GenAcc"))
+
+
+def chart_series(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The score series worth drawing: those above zero in some row (all of them when
+    every score is zero, so the chart still shows the runs)."""
+    drawn = [(key, name) for key, name in SCORE_SERIES if any(r[key] for r in rows)]
+    return drawn or list(SCORE_SERIES[:2])
+
+
 def plot(rows: Sequence[dict[str, Any]], path: Path) -> Path | None:
-    """Grouped bars of EM / F1 / GenAcc per run, beside mean searches and context tokens."""
+    """Grouped bars of EM / F1 / cover-EM / GenAcc per run (series that are zero in every
+    run left out), beside mean searches and context tokens."""
     try:
         import matplotlib
 
@@ -408,9 +455,11 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> Path | None:
         return None
     labels = [r["label"] for r in rows]
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 0.5 * len(rows) + 2.5), gridspec_kw={"width_ratios": [3, 1.2, 1.2]})
-    height = 0.26
-    for i, (key, name) in enumerate((("em", "EM"), ("f1", "F1"), ("gen_acc", "GenAcc"))):
-        ax1.barh([y + (i - 1) * height for y in range(len(rows))], [r[key] for r in rows], height, label=name)
+    series = chart_series(rows)
+    height = 0.8 / len(series)
+    for i, (key, name) in enumerate(series):
+        offset = (i - (len(series) - 1) / 2) * height
+        ax1.barh([y + offset for y in range(len(rows))], [r[key] for r in rows], height, label=name)
     ax1.set_yticks(range(len(rows)), labels)
     ax1.invert_yaxis()
     ax1.set_xlim(0, 1)

@@ -85,8 +85,12 @@ _BENCH_EPILOG = """examples:
       --corpus wiki-vital --dataset wiki-vital-answerable --backend-option dtype=bfloat16
   searchgym bench --envs SearchR1-v0 --agents oracle random --corpus-option num_passages=2000
   searchgym bench --envs SearchR1-v0 --agents random naive-rag sb3 --agent-option sb3:policy=runs/sb3
+  searchgym bench --envs SearchR1-v0 --agents oracle my_agents:TitleAgent   # your own, from ./my_agents.py
 
 agents: {agents}
+  or MODULE:FACTORY: an Agent subclass or a function returning an Agent, importable from the
+  current directory or an installed package (see docs/agents.md); installed packages can also
+  name agents in the 'searchgym.agents' entry-point group{plugins}.
 An interrupted benchmark resumes from results/bench/episodes.jsonl when run again with
 the same arguments; --no-resume starts over."""
 
@@ -103,11 +107,11 @@ def _add_bench(sub) -> None:
             "episode. Episodes are appended to OUT/episodes.jsonl as they finish; the summary goes to "
             "OUT/summary.json, OUT/summary.csv, OUT/summary.png and a markdown table on stdout."
         ),
-        epilog=_BENCH_EPILOG.format(agents=", ".join(AGENTS)),
+        epilog=_BENCH_EPILOG.format(agents=", ".join(AGENTS), plugins=_plugin_names()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     bench.add_argument("--envs", nargs="+", default=[], help="env ids (e.g. SearchR1-v0 S3-v0), crossed with --agents")
-    bench.add_argument("--agents", nargs="+", default=[], help="agent names, crossed with --envs")
+    bench.add_argument("--agents", nargs="+", default=[], help="agent names or MODULE:FACTORY, crossed with --envs")
     bench.add_argument("--run", action="append", default=[], metavar="ENV:AGENT", help="one explicit run (repeatable)")
     bench.add_argument("--split", default="dev", help="dataset split (default dev)")
     bench.add_argument("--limit", type=_positive, default=None, help="first N questions of the split (default all)")
@@ -122,7 +126,7 @@ def _add_bench(sub) -> None:
     bench.add_argument("--corpus-option", action="append", default=[], metavar="KEY=VALUE", help="corpus option, e.g. num_passages=2000")
     bench.add_argument(
         "--agent-option", action="append", default=[], metavar="AGENT:KEY=VALUE",
-        help="constructor option of one agent, e.g. sb3:policy=runs/sb3 or naive-rag:k=5 (repeatable)",
+        help="constructor option of one agent, e.g. sb3:policy=runs/sb3, naive-rag:k=5 or my_agents:TitleAgent:k=2 (repeatable)",
     )
     bench.add_argument("--num-envs", type=_positive, default=16, help="episodes live at once (default 16)")
     bench.add_argument(
@@ -136,6 +140,16 @@ def _add_bench(sub) -> None:
     bench.add_argument("--out", type=Path, default=Path("results/bench"), help="output folder (default results/bench)")
     bench.add_argument("--no-resume", action="store_true", help="replace earlier results in --out instead of resuming")
     bench.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _plugin_names() -> str:
+    """The agents installed packages declare (names only: nothing is imported for --help)."""
+    from importlib.metadata import entry_points
+
+    from searchgym.agents.registry import ENTRY_POINT_GROUP
+
+    names = sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+    return f" (installed: {', '.join(names)})" if names else ""
 
 
 def _key_values(items: list[str], what: str) -> dict:
@@ -180,10 +194,11 @@ def _bench(args) -> int:
         env_options["*"] = common
     agent_options: dict[str, dict] = {}
     for item in args.agent_option:
-        agent, sep, key_value = item.partition(":")
-        if not sep or not agent:
+        target, equals, value = item.partition("=")  # the value may hold ':' (a path, a URL)
+        agent, sep, key = target.rpartition(":")  # the agent may be MODULE:FACTORY
+        if not equals or not sep or not agent or not key:
             raise ConfigError(f"--agent-option expects AGENT:KEY=VALUE (e.g. sb3:policy=runs/sb3), got {item!r}.")
-        agent_options.setdefault(agent, {}).update(_key_values([key_value], "agent-option"))
+        agent_options.setdefault(agent, {}).update(_key_values([f"{key}={value}"], "agent-option"))
     config = BenchConfig(
         runs=runs, agent_options=agent_options, split=args.split, limit=args.limit, seeds=tuple(args.seeds), model=args.model,
         backend=args.backend, backend_options=_key_values(args.backend_option, "backend-option"),
