@@ -84,5 +84,51 @@ def run(
     minutes = (time.perf_counter() - start) / 60
     print(f"\nSmolLM2-135M-Instruct ({backend}, {dtype}) on wiki-vital answerable FanOutQA questions; {minutes:.1f} min\n")
     print(results.markdown())
+    print()
+    print(explain(results.rows))
     print(f"\nwrote {out}/summary.json, summary.csv, summary.png and episodes.jsonl")
     return results
+
+
+#: What each column of the table means, printed after it.
+LEGEND = """What the columns mean (scores are means over the questions, 1.0 is perfect):
+  EM          the predicted answer equals a gold answer after normalization (case, articles, punctuation)
+  F1          token overlap between the prediction and the best-matching gold answer
+  cover-EM    every token of a gold answer appears somewhere in the prediction (R1-Searcher's metric)
+  GenAcc      a gold answer's tokens occur contiguously in the prediction (s3's span check)
+  reward      the env's own reward recipe: each protocol scores differently, so compare rows by EM/F1
+  searches    search calls per episode; context tokens: what the policy read; s/episode: wall time
+  failures    episodes that ended in an error (prompt too long, backend error), if any"""
+
+
+def explain(rows: list[dict[str, Any]]) -> str:
+    """The legend, then a few lines computed from ``rows`` on what they show."""
+    if not rows:
+        return LEGEND
+    lines = [LEGEND, "", "What these rows show:"]
+    best = max(rows, key=lambda r: (r["f1"], r["cover_em"]))
+    lines.append(f"  best F1: {best['label']} ({best['f1']:.3f}, EM {best['em']:.3f}, cover-EM {best['cover_em']:.3f})")
+    base = next((r for r in rows if r.get("agent") == "no-retrieval"), None)
+    if base is not None:
+        better = [r["label"] for r in rows if r is not base and r["f1"] > base["f1"]]
+        worse = [r["label"] for r in rows if r is not base and r["f1"] < base["f1"]]
+        lines.append(
+            f"  against answering from memory (F1 {base['f1']:.3f}): better with {', '.join(better) or 'none'}; "
+            f"worse with {', '.join(worse) or 'none'}"
+        )
+    idle = [r["label"] for r in rows if r.get("agent") in ("lm",) and r["searches"] == 0]
+    if idle:
+        lines.append(f"  never searched: {', '.join(idle)} (no search call: they answered from the prompt alone)")
+    failed = [f"{r['label']} ({r['failures']})" for r in rows if r["failures"] != "-"]
+    if failed:
+        lines.append(f"  failed episodes: {'; '.join(failed)}")
+    agents = [r for r in rows if r.get("agent") == "lm"]
+    rag = [r for r in rows if str(r.get("agent", "")).startswith("naive-rag")]
+    if agents and rag:
+        top_agent, top_rag = max(agents, key=lambda r: r["f1"]), max(rag, key=lambda r: r["f1"])
+        searches = sum(r["searches"] for r in agents) / len(agents)
+        lines.append(
+            f"  multi-turn agents (searching {searches:.2f} times per episode on average) reach F1 {top_agent['f1']:.3f} at best "
+            f"({top_agent['label']}); one retrieved passage in the prompt reaches {top_rag['f1']:.3f} ({top_rag['label']})"
+        )
+    return "\n".join(lines)

@@ -254,3 +254,38 @@ def test_agent_options_parse_booleans_and_refuse_unknown_names():
         "chat": False, "k": 3, "temperature": 0.5, "x": True, "name": "abc"}
     with pytest.raises(ConfigError, match=r"^The 'random' agent does not take that option"):
         run_bench(config(runs=[("SearchR1-v0", "random")], agent_options={"random": {"foo": 1}}, limit=1), None, progress=False)
+
+
+def test_the_chart_leaves_out_series_that_are_zero_in_every_run(tmp_path):
+    from searchgym.bench import SCORE_SERIES, chart_series, plot
+
+    rows = [
+        {"label": "a", "n": 2, "em": 0.0, "f1": 0.4, "cover_em": 0.5, "gen_acc": 0.0, "searches": 0.0, "context_tokens": 10},
+        {"label": "b", "n": 2, "em": 0.5, "f1": 0.6, "cover_em": 0.5, "gen_acc": 0.0, "searches": 1.0, "context_tokens": 20},
+    ]
+    assert chart_series(rows) == [("em", "EM"), ("f1", "F1"), ("cover_em", "cover-EM")]
+    zero = [{**r, "em": 0.0, "f1": 0.0, "cover_em": 0.0} for r in rows]
+    assert chart_series(zero) == list(SCORE_SERIES[:2])  # the runs still show, with two empty series
+    assert chart_series([{**r, "gen_acc": 1.0} for r in rows]) == list(SCORE_SERIES)
+    assert plot(rows, tmp_path / "chart.png").stat().st_size > 10_000
+
+
+def test_the_demo_explains_its_columns_and_what_its_rows_show():
+    from searchgym.demo import LEGEND, explain
+
+    def row(label, agent, f1, searches=0.0, failures="-"):
+        return {"label": label, "agent": agent, "em": f1 / 2, "f1": f1, "cover_em": f1, "searches": searches, "failures": failures}
+
+    rows = [row("no retrieval", "no-retrieval", 0.10), row("naive RAG", "naive-rag", 0.30),
+            row("Search-R1 agent", "lm", 0.05, 1.5), row("R-Search agent", "lm", 0.20, 0.0, "backend_error 2")]
+    text = explain(rows)
+    assert text.startswith(LEGEND) and "cover-EM    every token of a gold answer" in text and "GenAcc" in text
+    lines = text.split("What these rows show:\n")[1].splitlines()
+    assert lines == [
+        "  best F1: naive RAG (0.300, EM 0.150, cover-EM 0.300)",
+        "  against answering from memory (F1 0.100): better with naive RAG, R-Search agent; worse with Search-R1 agent",
+        "  never searched: R-Search agent (no search call: they answered from the prompt alone)",
+        "  failed episodes: R-Search agent (backend_error 2)",
+        "  multi-turn agents (searching 0.75 times per episode on average) reach F1 0.200 at best (R-Search agent); "
+        "one retrieved passage in the prompt reaches 0.300 (naive RAG)",
+    ]
