@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("envs", help="list the registered environment ids (and the PettingZoo multi-agent env) with their defaults")
     _add_bench(sub)
+    _add_serve(sub)
     from searchgym.training.cli import add_sft_parser, add_train_parser
 
     add_train_parser(sub)
@@ -140,6 +141,62 @@ def _add_bench(sub) -> None:
     bench.add_argument("--out", type=Path, default=Path("results/bench"), help="output folder (default results/bench)")
     bench.add_argument("--no-resume", action="store_true", help="replace earlier results in --out instead of resuming")
     bench.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+_SERVE_EPILOG = """examples:
+  searchgym serve --corpus wiki-vital --retriever bm25            # http://127.0.0.1:8000/retrieve
+  curl -s 127.0.0.1:8000/retrieve -H 'Content-Type: application/json' \\
+      -d '{"queries": ["capital of France"], "topk": 3, "return_scores": true}'
+  SEARCHGYM_SERVE_TOKEN=secret searchgym serve --corpus wiki-vital --host 0.0.0.0 --port 8000
+  # then, in every worker: gym.make("searchgym/SearchR1-v0", corpus="wiki-vital",
+  #     retriever="http://HOST:8000/retrieve", retriever_options={"token": "secret"})"""
+
+
+def _add_serve(sub) -> None:
+    from searchgym.serve import Limits
+
+    serve = sub.add_parser(
+        "serve",
+        help="serve a retriever over Search-R1's /retrieve HTTP API (for many rollout workers)",
+        description=(
+            "Loads a corpus and its retriever (the index from the cache when built before) and serves it over "
+            "Search-R1's retrieval API: POST /retrieve {queries, topk, return_scores}, GET /health, GET /info. "
+            "Concurrent requests are coalesced into batched searches. Binds 127.0.0.1 unless --host is given; "
+            "a non-loopback host needs a token. Stops cleanly on SIGINT / SIGTERM."
+        ),
+        epilog=_SERVE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    d = Limits()
+    serve.add_argument("--corpus", default="synthwiki", help="built-in corpus name or a FlashRAG / Search-R1 jsonl path (default synthwiki)")
+    serve.add_argument("--corpus-option", action="append", default=[], metavar="KEY=VALUE", help="corpus option, e.g. num_passages=100000")
+    serve.add_argument("--retriever", default="bm25", help="bm25 (default), rank-bm25, dense or dense-hnsw")
+    serve.add_argument("--retriever-option", action="append", default=[], metavar="KEY=VALUE", help="retriever option, e.g. dtype=bfloat16")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; any other needs --token)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one, printed at start)")
+    serve.add_argument("--token", default=None, help="bearer token clients must send (default: $SEARCHGYM_SERVE_TOKEN if set, else none)")
+    serve.add_argument("--max-queries", type=_positive, default=d.max_queries, help=f"queries per request (default {d.max_queries})")
+    serve.add_argument("--max-query-chars", type=_positive, default=d.max_query_chars, help=f"characters per query (default {d.max_query_chars})")
+    serve.add_argument("--max-topk", type=_positive, default=d.max_topk, help=f"documents per query (default {d.max_topk})")
+    serve.add_argument("--max-body-bytes", type=_positive, default=d.max_body_bytes, help=f"request body size (default {d.max_body_bytes})")
+    serve.add_argument("--default-topk", type=_positive, default=d.default_topk, help=f"topk of a request without one (default {d.default_topk})")
+    serve.add_argument("--window-ms", type=float, default=2.0, help="how long a batch waits for more requests after its first (default 2)")
+    serve.add_argument("--no-coalesce", action="store_true", help="one search call per request (for comparison)")
+
+
+def _serve(args) -> int:
+    import os
+
+    from searchgym.serve import Limits, serve
+
+    limits = Limits(args.max_queries, args.max_query_chars, args.max_topk, args.max_body_bytes, args.default_topk)
+    serve(
+        args.corpus, args.retriever, host=args.host, port=args.port, token=args.token or os.environ.get("SEARCHGYM_SERVE_TOKEN"),
+        corpus_options=_key_values(args.corpus_option, "corpus-option"),
+        retriever_options=_key_values(args.retriever_option, "retriever-option"),
+        limits=limits, window_ms=args.window_ms, coalesce=not args.no_coalesce,
+    )
+    return 0
 
 
 def _plugin_names() -> str:
@@ -244,6 +301,12 @@ def main(argv: list[str] | None = None) -> int:
             run(args.num_passages, args.limit, args.retrievers, args.out)
         except SearchGymError as e:
             print(f"searchgym oracle-demo: error: {e}", file=sys.stderr)
+            return 2
+    elif args.command == "serve":
+        try:
+            return _serve(args)
+        except SearchGymError as e:
+            print(f"searchgym serve: error: {e}", file=sys.stderr)
             return 2
     elif args.command == "envs":
         from searchgym.envs.registration import ENV_SPECS, MULTI_AGENT_ENVS, ROLE_ENV_SPECS

@@ -81,8 +81,10 @@ def make_retriever(name: str | Retriever, corpus: Corpus, *, cache: bool = True,
 
     Names: ``"bm25"`` (BM25 with the bm25s backend), ``"rank-bm25"`` (BM25 with the
     rank-bm25 backend), ``"dense"`` (sentence-transformers + exact faiss inner product),
-    ``"dense-hnsw"`` (same encoder, approximate HNSW index). A :class:`Retriever` instance
-    is returned as it is (``options`` must then be empty).
+    ``"dense-hnsw"`` (same encoder, approximate HNSW index), or the URL of a server
+    speaking Search-R1's ``/retrieve`` API (``"http://127.0.0.1:8000/retrieve"``,
+    :class:`searchgym.corpora.http.HTTPRetriever`; options such as ``timeout``, ``token``
+    go to it). A :class:`Retriever` instance is returned as it is (``options`` must then be empty).
 
     Sharing: with ``cache=True`` (default) the result is remembered per process under
     ``(name, corpus.fingerprint, options)``, and a later call with the same key returns the
@@ -99,8 +101,12 @@ def make_retriever(name: str | Retriever, corpus: Corpus, *, cache: bool = True,
                 "apply when building a retriever by name. Configure the instance yourself or pass a name."
             )
         return name
+    from searchgym.corpora.http import HTTPRetriever, is_url
+
+    if is_url(name):  # a /retrieve server: one client (one connection pool) per URL and options
+        return _cached((name, None, _freeze(options)) if cache else None, lambda: HTTPRetriever(name, corpus, **options))
     if not isinstance(name, str) or name not in _BUILDERS:
-        raise UnknownNameError("retriever", name, RETRIEVERS)
+        raise UnknownNameError("retriever", name, [*RETRIEVERS, "http://HOST:PORT/retrieve"])
     if not isinstance(corpus, Corpus):
         raise ConfigError(f"make_retriever expects a Corpus, got {type(corpus).__name__}; wrap passages in Corpus(...).")
     builder, fixed = _BUILDERS[name]
@@ -110,20 +116,23 @@ def make_retriever(name: str | Retriever, corpus: Corpus, *, cache: bool = True,
             f"Retriever {name!r} fixes the option {fixed!r}, got {fixed}={options[fixed]!r}; choose it by name "
             f"instead (one of {others})."
         )
-    key = None
-    if cache:
-        try:
-            key = (name, corpus.fingerprint, _freeze(options))
-            hash(key)
-        except TypeError:
-            key = None
+    return _cached((name, corpus.fingerprint, _freeze(options)) if cache else None, lambda: builder(corpus, **options))
+
+
+def _cached(key: Any, build: Callable[[], Retriever]) -> Retriever:
+    """The retriever remembered under ``key``, built by ``build`` the first time (always
+    built anew when ``key`` is None or unhashable)."""
+    try:
+        hash(key)
+    except TypeError:
+        key = None
     if key is None:
-        return builder(corpus, **options)
+        return build()
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
     if hit is not None:
         return hit
-    retriever = builder(corpus, **options)
+    retriever = build()
     with _CACHE_LOCK:
         # Another thread may have built the same one meanwhile; keep the first.
         return _CACHE.setdefault(key, retriever)

@@ -1,0 +1,150 @@
+"""A retriever that asks a server speaking Search-R1's ``/retrieve`` API.
+
+``POST /retrieve`` with ``{"queries": [...], "topk": k, "return_scores": true}`` answers
+``{"result": [[{"document": {"id": ..., "contents": "\\"Title\\"\\ntext"}, "score": s}, ...], ...]}``:
+``searchgym serve`` (:mod:`searchgym.serve`) and Search-R1's own retrieval server both do.
+:class:`HTTPRetriever` turns that back into :class:`~searchgym.corpora.types.Hit` objects
+whose passages carry the server's ids, so ``info["retrieved_ids"]`` names the server's
+documents. ``make_retriever("http://host:port/retrieve", corpus)`` builds one, and so does
+``gym.make(..., retriever="http://...")``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from searchgym.corpora.types import Corpus, Hit, Passage, Retriever
+from searchgym.error import BackendError, ConfigError, require
+
+#: HTTP statuses worth another try: the server is busy, restarting or overloaded.
+RETRIED_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+def is_url(name: object) -> bool:
+    return isinstance(name, str) and name.startswith(("http://", "https://"))
+
+
+def parse_contents(contents: str) -> tuple[str, str]:
+    """``(title, text)`` of a Search-R1 ``contents`` field (``"Title"\\ntext``; a first line
+    without quotes is the title as is; no newline: no title)."""
+    if "\n" not in contents:
+        return "", contents
+    title, text = contents.split("\n", 1)
+    if len(title) >= 2 and title.startswith('"') and title.endswith('"'):
+        title = title[1:-1]
+    return title, text
+
+
+class HTTPRetriever(Retriever):
+    """Batched search through a ``/retrieve`` server.
+
+    Args:
+        url: The endpoint, e.g. ``http://127.0.0.1:8000/retrieve``.
+        corpus: The corpus the env uses beside it (kept as ``self.corpus``; the server's
+            documents are what ``search`` returns).
+        timeout: Seconds per request (connect and read).
+        retries: Further tries after a connection error or a status in
+            :data:`RETRIED_STATUSES`, with exponential backoff from ``backoff`` seconds.
+        token: A bearer token, for servers started with ``--token``.
+        max_queries: Most queries per request; larger batches are split.
+
+    A failure that retries do not cure raises :class:`~searchgym.error.BackendError`
+    naming the URL and the server's message. One connection pool serves every thread.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        corpus: Corpus | None = None,
+        *,
+        timeout: float = 30.0,
+        retries: int = 4,
+        backoff: float = 0.25,
+        token: str | None = None,
+        max_queries: int = 256,
+    ):
+        httpx = require("httpx", extra="http", feature="HTTPRetriever")
+        if not is_url(url):
+            raise ConfigError(f"HTTPRetriever expects an http:// or https:// URL of a /retrieve endpoint, got {url!r}.")
+        for name, value in (("timeout", timeout), ("backoff", backoff)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigError(f"HTTPRetriever expects {name} to be a positive number of seconds, got {value!r}.")
+        for name, value, least in (("retries", retries, 0), ("max_queries", max_queries, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ConfigError(f"HTTPRetriever expects {name} to be an integer >= {least}, got {value!r}.")
+        self.url = url
+        self.corpus = corpus  # type: ignore[assignment]
+        self.timeout, self.retries, self.backoff, self.max_queries = timeout, retries, backoff, max_queries
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._httpx = httpx
+        self._client = httpx.Client(timeout=timeout, headers=headers, limits=httpx.Limits(max_connections=64, max_keepalive_connections=16))
+        self._lock = threading.Lock()
+        self.requests = self.retried = 0
+
+    def __repr__(self) -> str:
+        return f"HTTPRetriever({self.url!r})"
+
+    def close(self) -> None:
+        self._client.close()
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        k = self._check_k(k)
+        queries = list(queries)
+        if any(not isinstance(q, str) for q in queries):
+            raise ConfigError("HTTPRetriever.search expects queries to be strings.")
+        results: list[list[Hit]] = [[] for _ in queries]
+        asked = [i for i, q in enumerate(queries) if q.strip()]  # an empty query has no hits, as in-process
+        for start in range(0, len(asked), self.max_queries):
+            chunk = asked[start : start + self.max_queries]
+            for i, hits in zip(chunk, self._post([queries[i] for i in chunk], k)):
+                results[i] = hits
+        return results
+
+    def _post(self, queries: list[str], k: int) -> list[list[Hit]]:
+        payload = {"queries": queries, "topk": k, "return_scores": True}
+        delay = self.backoff
+        for attempt in range(self.retries + 1):
+            last = attempt == self.retries
+            with self._lock:
+                self.requests += 1
+            try:
+                response = self._client.post(self.url, json=payload)
+            except self._httpx.TransportError as e:  # refused, reset, timed out
+                if last:
+                    raise BackendError(f"retrieval server {self.url} unreachable after {attempt + 1} tries: {type(e).__name__}: {e}") from None
+            else:
+                if response.status_code == 200:
+                    return self._hits(response, len(queries))
+                if response.status_code not in RETRIED_STATUSES or last:
+                    raise BackendError(
+                        f"retrieval server {self.url} answered HTTP {response.status_code}"
+                        f"{f' after {attempt + 1} tries' if attempt else ''}: {response.text[:300]}"
+                    )
+            with self._lock:
+                self.retried += 1
+            time.sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")
+
+    def _hits(self, response: Any, expected: int) -> list[list[Hit]]:
+        try:
+            rows = response.json()["result"]
+            if not isinstance(rows, list) or len(rows) != expected:
+                raise ValueError(f"{expected} result lists expected, got {len(rows) if isinstance(rows, list) else type(rows).__name__}")
+            out = []
+            for row in rows:
+                hits = []
+                for item in row:
+                    document, score = (item["document"], float(item["score"])) if "document" in item else (item, 0.0)
+                    title, text = parse_contents(str(document["contents"]))
+                    hits.append(Hit(Passage(str(document.get("id", "")), title, text), score))
+                out.append(hits)
+            return out
+        except (ValueError, KeyError, TypeError) as e:
+            raise BackendError(
+                f"retrieval server {self.url} answered what is not Search-R1's /retrieve shape "
+                f"({type(e).__name__}: {e}): {response.text[:300]}"
+            ) from None

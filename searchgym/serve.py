@@ -1,0 +1,339 @@
+"""``searchgym serve``: any searchgym retriever behind Search-R1's ``/retrieve`` API.
+
+    POST /retrieve  {"queries": ["..."], "topk": 3, "return_scores": true}
+        -> {"result": [[{"document": {"id": "...", "contents": "\\"Title\\"\\ntext"}, "score": 1.5}, ...], ...]}
+           (without return_scores: the bare documents)
+    GET  /health    -> {"status": "ok", ...}
+    GET  /info      -> the corpus, its size and fingerprint, the retriever and its options, the limits
+
+Search-R1's clients (and verl's search tool) work against it unchanged; so does
+:class:`searchgym.corpora.http.HTTPRetriever`. Requests that arrive together are
+coalesced: a collector gathers what arrives within ``window_ms`` of the first query (or
+until ``max_batch`` queries wait) and answers them with one batched ``Retriever.search``
+per ``topk``, in a worker thread, so the event loop keeps accepting requests meanwhile.
+
+Safe by default: it binds 127.0.0.1; a non-loopback ``--host`` needs ``--token`` (clients
+send ``Authorization: Bearer TOKEN``); queries per request, query length, ``topk`` and
+body size are bounded, and every bad request gets a 4xx JSON ``{"error": ...}`` naming
+what was expected. A request that waits longer than ``request_timeout`` gets a 503.
+"""
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from searchgym.corpora.types import Corpus, Hit, Retriever
+from searchgym.error import ConfigError, require
+
+log = logging.getLogger("searchgym.serve")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask."""
+
+    max_queries: int = 256
+    """Queries per request."""
+    max_query_chars: int = 2048
+    """Characters per query."""
+    max_topk: int = 100
+    """Documents per query."""
+    max_body_bytes: int = 1 << 20
+    """Bytes of the request body."""
+    default_topk: int = 3
+    """``topk`` of a request that gives none (Search-R1's servers fall back the same way)."""
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"Limits expects {name} to be a positive integer, got {value!r}.")
+        if self.default_topk > self.max_topk:
+            raise ConfigError(f"Limits expects default_topk <= max_topk, got {self.default_topk} > {self.max_topk}.")
+
+
+# No ``from __future__ import annotations`` here: FastAPI reads the endpoints' annotations
+# (``request: Request``, imported inside create_app) as objects.
+
+
+class RequestError(Exception):
+    """A bad request: its HTTP status and the message sent back."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def parse_request(body: bytes, limits: Limits) -> tuple[list[str], int, bool]:
+    """``(queries, topk, return_scores)`` of a ``/retrieve`` body, or :class:`RequestError`."""
+    try:
+        payload = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise RequestError(400, f"the body must be JSON like {{\"queries\": [\"...\"], \"topk\": 3}}; it did not parse ({e})") from None
+    if not isinstance(payload, dict):
+        raise RequestError(422, f"the body must be a JSON object with 'queries', got {type(payload).__name__}")
+    # Other fields are ignored, as Search-R1's server does (clients send extras such as request ids).
+    queries = payload.get("queries")
+    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+        raise RequestError(422, "'queries' must be a list of strings")
+    if not queries:
+        raise RequestError(422, "'queries' must hold at least one query")
+    if len(queries) > limits.max_queries:
+        raise RequestError(413, f"{len(queries)} queries exceed max_queries={limits.max_queries} per request; split the batch")
+    long = max(len(q) for q in queries)
+    if long > limits.max_query_chars:
+        raise RequestError(413, f"a query of {long} characters exceeds max_query_chars={limits.max_query_chars}")
+    topk = payload.get("topk")
+    if topk is None:
+        topk = limits.default_topk
+    if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
+        raise RequestError(422, f"'topk' must be a positive integer, got {topk!r}")
+    if topk > limits.max_topk:
+        raise RequestError(422, f"topk={topk} exceeds max_topk={limits.max_topk}")
+    scores = payload.get("return_scores", False)
+    if not isinstance(scores, bool):
+        raise RequestError(422, f"'return_scores' must be true or false, got {scores!r}")
+    return queries, topk, scores
+
+
+def document(hit: Hit) -> dict[str, str]:
+    """A hit's passage as Search-R1 serves it: ``id`` and ``contents`` (``"Title"\\ntext``)."""
+    return {"id": hit.passage.id, "contents": hit.passage.contents}
+
+
+class Coalescer:
+    """Answers concurrent searches with batched ``Retriever.search`` calls.
+
+    ``await search(queries, k)`` queues the queries; one collector task takes what has
+    arrived within ``window_ms`` of the first waiting query (at most ``max_batch``
+    queries), runs one ``search`` per distinct ``k`` in a worker thread, and hands each
+    caller its rows. ``batches`` and ``queries`` count the calls and queries served.
+    """
+
+    def __init__(self, retriever: Retriever, *, window_ms: float = 2.0, max_batch: int = 1024):
+        self.retriever = retriever
+        self.window = window_ms / 1000
+        self.max_batch = max_batch
+        self.batches = self.queries = 0
+        self._queue: asyncio.Queue[tuple[list[str], int, asyncio.Future]] | None = None
+        self._task: asyncio.Task | None = None
+
+    async def search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            self._task = asyncio.get_running_loop().create_task(self._collect())
+        future = asyncio.get_running_loop().create_future()
+        await self._queue.put((queries, k, future))
+        return await future
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _collect(self) -> None:
+        assert self._queue is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            waiting = [await self._queue.get()]
+            count = len(waiting[0][0])
+            deadline = loop.time() + self.window
+            while count < self.max_batch:
+                timeout = deadline - loop.time()
+                if timeout <= 0:
+                    break
+                try:
+                    item = await asyncio.wait_for(self._queue.get(), timeout)
+                except asyncio.TimeoutError:
+                    break
+                waiting.append(item)
+                count += len(item[0])
+            by_k: dict[int, list[tuple[list[str], asyncio.Future]]] = {}
+            for queries, k, future in waiting:
+                by_k.setdefault(k, []).append((queries, future))
+            for k, group in by_k.items():
+                flat = [q for queries, _ in group for q in queries]
+                try:
+                    rows = await loop.run_in_executor(None, self.retriever.search, flat, k)
+                except Exception as e:  # every caller of the batch gets the error; the loop goes on
+                    for _, future in group:
+                        if not future.done():
+                            future.set_exception(e)
+                    continue
+                self.batches += 1
+                self.queries += len(flat)
+                start = 0
+                for queries, future in group:
+                    if not future.done():  # the caller may have timed out
+                        future.set_result(rows[start : start + len(queries)])
+                    start += len(queries)
+
+
+def create_app(
+    retriever: Retriever,
+    *,
+    info: dict[str, Any] | None = None,
+    limits: Limits | None = None,
+    token: str | None = None,
+    window_ms: float = 2.0,
+    request_timeout: float = 60.0,
+    coalesce: bool = True,
+) -> Any:
+    """The ASGI app (FastAPI) serving ``retriever``; ``info`` is what ``/info`` adds
+    about the index. ``coalesce=False`` calls ``search`` once per request, in a thread."""
+    require("fastapi", extra="serve", feature="searchgym serve")
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
+
+    limits = limits or Limits()
+    coalescer = Coalescer(retriever, window_ms=window_ms) if coalesce else None
+    started = time.time()
+    app = FastAPI(title="searchgym retrieval server", docs_url=None, redoc_url=None, openapi_url=None)
+    expected = f"Bearer {token}".encode() if token else None
+
+    def error(status: int, message: str) -> JSONResponse:
+        return JSONResponse({"error": message, "status": status}, status_code=status)
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Any) -> Any:
+        if expected is not None:
+            given = request.headers.get("authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                return error(401, "missing or wrong bearer token: send 'Authorization: Bearer TOKEN' (the server's --token)")
+        try:
+            return await call_next(request)
+        except Exception as e:  # never a dead worker or an HTML 500
+            log.exception("request failed")
+            return error(500, f"the server failed on this request: {type(e).__name__}: {e}")
+
+    @app.exception_handler(404)
+    async def not_found(request: Request, exc: Any) -> JSONResponse:
+        return error(404, f"no endpoint {request.method} {request.url.path}; expected POST /retrieve, GET /health or GET /info")
+
+    @app.exception_handler(405)
+    async def wrong_method(request: Request, exc: Any) -> JSONResponse:
+        return error(405, f"{request.method} is not allowed on {request.url.path}; expected POST /retrieve, GET /health or GET /info")
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "passages": len(retriever.corpus) if retriever.corpus is not None else None, "uptime_s": round(time.time() - started, 1)}
+
+    @app.get("/info")
+    async def describe() -> dict[str, Any]:
+        served = {"batches": coalescer.batches, "queries": coalescer.queries} if coalescer else None
+        return {**(info or {}), "limits": asdict(limits), "coalescing": {"window_ms": window_ms, "served": served} if coalescer else None}
+
+    @app.post("/retrieve")
+    async def retrieve(request: Request) -> Any:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
+            return error(413, f"a body of {declared} bytes exceeds max_body_bytes={limits.max_body_bytes}")
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limits.max_body_bytes:
+                return error(413, f"the body exceeds max_body_bytes={limits.max_body_bytes}")
+        try:
+            queries, topk, scores = parse_request(bytes(body), limits)
+        except RequestError as e:
+            return error(e.status, str(e))
+        try:
+            if coalescer is not None:
+                rows = await asyncio.wait_for(coalescer.search(queries, topk), request_timeout)
+            else:
+                rows = await asyncio.wait_for(asyncio.to_thread(retriever.search, queries, topk), request_timeout)
+        except asyncio.TimeoutError:
+            return error(503, f"the search took longer than {request_timeout} s; the server is overloaded, retry later")
+        if scores:
+            result = [[{"document": document(h), "score": float(h.score)} for h in row] for row in rows]
+        else:
+            result = [[document(h) for h in row] for row in rows]
+        return {"result": result}
+
+    @app.on_event("shutdown")
+    async def stop() -> None:
+        if coalescer is not None:
+            await coalescer.close()
+
+    return app
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    corpus: str,
+    retriever: str = "bm25",
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    token: str | None = None,
+    corpus_options: dict[str, Any] | None = None,
+    retriever_options: dict[str, Any] | None = None,
+    limits: Limits | None = None,
+    window_ms: float = 2.0,
+    coalesce: bool = True,
+) -> None:
+    """Load ``corpus``, build (or load the cached) ``retriever`` and serve it until
+    SIGINT / SIGTERM (uvicorn finishes the requests in flight, then exits)."""
+    uvicorn = require("uvicorn", extra="serve", feature="searchgym serve")
+
+    from searchgym.corpora.registry import load_corpus
+    from searchgym.corpora.retrievers import make_retriever
+
+    if not is_loopback(host) and not token:
+        raise ConfigError(
+            f"searchgym serve refuses to listen on {host!r} without a token: anyone who reaches the port could use "
+            "it. Pass --token SECRET (clients send 'Authorization: Bearer SECRET'), or keep --host 127.0.0.1."
+        )
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ConfigError(f"searchgym serve expects a port between 0 and 65535, got {port!r}.")
+    start = time.perf_counter()
+    loaded: Corpus = load_corpus(corpus, **dict(corpus_options or {}))
+    index = make_retriever(retriever, loaded, **dict(retriever_options or {}))
+    info = {
+        "corpus": loaded.name,
+        "corpus_options": corpus_options or {},
+        "passages": len(loaded),
+        "fingerprint": loaded.fingerprint,
+        "retriever": retriever if isinstance(retriever, str) else type(retriever).__name__,
+        "retriever_class": type(index).__name__,
+        "retriever_options": {k: str(v) for k, v in (retriever_options or {}).items()},
+    }
+    app = create_app(index, info=info, limits=limits, token=token, window_ms=window_ms, coalesce=coalesce)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=10)
+    server = uvicorn.Server(config)
+    ready = time.perf_counter() - start
+
+    original = server.startup
+
+    async def startup(sockets: Sequence[Any] | None = None) -> None:
+        await original(sockets=sockets)
+        bound = [s.getsockname() for srv in getattr(server, "servers", []) for s in srv.sockets]
+        where = ", ".join(f"http://{a[0]}:{a[1]}" for a in bound) or f"http://{host}:{port}"
+        print(
+            f"searchgym serve: {info['retriever']} ({info['retriever_class']}) over {loaded.name} ({len(loaded):,} passages, "
+            f"fingerprint {loaded.fingerprint}) at {where}/retrieve; loaded in {ready:.1f} s; "
+            f"{'token required' if token else 'no token'}; coalescing {'on, ' + str(window_ms) + ' ms' if coalesce else 'off'}",
+            flush=True,
+        )
+
+    finish = server.shutdown
+
+    async def shutdown(sockets: Sequence[Any] | None = None) -> None:
+        await finish(sockets=sockets)  # the requests in flight are answered first
+        print("searchgym serve: stopped", flush=True)
+
+    server.startup = startup  # type: ignore[method-assign]
+    server.shutdown = shutdown  # type: ignore[method-assign]
+    server.run()  # uvicorn re-raises a caught SIGTERM / SIGINT once shut down, as a supervisor expects
