@@ -180,7 +180,7 @@ def _add_serve(sub) -> None:
     serve.add_argument("--max-topk", type=_positive, default=d.max_topk, help=f"documents per query (default {d.max_topk})")
     serve.add_argument("--max-body-bytes", type=_positive, default=d.max_body_bytes, help=f"request body size (default {d.max_body_bytes})")
     serve.add_argument("--default-topk", type=_positive, default=d.default_topk, help=f"topk of a request without one (default {d.default_topk})")
-    serve.add_argument("--window-ms", type=float, default=2.0, help="how long a batch waits for more requests after its first (default 2)")
+    serve.add_argument("--window-ms", type=float, default=0.0, help="how long a batch waits for more requests after its first (default 0: it takes what waits)")
     serve.add_argument("--no-coalesce", action="store_true", help="one search call per request (for comparison)")
 
 

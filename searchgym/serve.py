@@ -8,9 +8,10 @@
 
 Search-R1's clients (and verl's search tool) work against it unchanged; so does
 :class:`searchgym.corpora.http.HTTPRetriever`. Requests that arrive together are
-coalesced: a collector gathers what arrives within ``window_ms`` of the first query (or
-until ``max_batch`` queries wait) and answers them with one batched ``Retriever.search``
-per ``topk``, in a worker thread, so the event loop keeps accepting requests meanwhile.
+coalesced: while one batched ``Retriever.search`` runs in a worker thread, the requests
+that arrive wait, and the next search answers all of them at once (one call per
+``topk``; ``window_ms`` > 0 also waits that long for more), so the event loop keeps
+accepting requests and batches grow with the load.
 
 Safe by default: it binds 127.0.0.1; a non-loopback ``--host`` needs ``--token`` (clients
 send ``Authorization: Bearer TOKEN``); queries per request, query length, ``topk`` and
@@ -109,26 +110,31 @@ def document(hit: Hit) -> dict[str, str]:
 class Coalescer:
     """Answers concurrent searches with batched ``Retriever.search`` calls.
 
-    ``await search(queries, k)`` queues the queries; one collector task takes what has
-    arrived within ``window_ms`` of the first waiting query (at most ``max_batch``
-    queries), runs one ``search`` per distinct ``k`` in a worker thread, and hands each
-    caller its rows. ``batches`` and ``queries`` count the calls and queries served.
+    ``await search(queries, k)`` queues the queries. One collector task takes every
+    request waiting (at most ``max_batch`` queries), runs one ``search`` per distinct
+    ``k`` in a worker thread, and hands each caller its rows; requests that arrive during
+    a search wait for the next batch. Alone, a request is searched at once; under load,
+    batches grow by themselves. ``window_ms`` > 0 also waits that long after the first
+    request of a batch for others. ``batches`` and ``queries`` count what was served.
     """
 
-    def __init__(self, retriever: Retriever, *, window_ms: float = 2.0, max_batch: int = 1024):
+    def __init__(self, retriever: Retriever, *, window_ms: float = 0.0, max_batch: int = 1024):
+        if isinstance(window_ms, bool) or not isinstance(window_ms, (int, float)) or not 0 <= window_ms <= 1000:
+            raise ConfigError(f"Coalescer expects window_ms between 0 and 1000, got {window_ms!r}.")
         self.retriever = retriever
         self.window = window_ms / 1000
         self.max_batch = max_batch
         self.batches = self.queries = 0
-        self._queue: asyncio.Queue[tuple[list[str], int, asyncio.Future]] | None = None
+        self._queue: asyncio.Queue | None = None
         self._task: asyncio.Task | None = None
 
     async def search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        loop = asyncio.get_running_loop()
         if self._queue is None:
             self._queue = asyncio.Queue()
-            self._task = asyncio.get_running_loop().create_task(self._collect())
-        future = asyncio.get_running_loop().create_future()
-        await self._queue.put((queries, k, future))
+            self._task = loop.create_task(self._collect())
+        future = loop.create_future()
+        self._queue.put_nowait((queries, k, future))
         return await future
 
     async def close(self) -> None:
@@ -143,13 +149,16 @@ class Coalescer:
             count = len(waiting[0][0])
             deadline = loop.time() + self.window
             while count < self.max_batch:
-                timeout = deadline - loop.time()
-                if timeout <= 0:
-                    break
-                try:
-                    item = await asyncio.wait_for(self._queue.get(), timeout)
-                except asyncio.TimeoutError:
-                    break
+                if not self._queue.empty():
+                    item = self._queue.get_nowait()
+                else:
+                    timeout = deadline - loop.time()
+                    if timeout <= 0:
+                        break
+                    try:
+                        item = await asyncio.wait_for(self._queue.get(), timeout)
+                    except asyncio.TimeoutError:
+                        break
                 waiting.append(item)
                 count += len(item[0])
             by_k: dict[int, list[tuple[list[str], asyncio.Future]]] = {}
@@ -179,7 +188,7 @@ def create_app(
     info: dict[str, Any] | None = None,
     limits: Limits | None = None,
     token: str | None = None,
-    window_ms: float = 2.0,
+    window_ms: float = 0.0,
     request_timeout: float = 60.0,
     coalesce: bool = True,
 ) -> Any:
@@ -187,7 +196,7 @@ def create_app(
     about the index. ``coalesce=False`` calls ``search`` once per request, in a thread."""
     require("fastapi", extra="serve", feature="searchgym serve")
     from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse
+    from fastapi.responses import JSONResponse, Response
 
     limits = limits or Limits()
     coalescer = Coalescer(retriever, window_ms=window_ms) if coalesce else None
@@ -198,17 +207,17 @@ def create_app(
     def error(status: int, message: str) -> JSONResponse:
         return JSONResponse({"error": message, "status": status}, status_code=status)
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next: Any) -> Any:
-        if expected is not None:
-            given = request.headers.get("authorization", "").encode()
-            if not hmac.compare_digest(given, expected):
-                return error(401, "missing or wrong bearer token: send 'Authorization: Bearer TOKEN' (the server's --token)")
-        try:
-            return await call_next(request)
-        except Exception as e:  # never a dead worker or an HTML 500
-            log.exception("request failed")
-            return error(500, f"the server failed on this request: {type(e).__name__}: {e}")
+    def refused(request: Request) -> JSONResponse | None:
+        if expected is None:
+            return None
+        if hmac.compare_digest(request.headers.get("authorization", "").encode(), expected):
+            return None
+        return error(401, "missing or wrong bearer token: send 'Authorization: Bearer TOKEN' (the server's --token)")
+
+    @app.exception_handler(Exception)
+    async def failed(request: Request, exc: Exception) -> JSONResponse:  # a JSON 500, never an HTML page or a dead worker
+        log.error("request failed: %s: %s", type(exc).__name__, exc)
+        return error(500, f"the server failed on this request: {type(exc).__name__}: {exc}")
 
     @app.exception_handler(404)
     async def not_found(request: Request, exc: Any) -> JSONResponse:
@@ -219,16 +228,21 @@ def create_app(
         return error(405, f"{request.method} is not allowed on {request.url.path}; expected POST /retrieve, GET /health or GET /info")
 
     @app.get("/health")
-    async def health() -> dict[str, Any]:
-        return {"status": "ok", "passages": len(retriever.corpus) if retriever.corpus is not None else None, "uptime_s": round(time.time() - started, 1)}
+    async def health(request: Request) -> Any:
+        return refused(request) or {"status": "ok", "passages": len(retriever.corpus) if retriever.corpus is not None else None,
+                                    "uptime_s": round(time.time() - started, 1)}
 
     @app.get("/info")
-    async def describe() -> dict[str, Any]:
+    async def describe(request: Request) -> Any:
         served = {"batches": coalescer.batches, "queries": coalescer.queries} if coalescer else None
-        return {**(info or {}), "limits": asdict(limits), "coalescing": {"window_ms": window_ms, "served": served} if coalescer else None}
+        coalescing = {"window_ms": window_ms, "served": served} if coalescer else None
+        return refused(request) or {**(info or {}), "limits": asdict(limits), "coalescing": coalescing}
 
     @app.post("/retrieve")
     async def retrieve(request: Request) -> Any:
+        denied = refused(request)
+        if denied is not None:
+            return denied
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
             return error(413, f"a body of {declared} bytes exceeds max_body_bytes={limits.max_body_bytes}")
@@ -252,7 +266,8 @@ def create_app(
             result = [[{"document": document(h), "score": float(h.score)} for h in row] for row in rows]
         else:
             result = [[document(h) for h in row] for row in rows]
-        return {"result": result}
+        # Written directly: FastAPI's encoder walks every nested dict again.
+        return Response(json.dumps({"result": result}, ensure_ascii=False), media_type="application/json")
 
     @app.on_event("shutdown")
     async def stop() -> None:
@@ -281,7 +296,7 @@ def serve(
     corpus_options: dict[str, Any] | None = None,
     retriever_options: dict[str, Any] | None = None,
     limits: Limits | None = None,
-    window_ms: float = 2.0,
+    window_ms: float = 0.0,
     coalesce: bool = True,
 ) -> None:
     """Load ``corpus``, build (or load the cached) ``retriever`` and serve it until
@@ -324,7 +339,7 @@ def serve(
         print(
             f"searchgym serve: {info['retriever']} ({info['retriever_class']}) over {loaded.name} ({len(loaded):,} passages, "
             f"fingerprint {loaded.fingerprint}) at {where}/retrieve; loaded in {ready:.1f} s; "
-            f"{'token required' if token else 'no token'}; coalescing {'on, ' + str(window_ms) + ' ms' if coalesce else 'off'}",
+            f"{'token required' if token else 'no token'}; coalescing {('on, window ' + str(window_ms) + ' ms') if coalesce else 'off'}",
             flush=True,
         )
 
