@@ -148,6 +148,8 @@ _SERVE_EPILOG = """examples:
   curl -s 127.0.0.1:8000/retrieve -H 'Content-Type: application/json' \\
       -d '{"queries": ["capital of France"], "topk": 3, "return_scores": true}'
   SEARCHGYM_SERVE_TOKEN=secret searchgym serve --corpus wiki-vital --host 0.0.0.0 --port 8000
+  searchgym serve --corpus wiki-18.jsonl --retriever dense --index e5_Flat.index \\
+      --retriever-option model=/models/e5-base-v2          # Search-R1's index, 'query: ' prefix applied
   # then, in every worker: gym.make("searchgym/SearchR1-v0", corpus="wiki-vital",
   #     retriever="http://HOST:8000/retrieve", retriever_options={"token": "secret"})"""
 
@@ -171,7 +173,11 @@ def _add_serve(sub) -> None:
     serve.add_argument("--corpus", default="synthwiki", help="built-in corpus name or a FlashRAG / Search-R1 jsonl path (default synthwiki)")
     serve.add_argument("--corpus-option", action="append", default=[], metavar="KEY=VALUE", help="corpus option, e.g. num_passages=100000")
     serve.add_argument("--retriever", default="bm25", help="bm25 (default), rank-bm25, dense or dense-hnsw")
-    serve.add_argument("--retriever-option", action="append", default=[], metavar="KEY=VALUE", help="retriever option, e.g. dtype=bfloat16")
+    serve.add_argument("--retriever-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="retriever option, e.g. dtype=bfloat16, model=PATH (dense encoder), query_prefix='query: '")
+    serve.add_argument("--index", default=None, metavar="FAISS_FILE",
+                       help="serve a faiss index file built elsewhere (e.g. Search-R1's e5_Flat.index) whose rows are the "
+                       "--corpus file's passages, with the dense encoder --retriever-option model=...; needs --retriever dense")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; any other needs --token)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one, printed at start)")
     serve.add_argument("--token", default=None, help="bearer token clients must send (default: $SEARCHGYM_SERVE_TOKEN if set, else none)")
@@ -193,7 +199,7 @@ def _serve(args) -> int:
     serve(
         args.corpus, args.retriever, host=args.host, port=args.port, token=args.token or os.environ.get("SEARCHGYM_SERVE_TOKEN"),
         corpus_options=_key_values(args.corpus_option, "corpus-option"),
-        retriever_options=_key_values(args.retriever_option, "retriever-option"),
+        retriever_options=_key_values(args.retriever_option, "retriever-option"), index_file=args.index,
         limits=limits, window_ms=args.window_ms, coalesce=not args.no_coalesce,
     )
     return 0

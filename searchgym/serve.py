@@ -295,12 +295,15 @@ def serve(
     token: str | None = None,
     corpus_options: dict[str, Any] | None = None,
     retriever_options: dict[str, Any] | None = None,
+    index_file: str | None = None,
     limits: Limits | None = None,
     window_ms: float = 0.0,
     coalesce: bool = True,
 ) -> None:
     """Load ``corpus``, build (or load the cached) ``retriever`` and serve it until
-    SIGINT / SIGTERM (uvicorn finishes the requests in flight, then exits)."""
+    SIGINT / SIGTERM (uvicorn finishes the requests in flight, then exits).
+    ``index_file``: a faiss index file built elsewhere for ``corpus`` (e.g. Search-R1's
+    ``e5_Flat.index``), served with the dense encoder of ``retriever_options["model"]``."""
     uvicorn = require("uvicorn", extra="serve", feature="searchgym serve")
 
     from searchgym.corpora.registry import load_corpus
@@ -315,7 +318,14 @@ def serve(
         raise ConfigError(f"searchgym serve expects a port between 0 and 65535, got {port!r}.")
     start = time.perf_counter()
     loaded: Corpus = load_corpus(corpus, **dict(corpus_options or {}))
-    index = make_retriever(retriever, loaded, **dict(retriever_options or {}))
+    if index_file is not None:
+        from searchgym.corpora.dense import DenseRetriever
+
+        if retriever not in ("dense", "dense-hnsw"):
+            raise ConfigError(f"searchgym serve --index serves a faiss index with a dense encoder; pass --retriever dense, got {retriever!r}.")
+        index = DenseRetriever.from_faiss_file(index_file, loaded, **dict(retriever_options or {}))
+    else:
+        index = make_retriever(retriever, loaded, **dict(retriever_options or {}))
     info = {
         "corpus": loaded.name,
         "corpus_options": corpus_options or {},
@@ -324,7 +334,11 @@ def serve(
         "retriever": retriever if isinstance(retriever, str) else type(retriever).__name__,
         "retriever_class": type(index).__name__,
         "retriever_options": {k: str(v) for k, v in (retriever_options or {}).items()},
+        "index_file": index_file,
     }
+    for key in ("model_spec", "query_prefix", "passage_prefix", "index_type"):
+        if hasattr(index, key):
+            info[key.removesuffix("_spec")] = getattr(index, key)
     app = create_app(index, info=info, limits=limits, token=token, window_ms=window_ms, coalesce=coalesce)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=10)
     server = uvicorn.Server(config)

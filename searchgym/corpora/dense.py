@@ -57,6 +57,14 @@ def _resolve_model(model: str | os.PathLike) -> str:
     return spec
 
 
+def default_prefixes(model: str | os.PathLike) -> tuple[str, str]:
+    """``(query prefix, passage prefix)`` the encoder was trained with: e5 models
+    (``intfloat/e5-*``, Search-R1's retriever) expect ``"query: "`` and ``"passage: "``;
+    others nothing."""
+    name = Path(os.fspath(model)).name.lower()
+    return ("query: ", "passage: ") if name.startswith(("e5-", "multilingual-e5")) or "/e5-" in os.fspath(model).lower() else ("", "")
+
+
 def model_key(model: str | os.PathLike) -> str:
     """A short name identifying the encoder's weights, used in embedding cache file names.
 
@@ -122,6 +130,10 @@ class DenseRetriever(Retriever):
         hnsw_m, ef_construction, ef_search: HNSW graph degree and beam widths (``ef_search``
             is raised to ``k`` for larger ``k``).
         show_progress: progress bar while encoding passages.
+        query_prefix, passage_prefix: text put before every query / passage before it is
+            encoded; ``None`` (default): what the model expects (:func:`default_prefixes`:
+            ``"query: "`` / ``"passage: "`` for e5, nothing for MiniLM). A passage prefix
+            is part of the embedding cache key.
 
     Embeddings are L2-normalised, so inner product is cosine similarity and scores lie in
     [-1, 1]. An empty or whitespace-only query returns ``[]``; ``k`` larger than the corpus
@@ -145,6 +157,8 @@ class DenseRetriever(Retriever):
         ef_construction: int = 200,
         ef_search: int = 128,
         show_progress: bool = True,
+        query_prefix: str | None = None,
+        passage_prefix: str | None = None,
         _faiss_index: Any = None,
     ):
         self._check_corpus(corpus)
@@ -167,6 +181,12 @@ class DenseRetriever(Retriever):
         self.dtype = dtype
         self.hnsw_m, self.ef_construction, self.ef_search = hnsw_m, ef_construction, ef_search
         self.show_progress = show_progress
+        defaults = default_prefixes(model)
+        self.query_prefix = defaults[0] if query_prefix is None else query_prefix
+        self.passage_prefix = defaults[1] if passage_prefix is None else passage_prefix
+        for name, value in (("query_prefix", self.query_prefix), ("passage_prefix", self.passage_prefix)):
+            if not isinstance(value, str):
+                raise ConfigError(f"DenseRetriever expects {name} to be a string or None, got {value!r}.")
         self._model = None
         if _faiss_index is not None:
             self._index = self._to_device(_faiss_index)
@@ -242,6 +262,8 @@ class DenseRetriever(Retriever):
     def cache_path(self) -> Path:
         """The .npy file holding this corpus's passage embeddings under this encoder."""
         suffix = "" if self.dtype == "float32" else f"-{self.dtype}"
+        if self.passage_prefix:
+            suffix += "-p" + hashlib.sha256(self.passage_prefix.encode()).hexdigest()[:8]
         return self.cache_dir / "embeddings" / f"{self.corpus.fingerprint}-{self.model_key}{suffix}.npy"
 
     def passage_embeddings(self) -> np.ndarray:
@@ -254,7 +276,7 @@ class DenseRetriever(Retriever):
                 emb = None  # unreadable: recompute and overwrite below
             if emb is not None and emb.ndim == 2 and emb.shape[0] == len(self.corpus) and emb.dtype == np.float32:
                 return np.ascontiguousarray(emb)
-        texts = [f"{p.title}\n{p.text}" for p in self.corpus]
+        texts = [f"{self.passage_prefix}{p.title}\n{p.text}" for p in self.corpus]
         emb = self.encode(texts, progress=self.show_progress)
         _write_atomically(path, emb)
         return emb
@@ -309,7 +331,7 @@ class DenseRetriever(Retriever):
         todo = [i for i, q in enumerate(queries) if isinstance(q, str) and q.strip()]
         if not todo:
             return results
-        emb = self.encode([queries[i] for i in todo])
+        emb = self.encode([self.query_prefix + queries[i] for i in todo])
         n = min(k, self._index.ntotal)
         if self.index_type == "hnsw":
             self._index.hnsw.efSearch = max(self.ef_search, n)
@@ -332,6 +354,8 @@ class DenseRetriever(Retriever):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self.__dict__.setdefault("dtype", "float32")
+        self.__dict__.setdefault("query_prefix", "")
+        self.__dict__.setdefault("passage_prefix", "")
         self._faiss = require("faiss", extra="dense", feature="Dense retrieval", package="faiss-cpu")
         self._index = self._to_device(self._faiss.deserialize_index(state["_index"]))
 
@@ -356,6 +380,50 @@ class DenseRetriever(Retriever):
         }
         (path / _META).write_text(json.dumps(meta, indent=2))
         return path
+
+    @classmethod
+    def from_faiss_file(
+        cls,
+        path: str | os.PathLike,
+        corpus: Corpus,
+        model: str | os.PathLike = DEFAULT_DENSE_MODEL,
+        *,
+        query_prefix: str | None = None,
+        device: str | None = None,
+        batch_size: int = 64,
+        dtype: str = "float32",
+        ef_search: int = 128,
+    ) -> DenseRetriever:
+        """Serve an index someone else built: a faiss index file (Search-R1's
+        ``e5_Flat.index``, written by ``faiss.write_index``) whose row ``i`` is passage ``i``
+        of ``corpus`` (the corpus file's line order), searched with queries encoded by
+        ``model`` (with the model's query prefix: ``"query: "`` for e5). Nothing is
+        re-encoded: the passages' vectors are the file's. Flat and HNSW indexes keep their
+        metric and parameters; any other faiss index is searched as it is.
+        """
+        faiss = require("faiss", extra="dense", feature="Dense retrieval", package="faiss-cpu")
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"DenseRetriever.from_faiss_file expects a faiss index file, got {str(path)!r}: no such file.")
+        try:
+            index = faiss.read_index(str(path))
+        except RuntimeError as e:
+            raise ConfigError(f"{str(path)!r} is not a faiss index file faiss can read ({str(e).splitlines()[0]}).") from None
+        if index.ntotal != len(corpus):
+            raise ConfigError(
+                f"The faiss index {str(path)!r} holds {index.ntotal} vectors but corpus {corpus.name!r} has {len(corpus)} "
+                "passages; row i of the index must be passage i of the corpus file it was built from."
+            )
+        kind = "hnsw" if hasattr(index, "hnsw") else "flat"
+        retriever = cls(corpus, model=model, index=kind, device=device, batch_size=batch_size, dtype=dtype, ef_search=ef_search,
+                        query_prefix=query_prefix, _faiss_index=index)
+        if index.d != retriever._dimension():
+            raise ConfigError(
+                f"The faiss index {str(path)!r} holds {index.d}-dimensional vectors but the encoder {os.fspath(model)!r} "
+                f"writes {retriever._dimension()}; pass the model the index was built with (model=...)."
+            )
+        retriever.index_file = str(path)
+        return retriever
 
     @classmethod
     def load(

@@ -104,7 +104,7 @@ def make_retriever(name: str | Retriever, corpus: Corpus, *, cache: bool = True,
     from searchgym.corpora.http import HTTPRetriever, is_url
 
     if is_url(name):  # a /retrieve server: one client (one connection pool) per URL and options
-        return _cached((name, None, _freeze(options)) if cache else None, lambda: HTTPRetriever(name, corpus, **options))
+        return _cached(_key(name, None, options) if cache else None, lambda: HTTPRetriever(name, corpus, **options))
     if not isinstance(name, str) or name not in _BUILDERS:
         raise UnknownNameError("retriever", name, [*RETRIEVERS, "http://HOST:PORT/retrieve"])
     if not isinstance(corpus, Corpus):
@@ -116,16 +116,22 @@ def make_retriever(name: str | Retriever, corpus: Corpus, *, cache: bool = True,
             f"Retriever {name!r} fixes the option {fixed!r}, got {fixed}={options[fixed]!r}; choose it by name "
             f"instead (one of {others})."
         )
-    return _cached((name, corpus.fingerprint, _freeze(options)) if cache else None, lambda: builder(corpus, **options))
+    return _cached(_key(name, corpus.fingerprint, options) if cache else None, lambda: builder(corpus, **options))
+
+
+def _key(name: str, fingerprint: str | None, options: dict[str, Any]) -> Any:
+    """The cache key of a retriever; None when an option has no hashable form."""
+    try:
+        key = (name, fingerprint, _freeze(options))
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _cached(key: Any, build: Callable[[], Retriever]) -> Retriever:
     """The retriever remembered under ``key``, built by ``build`` the first time (always
-    built anew when ``key`` is None or unhashable)."""
-    try:
-        hash(key)
-    except TypeError:
-        key = None
+    built anew when ``key`` is None)."""
     if key is None:
         return build()
     with _CACHE_LOCK:

@@ -69,7 +69,7 @@ def test_instance_passes_through():
 
 
 def test_unknown_name_raises_with_suggestion():
-    with pytest.raises(UnknownNameError, match=r"Unknown retriever 'bm52'\. Did you mean 'bm25'\? Expected one of: bm25, dense, dense-hnsw, rank-bm25\."):
+    with pytest.raises(UnknownNameError, match=r"Unknown retriever 'bm52'\. Did you mean 'bm25'\? Expected one of: bm25, dense, dense-hnsw, http://HOST:PORT/retrieve, rank-bm25\."):
         make_retriever("bm52", CORPUS)
     with pytest.raises(UnknownNameError, match="Unknown retriever 3"):
         make_retriever(3, CORPUS)
