@@ -79,7 +79,9 @@ def test_searchgym_serve_loads_the_file_and_answers_as_in_process(prebuilt):
         assert line.startswith("searchgym serve: dense (DenseRetriever) over corpus (200 passages"), proc.stderr.read()[-2000:]
         url = f"http://127.0.0.1:{port}"
         info = httpx.get(url + "/info").json()
-        assert info["index_file"] == str(index_file) and info["query_prefix"] == "" and info["index_type"] == "flat"
+        assert info["index_file"] == str(index_file)
+        assert info["parameters"]["query_prefix"] == "" and info["parameters"]["index_type"] == "flat"
+        assert info["parameters"]["model"] == "all-MiniLM-L6-v2"
         remote = HTTPRetriever(url + "/retrieve").search(QUERIES, 4)
         local = DenseRetriever.from_faiss_file(index_file, corpus).search(QUERIES, 4)
         assert [[h.passage for h in row] for row in remote] == [[h.passage for h in row] for row in local]
@@ -122,3 +124,19 @@ def test_e5_models_get_their_query_and_passage_prefixes(prebuilt):
     assert not np.allclose(encoder.encode(["query: " + QUERIES[0]]), encoder.encode(QUERIES[:1]))
     with pytest.raises(ConfigError, match="expects query_prefix to be a string or None"):
         DenseRetriever.from_faiss_file(index_file, corpus, query_prefix=3)
+
+
+def test_the_dense_retriever_round_trips_through_the_server():
+    from searchgym.corpora.retrievers import make_retriever
+    from test_serve import Server
+
+    server = Server("--retriever", "dense")
+    try:
+        assert server.line.startswith("searchgym serve: dense (DenseRetriever) over synthwiki-s7-n400 (400 passages")
+        remote = HTTPRetriever(server.url + "/retrieve").search(QUERIES, 5)
+        local = make_retriever("dense", load_corpus("synthwiki", seed=7, num_passages=400)).search(QUERIES, 5)
+        assert [[h.passage for h in row] for row in remote] == [[h.passage for h in row] for row in local]
+        for a, b in zip(remote, local):
+            assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
+    finally:
+        server.stop()
