@@ -20,6 +20,7 @@ what was expected. A request that waits longer than ``request_timeout`` gets a 5
 """
 
 import asyncio
+import contextlib
 import hmac
 import ipaddress
 import json
@@ -201,7 +202,13 @@ def create_app(
     limits = limits or Limits()
     coalescer = Coalescer(retriever, window_ms=window_ms) if coalesce else None
     started = time.time()
-    app = FastAPI(title="searchgym retrieval server", docs_url=None, redoc_url=None, openapi_url=None)
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> Any:
+        yield
+        if coalescer is not None:
+            await coalescer.close()
+
+    app = FastAPI(title="searchgym retrieval server", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     expected = f"Bearer {token}".encode() if token else None
 
     def error(status: int, message: str) -> JSONResponse:
@@ -268,11 +275,6 @@ def create_app(
             result = [[document(h) for h in row] for row in rows]
         # Written directly: FastAPI's encoder walks every nested dict again.
         return Response(json.dumps({"result": result}, ensure_ascii=False), media_type="application/json")
-
-    @app.on_event("shutdown")
-    async def stop() -> None:
-        if coalescer is not None:
-            await coalescer.close()
 
     return app
 
