@@ -116,13 +116,13 @@ def explain(rows: list[dict[str, Any]]) -> str:
             f"  against answering from memory (F1 {base['f1']:.3f}): better with {', '.join(better) or 'none'}; "
             f"worse with {', '.join(worse) or 'none'}"
         )
-    idle = [r["label"] for r in rows if r.get("agent") in ("lm",) and r["searches"] == 0]
+    agents = [r for r in rows if r.get("agent") == "lm"]
+    idle = [r["label"] for r in agents if r["searches"] == 0]
     if idle:
         lines.append(f"  never searched: {', '.join(idle)} (no search call: they answered from the prompt alone)")
     failed = [f"{r['label']} ({r['failures']})" for r in rows if r["failures"] != "-"]
     if failed:
         lines.append(f"  failed episodes: {'; '.join(failed)}")
-    agents = [r for r in rows if r.get("agent") == "lm"]
     rag = [r for r in rows if str(r.get("agent", "")).startswith("naive-rag")]
     if agents and rag:
         top_agent, top_rag = max(agents, key=lambda r: r["f1"]), max(rag, key=lambda r: r["f1"])

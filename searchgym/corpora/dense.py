@@ -61,8 +61,8 @@ def default_prefixes(model: str | os.PathLike) -> tuple[str, str]:
     """``(query prefix, passage prefix)`` the encoder was trained with: e5 models
     (``intfloat/e5-*``, Search-R1's retriever) expect ``"query: "`` and ``"passage: "``;
     others nothing."""
-    name = Path(os.fspath(model)).name.lower()
-    return ("query: ", "passage: ") if name.startswith(("e5-", "multilingual-e5")) or "/e5-" in os.fspath(model).lower() else ("", "")
+    name = Path(os.fspath(model)).name.lower()  # "intfloat/e5-base-v2" and "/models/e5-base-v2" alike
+    return ("query: ", "passage: ") if name.startswith(("e5-", "multilingual-e5")) else ("", "")
 
 
 def model_key(model: str | os.PathLike) -> str:
