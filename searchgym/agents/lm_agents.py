@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from searchgym.agents.base import Agent, turn_seed
+from searchgym.agents.tokens import encode_text, prompt_ids
 from searchgym.agents.trajectory import Trajectory
 from searchgym.envs.protocols import Protocol, make_protocol
 from searchgym.error import ConfigError
@@ -67,7 +68,7 @@ class LMTurnAgent(Agent):
 
     # -- token bookkeeping
     def encode(self, text: str) -> tuple[int, ...]:
-        return tuple(self.lm.tokenizer.encode(text, add_special_tokens=False)) if text else ()
+        return encode_text(self.lm.tokenizer, text)
 
     def chat_ids(self, messages: Sequence[Mapping[str, str]]) -> tuple[int, ...]:
         return self.encode(self.lm.apply_chat(messages))
@@ -163,11 +164,7 @@ class LMAgent(LMTurnAgent):
         for position, (observation, info) in enumerate(zip(observations, infos)):
             slot = info.get("slot", position)
             if info.get("turn", 0) == 0:
-                if self.chat and "prompt_messages" in info:
-                    prompt = self.chat_ids(info["prompt_messages"])
-                else:
-                    prompt = self.encode(observation)
-                self._trajectories[slot] = Trajectory(prompt)
+                self._trajectories[slot] = Trajectory(prompt_ids(self.lm.tokenizer, observation, info, chat=self.chat))
             else:
                 trajectory = self._trajectories.get(slot)
                 if trajectory is None:

@@ -137,13 +137,7 @@ class LanguageModel(ABC):
 
     def apply_chat(self, messages: Sequence[Mapping[str, str]]) -> str:
         """Format chat ``messages`` (``{"role", "content"}`` dicts) as a prompt for the assistant's turn."""
-        if getattr(self.tokenizer, "chat_template", None) is None:
-            raise ConfigError(
-                f"{type(self).__name__}.apply_chat expects a tokenizer with a chat template, got "
-                f"{type(self.tokenizer).__name__} without one. Set tokenizer.chat_template or "
-                f"format the prompt yourself."
-            )
-        return self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
+        return chat_prompt(self.tokenizer, messages, owner=f"{type(self).__name__}.apply_chat")
 
     def _prompt_ids(self, prompt: str | Sequence[int], index: int) -> list[int]:
         if isinstance(prompt, str):
@@ -155,6 +149,19 @@ class LanguageModel(ABC):
                 f"LanguageModel.generate expects non-empty prompts, got an empty prompt at index {index}."
             )
         return ids
+
+
+def chat_prompt(tokenizer: Any, messages: Sequence[Mapping[str, str]], *, owner: str = "chat_prompt", **template_options: Any) -> str:
+    """``messages`` formatted by ``tokenizer``'s chat template as the prompt of the assistant's
+    turn (text, not ids: the template writes any BOS token itself). ``template_options`` go
+    to the template (e.g. ``enable_thinking=False``); ``owner`` names the caller in errors."""
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise ConfigError(
+            f"{owner} expects a tokenizer with a chat template, got "
+            f"{type(tokenizer).__name__} without one. Set tokenizer.chat_template or "
+            f"format the prompt yourself."
+        )
+    return tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False, **template_options)
 
 
 #: The smallest positive temperature: below it, logits / temperature overflow float32.
