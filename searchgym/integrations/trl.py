@@ -1,0 +1,306 @@
+"""Train any searchgym env with TRL's ``GRPOTrainer``.
+
+TRL's ``rollout_func`` hook hands the trainer's prompts to a function that returns, for
+each one, prompt ids, completion ids, the sampled logprobs and an ``env_mask`` (1 on
+tokens the model generated, 0 on tokens the environment wrote). That is searchgym's
+:class:`~searchgym.agents.trajectory.Trajectory` exactly, so the five tag protocols stay
+as they are (TRL's JSON tool calling would replace them)::
+
+    from trl import GRPOConfig, GRPOTrainer
+    from searchgym.integrations.trl import EnvRollout, env_reward
+
+    rollout = EnvRollout("searchgym/SearchR1-v0", max_new_tokens=128)
+    trainer = GRPOTrainer(
+        model="runs/sft/final", reward_funcs=env_reward, rollout_func=rollout,
+        train_dataset=rollout.dataset("train"), args=GRPOConfig(num_generations=8, ...),
+    )
+    trainer.train()
+
+Each prompt of the dataset is a question of the env's split. ``EnvRollout`` plays one
+episode per prompt it is given (TRL repeats each question ``num_generations`` times; every
+copy gets its own sampling seed) through searchgym's vectorized driver, with the trainer's
+model as the policy (batched generation over the live episodes, the env's retrieval and
+frozen models stepping in between), and returns:
+
+- ``prompt_ids``: the chat prompt the policy read;
+- ``completion_ids``: every turn's sampled ids followed by the tokenized observation,
+  in order (never decoded and re-tokenized);
+- ``env_mask``: 1 on sampled ids, 0 on observation ids, so TRL's policy loss, KL and
+  entropy read the agent's tokens only;
+- ``logprobs``: the sampled ids' logprobs (0.0 at observation ids, which the mask drops);
+- ``env_reward`` and ``env_reward_components``: the env's reward, passed to the reward
+  function :func:`env_reward`, which also logs each component and the episode metrics
+  (EM, F1, searches, turns) to TRL's metrics.
+
+Sampling follows the trainer's ``temperature`` and ``top_p`` (TRL scores the tokens with
+the same temperature); options this backend cannot honour (``top_k``, ``min_p``,
+``repetition_penalty``, ``mask_truncated_completions``: episodes end at a protocol's stop
+string, not at end-of-sequence) fail with :class:`~searchgym.error.ConfigError` instead of
+training on tokens drawn from another distribution. The model is switched to eval mode
+while it generates and given back in the mode it was in.
+
+An episode that could not be played (a prompt longer than the model's context, a backend
+or env error) has no sampled token: it is returned as one end-of-sequence id with mask 0
+and reward ``None``, which TRL treats as unscorable (no advantage, no loss).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from searchgym.agents.driver import EpisodeResult, Task, run_episodes
+from searchgym.agents.lm_agents import policy_agent
+from searchgym.envs.frozen import with_frozen_models
+from searchgym.envs.registration import full_env_id
+from searchgym.error import ConfigError, require
+
+__all__ = ["EnvRollout", "env_reward"]
+
+#: TRL GRPOConfig options this rollout cannot sample with, and their neutral values.
+_NEUTRAL_SAMPLING = {"top_k": (0, None), "min_p": (None, 0.0), "repetition_penalty": (1.0,)}
+
+
+class EnvRollout:
+    """A TRL ``rollout_func`` that plays a searchgym env (see the module docstring).
+
+    Args:
+        env_id: A registered id (``"searchgym/SearchR1-v0"`` or ``"SearchR1-v0"``),
+            single-role multi-agent envs included.
+        env_options: ``gym.make`` options of the training env (corpus, retriever, reward,
+            max_turns...).
+        eval_env_options: Options added to ``env_options`` for evaluation episodes (TRL
+            calls the rollout in eval mode for ``eval_dataset``).
+        num_envs: Episodes live at once per call (their turns share one batched
+            ``generate``).
+        max_new_tokens: Tokens per agent turn.
+        seed: Base of the sampling seeds; each episode's seed also depends on the trainer's
+            step, the process and the prompt's position, so TRL's copies of one question
+            sample differently and a rerun samples the same.
+        frozen: The frozen generator (s3) or reader (R-Search) when ``env_options`` sets
+            none (a name such as ``"gold-span"`` or ``"smollm2"``, or a LanguageModel).
+        lm_options: Options of the :class:`~searchgym.lm.hf.TransformersLM` that wraps the
+            trainer's model (``max_batch_size``, ``prefix_cache_mb``, ``threads``).
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        *,
+        env_options: Mapping[str, Any] | None = None,
+        eval_env_options: Mapping[str, Any] | None = None,
+        num_envs: int = 8,
+        max_new_tokens: int = 512,
+        seed: int = 0,
+        frozen: Any = None,
+        lm_options: Mapping[str, Any] | None = None,
+    ):
+        self.env_id = full_env_id(env_id)
+        for name, value in (("env_options", env_options), ("eval_env_options", eval_env_options), ("lm_options", lm_options)):
+            if value is not None and not isinstance(value, Mapping):
+                raise ConfigError(f"EnvRollout expects {name} to be a dict of options, got {type(value).__name__}.")
+        for name, value in (("num_envs", num_envs), ("max_new_tokens", max_new_tokens)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"EnvRollout expects {name} to be a positive integer, got {value!r}.")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
+            raise ConfigError(f"EnvRollout expects seed to be an integer in [0, 2**31), got {seed!r}.")
+        self.env_options = dict(env_options or {})
+        self.eval_env_options = dict(eval_env_options or {})
+        self.num_envs = num_envs
+        self.max_new_tokens = max_new_tokens
+        self.seed = seed
+        self.frozen = frozen
+        self.lm_options = {"grouped_decode_attention": False, "row_linear": False, **(lm_options or {})}
+        self._envs: dict[tuple[str, bool], list[Any]] = {}
+        self._questions: dict[tuple[str, bool], dict[str, str]] = {}  # (split, evaluation) -> question -> example id
+        self._lm: Any = None
+        self._lm_model: Any = None
+        self._lock = threading.Lock()
+        #: The results of the last call, in prompt order (with their trajectories).
+        self.last_results: list[EpisodeResult] = []
+
+    # ------------------------------------------------------------------ data
+    def make_env(self, split: str, *, evaluation: bool = False) -> Any:
+        """A new env of ``split`` (evaluation adds ``eval_env_options``)."""
+        import gymnasium as gym
+
+        options = {**self.env_options, **(self.eval_env_options if evaluation else {}), "split": split}
+        return gym.make(self.env_id, **with_frozen_models(self.env_id, options, frozen=self.frozen))
+
+    def dataset(self, split: str = "train", *, limit: int | None = None, evaluation: bool = False) -> Any:
+        """The questions of ``split`` as a ``datasets.Dataset`` with columns ``prompt``
+        (the question) and ``example_id``: a ``train_dataset`` or ``eval_dataset`` for
+        ``GRPOTrainer``. ``evaluation=True`` reads them with ``eval_env_options``.
+
+        Questions whose text repeats an earlier one are left out (the rollout finds the
+        episode from the prompt text alone)."""
+        datasets = require("datasets", extra="trl", feature="searchgym.integrations.trl")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ConfigError(f"EnvRollout.dataset expects limit to be a positive integer or None, got {limit!r}.")
+        envs = self._slots(split, evaluation, 1)
+        rows: dict[str, str] = {}
+        for example in envs[0].unwrapped.examples:
+            rows.setdefault(example.question, example.id)
+            if limit is not None and len(rows) == limit:
+                break
+        with self._lock:
+            self._questions.setdefault((split, evaluation), {}).update(rows)
+        return datasets.Dataset.from_dict({"prompt": list(rows), "example_id": list(rows.values())})
+
+    def _slots(self, split: str, evaluation: bool, count: int) -> list[Any]:
+        key = (split, evaluation)
+        with self._lock:
+            envs = self._envs.setdefault(key, [])
+            while len(envs) < count:
+                envs.append(self.make_env(split, evaluation=evaluation))
+            return envs[:count]
+
+    # ------------------------------------------------------------------ rollout
+    def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list[Any]]:
+        """Play one episode per prompt with ``trainer``'s model; TRL's rollout output."""
+        check_sampling(trainer.args)
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        training = bool(model.training)
+        split_key, example_ids = self._locate(prompts, evaluation=not training)
+        envs = self._slots(*split_key, min(self.num_envs, len(example_ids)))
+        step = int(trainer.state.global_step)
+        process = int(trainer.accelerator.process_index)
+        base = (self.seed * 1_000_003 + step * 10_007 + process * 101 + (0 if training else 7)) % 2**31
+        tasks = [Task(example_id, seed=(base * 31 + i) % 2**31) for i, example_id in enumerate(example_ids)]
+        lm = self._policy_lm(model, trainer.processing_class)
+        args = trainer.args
+        agent = policy_agent(
+            envs[0], lm, max_new_tokens=self.max_new_tokens, temperature=float(args.temperature),
+            top_p=float(args.top_p), seed=base,
+        )
+        model.eval()
+        try:
+            results = run_episodes(envs, agent, tasks, keep_trajectories=True)
+        finally:
+            model.train(training)
+        self.last_results = results
+        return rollout_output(results, eos_id=_eos_id(trainer.processing_class))
+
+    def _locate(self, prompts: Sequence[Any], *, evaluation: bool) -> tuple[tuple[str, bool], list[str]]:
+        """The (split, evaluation) of the dataset that holds every prompt (eval datasets
+        first in eval mode), and the prompts' example ids."""
+        texts = [_question_text(p) for p in prompts]
+        for key in sorted(self._questions, key=lambda k: (k[1] != evaluation, k)):
+            questions = self._questions[key]
+            if all(t in questions for t in texts):
+                return key, [questions[t] for t in texts]
+        unknown = next((p for p, t in zip(prompts, texts) if not any(t in q for q in self._questions.values())), None)
+        if unknown is not None:
+            raise ConfigError(
+                f"EnvRollout expects the prompts of a dataset made by EnvRollout.dataset(split) (a question of the "
+                f"env's split), got {repr(unknown)[:120]}. Build train_dataset and eval_dataset with rollout.dataset(split)."
+            )
+        raise ConfigError(
+            f"EnvRollout got questions of more than one split in one batch ({len(prompts)} prompts); give GRPOTrainer "
+            f"datasets made by rollout.dataset(split), one split each."
+        )
+
+    def _policy_lm(self, model: Any, tokenizer: Any) -> Any:
+        """A TransformersLM over the trainer's model (built once; it reads the live weights)."""
+        from searchgym.lm.hf import TransformersLM
+
+        if self._lm is None or self._lm_model is not model:
+            if hasattr(model, "get_base_model"):  # a peft model: generate with its adapters active
+                base = model.get_base_model()
+            else:
+                base = model
+            training = bool(model.training)
+            self._lm = TransformersLM(base, tokenizer, device=next(model.parameters()).device, **self.lm_options)
+            model.train(training)  # TransformersLM switches its model to eval mode
+            self._lm_model = model
+        return self._lm
+
+
+def check_sampling(args: Any) -> None:
+    """Raise :class:`ConfigError` for GRPOConfig options the rollout cannot sample with."""
+    for name, neutral in _NEUTRAL_SAMPLING.items():
+        value = getattr(args, name, neutral[0])
+        if value not in neutral:
+            raise ConfigError(
+                f"EnvRollout samples with temperature and top_p only; GRPOConfig.{name}={value!r} would make TRL "
+                f"score tokens drawn from another distribution. Leave {name} at {neutral[0]!r}."
+            )
+    if getattr(args, "mask_truncated_completions", False):
+        raise ConfigError(
+            "EnvRollout episodes end at a protocol's stop string (e.g. </answer>), not at end-of-sequence, so TRL's "
+            "mask_truncated_completions=True would drop every episode. Set mask_truncated_completions=False; turns cut "
+            "at max_new_tokens are the env's invalid turns."
+        )
+    if not float(args.temperature) > 0:
+        raise ConfigError(f"EnvRollout expects GRPOConfig.temperature > 0 (GRPO needs sampled groups), got {args.temperature!r}.")
+
+
+def rollout_output(results: Sequence[EpisodeResult], *, eos_id: int) -> dict[str, list[Any]]:
+    """TRL's rollout dict of played episodes (see the module docstring)."""
+    out: dict[str, list[Any]] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "env_reward_components", "env_metrics")}
+    for r in results:
+        t = r.trajectory
+        playable = t is not None and t.num_generated > 0 and r.outcome not in ("backend_error", "error")
+        if playable:
+            out["prompt_ids"].append(list(t.prompt_ids))
+            out["completion_ids"].append(t.response_ids)
+            out["logprobs"].append([0.0 if lp is None else float(lp) for lp in t.response_logprobs])
+            out["env_mask"].append(t.loss_mask)
+            out["env_reward"].append(float(r.reward))
+        else:
+            out["prompt_ids"].append(list(t.prompt_ids) if t is not None else [eos_id])
+            out["completion_ids"].append([eos_id])
+            out["logprobs"].append([0.0])
+            out["env_mask"].append([0])
+            out["env_reward"].append(None)
+        out["env_reward_components"].append(dict(r.reward_components))
+        out["env_metrics"].append({
+            "em": r.em, "f1": r.f1, "cover_em": r.cover_em, "searches": r.num_searches, "turns": r.num_turns,
+            "invalid_turns": r.num_invalid, "generated_tokens": r.generated_tokens, "outcome": r.outcome,
+        })
+    return out
+
+
+def env_reward(completions: Sequence[Any], env_reward: Sequence[float | None] | None = None, **kwargs: Any) -> list[float | None]:
+    """TRL reward function: the env's reward of each episode played by :class:`EnvRollout`.
+
+    Logs the mean of each reward component (``env/<name>``) and of the episode metrics
+    (``env/em``, ``env/f1``, ``env/searches``...) through TRL's ``log_metric``."""
+    if env_reward is None:
+        raise ConfigError(
+            "env_reward expects the 'env_reward' field that EnvRollout returns; pass rollout_func=EnvRollout(...) "
+            "to GRPOTrainer together with reward_funcs=env_reward."
+        )
+    if len(env_reward) != len(completions):
+        raise ConfigError(f"env_reward expects one reward per completion, got {len(env_reward)} for {len(completions)}.")
+    log_metric = kwargs.get("log_metric")
+    if log_metric is not None:
+        columns: dict[str, list[float]] = {}
+        for components in kwargs.get("env_reward_components") or ():
+            for name, value in components.items():
+                columns.setdefault(f"env/{name}", []).append(float(value))
+        for metrics in kwargs.get("env_metrics") or ():
+            for name, value in metrics.items():
+                if isinstance(value, (int, float)):
+                    columns.setdefault(f"env/{name}", []).append(float(value))
+        for name, values in columns.items():
+            log_metric(name, sum(values) / len(values))
+    return [None if r is None else float(r) for r in env_reward]
+
+
+def _question_text(prompt: Any) -> str | None:
+    """The question of a dataset prompt: the text, or a conversation's last message."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and prompt and isinstance(prompt[-1], Mapping):
+        content = prompt[-1].get("content")
+        return content if isinstance(content, str) else None
+    return None
+
+
+def _eos_id(tokenizer: Any) -> int:
+    for value in (getattr(tokenizer, "eos_token_id", None), getattr(tokenizer, "pad_token_id", None)):
+        if isinstance(value, int):
+            return value
+    raise ConfigError("EnvRollout expects a tokenizer with an eos_token_id or pad_token_id (TRL pads with it).")
