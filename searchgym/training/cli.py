@@ -185,6 +185,7 @@ def sft_main(ns: argparse.Namespace) -> int:
     args = SFTArgs(**_given(ns, SFTArgs))
     rows = sft(args)
     last = rows[-1]
-    print(f"{last['step']} steps, final loss {last['loss']:.3f}, eval reward {last.get('eval_reward', float('nan')):.3f}; wrote {args.out}/final")
+    evaluated = f"eval reward {last['eval_reward']:.3f}" if "eval_reward" in last else "no evaluation (--eval-limit 0)"
+    print(f"{last['step']} steps, final loss {last['loss']:.3f}, {evaluated}; wrote {args.out}/final")
     return 0
 

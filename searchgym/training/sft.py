@@ -112,7 +112,7 @@ class SFTArgs:
     eval_split: str = "dev"
     """Split of the evaluation."""
     eval_limit: int = 32
-    """Questions per evaluation."""
+    """Questions per evaluation; 0: no evaluation (the caller evaluates the saved model)."""
     max_new_tokens: int = 64
     """Most tokens per turn in evaluations."""
     num_envs: int = 16
@@ -189,13 +189,13 @@ def check_sft_args(args: SFTArgs) -> None:
     full_env_id(args.env_id)
     if args.scratch_size not in SCRATCH_SIZES:
         raise UnknownNameError("scratch model size", args.scratch_size, SCRATCH_SIZES)
-    for name in ("epochs", "batch_size", "micro_batch_size", "eval_limit", "max_new_tokens", "num_envs"):
+    for name in ("epochs", "batch_size", "micro_batch_size", "max_new_tokens", "num_envs"):
         v = getattr(args, name)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ConfigError(f"SFTArgs.{name} expects a positive integer, got {v!r}.")
     if isinstance(args.pretrain_block, bool) or not isinstance(args.pretrain_block, int) or args.pretrain_block < 8:
         raise ConfigError(f"SFTArgs.pretrain_block expects an integer >= 8, got {args.pretrain_block!r}.")
-    for name in ("warmup_steps", "eval_every", "pretrain_epochs"):
+    for name in ("warmup_steps", "eval_every", "pretrain_epochs", "eval_limit"):
         v = getattr(args, name)
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ConfigError(f"SFTArgs.{name} expects a non-negative integer, got {v!r}.")
@@ -359,7 +359,7 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
             scheduler.step()
             step += 1
             row: dict[str, Any] = {"step": step, "epoch": epoch + 1, "loss": loss_sum, "tokens": int(total_tokens), "lr": float(scheduler.get_last_lr()[0]), "grad_norm": float(norm)}
-            if (args.eval_every and step % args.eval_every == 0) or step == total:
+            if args.eval_limit and ((args.eval_every and step % args.eval_every == 0) or step == total):
                 row.update(evaluate(step))
             log.log(row)
             rows.append(row)
