@@ -495,25 +495,30 @@ class Trainer:
         return keep
 
     # ------------------------------------------------------------------ update
-    def _no_grad_pass(self, batch: Any) -> dict[str, Any]:
-        """Old logprobs, reference logprobs and values of the rollout batch, micro-batch by micro-batch."""
+    def _no_grad_pass(self, batch: Any, *, with_old: bool = True) -> dict[str, Any]:
+        """Old logprobs (unless ``with_old`` is False), reference logprobs and values of the
+        rollout batch, micro-batch by micro-batch; no forward pass when none is needed."""
         import torch
 
         from searchgym.training.batch import forward_logprobs
 
         a = self.args
         B, W = batch.input_ids.shape
-        old = torch.zeros(B, W - 1)
+        old = torch.zeros(B, W - 1) if with_old else None
         ref = torch.zeros(B, W - 1) if a.kl_coef > 0 else None
         values = torch.zeros(B, W - 1) if self.value_head is not None else None
+        if old is None and ref is None and values is None:
+            return {"old": None, "ref": None, "values": None}
         self.model.eval()
         with torch.no_grad():
             for start in range(0, B, a.micro_batch_size):
                 rows = list(range(start, min(B, start + a.micro_batch_size)))
                 mb = batch.select(rows).to(self.device)
                 w = mb.input_ids.shape[1] - 1
-                out = forward_logprobs(self.model, mb, temperature=a.temperature, with_hidden=values is not None)
-                old[rows, :w] = out["logprobs"].cpu()
+                if old is not None or values is not None:
+                    out = forward_logprobs(self.model, mb, temperature=a.temperature, with_hidden=values is not None)
+                if old is not None:
+                    old[rows, :w] = out["logprobs"].cpu()
                 if values is not None:
                     values[rows, :w] = self.value_head(out["hidden"].float()).squeeze(-1).cpu()
                 if ref is not None:
@@ -560,16 +565,14 @@ class Trainer:
         batch = collate([r.trajectory for r in results], pad_id=self.pad_id, max_length=self.context_length)
         scores = torch.tensor([float(r.reward) for r in results])
         groups = [r.group for r in results]
-        fixed = self._no_grad_pass(batch)
+        # One update on the batch (GRPO / REINFORCE++ with ppo_epochs=1, mini_batches=1): the
+        # old logprobs are the update's own, detached, so no separate forward pass computes them.
+        single_pass = a.ppo_epochs == 1 and a.mini_batches == 1 and self.value_head is None and not (a.kl_coef > 0 and a.kl_in_reward)
+        fixed = self._no_grad_pass(batch, with_old=not single_pass)
         mask = batch.loss_mask
-        diff = (fixed["old"] - batch.rollout_logprobs).abs()[mask.bool()]
-        stats: dict[str, float] = {"logprob_diff_max": float(diff.max()), "logprob_diff_mean": float(diff.mean())}
-        if a.logprob_check_atol is not None and stats["logprob_diff_max"] > a.logprob_check_atol:
-            raise TrainingError(
-                f"Step {self.step + 1}: rollout and trainer logprobs differ by up to {stats['logprob_diff_max']:.3g} "
-                f"(limit {a.logprob_check_atol:g}): the trajectories do not line up with what the engine sampled, or "
-                f"the engine's weights are stale. {self._last_good()}"
-            )
+        stats: dict[str, float] = {}
+        if not single_pass:
+            stats.update(self._check_logprobs(fixed["old"], batch.rollout_logprobs, mask))
         advantages, returns = self._advantages(batch, scores, groups, fixed)
         B = len(results)
         sums = {k: 0.0 for k in ("loss", "policy_loss", "value_loss", "kl", "entropy", "clip_fraction")}
@@ -577,6 +580,7 @@ class Trainer:
         updates = 0
         tokens = 0
         t0 = time.perf_counter()
+        seen_old: list[tuple[Any, Any, Any]] = []  # (old, rollout logprobs, mask) of each micro-batch, single pass
         generator = torch.Generator().manual_seed(a.seed * 31 + self.step)
         for _epoch in range(a.ppo_epochs):
             order = torch.randperm(B, generator=generator).tolist()
@@ -596,8 +600,13 @@ class Trainer:
                         self.model, mb, temperature=a.temperature, with_entropy=True,
                         entropy_grad=a.entropy_coef > 0, with_hidden=self.value_head is not None,
                     )
+                    if single_pass:
+                        old_logprobs = out["logprobs"].detach()  # [b, w]
+                        seen_old.append((old_logprobs.cpu(), mb.rollout_logprobs.cpu(), m.cpu()))
+                    else:
+                        old_logprobs = pick(fixed["old"])  # [b, w]
                     pl, clip_fraction = policy_loss(
-                        out["logprobs"], pick(fixed["old"]), pick(advantages), m,
+                        out["logprobs"], old_logprobs, pick(advantages), m,
                         clip_low=a.clip, clip_high=a.clip_high, mode=a.loss_aggregation,
                     )
                     loss = pl
@@ -623,6 +632,8 @@ class Trainer:
                     for k, v in (("loss", loss), ("policy_loss", pl), ("value_loss", vl), ("kl", kl_value), ("entropy", entropy), ("clip_fraction", clip_fraction)):
                         sums[k] += float(v.detach()) * share
                     tokens += int(mb.attention_mask.sum())
+                if single_pass:  # checked before the one optimizer step, so a failed check applies nothing
+                    stats.update(self._check_logprobs(*(torch.cat([t.flatten() for t in col]) for col in zip(*seen_old))))
                 params = [p for g in self.optimizer.param_groups for p in g["params"]]
                 norm = torch.nn.utils.clip_grad_norm_(params, a.max_grad_norm)
                 if not torch.isfinite(norm):
@@ -640,6 +651,20 @@ class Trainer:
             "update_tokens_per_s": tokens / elapsed if elapsed > 0 else 0.0,
             "response_tokens": float(mask.sum()) / B,
         })
+        return stats
+
+    def _check_logprobs(self, trainer_logprobs: Any, rollout_logprobs: Any, mask: Any) -> dict[str, float]:
+        """How far the trainer's logprobs of the sampled ids are from the engine's; raises
+        past ``logprob_check_atol``."""
+        diff = (trainer_logprobs - rollout_logprobs).abs()[mask.bool()]
+        stats = {"logprob_diff_max": float(diff.max()), "logprob_diff_mean": float(diff.mean())}
+        atol = self.args.logprob_check_atol
+        if atol is not None and stats["logprob_diff_max"] > atol:
+            raise TrainingError(
+                f"Step {self.step + 1}: rollout and trainer logprobs differ by up to {stats['logprob_diff_max']:.3g} "
+                f"(limit {atol:g}): the trajectories do not line up with what the engine sampled, or "
+                f"the engine's weights are stale. {self._last_good()}"
+            )
         return stats
 
     def _last_good(self) -> str:

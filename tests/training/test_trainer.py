@@ -82,6 +82,39 @@ def test_one_step_raises_the_rewarded_response_and_lowers_the_other(tmp_path, al
     assert math.isfinite(stats["loss"]) and stats["grad_norm"] > 0
 
 
+def test_one_update_per_batch_skips_the_old_logprob_pass_and_updates_as_two_passes_would(tmp_path):
+    """With ppo_epochs=1 and mini_batches=1 the old logprobs are the update's own, detached
+    (ratio 1): its gradient equals the two-pass one's (old logprobs from a no-grad pass, forced
+    here by a KL penalty in the reward too small to matter) up to float rounding."""
+    grads = []
+    for name, changes in (("single", {}), ("two-pass", {"kl_coef": 1e-30, "kl_in_reward": True})):
+        trainer = built(tmp_path / name, algorithm="reinforce++", reinforce_baseline="group", lr=3e-3, micro_batch_size=1, **changes)
+        start = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+        batch = [result(sampled(trainer, PROMPT, GOOD), 1.0, 0), result(sampled(trainer, PROMPT, BAD), 0.0, 0)]
+        calls = []
+        original = trainer.model.forward
+        trainer.model.forward = lambda *a, **k: (calls.append(torch.is_grad_enabled()), original(*a, **k))[1]
+        stats = trainer.update(batch)
+        assert stats["clip_fraction"] == 0 and stats["logprob_diff_max"] < 1e-4
+        grads.append({n: p.grad.detach().clone() for n, p in trainer.model.named_parameters()})
+        assert any(not torch.equal(p, start[n]) for n, p in trainer.model.named_parameters())
+        no_grad_passes = calls.count(False)
+        assert no_grad_passes == (0 if name == "single" else 2), calls  # two-pass: old logprobs of 2 rows (the reference is a copy)
+    for n in grads[0]:  # the gradients (Adam's steps magnify rounding in near-zero ones)
+        torch.testing.assert_close(grads[0][n], grads[1][n], rtol=1e-4, atol=1e-6)
+
+
+def test_the_logprob_check_of_a_single_pass_update_stops_before_the_step(tmp_path):
+    trainer = built(tmp_path, algorithm="grpo", lr=3e-3, logprob_check_atol=1e-3)
+    start = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    good, bad = sampled(trainer, PROMPT, GOOD), sampled(trainer, PROMPT, BAD)
+    stale = Trajectory(good.prompt_ids)
+    stale.add_generated(good.segments[0].token_ids, tuple(lp - 0.5 for lp in good.segments[0].logprobs), "stop")
+    with pytest.raises(TrainingError, match=r"Step 1: rollout and trainer logprobs differ by up to 0\.5 \(limit 0\.001\)"):
+        trainer.update([result(stale, 1.0, 0), result(bad, 0.0, 0)])
+    assert all(torch.equal(p, start[n]) for n, p in trainer.model.named_parameters())
+
+
 def test_observation_tokens_get_no_gradient(tmp_path):
     """Two batches that differ only in the observation ids after the last generated token
     give bit-identical updates: masked targets contribute nothing."""
