@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -58,6 +61,11 @@ RESPONSE_LENGTH = 160
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _exact(text: str) -> str:
+    """A pattern matching the whole message ``text``."""
+    return f"^{re.escape(text)}$"
+
+
 # --------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
 def model_path() -> str:
@@ -85,14 +93,14 @@ def verl_config(model_path: str, loop_file: Path, **overrides: object):
         return compose(config_name="ppo_trainer", overrides=[f"{k}={v}" for k, v in settings.items()])
 
 
-def loop_file(tmp_path: Path, env_id: str | None = None, max_tokens_per_turn: int | None = None) -> Path:
+def loop_file(tmp_path: Path, env_id: str | None = None, max_tokens_per_turn: int | None = None, env_kwargs: dict | None = None) -> Path:
     path = tmp_path / f"agent_loop_{(env_id or 'rows').replace('/', '_')}.yaml"
     OmegaConf.save(
         OmegaConf.create([{
             "name": "searchgym",
             "_target_": "searchgym.integrations.verl.agent_loop.SearchGymAgentLoop",
             "env_id": env_id,
-            "env_kwargs": {},
+            "env_kwargs": env_kwargs or {},
             "max_tokens_per_turn": max_tokens_per_turn,
         }]),
         path,
@@ -149,11 +157,11 @@ def episodes(output: DataProto) -> list[dict]:
     return out
 
 
-def replay(episode: dict, tokenizer, budget: int = RESPONSE_LENGTH, env_id: str = ENV_ID) -> float:
+def replay(episode: dict, tokenizer, budget: int = RESPONSE_LENGTH, env_id: str = ENV_ID, **env_kwargs: object) -> float:
     """Plays the episode's sampled turns again in a fresh env and checks every token: the
     prompt, the observation ids (mask 0) and the sampled ids (mask 1), up to the response
     budget when the episode was cut by it. Returns the reward."""
-    env = gym.make(env_id)
+    env = gym.make(env_id, **env_kwargs)
     example = example_from_row(episode["row"])
     prompt, info = env.reset(options={"example": example})
     protocol = env.unwrapped.protocol
@@ -256,21 +264,40 @@ def run_worker(config, client, parquet: Path) -> DataProto:
     return asyncio.run(worker.generate_sequences(verl_batch(config, parquet)))
 
 
-def test_search_r1_parquet_trains_unchanged_with_the_scripted_policy(ray_session, model_path, tmp_path):
+@pytest.fixture(scope="module")
+def retrieval_url():
+    """`searchgym serve` over the env's default corpus, as the Search-R1 recipe runs it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    searchgym_cli = str(Path(sys.executable).with_name("searchgym"))
+    proc = subprocess.Popen([searchgym_cli, "serve", "--corpus", "synthwiki", "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        if not proc.stdout.readline():  # the start line, printed once the socket listens
+            raise RuntimeError(f"searchgym serve did not start: {proc.stderr.read()[-2000:]}")
+        yield f"http://127.0.0.1:{port}/retrieve"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def test_search_r1_parquet_trains_unchanged_with_the_scripted_policy(ray_session, model_path, tmp_path, retrieval_url):
+    """Search-R1's rows, the env's retrieval through `searchgym serve` (HTTPRetriever)."""
     examples = load_dataset("synthwiki", split="dev")[:2]
     parquet = write_parquet(search_r1_rows(examples), tmp_path / "nq_test.parquet")
     # Search-R1's rows name no agent loop: make searchgym's verl's default one.
     # Three documents are long in the tiny tokenizer's few hundred tokens: a roomy budget.
     config = verl_config(
-        model_path, loop_file(tmp_path, ENV_ID),
+        model_path, loop_file(tmp_path, ENV_ID, env_kwargs={"retriever": retrieval_url}),
         **{"actor_rollout_ref.rollout.agent.default_agent_loop": "searchgym", "actor_rollout_ref.rollout.response_length": 2048},
     )
     server = ray.remote(LanguageModelServer).remote(ScriptedLM(SearchThenAnswer(examples), tiny_tokenizer()))
     output = run_worker(config, server_client(config, server), parquet)
 
+    assert type(gym.make(ENV_ID, retriever=retrieval_url).unwrapped.retriever).__name__ == "HTTPRetriever"
     tokenizer = tiny_tokenizer()
     for episode, example in zip(episodes(output), examples):
-        assert replay(episode, tokenizer, budget=2048) == episode["reward"] == 1.0  # Search-R1's EM
+        assert replay(episode, tokenizer, budget=2048, retriever=retrieval_url) == episode["reward"] == 1.0  # Search-R1's EM
         turns = episode["turns"]
         assert [t["generated"] > 0 for t in turns] == [True, True] and turns[0]["observation"] > 0 and turns[1]["observation"] == 0
         first = episode["response"][: turns[0]["generated"]]
@@ -304,6 +331,15 @@ def test_the_response_budget_cuts_an_episode(ray_session, model_path, tmp_path):
     assert episode["reward"] == 0.0
 
 
+def test_action_text_is_what_searchgym_backends_give_the_env():
+    """Decoded ids, trailing end-of-sequence dropped, cut after the first stop string."""
+    tok = tiny_tokenizer()
+    ids = list(encode_text(tok, "<search> Kelvaro </search> then more")) + [tok.eos_token_id]
+    assert action_text(tok, ids, ["</search>", "</answer>"]) == "<search> Kelvaro </search>"
+    assert action_text(tok, ids, ["</answer>"]) == "<search> Kelvaro </search> then more"
+    assert action_text(tok, [tok.eos_token_id], ["</search>"]) == ""
+
+
 # --------------------------------------------------------------------------- errors
 def test_a_row_prepared_for_another_env_is_a_config_error(ray_session, model_path, tmp_path):
     parquet = write_parquet(verl_rows(ENV_ID, split="dev", limit=1), tmp_path / "dev.parquet")
@@ -312,7 +348,7 @@ def test_a_row_prepared_for_another_env_is_a_config_error(ray_session, model_pat
         "SearchGymAgentLoop plays searchgym/RSearch-v0 (env_id of the agent-loop config), got a row prepared for "
         "searchgym/SearchR1-v0. Prepare the data for the same env, or drop env_id from the config to follow the rows."
     )
-    with pytest.raises(ConfigError, match=f"^{_escape(message)}$"):
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
         run_worker(config, server_client(config, model=model_path), parquet)
 
 
@@ -407,16 +443,6 @@ def test_prepare_command_writes_train_and_test_parquet(tmp_path):
                                capture_output=True, text=True, env=env)
     assert converted.returncode == 0, converted.stderr
     assert load_dataset(str(tmp_path / "q.jsonl")) == read_examples(tmp_path / "test.parquet")
-
-
-def _escape(text: str) -> str:
-    import re
-
-    return re.escape(text)
-
-
-def _exact(text: str) -> str:
-    return f"^{_escape(text)}$"
 
 
 @pytest.mark.parametrize("gpus, overrides", [(8, []), (1, ["data.train_batch_size=64", "actor_rollout_ref.actor.ppo_mini_batch_size=32"])])
