@@ -87,6 +87,7 @@ def verl_config(model_path: str, loop_file: Path, **overrides: object):
         "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(loop_file),
         "data.max_prompt_length": PROMPT_LENGTH,
         "data.max_response_length": RESPONSE_LENGTH,
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 4,
         **overrides,
     }
     with initialize_config_dir(config_dir=config_dir, version_base=None):
@@ -221,6 +222,23 @@ def test_verl_agent_loop_manager_plays_the_env_with_a_transformers_model(ray_ses
         sampled = torch.tensor(episode["mask"], dtype=torch.bool)
         assert torch.allclose(torch.tensor(episode["logprobs"])[sampled], own[sampled], atol=2e-3)
         assert torch.tensor(episode["logprobs"])[~sampled].abs().sum() == 0.0
+
+    # verl's own PPO policy loss over verl's padded batch (advantage 1 on every token, old
+    # logprobs = the rollout's): its gradient reaches the sampled tokens only.
+    from verl.trainer.ppo.core_algos import get_policy_loss_fn
+
+    batch = output.batch
+    width = batch["prompts"].shape[1]
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], position_ids=batch["position_ids"]).logits
+    log_prob = torch.log_softmax(logits[:, width - 1 : -1].float(), dim=-1).gather(2, batch["responses"][..., None])[..., 0]  # [B, R]
+    log_prob.retain_grad()
+    mask = batch["response_mask"].bool()  # [B, R]
+    loss, _ = get_policy_loss_fn("vanilla")(
+        old_log_prob=batch["rollout_log_probs"], log_prob=log_prob, advantages=torch.ones_like(log_prob),
+        response_mask=mask, loss_agg_mode="token-mean", config=omega_conf_to_dataclass(config.actor_rollout_ref.actor),
+    )
+    loss.backward()
+    assert (log_prob.grad[~mask] == 0).all() and (log_prob.grad[mask] != 0).all()
 
 
 # --------------------------------------------------------------------------- Search-R1's data, scripted policy
