@@ -159,26 +159,37 @@ class EnvRollout:
     # ------------------------------------------------------------------ rollout
     def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list[Any]]:
         """Play one episode per prompt with ``trainer``'s model; TRL's rollout output."""
+        trl = require("trl", extra="trl", feature="searchgym.integrations.trl")
         check_sampling(trainer.args)
-        model = trainer.accelerator.unwrap_model(trainer.model)
-        training = bool(model.training)
+        if getattr(trainer, "is_fsdp_enabled", False):
+            raise ConfigError(
+                "EnvRollout generates with the trainer's own model, which FSDP shards; train with DDP or DeepSpeed "
+                "ZeRO (stage 3 gathers the weights for generation, as TRL's ds3_gather_for_generation says)."
+            )
+        training = bool(trainer.model.training)
         split_key, example_ids = self._locate(prompts, evaluation=not training)
         envs = self._slots(*split_key, min(self.num_envs, len(example_ids)))
         step = int(trainer.state.global_step)
         process = int(trainer.accelerator.process_index)
         base = (self.seed * 1_000_003 + step * 10_007 + process * 101 + (0 if training else 7)) % 2**31
         tasks = [Task(example_id, seed=(base * 31 + i) % 2**31) for i, example_id in enumerate(example_ids)]
-        lm = self._policy_lm(model, trainer.processing_class)
         args = trainer.args
-        agent = policy_agent(
-            envs[0], lm, max_new_tokens=self.max_new_tokens, temperature=float(args.temperature),
-            top_p=float(args.top_p), seed=base,
-        )
-        model.eval()
-        try:
-            results = run_episodes(envs, agent, tasks, keep_trajectories=True)
-        finally:
-            model.train(training)
+        with trl.models.unwrap_model_for_generation(
+            trainer.model_wrapped, trainer.accelerator, gather_deepspeed3_params=args.ds3_gather_for_generation,
+            gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
+        ) as model:
+            lm = self.policy_lm(model, trainer.processing_class)
+            if lm.prefix_cache is not None:
+                lm.prefix_cache.clear()  # gathered (ZeRO-3) weights change without a version bump
+            agent = policy_agent(
+                envs[0], lm, max_new_tokens=self.max_new_tokens, temperature=float(args.temperature),
+                top_p=float(args.top_p), seed=base,
+            )
+            model.eval()
+            try:
+                results = run_episodes(envs, agent, tasks, keep_trajectories=True)
+            finally:
+                model.train(training)
         self.last_results = results
         return rollout_output(results, eos_id=_eos_id(trainer.processing_class))
 
@@ -201,8 +212,9 @@ class EnvRollout:
             f"datasets made by rollout.dataset(split), one split each."
         )
 
-    def _policy_lm(self, model: Any, tokenizer: Any) -> Any:
-        """A TransformersLM over the trainer's model (built once; it reads the live weights)."""
+    def policy_lm(self, model: Any, tokenizer: Any) -> Any:
+        """A TransformersLM over the trainer's model (built once; it reads the live weights): the
+        policy the rollout generates with, also usable for evaluations."""
         from searchgym.lm.hf import TransformersLM
 
         if self._lm is None or self._lm_model is not model:
@@ -304,3 +316,97 @@ def _eos_id(tokenizer: Any) -> int:
         if isinstance(value, int):
             return value
     raise ConfigError("EnvRollout expects a tokenizer with an eos_token_id or pad_token_id (TRL pads with it).")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m searchgym.integrations.trl``: GRPO through TRL on a searchgym env
+    (``accelerate launch -m searchgym.integrations.trl ...`` on several GPUs)."""
+    import argparse
+    import json
+    import sys
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(
+        prog="python -m searchgym.integrations.trl",
+        description="Train an LM agent on a searchgym env with TRL's GRPOTrainer (EnvRollout as its rollout_func, "
+        "the env's reward as its reward). On several GPUs: accelerate launch --num_processes N -m searchgym.integrations.trl ...",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--model", required=True, help="the policy: a transformers folder (e.g. runs/sft/final) or a searchgym model name (smollm2)")
+    parser.add_argument("--env-id", default="searchgym/SearchR1-v0", help="registered env id")
+    parser.add_argument("--env-options", default="{}", help="gym.make options as JSON (corpus, retriever, reward, max_turns...)")
+    parser.add_argument("--eval-env-options", default="{}", help="JSON options added for evaluation episodes")
+    parser.add_argument("--train-split", default="train", help="split of the training questions")
+    parser.add_argument("--eval-split", default="dev", help="split of the evaluation questions")
+    parser.add_argument("--eval-limit", type=int, default=64, help="evaluation questions (0: no evaluation)")
+    parser.add_argument("--eval-steps", type=int, default=50, help="optimizer steps between evaluations")
+    parser.add_argument("--num-generations", type=int, default=8, help="samples per question (the GRPO group)")
+    parser.add_argument("--batch-size", type=int, default=16, help="episodes per device per optimizer step (a multiple of --num-generations on one device)")
+    parser.add_argument("--max-new-tokens", type=int, default=256, help="tokens per agent turn")
+    parser.add_argument("--num-envs", type=int, default=16, help="episodes live at once per device")
+    parser.add_argument("--steps", type=int, default=100, help="optimizer steps")
+    parser.add_argument("--lr", type=float, default=1e-6, help="learning rate (constant)")
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (TRL scores with the same)")
+    parser.add_argument("--beta", type=float, default=0.0, help="KL coefficient against the initial model (TRL's k3 loss)")
+    parser.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (0: full fine-tuning)")
+    parser.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision (GPUs)")
+    parser.add_argument("--config", default="{}", help="more GRPOConfig fields as JSON, e.g. '{\"gradient_checkpointing\": true}'")
+    parser.add_argument("--out", default="runs/trl", help="output folder; the trained model goes to OUT/final")
+    parser.add_argument("--seed", type=int, default=0, help="seed of TRL and of the rollout's sampling")
+    opts = parser.parse_args(argv)
+    options = {}
+    for name in ("env_options", "eval_env_options", "config"):
+        try:
+            options[name] = json.loads(getattr(opts, name))
+        except json.JSONDecodeError as e:
+            parser.error(f"--{name.replace('_', '-')} expects a JSON object, got {getattr(opts, name)!r} ({e.msg})")
+        if not isinstance(options[name], dict):
+            parser.error(f"--{name.replace('_', '-')} expects a JSON object, got {getattr(opts, name)!r}")
+    for name in ("num_generations", "batch_size", "max_new_tokens", "num_envs", "steps", "eval_steps"):
+        if getattr(opts, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} expects a positive integer, got {getattr(opts, name)}")
+    if opts.eval_limit < 0 or opts.lora_rank < 0:
+        parser.error("--eval-limit and --lora-rank expect integers >= 0")
+
+    trl = require("trl", extra="trl", feature="searchgym.integrations.trl")
+    from searchgym.error import SearchGymError
+    from searchgym.training.trainer import load_policy
+
+    try:
+        rollout = EnvRollout(
+            opts.env_id, env_options=options["env_options"], eval_env_options=options["eval_env_options"],
+            num_envs=opts.num_envs, max_new_tokens=opts.max_new_tokens, seed=opts.seed,
+        )
+        train = rollout.dataset(opts.train_split)
+        evaluation = rollout.dataset(opts.eval_split, limit=opts.eval_limit, evaluation=True) if opts.eval_limit else None
+        model, tokenizer = load_policy(opts.model)
+        config = trl.GRPOConfig(**{
+            "output_dir": opts.out, "num_generations": opts.num_generations, "per_device_train_batch_size": opts.batch_size,
+            "per_device_eval_batch_size": opts.batch_size, "num_generations_eval": opts.num_generations,
+            "max_steps": opts.steps, "learning_rate": opts.lr, "lr_scheduler_type": "constant", "temperature": opts.temperature,
+            "beta": opts.beta, "bf16": opts.bf16, "seed": opts.seed, "logging_steps": 1, "save_steps": opts.eval_steps,
+            "eval_strategy": "steps" if evaluation is not None else "no", "eval_steps": opts.eval_steps, "report_to": [],
+            **options["config"],
+        })
+        peft_config = None
+        if opts.lora_rank:
+            peft = require("peft", extra="train", feature="LoRA")
+            peft_config = peft.LoraConfig(r=opts.lora_rank, lora_alpha=2 * opts.lora_rank, target_modules="all-linear", task_type="CAUSAL_LM")
+        trainer = trl.GRPOTrainer(
+            model=model, processing_class=tokenizer, reward_funcs=env_reward, rollout_func=rollout, train_dataset=train,
+            eval_dataset=evaluation, args=config, peft_config=peft_config,
+        )
+        trainer.train()
+        final = Path(opts.out) / "final"
+        if peft_config is not None:
+            trainer.model = trainer.model.merge_and_unload()
+        trainer.save_model(str(final))
+        tokenizer.save_pretrained(str(final))
+    except (SearchGymError, ValueError, TypeError) as e:
+        print(f"python -m searchgym.integrations.trl: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from e
+    print(f"wrote {final}")
+
+
+if __name__ == "__main__":
+    main()

@@ -12,6 +12,8 @@ from searchgym.integrations.trl import EnvRollout, env_reward, rollout_output  #
 from searchgym.lm.testing import tiny_model_folder  # noqa: E402
 
 SMALL = {"corpus_options": SMALL_WORLD, "max_turns": 2}
+#: The s3 searcher role with short prompts (the tiny model's context); its rewards vary even for random play.
+SEARCHER = {"corpus_options": SMALL_WORLD, "max_searcher_turns": 2, "initial_top_k": 1, "top_k": 1}
 
 
 def longer_is_better(completion_ids, env_metrics, **kwargs):
@@ -61,7 +63,7 @@ def record_loss_inputs(trainer):
 
 @pytest.mark.parametrize(
     "env_id,options",
-    [("SearchR1-v0", SMALL), ("MultiAgentSearcher-v0", {"corpus_options": SMALL_WORLD, "max_searcher_turns": 2, "initial_top_k": 1, "top_k": 1})],
+    [("SearchR1-v0", SMALL), ("MultiAgentSearcher-v0", SEARCHER)],
 )
 def test_grpo_trains_on_the_agents_tokens_only(tmp_path, env_id, options):
     rollout = EnvRollout(env_id, env_options=options, max_new_tokens=8, num_envs=4)
@@ -200,3 +202,41 @@ def test_an_episode_without_sampled_tokens_is_unscorable():
     out = rollout_output([result], eos_id=9)
     assert out["completion_ids"] == [[9]] and out["env_mask"] == [[0]] and out["env_reward"] == [None]
     assert env_reward(["x"], env_reward=out["env_reward"]) == [None]
+
+
+def run_cli(*args):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    return subprocess.run([sys.executable, "-m", "searchgym.integrations.trl", *args], capture_output=True, text=True, timeout=600, env=env)
+
+
+def test_the_command_line_trains_and_writes_a_loadable_model(tmp_path):
+    import json
+
+    from transformers import AutoModelForCausalLM
+
+    done = run_cli(
+        "--model", str(tiny_model_folder()), "--env-id", "MultiAgentSearcher-v0", "--env-options", json.dumps(SEARCHER),
+        "--num-generations", "2",
+        "--batch-size", "4", "--max-new-tokens", "8", "--num-envs", "4", "--steps", "1", "--eval-limit", "2",
+        "--eval-steps", "1", "--lr", "1e-2", "--out", str(tmp_path / "run"), "--config", '{"use_cpu": true, "save_strategy": "no"}',
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    final = tmp_path / "run" / "final"
+    assert f"wrote {final}" in done.stdout
+    trained = AutoModelForCausalLM.from_pretrained(final)
+    initial = AutoModelForCausalLM.from_pretrained(tiny_model_folder())
+    assert any(not torch.equal(a, b) for a, b in zip(trained.state_dict().values(), initial.state_dict().values()))
+    assert "'eval_reward'" in done.stdout + done.stderr  # the evaluation on the dev split ran
+
+
+def test_the_command_line_explains_bad_arguments(tmp_path):
+    done = run_cli("--model", str(tiny_model_folder()), "--env-options", "{corpus: synthwiki}")
+    assert done.returncode == 2 and "--env-options expects a JSON object, got '{corpus: synthwiki}'" in done.stderr
+    done = run_cli("--model", str(tiny_model_folder()), "--steps", "0")
+    assert done.returncode == 2 and "--steps expects a positive integer, got 0" in done.stderr
+    done = run_cli("--model", str(tiny_model_folder()), "--env-id", "Nope-v0")
+    assert done.returncode == 2 and "Nope-v0" in done.stderr and "SearchR1-v0" in done.stderr
