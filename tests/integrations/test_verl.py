@@ -147,7 +147,7 @@ def episodes(output: DataProto) -> list[dict]:
             "response": batch["responses"][i, :response_len].tolist(),
             "mask": batch["response_mask"][i, :response_len].tolist(),
             "mask_padding": batch["response_mask"][i, response_len:].tolist(),
-            "logprobs": batch["rollout_log_probs"][i, :response_len].tolist(),
+            "logprobs": batch["rollout_log_probs"][i, :response_len].tolist() if "rollout_log_probs" in batch.keys() else None,
             "reward": float(batch["rm_scores"][i].sum()),
             "reward_at": int(batch["rm_scores"][i].nonzero().flatten()[-1]) if batch["rm_scores"][i].any() else None,
             "turns": list(output.non_tensor_batch["searchgym_turns"][i]),
@@ -334,12 +334,17 @@ def test_search_r1_parquet_trains_unchanged_with_the_scripted_policy(ray_session
 
 def test_the_response_budget_cuts_an_episode(ray_session, model_path, tmp_path):
     """A response_length shorter than one search turn: the episode stops there, the
-    response is cut to the budget and flagged; the reward is what the env gave so far."""
+    response is cut to the budget and flagged; the reward is what the env gave so far.
+    Without rollout.calculate_log_probs no logprobs go back to verl."""
     examples = load_dataset("synthwiki", split="dev")[:1]
     parquet = write_parquet(search_r1_rows(examples), tmp_path / "short.parquet")
     config = verl_config(
         model_path, loop_file(tmp_path, ENV_ID),
-        **{"actor_rollout_ref.rollout.agent.default_agent_loop": "searchgym", "actor_rollout_ref.rollout.response_length": 24},
+        **{
+            "actor_rollout_ref.rollout.agent.default_agent_loop": "searchgym",
+            "actor_rollout_ref.rollout.response_length": 24,
+            "actor_rollout_ref.rollout.calculate_log_probs": False,
+        },
     )
     server = ray.remote(LanguageModelServer).remote(ScriptedLM(SearchThenAnswer(examples), tiny_tokenizer()))
     output = run_worker(config, server_client(config, server), parquet)
@@ -347,6 +352,7 @@ def test_the_response_budget_cuts_an_episode(ray_session, model_path, tmp_path):
     assert len(episode["response"]) == 24 and set(episode["mask"]) == {1}
     assert output.non_tensor_batch["cut_by_length"][0] == 1.0 and output.non_tensor_batch["answered"][0] == 0.0
     assert episode["reward"] == 0.0
+    assert "rollout_log_probs" not in output.batch.keys() and episode["logprobs"] is None
 
 
 def test_action_text_is_what_searchgym_backends_give_the_env():

@@ -69,8 +69,6 @@ class EnvPool:
                 return idle.pop()
         import gymnasium as gym
 
-        import searchgym  # noqa: F401  (registers the env ids)
-
         return gym.make(env_id, **dict(env_kwargs))
 
     def release(self, env_id: str, env_kwargs: Mapping[str, Any], env: Any) -> None:
@@ -186,7 +184,8 @@ class SearchGymAgentLoop(AgentLoopBase):
         ids, protocol = await loop.run_in_executor(None, self._start, env, example)
         stop = list(protocol.stop_strings)
         trajectory = Trajectory(tuple(ids))
-        want_logprobs = bool(sampling_params.get("logprobs", False))
+        # Logprobs go back to verl only if every turn's server reply had them.
+        have_logprobs = bool(sampling_params.get("logprobs", False))
         request_id = uuid4().hex  # one per episode: verl keeps an episode on one server (prefix cache)
         step_rewards: list[float] = []
         turns: list[dict[str, int]] = []
@@ -207,7 +206,8 @@ class SearchGymAgentLoop(AgentLoopBase):
             if not sampled:  # aborted by the server (e.g. a weight sync): the episode ends here
                 cut = True
                 break
-            logprobs = [float(x) for x in output.log_probs] if output.log_probs else [0.0] * len(sampled)
+            have_logprobs = have_logprobs and output.log_probs is not None and len(output.log_probs) == len(sampled)
+            logprobs = [float(x) for x in output.log_probs] if have_logprobs else [0.0] * len(sampled)
             finish = "length" if len(sampled) >= max_tokens else "stop"
             trajectory.add_generated(tuple(sampled), tuple(logprobs), finish)
             text = action_text(self.tokenizer, sampled, stop)
@@ -235,7 +235,7 @@ class SearchGymAgentLoop(AgentLoopBase):
             prompt_ids=list(trajectory.prompt_ids),
             response_ids=response_ids[:n],
             response_mask=trajectory.loss_mask[:n],
-            response_logprobs=[lp if lp is not None else 0.0 for lp in trajectory.response_logprobs][:n] if want_logprobs else None,
+            response_logprobs=[lp if lp is not None else 0.0 for lp in trajectory.response_logprobs][:n] if have_logprobs else None,
             reward_score=score,
             # verl counts messages: the prompt, then each turn and each observation.
             num_turns=1 + len(turns) + sum(1 for t in turns if t["observation"]),
