@@ -44,6 +44,7 @@ import searchgym  # noqa: E402,F401
 from searchgym.agents.tokens import encode_text, prompt_ids  # noqa: E402
 from searchgym.corpora.registry import load_dataset  # noqa: E402
 from searchgym.corpora.types import QAExample  # noqa: E402
+from searchgym.envs.registration import ENV_SPECS, ROLE_ENV_SPECS  # noqa: E402
 from searchgym.error import ConfigError, DataFileNotFoundError, DataFormatError  # noqa: E402
 from searchgym.integrations.verl.agent_loop import REWARD_INFO_KEYS, action_text  # noqa: E402
 from searchgym.integrations.verl.data import example_from_row, read_examples, read_parquet, verl_rows, write_parquet  # noqa: E402
@@ -239,6 +240,37 @@ def test_verl_agent_loop_manager_plays_the_env_with_a_transformers_model(ray_ses
     )
     loss.backward()
     assert (log_prob.grad[~mask] == 0).all() and (log_prob.grad[mask] != 0).all()
+
+
+# --------------------------------------------------------------------------- every registered env
+@pytest.fixture(scope="module")
+def long_context_model(tmp_path_factory) -> str:
+    """The tiny random Llama with a 4096-token context: s3's first prompt holds documents,
+    which are long in the tiny tokenizer's few hundred tokens."""
+    from searchgym.lm.testing import tiny_causal_lm
+
+    folder = tmp_path_factory.mktemp("tiny-4k")
+    tiny_causal_lm(0, hidden_size=128, num_attention_heads=2, context=4096).save_pretrained(folder)
+    tiny_tokenizer().save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def long_context_server(ray_session, long_context_model):
+    return ray.remote(LanguageModelServer).remote(model=long_context_model, max_model_len=4096)
+
+
+@pytest.mark.parametrize("env_id", [*ENV_SPECS, *ROLE_ENV_SPECS])
+def test_every_registered_env_plays_through_verls_worker(env_id, long_context_model, long_context_server, tmp_path):
+    parquet = write_parquet(verl_rows(env_id, split="dev", limit=1), tmp_path / "row.parquet")
+    config = verl_config(long_context_model, loop_file(tmp_path, max_tokens_per_turn=16), **{
+        "data.max_prompt_length": 3072, "actor_rollout_ref.rollout.prompt_length": 3072,
+        "actor_rollout_ref.rollout.response_length": 256,
+    })
+    output = run_worker(config, server_client(config, long_context_server), parquet)
+    (episode,) = episodes(output)
+    assert replay(episode, tiny_tokenizer(), budget=256, env_id=env_id) == pytest.approx(episode["reward"])
+    assert episode["row"]["extra_info"]["env_id"] == env_id and 1 in episode["mask"]
 
 
 # --------------------------------------------------------------------------- Search-R1's data, scripted policy
