@@ -265,6 +265,26 @@ def pretrain_on_corpus(model: Any, tokenizer: Any, corpus: Any, *, epochs: int, 
     return out
 
 
+def turn_logprobs(model: Any, batch: Any) -> Any:
+    """Log-probabilities of the turn tokens of ``batch`` (where ``loss_mask`` is 1), flat
+    [N]. The language-model head and the softmax run on those positions only: turns are
+    about a sixth of a Search-R1 trajectory, and SmolLM2's head (576 x 49,152) is a fifth
+    of its forward pass. Models whose logits are more than the head of the last hidden
+    state (soft-capping, a logit scale) take the full forward pass instead."""
+    import torch
+
+    from searchgym.training.batch import forward_logprobs
+
+    keep = batch.loss_mask.bool()  # [B, L-1]
+    config = model.config
+    if getattr(config, "final_logit_softcapping", None) is not None or getattr(config, "logit_scale", None) is not None:
+        return forward_logprobs(model, batch)["logprobs"][keep]  # [N]
+    hidden = model.get_decoder()(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False).last_hidden_state
+    logits = model.get_output_embeddings()(hidden[:, :-1][keep]).float()  # [N, V]
+    targets = batch.input_ids[:, 1:][keep]  # [N]
+    return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # [N]
+
+
 SFT_COLUMNS = (
     "step", "epoch", "loss", "tokens", "lr", "grad_norm",
     "eval_reward", "eval_em", "eval_f1", "eval_cover_em", "eval_searches", "eval_response_tokens",
@@ -276,8 +296,7 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
     import gymnasium as gym
     import torch
 
-    from searchgym.training.batch import collate, forward_logprobs
-    from searchgym.training.losses import aggregate
+    from searchgym.training.batch import collate
     from searchgym.training.metrics import MetricsLog, plot_curves
     from searchgym.lm.hf import TransformersLM
     from searchgym.training.trainer import evaluate_policy, load_policy
@@ -347,8 +366,7 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
             loss_sum = 0.0
             for u in range(0, len(rows_idx), args.micro_batch_size):
                 mb = data.select(rows_idx[u : u + args.micro_batch_size]).to(device)
-                logprobs = forward_logprobs(model, mb)["logprobs"]
-                loss = -aggregate(logprobs, mb.loss_mask, "token-mean")
+                loss = -turn_logprobs(model, mb).mean()  # token-mean over the turn tokens
                 if not torch.isfinite(loss):
                     raise TrainingError(f"SFT step {step + 1}: the loss is {float(loss)}; lower lr. Nothing was saved.")
                 share = float(mb.loss_mask.sum()) / total_tokens

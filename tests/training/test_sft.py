@@ -111,3 +111,20 @@ def test_sft_config_errors():
         sft(SFTArgs(scratch_size="huge"))
     with pytest.raises(ConfigError, match="SFTArgs.epochs expects a positive integer, got 0."):
         sft(SFTArgs(epochs=0))
+
+
+def test_turn_logprobs_are_the_full_forward_passs_on_the_turn_tokens():
+    from searchgym.lm.testing import tiny_causal_lm
+    from searchgym.training.batch import collate, forward_logprobs
+    from searchgym.training.sft import turn_logprobs
+
+    tok = tiny_tokenizer()
+    trajectories = oracle_trajectories("searchgym/SearchR1-v0", tok, env_options={"corpus_options": SMALL_WORLD}, limit=3, num_envs=3)
+    batch = collate(trajectories, pad_id=tok.pad_token_id)
+    model = tiny_causal_lm(context=max(len(t.context_ids()) for t in trajectories))
+    full = forward_logprobs(model, batch)["logprobs"][batch.loss_mask.bool()]
+    fast = turn_logprobs(model, batch)
+    assert fast.shape == (int(batch.loss_mask.sum()),)
+    torch.testing.assert_close(fast, full, atol=1e-5, rtol=1e-5)
+    model.config.logit_scale = 0.5  # logits that are not the head's output alone: the full pass
+    assert turn_logprobs(model, batch).shape == fast.shape
