@@ -91,21 +91,37 @@ def forward_logprobs(
     entropy outside autograd (a metric only: no [B, L-1, V] graph kept for backward).
     """
     import torch
+    from torch.nn.functional import pad
 
     temperature = 1.0 if temperature == 0 else float(temperature)
+    # Targets before the first one any row trains on (the prompts) get no loss, so the
+    # logits are computed from there on only: they are most of a [B, L-1, V] tensor.
+    L = batch.input_ids.shape[1]
+    trained = batch.loss_mask.sum(dim=0).nonzero()
+    start = int(trained[0, 0]) if len(trained) and _keeps_logits(model) else 0
     out = model(
         input_ids=batch.input_ids,
         attention_mask=batch.attention_mask,
         output_hidden_states=with_hidden,
         use_cache=False,
+        **({"logits_to_keep": L - start} if start else {}),
     )
-    logits = out.logits[:, :-1].float() / temperature  # [B, L-1, V]
-    logp = torch.log_softmax(logits, dim=-1)  # [B, L-1, V]
-    targets = batch.input_ids[:, 1:]  # [B, L-1]
-    result = {"logprobs": logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)}  # [B, L-1]
+    logits = out.logits[:, :-1].float() / temperature  # [B, L-1-start, V]
+    logp = torch.log_softmax(logits, dim=-1)  # [B, L-1-start, V]
+    targets = batch.input_ids[:, start + 1 :]  # [B, L-1-start]
+    # Left-padded with zeros back to [B, L-1]: the positions before start are masked out.
+    result = {"logprobs": pad(logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1), (start, 0))}  # [B, L-1]
     if with_entropy:
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            result["entropy"] = -(logp.exp() * logp).sum(dim=-1)  # [B, L-1]
+            result["entropy"] = pad(-(logp.exp() * logp).sum(dim=-1), (start, 0))  # [B, L-1]
     if with_hidden:
         result["hidden"] = out.hidden_states[-1][:, :-1]  # [B, L-1, H]
     return result
+
+
+def _keeps_logits(model: Any) -> bool:
+    """Whether ``model`` (or the model a peft wrapper holds) takes ``logits_to_keep``."""
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "logits_to_keep" in inspect.signature(base.forward).parameters

@@ -130,6 +130,24 @@ def test_observation_tokens_get_no_gradient(tmp_path):
         assert torch.equal(deltas[0][name], deltas[1][name]), name
 
 
+def test_logprobs_are_computed_from_the_first_trained_target_on_and_equal_the_full_pass(tmp_path):
+    trainer = built(tmp_path)
+    batch = collate([sampled(trainer, PROMPT, GOOD, [60, 61]), sampled(trainer, PROMPT[:3], BAD)])
+    calls = []
+    hook = trainer.model.register_forward_pre_hook(lambda m, a, k: calls.append(k.get("logits_to_keep")), with_kwargs=True)
+    out = forward_logprobs(trainer.model, batch, with_entropy=True)
+    hook.remove()
+    start = 2  # the second row's first sampled id is its 4th token: target column 2
+    assert calls == [batch.input_ids.shape[1] - start]
+    with torch.no_grad():
+        logp = torch.log_softmax(trainer.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float(), -1)
+    full = logp.gather(-1, batch.input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # [B, L-1]
+    entropy = -(logp.exp() * logp).sum(-1)  # [B, L-1]
+    torch.testing.assert_close(out["logprobs"][:, start:].detach(), full[:, start:])
+    torch.testing.assert_close(out["entropy"][:, start:].detach(), entropy[:, start:])
+    assert torch.all(out["logprobs"][:, :start] == 0) and torch.all(batch.loss_mask[:, :start] == 0)
+
+
 def test_masked_logprobs_receive_exactly_zero_gradient(tmp_path):
     from searchgym.training.losses import AGGREGATIONS, aggregate, kl_penalty, policy_loss
 
