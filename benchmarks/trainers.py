@@ -1,0 +1,317 @@
+"""searchgym's GRPO trainer against TRL's GRPOTrainer (through searchgym.integrations.trl), side by side.
+
+The same env (synthwiki Search-R1, 3 turns, Search-R1's format reward with a retrieval
+score; single-hop train questions, held-out dev questions), the same warm start (the SFT
+checkpoint `searchgym sft` makes from the oracle's play), the same questions per step,
+samples per question, optimizer steps, learning rate, clipping, temperature and tokens
+per turn, GRPO in both:
+
+- searchgym: ``Trainer(Args(algorithm="grpo", ...))``;
+- TRL: ``GRPOTrainer(rollout_func=EnvRollout(...), reward_funcs=env_reward)`` with
+  ``loss_type="dapo"`` (token mean over the batch, as searchgym's ``token-mean``),
+  ``scale_rewards="group"`` (group std, as searchgym's GRPO), ``beta=0`` (no KL, as
+  ``kl_coef=0``), one update per batch, a constant learning rate, no weight decay,
+  gradient norm clipped at 1.0 (searchgym's defaults).
+
+Every ``--eval-every`` steps both policies play the same dev questions greedily through
+the same harness (``searchgym.training.trainer.evaluate_policy``); evaluation time is
+left out of the training wall time. Prints one table (dev reward and EM by step, wall
+time, generated tokens per training second) and writes OUT/trainers.png, OUT/trainers.json
+and each run's files.
+
+    python benchmarks/trainers.py                      # scratch model, ~25 min on 2 CPU cores
+    python benchmarks/trainers.py --model smollm2      # SmolLM2-135M warm start (hours on a CPU)
+    python benchmarks/trainers.py --quick              # a smoke run of every part
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from learning import REWARD, WORLD, one_hop  # noqa: E402
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a few steps of each part (smoke test)")
+    parser.add_argument("--out", type=Path, default=Path("results/trainers"), help="output folder (default results/trainers)")
+    parser.add_argument("--model", default="scratch", help="student of the SFT warm start: scratch (a small Llama) or smollm2 (default scratch)")
+    parser.add_argument("--scratch-size", default="small", choices=("tiny", "small", "base"), help="size of the scratch model (default small)")
+    parser.add_argument("--sft-run", type=Path, default=None, help="reuse an SFT run folder's final/ instead of running SFT")
+    parser.add_argument("--sft-epochs", type=int, default=None, help="passes of the SFT warm start over the oracle episodes")
+    parser.add_argument("--sft-questions", type=int, default=None, help="oracle episodes of the SFT warm start")
+    parser.add_argument("--steps", type=int, default=None, help="GRPO optimizer steps of each trainer (default 12)")
+    parser.add_argument("--questions-per-step", type=int, default=4, help="questions per step (default 4)")
+    parser.add_argument("--n", type=int, default=4, help="samples per question (default 4)")
+    parser.add_argument("--lr", type=float, default=None, help="learning rate (default 2e-4 scratch, 5e-6 smollm2)")
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of both (default 1.0)")
+    parser.add_argument("--max-new-tokens", type=int, default=48, help="tokens per agent turn (default 48)")
+    parser.add_argument("--eval-every", type=int, default=None, help="steps between dev evaluations (default 3)")
+    parser.add_argument("--eval-limit", type=int, default=None, help="dev questions per evaluation (default 32)")
+    parser.add_argument("--trainers", default="searchgym,trl", help="which to run, comma-separated (default searchgym,trl)")
+    opts = parser.parse_args(argv)
+    for name in ("steps", "sft_epochs", "sft_questions", "eval_every", "eval_limit"):
+        value = getattr(opts, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    for name in ("questions_per_step", "max_new_tokens"):
+        if getattr(opts, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(opts, name)}")
+    if opts.n < 2:
+        parser.error(f"--n must be at least 2 (GRPO compares samples of one question), got {opts.n}")
+    if not opts.temperature > 0:
+        parser.error(f"--temperature must be > 0 (GRPO samples), got {opts.temperature}")
+    unknown = set(opts.trainers.split(",")) - {"searchgym", "trl"}
+    if unknown:
+        parser.error(f"--trainers takes searchgym and/or trl, got {', '.join(sorted(unknown))}")
+    if opts.model not in ("scratch", "smollm2"):
+        parser.error(f"--model takes scratch or smollm2, got {opts.model!r}")
+    if opts.sft_run is not None and not (opts.sft_run / "final").is_dir():
+        parser.error(f"--sft-run expects an SFT run folder with final/, got {opts.sft_run}")
+    q = opts.quick
+    opts.steps = opts.steps or (2 if q else 12)
+    opts.eval_every = opts.eval_every or (1 if q else 3)
+    opts.eval_limit = opts.eval_limit or (4 if q else 32)
+    opts.lr = opts.lr or (2e-4 if opts.model == "scratch" else 5e-6)
+    return opts
+
+
+def warm_start(opts: argparse.Namespace, env_options: dict, eval_options: dict) -> tuple[Path, dict]:
+    """The SFT checkpoint both trainers start from, and what it cost."""
+    if opts.sft_run is not None:
+        return opts.sft_run / "final", {"reused": str(opts.sft_run)}
+    from searchgym.training.sft import SFTArgs, sft
+
+    q = opts.quick
+    scratch = opts.model == "scratch"
+    t0 = time.perf_counter()
+    rows = sft(SFTArgs(
+        env_options=env_options, eval_env_options=eval_options, model=opts.model, scratch_size=opts.scratch_size,
+        limit=opts.sft_questions or (16 if q else (None if scratch else 32)),
+        epochs=opts.sft_epochs or (1 if q else (6 if scratch else 1)),
+        batch_size=16 if scratch else 8, micro_batch_size=8 if scratch else 2, lr=3e-3 if scratch else 5e-5,
+        warmup_steps=20 if scratch else 2, eval_every=0, eval_limit=0, max_new_tokens=opts.max_new_tokens,
+        out=str(opts.out / "sft"), progress=True,
+    ))
+    info = {"steps": len(rows), "seconds": time.perf_counter() - t0, "loss_first": rows[0]["loss"], "loss_last": rows[-1]["loss"]}
+    print(f"SFT warm start: {info['steps']} steps in {info['seconds']:.0f} s, loss {info['loss_first']:.2f} -> {info['loss_last']:.3f}")
+    return opts.out / "sft" / "final", info
+
+
+def run_searchgym(opts: argparse.Namespace, model: Path, env_options: dict, eval_options: dict) -> dict:
+    """searchgym's Trainer; evaluations at step 0 and every eval_every steps."""
+    from searchgym.training.args import Args
+    from searchgym.training.trainer import Trainer
+
+    class TimedTrainer(Trainer):
+        """Counts the time of evaluations and checkpoints, which the TRL run does not have."""
+
+        untimed = 0.0
+
+        def evaluate(self) -> dict:
+            t0 = time.perf_counter()
+            try:
+                return super().evaluate()
+            finally:
+                TimedTrainer.untimed += time.perf_counter() - t0
+
+        def save(self) -> Path:
+            t0 = time.perf_counter()
+            try:
+                return super().save()
+            finally:
+                TimedTrainer.untimed += time.perf_counter() - t0
+
+    args = Args(
+        model=str(model), env_options=env_options, eval_env_options=eval_options, algorithm="grpo", n=opts.n,
+        questions_per_step=opts.questions_per_step, micro_batch_size=opts.n * opts.questions_per_step, lr=opts.lr,
+        temperature=opts.temperature, max_new_tokens=opts.max_new_tokens, num_envs=opts.n * opts.questions_per_step,
+        total_steps=opts.steps, eval_every=opts.eval_every, eval_limit=opts.eval_limit, save_every=opts.steps,
+        out=str(opts.out / "searchgym"), tensorboard=False, resume=False, seed=0,
+    )
+    trainer = TimedTrainer(args)
+    trainer.build()  # loading the model is outside the timing, as for TRL
+    t0 = time.perf_counter()
+    rows = trainer.train()
+    wall = time.perf_counter() - t0 - TimedTrainer.untimed
+    from learning import read_rows
+
+    everything = read_rows(opts.out / "searchgym" / "metrics.csv")
+    evals = [(int(r["step"]), r["eval_reward"], r["eval_em"]) for r in everything if r.get("eval_reward") not in ("", None)]
+    tokens = sum(r["generated_tokens"] * r["episodes"] for r in rows)
+    return {
+        "evals": evals, "train_reward": [r["reward"] for r in rows], "train_seconds": wall, "generated_tokens": tokens,
+        "step_seconds": [r["time_rollout"] + r["time_update"] for r in rows],
+    }
+
+
+def run_trl(opts: argparse.Namespace, model: Path, env_options: dict, eval_options: dict) -> dict:
+    """TRL's GRPOTrainer through EnvRollout, with the same settings and evaluations."""
+    import os
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from searchgym.integrations.trl import EnvRollout, env_reward
+    from searchgym.training.trainer import evaluate_policy
+
+    rollout = EnvRollout(
+        "searchgym/SearchR1-v0", env_options=env_options, eval_env_options=eval_options,
+        num_envs=opts.n * opts.questions_per_step, max_new_tokens=opts.max_new_tokens,
+    )
+    batch = opts.n * opts.questions_per_step
+    config = GRPOConfig(
+        output_dir=str(opts.out / "trl"), num_generations=opts.n, per_device_train_batch_size=batch,
+        gradient_accumulation_steps=1, steps_per_generation=1, num_iterations=1, max_steps=opts.steps,
+        learning_rate=opts.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
+        epsilon=0.2, beta=0.0, loss_type="dapo", scale_rewards="group", temperature=opts.temperature, top_p=1.0,
+        max_completion_length=4 * opts.max_new_tokens, report_to=[], logging_steps=1, save_strategy="no",
+        use_cpu=True, bf16=False, seed=0, disable_tqdm=False,
+    )
+    evals: list = []
+    eval_seconds = [0.0]
+
+    class Evaluate(TrainerCallback):
+        def evaluate(self, step: int, trainer_model) -> None:
+            t0 = time.perf_counter()
+            lm = rollout.policy_lm(trainer_model, tokenizer)
+            training = trainer_model.training
+            trainer_model.eval()
+            try:
+                row = evaluate_policy(
+                    lm, "searchgym/SearchR1-v0", env_options={**env_options, **eval_options}, split="dev",
+                    limit=opts.eval_limit, num_envs=batch, max_new_tokens=opts.max_new_tokens,
+                    out=opts.out / "trl" / "eval" / f"step-{step:06d}", seed=0, label=f"step {step}",
+                )
+            finally:
+                trainer_model.train(training)
+            evals.append((step, row["eval_reward"], row["eval_em"]))
+            eval_seconds[0] += time.perf_counter() - t0
+
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            self.evaluate(0, model)
+
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            if state.global_step % opts.eval_every == 0 or state.global_step == opts.steps:
+                self.evaluate(state.global_step, model)
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model))
+    policy = AutoModelForCausalLM.from_pretrained(str(model), dtype="float32")
+    trainer = GRPOTrainer(
+        model=policy, processing_class=tokenizer, reward_funcs=env_reward, rollout_func=rollout,
+        train_dataset=rollout.dataset("train"), args=config, callbacks=[Evaluate()],
+    )
+    t0 = time.perf_counter()
+    trainer.train()
+    wall = time.perf_counter() - t0 - eval_seconds[0]
+    logs = [r for r in trainer.state.log_history if "env/generated_tokens" in r]
+    return {
+        "evals": evals, "train_reward": [r["reward"] for r in logs], "train_seconds": wall,
+        "generated_tokens": sum(r["env/generated_tokens"] * batch for r in logs),
+        "step_seconds": [r["step_time"] for r in logs if "step_time" in r],
+    }
+
+
+def table(runs: dict[str, dict]) -> str:
+    steps = sorted({s for r in runs.values() for s, _, _ in r["evals"]})
+    head = "| trainer | " + " | ".join(f"dev reward @{s}" for s in steps) + " | best dev EM | train s | s/step | generated tok/s |"
+    lines = [head, "|---|" + "---:|" * (len(steps) + 4)]
+    for name, r in runs.items():
+        by = {s: v for s, v, _ in r["evals"]}
+        n = len(r["step_seconds"]) or 1
+        lines.append(
+            f"| {name} | " + " | ".join(f"{by[s]:.3f}" if s in by else "-" for s in steps)
+            + f" | {max(em for _, _, em in r['evals']):.3f} | {r['train_seconds']:.0f} | {r['train_seconds'] / n:.1f}"
+            + f" | {r['generated_tokens'] / max(r['train_seconds'], 1e-9):.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def verdict(runs: dict[str, dict]) -> list[str]:
+    """The target: searchgym reaches TRL's best dev reward at least as fast, per step and
+    per second of training (evaluation steps only; the first one at or above it)."""
+    if set(runs) != {"searchgym", "trl"}:
+        return []
+    best = max(v for _, v, _ in runs["trl"]["evals"])
+
+    def reached(r: dict) -> tuple[int, float] | None:
+        step = next((s for s, v, _ in r["evals"] if v >= best), None)
+        return None if step is None else (step, step * r["train_seconds"] / max(len(r["step_seconds"]), 1))
+
+    ours, theirs = reached(runs["searchgym"]), reached(runs["trl"])
+    if ours is None:
+        return [f"searchgym never reached TRL's best dev reward {best:.3f}: FAIL"]
+    lines = [f"TRL's best dev reward {best:.3f}: searchgym at step {ours[0]} ({ours[1]:.0f} s), TRL at step {theirs[0]} ({theirs[1]:.0f} s)"]
+    if theirs[1] > 0:
+        ratio = ours[1] / theirs[1]
+        lines.append(f"seconds to reach it, searchgym / TRL: {ratio:.2f}x (target <= 1): {'PASS' if ratio <= 1 and ours[0] <= theirs[0] else 'FAIL'}")
+    else:
+        lines.append(f"both start at it (step 0): {'PASS' if ours[0] == 0 else 'FAIL'}")
+    return lines
+
+
+def plot(runs: dict[str, dict], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(9, 3.6))
+    for name, r in runs.items():
+        steps = [s for s, _, _ in r["evals"]]
+        rewards = [v for _, v, _ in r["evals"]]
+        per_step = r["train_seconds"] / max(len(r["step_seconds"]), 1)
+        by_step.plot(steps, rewards, marker="o", label=name)
+        by_time.plot([s * per_step for s in steps], rewards, marker="o", label=name)
+    by_step.set_xlabel("GRPO step")
+    by_time.set_xlabel("training wall time, s (evaluation excluded)")
+    for ax in (by_step, by_time):
+        ax.set_ylabel("dev reward (greedy)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("GRPO on synthwiki Search-R1 from the same SFT warm start")
+    fig.tight_layout()
+    fig.savefig(out / "trainers.png", dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    opts = parse_args(argv)
+    import shutil
+
+    from searchgym.corpora.datasets import write_qa
+
+    if opts.sft_run is None or opts.out.resolve() not in opts.sft_run.resolve().parents:
+        shutil.rmtree(opts.out, ignore_errors=True)
+    opts.out.mkdir(parents=True, exist_ok=True)
+    train, dev = one_hop("train", 64 if opts.quick else None), one_hop("dev", opts.eval_limit)
+    train_file, dev_file = write_qa(train, opts.out / "train-1hop.jsonl"), write_qa(dev, opts.out / "dev-1hop.jsonl")
+    env_options = {"max_turns": 3, "dataset": str(train_file), "corpus_options": WORLD, **REWARD}
+    eval_options = {"dataset": str(dev_file)}
+    print(f"synthwiki single-hop questions: {len(train)} train, {len(dev)} dev")
+    model, sft_info = warm_start(opts, env_options, eval_options)
+
+    runs = {}
+    for name in opts.trainers.split(","):
+        run = run_searchgym if name == "searchgym" else run_trl
+        runs[name] = run(opts, model, env_options, eval_options)
+        evals = ", ".join(f"{s}: {v:.3f}" for s, v, _ in runs[name]["evals"])
+        print(f"{name}: {opts.steps} steps, {runs[name]['train_seconds']:.0f} s of training; dev reward by step {evals}")
+    print(table(runs))
+    for line in verdict(runs):
+        print(line)
+    plot(runs, opts.out)
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(opts).items()}
+    (opts.out / "trainers.json").write_text(json.dumps({"settings": settings, "sft": sft_info, "runs": runs}, indent=1))
+    print(f"wrote {opts.out}/trainers.png and trainers.json")
+
+
+if __name__ == "__main__":
+    main()
