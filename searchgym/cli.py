@@ -28,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="benchmark SmolLM2 on wiki-vital with and without search (make demo)",
         description=(
             "Benchmarks SmolLM2-135M-Instruct on wiki-vital's answerable FanOutQA questions as: no retrieval, "
-            "naive RAG (BM25 and dense, top-1), the Search-R1 agent, RECON with the LLM summarizer, the s3 "
+            "naive RAG (BM25 and dense, top-1), the Search-R1 agent, the same agent after a short SFT on the "
+            "synthwiki oracle's play (trained once, then cached), RECON with the LLM summarizer, the s3 "
             "searcher with SmolLM2 as frozen generator and R-Search with SmolLM2 as frozen reader. Prints the "
             "table, writes OUT/summary.{json,csv,png} and resumes when interrupted."
         ),
@@ -52,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--num-envs", type=_positive, default=DEFAULT_NUM_ENVS, help=f"episodes live at once (default {DEFAULT_NUM_ENVS})")
     demo.add_argument("--out", type=Path, default=Path("results/demo"), help="output folder (default results/demo)")
     demo.add_argument("--no-resume", action="store_true", help="start over instead of resuming from OUT")
+    demo.add_argument(
+        "--no-training", action="store_true",
+        help="leave out the row of the Search-R1 agent after SFT on the synthwiki oracle (trained on the first demo, "
+        "then loaded from the cache folder)",
+    )
 
     oracle = sub.add_parser(
         "oracle-demo",
@@ -293,10 +299,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"searchgym {args.command}: error: {e}", file=sys.stderr)
             return 2
     if args.command == "demo":
-        from searchgym.demo import run
+        from searchgym.demo import DemoSFT, run
 
         try:
-            run(args.limit, args.backend, args.dtype, args.max_new_tokens, args.num_envs, args.out, resume=not args.no_resume)
+            run(
+                args.limit, args.backend, args.dtype, args.max_new_tokens, args.num_envs, args.out, resume=not args.no_resume,
+                sft=None if args.no_training else DemoSFT(),
+            )
         except SearchGymError as e:
             print(f"searchgym demo: error: {e}", file=sys.stderr)
             return 2

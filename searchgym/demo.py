@@ -4,18 +4,25 @@ SmolLM2-135M-Instruct plays wiki-vital's answerable FanOutQA questions as every 
 policy the library offers: no retrieval, naive RAG over BM25 and over dense retrieval
 (top-1 passage), the Search-R1 agent, RECON (the same agent with the LLM summarizer in
 the env), the s3 searcher with SmolLM2 as its frozen generator, and R-Search with SmolLM2
-as its frozen reader. Everything runs through :func:`searchgym.bench.run_bench`, so the
-demo is an ordinary benchmark: it resumes when interrupted and writes the same files.
+as its frozen reader. One more row is the Search-R1 agent after a short supervised warm
+start on the synthwiki oracle's play (:class:`DemoSFT`): trained on first use, cached
+under the cache folder by :func:`searchgym.training.sft_cache.cached_sft`, and loaded
+from there by later demos. Everything runs through :func:`searchgym.bench.run_bench`, so
+the demo is an ordinary benchmark: it resumes when interrupted and writes the same files.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from searchgym.agents import Agent
 from searchgym.bench import BenchConfig, run_bench
+from searchgym.error import ConfigError
 
 #: Defaults of ``searchgym demo``: the first 32 of the 79 questions, all live at once,
 #: 64 new tokens per turn, which finishes within 20 minutes from a fresh clone on the
@@ -34,6 +41,105 @@ DEMO_RUNS = (
     ("s3 searcher + frozen generator", "S3-v0", "lm"),
     ("R-Search agent + frozen reader", "RSearch-v0", "lm"),
 )
+
+
+#: The trained row, shown right after the untrained agent it is compared with.
+TRAINED_LABEL = "Search-R1 agent after SFT"
+UNTRAINED_LABEL = "Search-R1 agent"
+
+
+@dataclass(frozen=True)
+class DemoSFT:
+    """The warm start of the demo's trained row: the student learns the Search-R1 protocol
+    from the synthwiki oracle's play of single-hop questions (wiki-vital's FanOutQA
+    sub-questions are single-hop too), with :func:`searchgym.training.sft.sft`. Every field
+    goes into the benchmark's ``config.json`` and, with the data, into the checkpoint's
+    cache key."""
+
+    model: str = "smollm2"
+    """The student: a built-in name or a model folder."""
+    questions: int = 16
+    """Single-hop synthwiki train questions the oracle plays, one trajectory each."""
+    num_passages: int = 1000
+    """Size of the synthwiki world."""
+    world_seed: int = 0
+    """Seed of the synthwiki world."""
+    top_k: int = 1
+    """Passages per search in the oracle's episodes: one keeps a trajectory near 350
+    SmolLM2 tokens (620 with three), and SFT time grows with every token."""
+    epochs: int = 1
+    """Passes over the trajectories."""
+    batch_size: int = 4
+    """Trajectories per optimizer step (4 steps of 4 answered 31 of 32 wiki-vital questions
+    in form; 2 steps of 8, the same tokens, 9 of 32)."""
+    micro_batch_size: int = 4
+    """Trajectories per forward/backward pass."""
+    lr: float = 2e-4
+    """Peak learning rate (one warmup step, then cosine decay)."""
+    seed: int = 0
+    """Seed of the data order."""
+
+
+def sft_args(settings: DemoSFT, *, progress: bool = True) -> Any:
+    """The :class:`~searchgym.training.sft.SFTArgs` of ``settings`` (no evaluation: the demo
+    is the evaluation)."""
+    import gymnasium as gym
+
+    from searchgym.training.sft import SFTArgs
+
+    world = {"seed": settings.world_seed, "num_passages": settings.num_passages}
+    env = gym.make("searchgym/SearchR1-v0", split="train", corpus_options=world)
+    examples = [ex for ex in env.unwrapped.examples if ex.metadata.get("hops") == 1][: settings.questions]
+    env.close()
+    if len(examples) < settings.questions:
+        raise ConfigError(
+            f"DemoSFT expects at most as many questions as the synthwiki world has single-hop train questions "
+            f"({len(examples)} with {settings.num_passages} passages), got {settings.questions}; raise num_passages."
+        )
+    return SFTArgs(
+        env_id="searchgym/SearchR1-v0", env_options={"corpus_options": world, "dataset": examples, "top_k": settings.top_k},
+        split="train", model=settings.model, epochs=settings.epochs, batch_size=settings.batch_size,
+        micro_batch_size=settings.micro_batch_size, lr=settings.lr, warmup_steps=1, eval_limit=0, num_envs=8,
+        seed=settings.seed, progress=progress,
+    )
+
+
+def trained_agent(
+    env: Any, *, sft: dict[str, Any], checkpoint: str, backend: str, backend_options: dict[str, Any],
+    seed: int = 0, temperature: float = 0.0, max_new_tokens: int = 64, progress: bool = True,
+) -> Agent:
+    """The Search-R1 agent of the demo's SFT checkpoint (:class:`DemoSFT` fields in
+    ``sft``, its cache key in ``checkpoint``), trained first if the cache lacks it."""
+    from searchgym.agents.lm_agents import policy_agent
+    from searchgym.lm.registry import load_lm
+    from searchgym.training.sft_cache import cache_root, cached_sft, is_complete
+
+    settings = DemoSFT(**sft)
+    run = cache_root() / checkpoint
+    if not is_complete(run):
+        print(
+            f"\nTraining the row {TRAINED_LABEL!r} (once; then cached in {run}): {settings.model} learns Search-R1 "
+            f"from {settings.questions} episodes of the synthwiki oracle, {settings.epochs} epoch(s) of "
+            f"{-(-settings.questions // settings.batch_size)} steps",
+            flush=True,
+        )
+        start = time.perf_counter()
+        run = cached_sft(sft_args(settings, progress=progress), key=checkpoint)
+        print(f"trained in {time.perf_counter() - start:.0f} s", flush=True)
+    lm = load_lm(str(run / "final"), backend=backend, **backend_options)
+    return policy_agent(env, lm, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+
+
+def trained_options(settings: DemoSFT, backend: str, backend_options: dict[str, Any]) -> dict[str, Any]:
+    """``trained_agent``'s options for ``settings``: what ``config.json`` records of the
+    trained row, its checkpoint's cache key included, so a resumed demo plays the same
+    checkpoint or refuses to mix two."""
+    from searchgym.training.sft_cache import sft_key
+
+    return {
+        "sft": dataclasses.asdict(settings), "checkpoint": sft_key(sft_args(settings, progress=False)),
+        "backend": backend, "backend_options": dict(backend_options),
+    }
 
 
 def default_backend() -> str:
@@ -55,10 +161,22 @@ def default_dtype(backend: str) -> str:
     return "bfloat16" if backend == "vllm" else "float32"
 
 
-def demo_config(limit: int | None, backend: str, dtype: str, max_new_tokens: int, num_envs: int) -> BenchConfig:
+def demo_config(
+    limit: int | None, backend: str, dtype: str, max_new_tokens: int, num_envs: int, sft: DemoSFT | None = DemoSFT()
+) -> BenchConfig:
+    """The demo's benchmark: the rows of :data:`DEMO_RUNS`, and the trained row after
+    ``UNTRAINED_LABEL`` unless ``sft`` is None."""
+    runs: list[tuple[str, Any]] = [(env, agent) for _, env, agent in DEMO_RUNS]
+    labels = [label for label, _, _ in DEMO_RUNS]
+    agent_options: dict[str, dict[str, Any]] = {"naive-rag": {"k": 1}, "naive-rag-dense": {"k": 1}}
+    if sft is not None:
+        at = labels.index(UNTRAINED_LABEL) + 1
+        runs.insert(at, ("SearchR1-v0", trained_agent))
+        labels.insert(at, TRAINED_LABEL)
+        agent_options[trained_agent.__name__] = trained_options(sft, backend, {"dtype": dtype})
     return BenchConfig(
-        runs=[(env, agent) for _, env, agent in DEMO_RUNS],
-        labels=[label for label, _, _ in DEMO_RUNS],
+        runs=runs,
+        labels=labels,
         limit=limit,
         model="smollm2",
         backend=backend,
@@ -66,21 +184,23 @@ def demo_config(limit: int | None, backend: str, dtype: str, max_new_tokens: int
         frozen_model="policy",
         summarizer="llm",
         env_options={"*": {"corpus": "wiki-vital", "dataset": "wiki-vital-answerable"}},
-        agent_options={"naive-rag": {"k": 1}, "naive-rag-dense": {"k": 1}},
+        agent_options=agent_options,
         num_envs=num_envs,
         max_new_tokens=max_new_tokens,
     )
 
 
 def run(
-    limit: int | None, backend: str | None, dtype: str | None, max_new_tokens: int, num_envs: int, out: Path, resume: bool = True
+    limit: int | None, backend: str | None, dtype: str | None, max_new_tokens: int, num_envs: int, out: Path, resume: bool = True,
+    sft: DemoSFT | None = DemoSFT(),
 ) -> Any:
     """Run the demo benchmark, print its table and return the results. ``backend`` and
-    ``dtype`` default to :func:`default_backend` and :func:`default_dtype`."""
+    ``dtype`` default to :func:`default_backend` and :func:`default_dtype`; ``sft=None``
+    leaves out the trained row."""
     backend = backend or default_backend()
     dtype = dtype or default_dtype(backend)
     start = time.perf_counter()
-    results = run_bench(demo_config(limit, backend, dtype, max_new_tokens, num_envs), out, resume=resume)
+    results = run_bench(demo_config(limit, backend, dtype, max_new_tokens, num_envs, sft), out, resume=resume)
     minutes = (time.perf_counter() - start) / 60
     print(f"\nSmolLM2-135M-Instruct ({backend}, {dtype}) on wiki-vital answerable FanOutQA questions; {minutes:.1f} min\n")
     print(results.markdown())
@@ -103,6 +223,8 @@ LEGEND = """What the columns mean (scores are means over the questions, 1.0 is p
 
 def explain(rows: list[dict[str, Any]]) -> str:
     """The legend, then a few lines computed from ``rows`` on what they show."""
+    from searchgym.agents.registry import describe_agent
+
     if not rows:
         return LEGEND
     lines = [LEGEND, "", "What these rows show:"]
@@ -116,7 +238,11 @@ def explain(rows: list[dict[str, Any]]) -> str:
             f"  against answering from memory (F1 {base['f1']:.3f}): better with {', '.join(better) or 'none'}; "
             f"worse with {', '.join(worse) or 'none'}"
         )
-    agents = [r for r in rows if r.get("agent") == "lm"]
+    trained = next((r for r in rows if r.get("agent") == describe_agent(trained_agent)), None)
+    untrained = next((r for r in rows if r.get("agent") == "lm" and r.get("env", "").endswith("SearchR1-v0")), None)
+    if trained is not None and untrained is not None:
+        lines.append(f"  after SFT on the synthwiki oracle's play, {compare(untrained, trained)}")
+    agents = [r for r in rows if r.get("agent") == "lm" or r is trained]
     idle = [r["label"] for r in agents if r["searches"] == 0]
     if idle:
         lines.append(f"  never searched: {', '.join(idle)} (no search call: they answered from the prompt alone)")
@@ -132,3 +258,17 @@ def explain(rows: list[dict[str, Any]]) -> str:
             f"({top_agent['label']}); one retrieved passage in the prompt reaches {top_rag['f1']:.3f} ({top_rag['label']})"
         )
     return "\n".join(lines)
+
+
+def compare(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """One line on what training changed between two summary rows of the same env."""
+
+    def answered(row: dict[str, Any]) -> str:
+        return f"{row.get('outcomes', {}).get('answered', 0)} of {row['n']}"
+
+    return (
+        f"the Search-R1 agent answers {answered(after)} questions in the protocol's <answer> block "
+        f"({answered(before)} before), searches {after['searches']:.2f} times per episode ({before['searches']:.2f}), "
+        f"and scores F1 {after['f1']:.3f} ({before['f1']:.3f}), EM {after['em']:.3f} ({before['em']:.3f}), "
+        f"cover-EM {after['cover_em']:.3f} ({before['cover_em']:.3f})"
+    )

@@ -1,0 +1,93 @@
+"""The demo's trained row: SFT on first use, cached, played through the benchmark, resumed."""
+
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+
+from env_helpers import SMALL_WORLD  # noqa: E402
+from searchgym.bench import BenchConfig, check_config, run_bench  # noqa: E402
+from searchgym.demo import (  # noqa: E402
+    DEMO_RUNS, TRAINED_LABEL, UNTRAINED_LABEL, DemoSFT, demo_config, explain, sft_args, trained_agent, trained_options,
+)
+from searchgym.error import ConfigError  # noqa: E402
+from searchgym.lm.testing import tiny_model_folder  # noqa: E402
+from searchgym.training import sft_cache  # noqa: E402
+
+
+def test_the_demo_plays_the_trained_row_after_the_untrained_agent_and_records_its_checkpoint():
+    config = demo_config(5, "transformers", "float32", 64, 4)
+    check_config(config)
+    labels = [label for label, _, _ in DEMO_RUNS]
+    at = labels.index(UNTRAINED_LABEL) + 1
+    assert config.run_labels() == labels[:at] + [TRAINED_LABEL] + labels[at:]
+    assert config.runs[at] == ("SearchR1-v0", trained_agent)
+    options = config.agent_options["trained_agent"]
+    assert options["sft"] == json.loads(json.dumps(options["sft"])) == {**DemoSFT().__dict__}
+    assert options["checkpoint"] == sft_cache.sft_key(sft_args(DemoSFT(), progress=False))
+    assert (options["backend"], options["backend_options"]) == ("transformers", {"dtype": "float32"})
+    assert demo_config(5, "transformers", "float32", 64, 4, sft=None).run_labels() == labels
+
+
+def test_the_warm_start_plays_single_hop_synthwiki_questions():
+    args = sft_args(DemoSFT(questions=4, num_passages=400, world_seed=7))
+    examples = args.env_options["dataset"]
+    assert len(examples) == 4 and all(ex.metadata["hops"] == 1 for ex in examples)
+    assert args.env_options["corpus_options"] == {"seed": 7, "num_passages": 400} and args.eval_limit == 0
+    with pytest.raises(ConfigError, match=r"^DemoSFT expects at most as many questions as the synthwiki world has"):
+        sft_args(DemoSFT(questions=10_000, num_passages=400))
+
+
+def test_the_trained_row_trains_once_plays_and_resumes(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SEARCHGYM_CACHE", str(tmp_path / "cache"))
+    model = str(tiny_model_folder())
+    settings = DemoSFT(model=model, questions=4, num_passages=400, world_seed=7, batch_size=4, lr=1e-3)
+    options = {**trained_options(settings, "transformers", {"dtype": "float32"}), "progress": False}
+    config = BenchConfig(
+        runs=[("SearchR1-v0", "lm"), ("SearchR1-v0", trained_agent)], labels=[UNTRAINED_LABEL, TRAINED_LABEL], limit=3,
+        model=model, env_options={"*": {"corpus_options": SMALL_WORLD}}, agent_options={"trained_agent": options},
+        num_envs=3, max_new_tokens=8,
+    )
+    results = run_bench(config, tmp_path / "bench", progress=False)
+    run = sft_cache.cache_root() / options["checkpoint"]
+    assert sft_cache.is_complete(run)
+    assert f"Training the row '{TRAINED_LABEL}' (once; then cached in {run})" in capsys.readouterr().out
+    assert [r["label"] for r in results.rows] == [UNTRAINED_LABEL, TRAINED_LABEL] and results.rows[1]["n"] == 3
+    assert f"| {TRAINED_LABEL} | 3 |" in results.markdown()
+    recorded = json.loads((tmp_path / "bench" / "config.json").read_text())
+    assert recorded["runs"][1] == ["SearchR1-v0", "searchgym.demo:trained_agent"]
+    assert recorded["agent_options"]["trained_agent"]["checkpoint"] == run.name
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained again")
+
+    monkeypatch.setattr(sft_cache, "sft", no_training)
+    # A resumed demo plays nothing again; a new one loads the cached checkpoint.
+    again = run_bench(config, tmp_path / "bench", progress=False)
+    assert again.rows == results.rows
+    fresh = run_bench(config, tmp_path / "fresh", progress=False)
+    assert fresh.rows[1]["n"] == 3 and "Training the row" not in capsys.readouterr().out
+    # Another checkpoint is another benchmark: the demo does not mix their episodes.
+    other = {**options, "checkpoint": "0" * 16}
+    with pytest.raises(ConfigError, match=r"holds a benchmark with a different configuration \(changed: agent_options\)"):
+        run_bench(BenchConfig(**{**config.__dict__, "agent_options": {"trained_agent": other}}), tmp_path / "bench", progress=False)
+
+
+def test_the_explanation_compares_the_trained_row_with_its_untrained_self():
+    def row(label, agent, f1, searches, answered, env="searchgym/SearchR1-v0"):
+        return {"label": label, "agent": agent, "env": env, "n": 32, "em": f1 / 2, "f1": f1, "cover_em": f1,
+                "searches": searches, "failures": "-", "outcomes": {"answered": answered, "truncated": 32 - answered}}
+
+    rows = [row("no retrieval", "no-retrieval", 0.10, 0.0, 32), row(UNTRAINED_LABEL, "lm", 0.0, 0.0, 0),
+            row(TRAINED_LABEL, "searchgym.demo:trained_agent", 0.25, 1.0, 30),
+            row("RECON agent", "lm", 0.0, 0.0, 0, env="searchgym/RECON-v0")]
+    lines = explain(rows).split("What these rows show:\n")[1].splitlines()
+    assert lines == [
+        f"  best F1: {TRAINED_LABEL} (0.250, EM 0.125, cover-EM 0.250)",
+        f"  against answering from memory (F1 0.100): better with {TRAINED_LABEL}; worse with {UNTRAINED_LABEL}, RECON agent",
+        "  after SFT on the synthwiki oracle's play, the Search-R1 agent answers 30 of 32 questions in the protocol's <answer> "
+        "block (0 of 32 before), searches 1.00 times per episode (0.00), and scores F1 0.250 (0.000), EM 0.125 (0.000), "
+        "cover-EM 0.250 (0.000)",
+        f"  never searched: {UNTRAINED_LABEL}, RECON agent (no search call: they answered from the prompt alone)",
+    ]
