@@ -49,6 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=None, help="GRPO optimizer steps of each trainer (default 12)")
     parser.add_argument("--questions-per-step", type=int, default=4, help="questions per step (default 4)")
     parser.add_argument("--n", type=int, default=4, help="samples per question (default 4)")
+    parser.add_argument("--micro-batch-size", type=int, default=4,
+                        help="episodes per forward/backward pass; gradients accumulate to one optimizer step per batch (default 4)")
     parser.add_argument("--lr", type=float, default=None, help="learning rate (default 2e-4 scratch, 5e-6 smollm2)")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of both (default 1.0)")
     parser.add_argument("--max-new-tokens", type=int, default=48, help="tokens per agent turn (default 48)")
@@ -63,6 +65,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("questions_per_step", "max_new_tokens"):
         if getattr(opts, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(opts, name)}")
+    if opts.micro_batch_size < 1 or (opts.n * opts.questions_per_step) % opts.micro_batch_size:
+        parser.error(f"--micro-batch-size must divide the batch (--n x --questions-per-step = {opts.n * opts.questions_per_step}), got {opts.micro_batch_size}")
     if opts.n < 2:
         parser.error(f"--n must be at least 2 (GRPO compares samples of one question), got {opts.n}")
     if not opts.temperature > 0:
@@ -130,7 +134,7 @@ def run_searchgym(opts: argparse.Namespace, model: Path, env_options: dict, eval
 
     args = Args(
         model=str(model), env_options=env_options, eval_env_options=eval_options, algorithm="grpo", n=opts.n,
-        questions_per_step=opts.questions_per_step, micro_batch_size=opts.n * opts.questions_per_step, lr=opts.lr,
+        questions_per_step=opts.questions_per_step, micro_batch_size=opts.micro_batch_size, lr=opts.lr,
         temperature=opts.temperature, max_new_tokens=opts.max_new_tokens, num_envs=opts.n * opts.questions_per_step,
         total_steps=opts.steps, eval_every=opts.eval_every, eval_limit=opts.eval_limit, save_every=opts.steps,
         out=str(opts.out / "searchgym"), tensorboard=False, resume=False, seed=0,
@@ -167,9 +171,10 @@ def run_trl(opts: argparse.Namespace, model: Path, env_options: dict, eval_optio
         num_envs=opts.n * opts.questions_per_step, max_new_tokens=opts.max_new_tokens,
     )
     batch = opts.n * opts.questions_per_step
+    accumulate = batch // opts.micro_batch_size  # micro-batches of one generation batch, one optimizer step
     config = GRPOConfig(
-        output_dir=str(opts.out / "trl"), num_generations=opts.n, per_device_train_batch_size=batch,
-        gradient_accumulation_steps=1, steps_per_generation=1, num_iterations=1, max_steps=opts.steps,
+        output_dir=str(opts.out / "trl"), num_generations=opts.n, per_device_train_batch_size=opts.micro_batch_size,
+        gradient_accumulation_steps=accumulate, steps_per_generation=accumulate, num_iterations=1, max_steps=opts.steps,
         learning_rate=opts.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
         epsilon=0.2, beta=0.0, loss_type="dapo", scale_rewards="group", temperature=opts.temperature, top_p=1.0,
         max_completion_length=4 * opts.max_new_tokens, report_to=[], logging_steps=1, save_strategy="no",
