@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--limit", type=_positive, default=DEFAULT_LIMIT,
-        help=f"first N of the 79 questions (default {DEFAULT_LIMIT}: the demo then finishes within 20 minutes on 2 CPU cores; 79 for all)",
+        help=f"first N of the 79 questions (default {DEFAULT_LIMIT}: the demo then finishes within 15 minutes on 2 CPU cores from an empty cache; 79 for all)",
     )
     demo.add_argument(
         "--backend", default=None,

@@ -25,8 +25,9 @@ from searchgym.bench import BenchConfig, run_bench
 from searchgym.error import ConfigError
 
 #: Defaults of ``searchgym demo``: the first 32 of the 79 questions, all live at once,
-#: 64 new tokens per turn, which finishes within 20 minutes from a fresh clone on the
-#: 2-core CPU (AVX2) this project is developed on. ``--limit 79`` plays every question.
+#: 64 new tokens per turn, which finishes within 15 minutes from an empty cache on the
+#: 2-core CPU (AVX2) this project is developed on when nothing else runs there, the SFT
+#: of the trained row included (benchmarks/RESULTS.md). ``--limit 79`` plays every question.
 DEFAULT_LIMIT = 32
 DEFAULT_NUM_ENVS = 32
 DEFAULT_MAX_NEW_TOKENS = 64
