@@ -91,3 +91,10 @@ def test_the_explanation_compares_the_trained_row_with_its_untrained_self():
         "cover-EM 0.250 (0.000)",
         f"  never searched: {UNTRAINED_LABEL}, RECON agent (no search call: they answered from the prompt alone)",
     ]
+
+
+def test_the_demo_command_can_leave_out_the_trained_row():
+    from searchgym.cli import build_parser
+
+    assert build_parser().parse_args(["demo"]).no_training is False
+    assert build_parser().parse_args(["demo", "--no-training"]).no_training is True
