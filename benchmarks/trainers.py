@@ -56,6 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-new-tokens", type=int, default=48, help="tokens per agent turn (default 48)")
     parser.add_argument("--eval-every", type=int, default=None, help="steps between dev evaluations (default 3)")
     parser.add_argument("--eval-limit", type=int, default=None, help="dev questions per evaluation (default 32)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of both trainers: question order, sampling, initialisation of anything new (default 0)")
     parser.add_argument("--trainers", default="searchgym,trl", help="which to run, comma-separated (default searchgym,trl)")
     opts = parser.parse_args(argv)
     for name in ("steps", "sft_epochs", "sft_questions", "eval_every", "eval_limit"):
@@ -137,7 +138,7 @@ def run_searchgym(opts: argparse.Namespace, model: Path, env_options: dict, eval
         questions_per_step=opts.questions_per_step, micro_batch_size=opts.micro_batch_size, lr=opts.lr,
         temperature=opts.temperature, max_new_tokens=opts.max_new_tokens, num_envs=opts.n * opts.questions_per_step,
         total_steps=opts.steps, eval_every=opts.eval_every, eval_limit=opts.eval_limit, save_every=opts.steps,
-        out=str(opts.out / "searchgym"), tensorboard=False, resume=False, seed=0,
+        out=str(opts.out / "searchgym"), tensorboard=False, resume=False, seed=opts.seed,
     )
     trainer = TimedTrainer(args)
     trainer.build()  # loading the model is outside the timing, as for TRL
@@ -168,7 +169,7 @@ def run_trl(opts: argparse.Namespace, model: Path, env_options: dict, eval_optio
 
     rollout = EnvRollout(
         "searchgym/SearchR1-v0", env_options=env_options, eval_env_options=eval_options,
-        num_envs=opts.n * opts.questions_per_step, max_new_tokens=opts.max_new_tokens,
+        num_envs=opts.n * opts.questions_per_step, max_new_tokens=opts.max_new_tokens, seed=opts.seed,
     )
     batch = opts.n * opts.questions_per_step
     accumulate = batch // opts.micro_batch_size  # micro-batches of one generation batch, one optimizer step
@@ -178,7 +179,7 @@ def run_trl(opts: argparse.Namespace, model: Path, env_options: dict, eval_optio
         learning_rate=opts.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
         epsilon=0.2, beta=0.0, loss_type="dapo", scale_rewards="group", temperature=opts.temperature, top_p=1.0,
         max_completion_length=4 * opts.max_new_tokens, report_to=[], logging_steps=1, save_strategy="no",
-        use_cpu=True, bf16=False, seed=0, disable_tqdm=False,
+        use_cpu=True, bf16=False, seed=opts.seed, disable_tqdm=False,
     )
     evals: list = []
     eval_seconds = [0.0]
@@ -268,17 +269,21 @@ def plot(runs: dict[str, dict], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(9, 3.6))
+    fig, (by_step, by_time, sampled) = plt.subplots(1, 3, figsize=(13, 3.6))
     for name, r in runs.items():
         steps = [s for s, _, _ in r["evals"]]
         rewards = [v for _, v, _ in r["evals"]]
         per_step = r["train_seconds"] / max(len(r["step_seconds"]), 1)
         by_step.plot(steps, rewards, marker="o", label=name)
         by_time.plot([s * per_step for s in steps], rewards, marker="o", label=name)
+        sampled.plot(range(1, len(r["train_reward"]) + 1), r["train_reward"], label=name)
     by_step.set_xlabel("GRPO step")
     by_time.set_xlabel("training wall time, s (evaluation excluded)")
+    sampled.set_xlabel("GRPO step")
     for ax in (by_step, by_time):
         ax.set_ylabel("dev reward (greedy)")
+    sampled.set_ylabel("train batch reward (sampled)")
+    for ax in (by_step, by_time, sampled):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle("GRPO on synthwiki Search-R1 from the same SFT warm start")
