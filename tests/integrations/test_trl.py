@@ -213,6 +213,7 @@ def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "searchgym.integrations.trl", *args], capture_output=True, text=True, timeout=600, env=env)
 
 
+@pytest.mark.slow
 def test_the_command_line_trains_and_writes_a_loadable_model(tmp_path):
     import json
 
