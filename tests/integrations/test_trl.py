@@ -241,3 +241,42 @@ def test_the_command_line_explains_bad_arguments(tmp_path):
     assert done.returncode == 2 and "--steps expects a positive integer, got 0" in done.stderr
     done = run_cli("--model", str(tiny_model_folder()), "--env-id", "Nope-v0")
     assert done.returncode == 2 and "Nope-v0" in done.stderr and "SearchR1-v0" in done.stderr
+
+
+def test_trls_grpo_gradient_equals_searchgyms_on_the_same_batch(tmp_path):
+    """The same episodes and advantages give the same policy-gradient in TRL's loss
+    (dapo, clip 0.2, no KL) and in searchgym's (token-mean): the two trainers differ in
+    what they sample, not in the update."""
+    from searchgym.training.batch import collate, forward_logprobs
+    from searchgym.training.losses import policy_loss
+
+    rollout = EnvRollout("SearchR1-v0", env_options=SMALL, max_new_tokens=8, num_envs=4)
+    trainer = make_trainer(tmp_path, rollout, rollout.dataset("train", limit=8), max_steps=1, learning_rate=0.0, loss_type="dapo", beta=0.0)
+    params = list(trainer.model.parameters())
+    seen = {}
+    compute_loss = trainer._compute_loss
+
+    def recording(model, inputs):
+        loss = compute_loss(model, inputs)
+        seen["grad"] = torch.autograd.grad(loss, params, retain_graph=True)
+        seen["inputs"] = inputs
+        return loss
+
+    trainer._compute_loss = recording
+    trainer.train()
+    inputs = seen["inputs"]
+    by_ids = {tuple(r.trajectory.response_ids): r.trajectory for r in rollout.last_results}
+    rows = range(inputs["completion_ids"].shape[0])
+    widths = [int(inputs["completion_mask"][row].sum()) for row in rows]
+    trajectories = [by_ids[tuple(inputs["completion_ids"][row, :w].tolist())] for row, w in zip(rows, widths)]
+    batch = collate(trajectories)
+    logprobs = forward_logprobs(trainer.model, batch)["logprobs"]  # [B, L-1]
+    advantages = inputs["advantages"].unsqueeze(-1) * batch.loss_mask  # [B, L-1]
+    assert advantages.abs().sum() > 0
+    loss, _ = policy_loss(logprobs, logprobs.detach(), advantages, batch.loss_mask, clip_low=0.2, clip_high=None, mode="token-mean")
+    ours = torch.autograd.grad(loss, params)
+    flat_theirs = torch.cat([g.flatten() for g in seen["grad"]])
+    flat_ours = torch.cat([g.flatten() for g in ours])
+    # Rounding only (TRL left-pads the prompts, searchgym right-pads the rows).
+    assert float(torch.nn.functional.cosine_similarity(flat_ours, flat_theirs, dim=0)) > 1 - 1e-6
+    torch.testing.assert_close(flat_ours, flat_theirs, rtol=1e-2, atol=1e-4)
