@@ -322,9 +322,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     """``python -m searchgym.integrations.trl``: GRPO through TRL on a searchgym env
     (``accelerate launch -m searchgym.integrations.trl ...`` on several GPUs)."""
     import argparse
-    import json
     import sys
     from pathlib import Path
+
+    from searchgym.training.cli import json_object
 
     parser = argparse.ArgumentParser(
         prog="python -m searchgym.integrations.trl",
@@ -334,8 +335,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--model", required=True, help="the policy: a transformers folder (e.g. runs/sft/final) or a searchgym model name (smollm2)")
     parser.add_argument("--env-id", default="searchgym/SearchR1-v0", help="registered env id")
-    parser.add_argument("--env-options", default="{}", help="gym.make options as JSON (corpus, retriever, reward, max_turns...)")
-    parser.add_argument("--eval-env-options", default="{}", help="JSON options added for evaluation episodes")
+    parser.add_argument("--env-options", type=json_object, default="{}", help="gym.make options as JSON (corpus, retriever, reward, max_turns...)")
+    parser.add_argument("--eval-env-options", type=json_object, default="{}", help="JSON options added for evaluation episodes")
     parser.add_argument("--train-split", default="train", help="split of the training questions")
     parser.add_argument("--eval-split", default="dev", help="split of the evaluation questions")
     parser.add_argument("--eval-limit", type=int, default=64, help="evaluation questions (0: no evaluation)")
@@ -350,18 +351,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--beta", type=float, default=0.0, help="KL coefficient against the initial model (TRL's k3 loss)")
     parser.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (0: full fine-tuning)")
     parser.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision (GPUs)")
-    parser.add_argument("--config", default="{}", help="more GRPOConfig fields as JSON, e.g. '{\"gradient_checkpointing\": true}'")
+    parser.add_argument("--config", type=json_object, default="{}", help="more GRPOConfig fields as JSON, e.g. '{\"gradient_checkpointing\": true}'")
     parser.add_argument("--out", default="runs/trl", help="output folder; the trained model goes to OUT/final")
     parser.add_argument("--seed", type=int, default=0, help="seed of TRL and of the rollout's sampling")
     opts = parser.parse_args(argv)
-    options = {}
-    for name in ("env_options", "eval_env_options", "config"):
-        try:
-            options[name] = json.loads(getattr(opts, name))
-        except json.JSONDecodeError as e:
-            parser.error(f"--{name.replace('_', '-')} expects a JSON object, got {getattr(opts, name)!r} ({e.msg})")
-        if not isinstance(options[name], dict):
-            parser.error(f"--{name.replace('_', '-')} expects a JSON object, got {getattr(opts, name)!r}")
     for name in ("num_generations", "batch_size", "max_new_tokens", "num_envs", "steps", "eval_steps"):
         if getattr(opts, name) < 1:
             parser.error(f"--{name.replace('_', '-')} expects a positive integer, got {getattr(opts, name)}")
@@ -374,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     try:
         rollout = EnvRollout(
-            opts.env_id, env_options=options["env_options"], eval_env_options=options["eval_env_options"],
+            opts.env_id, env_options=opts.env_options, eval_env_options=opts.eval_env_options,
             num_envs=opts.num_envs, max_new_tokens=opts.max_new_tokens, seed=opts.seed,
         )
         train = rollout.dataset(opts.train_split)
@@ -386,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "max_steps": opts.steps, "learning_rate": opts.lr, "lr_scheduler_type": "constant", "temperature": opts.temperature,
             "beta": opts.beta, "bf16": opts.bf16, "seed": opts.seed, "logging_steps": 1, "save_steps": opts.eval_steps,
             "eval_strategy": "steps" if evaluation is not None else "no", "eval_steps": opts.eval_steps, "report_to": [],
-            **options["config"],
+            **opts.config,
         })
         peft_config = None
         if opts.lora_rank:

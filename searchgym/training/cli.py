@@ -43,7 +43,8 @@ def _none_or(convert):
     return parse
 
 
-def _json_dict(text: str) -> dict[str, Any]:
+def json_object(text: str) -> dict[str, Any]:
+    """argparse type of a JSON-object option (gym.make options, configs)."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
@@ -72,7 +73,7 @@ def add_fields(parser: Any, cls: type, *, skip: Any = ()) -> None:
         if kind == "bool":
             parser.add_argument(flags[0], action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)
         elif kind == "json":
-            parser.add_argument(*flags, type=_json_dict, default=argparse.SUPPRESS, metavar="JSON", help=help_text)
+            parser.add_argument(*flags, type=json_object, default=argparse.SUPPRESS, metavar="JSON", help=help_text)
         elif kind == "list":
             item = int if "int" in str(f.type) else str
             parser.add_argument(*flags, nargs="+", type=item, default=argparse.SUPPRESS, metavar=item.__name__.upper() if item is int else "NAME", help=help_text)

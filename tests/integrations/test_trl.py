@@ -236,7 +236,7 @@ def test_the_command_line_trains_and_writes_a_loadable_model(tmp_path):
 
 def test_the_command_line_explains_bad_arguments(tmp_path):
     done = run_cli("--model", str(tiny_model_folder()), "--env-options", "{corpus: synthwiki}")
-    assert done.returncode == 2 and "--env-options expects a JSON object, got '{corpus: synthwiki}'" in done.stderr
+    assert done.returncode == 2 and "argument --env-options: expected a JSON object like '{\"max_turns\": 4}', got '{corpus: synthwiki}'" in done.stderr
     done = run_cli("--model", str(tiny_model_folder()), "--steps", "0")
     assert done.returncode == 2 and "--steps expects a positive integer, got 0" in done.stderr
     done = run_cli("--model", str(tiny_model_folder()), "--env-id", "Nope-v0")

@@ -8,27 +8,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from searchgym.error import ConfigError, SearchGymError
+from searchgym.training.cli import json_object
 
 
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
-
-
-def _json_object(text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r} ({e})") from e
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
     return value
 
 
@@ -53,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.add_argument("--test-split", default="dev", help="dataset split written to test.parquet (default dev)")
     prepare.add_argument("--limit", type=_positive, default=None, help="first N questions of each split (default: all)")
     prepare.add_argument(
-        "--env-kwargs", type=_json_object, default={},
+        "--env-kwargs", type=json_object, default={},
         help='gym.make arguments as JSON, e.g. \'{"corpus_options": {"seed": 1}}\' (default {})',
     )
 
