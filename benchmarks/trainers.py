@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from learning import REWARD, WORLD, one_hop  # noqa: E402
+from learning import REWARD, WORLD, one_hop, read_rows  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -114,24 +114,21 @@ def run_searchgym(opts: argparse.Namespace, model: Path, env_options: dict, eval
     from searchgym.training.args import Args
     from searchgym.training.trainer import Trainer
 
+    untimed = [0.0]  # seconds of evaluations and checkpoints, which the TRL run does not have
+
+    def counted(method):
+        def timed(self, *args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                untimed[0] += time.perf_counter() - t0
+
+        return timed
+
     class TimedTrainer(Trainer):
-        """Counts the time of evaluations and checkpoints, which the TRL run does not have."""
-
-        untimed = 0.0
-
-        def evaluate(self) -> dict:
-            t0 = time.perf_counter()
-            try:
-                return super().evaluate()
-            finally:
-                TimedTrainer.untimed += time.perf_counter() - t0
-
-        def save(self) -> Path:
-            t0 = time.perf_counter()
-            try:
-                return super().save()
-            finally:
-                TimedTrainer.untimed += time.perf_counter() - t0
+        evaluate = counted(Trainer.evaluate)
+        save = counted(Trainer.save)
 
     args = Args(
         model=str(model), env_options=env_options, eval_env_options=eval_options, algorithm="grpo", n=opts.n,
@@ -144,9 +141,7 @@ def run_searchgym(opts: argparse.Namespace, model: Path, env_options: dict, eval
     trainer.build()  # loading the model is outside the timing, as for TRL
     t0 = time.perf_counter()
     rows = trainer.train()
-    wall = time.perf_counter() - t0 - TimedTrainer.untimed
-    from learning import read_rows
-
+    wall = time.perf_counter() - t0 - untimed[0]
     everything = read_rows(opts.out / "searchgym" / "metrics.csv")
     evals = [(int(r["step"]), r["eval_reward"], r["eval_em"]) for r in everything if r.get("eval_reward") not in ("", None)]
     tokens = sum(r["generated_tokens"] * r["episodes"] for r in rows)
