@@ -35,7 +35,7 @@ from typing import Any
 
 from searchgym.corpora.retrievers import make_retriever
 from searchgym.corpora.types import Hit, Passage, QAExample, Retriever
-from searchgym.envs.core import EXAMPLE_OPTIONS, _positive_int, count_tokens, load_task_data, pick_example
+from searchgym.envs.tasks import EXAMPLE_OPTIONS, count_tokens, load_task_data, pick_example, positive_int
 from searchgym.envs.frozen import make_frozen
 from searchgym.envs.protocols import Answer, Complete, Invalid, Protocol, Search, Select
 from searchgym.envs.protocols.s3 import S3Protocol
@@ -167,12 +167,12 @@ class TeamGame:
     ):
         owner = "The multi-agent env"
         self.roles = check_roster(roles)
-        self.top_k = _positive_int("top_k", top_k, owner=owner)
-        self.initial_top_k = _positive_int("initial_top_k", initial_top_k, allow_none=True, owner=owner) or self.top_k
-        self.max_searcher_turns = _positive_int("max_searcher_turns", max_searcher_turns, owner=owner)
-        self.max_searches = _positive_int("max_searches", max_searches, allow_none=True, owner=owner)
-        self.max_action_chars = _positive_int("max_action_chars", max_action_chars, owner=owner)
-        self.max_observation_chars = _positive_int("max_observation_chars", max_observation_chars, owner=owner)
+        self.top_k = positive_int("top_k", top_k, owner=owner)
+        self.initial_top_k = positive_int("initial_top_k", initial_top_k, allow_none=True, owner=owner) or self.top_k
+        self.max_searcher_turns = positive_int("max_searcher_turns", max_searcher_turns, owner=owner)
+        self.max_searches = positive_int("max_searches", max_searches, allow_none=True, owner=owner)
+        self.max_action_chars = positive_int("max_action_chars", max_action_chars, owner=owner)
+        self.max_observation_chars = positive_int("max_observation_chars", max_observation_chars, owner=owner)
         if answer_metric not in ANSWER_METRICS:
             raise UnknownNameError("answer metric", answer_metric, ANSWER_METRICS)
         self.answer_metric = answer_metric
