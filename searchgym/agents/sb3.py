@@ -24,7 +24,7 @@ import numpy as np
 
 from searchgym.agents.base import Agent, turn_seed
 from searchgym.agents.trajectory import Trajectory
-from searchgym.envs.core import doc_text
+from searchgym.envs.tasks import doc_text
 from searchgym.envs.templates import TemplateState, window_passages
 from searchgym.envs.wrappers import answer_with
 from searchgym.error import ConfigError

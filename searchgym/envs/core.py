@@ -14,17 +14,11 @@ from searchgym.envs.game import SearchGame
 from searchgym.envs.protocols import Protocol, make_protocol
 from searchgym.envs.spaces import UnicodeText
 from searchgym.envs.summarizers import Summarizer, make_summarizer
-from searchgym.envs.tasks import (  # noqa: F401  (load_examples, doc_text, count_tokens: public here too)
-    EXAMPLE_OPTIONS,
-    count_tokens,
-    doc_text,
-    load_examples,
-    load_task_data,
-    pick_example,
-    positive_int,
-)
-from searchgym.error import ConfigError, SearchGymError, check_name
+from searchgym.envs.tasks import EXAMPLE_OPTIONS, load_examples, load_task_data, pick_example, positive_int
+from searchgym.error import ConfigError, check_name
 from searchgym.rewards import RECIPES, Episode, RewardRecipe, make_recipe
+
+__all__ = ["SearchEnv", "load_examples"]  # load_examples lives in searchgym.envs.tasks; importable here too
 
 
 class SearchEnv(gym.Env[str, str]):

@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from searchgym.corpora.types import Passage
-from searchgym.envs.core import doc_text
+from searchgym.envs.tasks import doc_text
 from searchgym.envs.templates import TemplateState, window_passages
 from searchgym.error import ConfigError, InvalidActionError, SearchGymError
 
