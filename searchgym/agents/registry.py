@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from searchgym.agents.base import Agent
+from searchgym.envs.access import search_env
 from searchgym.error import ConfigError, UnknownNameError
 
 #: Agent name -> what it is. ``lm`` picks the family that plays the env's protocol.
@@ -236,7 +237,7 @@ def needs_lm(name: str, env: Any = None, options: dict[str, Any] | None = None) 
         if env is not None:
             from searchgym.envs.registration import env_spec
 
-            protocol = (env_spec(env) if isinstance(env, str) else {"protocol": env.unwrapped.protocol.name}).get("protocol")
+            protocol = (env_spec(env) if isinstance(env, str) else {"protocol": search_env(env).protocol.name}).get("protocol")
             return protocol != "s3"
     return True
 
@@ -287,5 +288,5 @@ def _make(name: str, env: Any, lm: Any, options: dict[str, Any]) -> Agent:
         from searchgym.corpora.retrievers import make_retriever
 
         # retriever_options (e.g. {"dtype": "bfloat16"}) configure the dense index.
-        options["retriever"] = make_retriever("dense", env.unwrapped.corpus, **options.pop("retriever_options", {}))
+        options["retriever"] = make_retriever("dense", search_env(env).corpus, **options.pop("retriever_options", {}))
     return NaiveRAGAgent.for_env(env, lm, **options)
