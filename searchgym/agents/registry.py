@@ -30,6 +30,10 @@ AGENTS: dict[str, str] = {
     "sb3": "a Stable-Baselines3 template policy (option policy=RUN of `searchgym train --algorithm sb3-ppo`); the LM reads its passages",
 }
 
+#: Built-in agents that live at the edge of the package, by ``module:factory`` (as Gymnasium
+#: registers env entry points): loaded on first use, so this layer imports none of them.
+ENTRY_POINTS: dict[str, str] = {"sb3": "searchgym.sb3.agent:SB3Agent.for_env"}
+
 #: Agents that need no language model.
 LM_FREE = frozenset({"oracle", "random"})
 
@@ -272,10 +276,8 @@ def _make(name: str, env: Any, lm: Any, options: dict[str, Any]) -> Agent:
         from searchgym.agents.baselines import RandomAgent
 
         return RandomAgent.for_env(env, **options)
-    if name == "sb3":
-        from searchgym.agents.sb3 import SB3Agent
-
-        return SB3Agent.for_env(env, lm=lm, **options)
+    if name in ENTRY_POINTS:
+        return load_factory(ENTRY_POINTS[name])(env, lm=lm, **options)
     if name == "lm":
         from searchgym.agents.lm_agents import policy_agent
 

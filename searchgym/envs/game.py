@@ -6,7 +6,7 @@ search budgets, and the context a frozen generator answers from. :class:`SearchG
 plays one episode of a :class:`~searchgym.envs.core.SearchEnv`: it parses the agent's
 turn, runs searches, scores the end with the reward recipe and reports ``info``.
 :class:`~searchgym.envs.team_game.TeamGame` and the templates of classic RL policies
-(:mod:`searchgym.envs.templates`) keep their searcher's side in a :class:`SearchLog` too.
+(:mod:`searchgym.sb3.templates`) keep their searcher's side in a :class:`SearchLog` too.
 """
 
 from __future__ import annotations

@@ -93,20 +93,20 @@ def add_train_parser(sub: Any) -> None:
             "metrics.csv + TensorBoard + curves.png, periodic greedy evaluation through the benchmark harness, "
             "atomic checkpoints and exact resume. Every field of searchgym.training.Args is a flag. "
             "--algorithm sb3-ppo / sb3-dqn trains a Stable-Baselines3 MLP policy over template actions instead "
-            "(searchgym.envs.wrappers.TemplateActions; the flags of searchgym.training.sb3.SB3Args)."
+            "(searchgym.sb3.TemplateActions; the flags of searchgym.sb3.SB3Args)."
         ),
         epilog=TRAIN_EPILOG.replace("{presets}", ", ".join(PRESETS)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--preset", choices=sorted(PRESETS), default=None, help="start from a paper's settings; flags override them")
     add_fields(parser, Args)
-    from searchgym.training.sb3 import SB3Args
+    from searchgym.sb3.train import SB3Args
 
     shared = [f for f in dataclasses.fields(SB3Args) if f.name in {g.name for g in dataclasses.fields(Args)} and f.name != "algorithm"]
     defaults = SB3Args()
     group = parser.add_argument_group(
         "Stable-Baselines3 (--algorithm sb3-ppo or sb3-dqn)",
-        "These flags and the shared ones above configure searchgym.training.sb3.SB3Args; the shared ones take these "
+        "These flags and the shared ones above configure searchgym.sb3.SB3Args; the shared ones take these "
         "defaults with an sb3 algorithm: "
         + ", ".join(f"--{f.name.replace('_', '-')} {json.dumps(getattr(defaults, f.name))}" for f in shared)
         + " (eval-every counts timesteps).",
@@ -143,7 +143,7 @@ def _refuse(names: list[str], what: str, fix: str) -> Exception:
 
 
 def sb3_main(ns: argparse.Namespace) -> int:
-    from searchgym.training.sb3 import SB3Args, train_sb3
+    from searchgym.sb3.train import SB3Args, train_sb3
 
     given = _given(ns, SB3Args)
     foreign = sorted(set(_given(ns, Args)) - set(given)) + (["preset"] if ns.preset else [])
@@ -161,7 +161,8 @@ def sb3_main(ns: argparse.Namespace) -> int:
 
 def train_main(ns: argparse.Namespace) -> int:
     from searchgym.training.args import preset
-    from searchgym.training.sb3 import SB3_ALGORITHMS, SB3Args
+    from searchgym.sb3.train import SB3Args
+    from searchgym.training.args import SB3_ALGORITHMS
     from searchgym.training.trainer import Trainer
 
     if getattr(ns, "algorithm", None) in SB3_ALGORITHMS:

@@ -24,8 +24,8 @@ template              what it does
 A template that cannot run (a search the turn budget no longer allows, a reformulation
 with nothing new to search, a passage that is absent or already selected) does nothing
 and is counted as invalid. It is shared by the Stable-Baselines3 wrapper
-(:class:`~searchgym.envs.wrappers.TemplateActions`) and the agent that plays a trained
-policy in the benchmark harness (:class:`~searchgym.agents.sb3.SB3Agent`), so both see
+(:class:`~searchgym.sb3.env.TemplateActions`) and the agent that plays a trained
+policy in the benchmark harness (:class:`~searchgym.sb3.agent.SB3Agent`), so both see
 exactly the same features.
 """
 
