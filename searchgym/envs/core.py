@@ -29,7 +29,12 @@ class SearchEnv(gym.Env[str, str]):
     time, in the tag grammar of one of five published systems (the *protocol*):
     Search-R1, R1-Searcher, RECON, s3 or R-Search. The search engine, the optional
     summarizer of retrieved documents and the scoring of the answer all live inside the
-    environment, so different agents can be compared on exactly the same task.
+    environment, so different agents can be compared on exactly the same task. The rules
+    are played by ``env.game``, a :class:`~searchgym.envs.game.SearchGame`; code outside
+    the env reaches this class under wrappers with :func:`searchgym.envs.search_env`.
+    Public attributes: ``protocol``, ``examples``, ``example``, ``corpus``, ``retriever``
+    (settable), ``summarizer``, ``recipe``, ``top_k``, ``initial_top_k``, ``max_turns``,
+    ``max_searches``, ``transcript``, ``game``.
 
     ## Action Space
     ``UnicodeText(max_length=max_action_chars)``: one agent turn, any string. The turn is
@@ -131,6 +136,7 @@ class SearchEnv(gym.Env[str, str]):
         token_counter: Callable[[str], int] | None = None,
         render_mode: str | None = None,
     ):
+        # Checked before the corpus loads, so a typo fails at once (SearchGame checks them too).
         budgets = {"top_k": top_k, "max_turns": max_turns, "max_action_chars": max_action_chars,
                    "max_observation_chars": max_observation_chars}
         for name, value in budgets.items():
