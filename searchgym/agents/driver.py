@@ -105,7 +105,6 @@ class EpisodeResult:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-
 # ---------------------------------------------------------------------------- the loop
 class LiveEpisode(ABC):
     """A running episode as :func:`drive` sees it.
@@ -183,7 +182,8 @@ def drive(
     roles = list(policies)
     results: list[Any] = [None] * len(tasks)
     queue = deque(enumerate(tasks))
-    live: dict[int, tuple[int, LiveEpisode]] = {}  # slot -> (task index, episode)
+    live: dict[int, LiveEpisode] = {}  # slot -> its episode
+    task_index: dict[int, int] = {}  # slot -> the index of its episode's task
     bar = _progress_bar(len(tasks), progress, desc)
     round_started, round_size = time.perf_counter(), 1
 
@@ -198,13 +198,13 @@ def drive(
             started = time.perf_counter()
             episode = start(slot, task)
             episode.wall = time.perf_counter() - started
-            live[slot] = (index, episode)
+            live[slot], task_index[slot] = episode, index
 
     def finish(slot: int, outcome: str | None = None, error: str | None = None) -> None:
-        index, episode = live.pop(slot)
+        episode = live.pop(slot)
         episode.wall += (time.perf_counter() - round_started) / round_size
         trajectories = {role: agent.end_episode(seat(slot, role)) for role, agent in policies.items()}
-        results[index] = result = episode.result(outcome, error, trajectories)
+        results[task_index.pop(slot)] = result = episode.result(outcome, error, trajectories)
         if on_result is not None:
             on_result(result)
         if bar is not None:
@@ -216,7 +216,7 @@ def drive(
         while live:
             slots = sorted(live)
             round_started, round_size = time.perf_counter(), len(slots)
-            turns = {slot: live[slot][1].turn() for slot in slots}  # slot -> (role, observation, info)
+            turns = {slot: live[slot].turn() for slot in slots}  # slot -> (role, observation, info)
 
             # 1. Each policy plays the turns of all the episodes waiting on it in one call.
             actions: dict[int, str] = {}
@@ -225,7 +225,7 @@ def drive(
                 if not waiting:
                     continue
                 observations = [turns[slot][1] for slot in waiting]
-                infos = [dict(turns[slot][2], slot=seat(slot, role), episode_seed=live[slot][1].task.seed) for slot in waiting]
+                infos = [dict(turns[slot][2], slot=seat(slot, role), episode_seed=live[slot].task.seed) for slot in waiting]
                 try:
                     texts = agent.act(observations, infos)
                 except BackendError as e:  # the whole call failed: each of its episodes records it
@@ -237,14 +237,15 @@ def drive(
                 if len(generations) != len(waiting):  # not aligned with this batch: no token counts
                     generations = [None] * len(waiting)
                 for slot, text, generation in zip(waiting, texts, generations):
-                    if live[slot][1].count(role, generation):
+                    if live[slot].count(role, generation):
                         actions[slot] = text
                     else:
                         finish(slot, "prompt_too_long", f"the {role}'s context no longer fits its model's context window; nothing was generated for this turn")
 
-            # 2. Every env steps in its own thread (the LM calls of their components join one round).
+            # 2. Every env steps in its own thread and the LM calls of their components join
+            #    one batching round (one step alone runs here).
             stepping = sorted(actions)
-            steps = [partial(live[slot][1].step, actions[slot]) for slot in stepping]
+            steps = [partial(live[slot].step, actions[slot]) for slot in stepping]
             outcomes = run_round(steps, threads=threads)[0] if len(steps) > 1 else [_call(step) for step in steps]
             for slot, outcome in zip(stepping, outcomes):
                 if isinstance(outcome, BackendError):
@@ -256,7 +257,7 @@ def drive(
 
             # 3. The episodes still live take their share of the round; free slots start the next tasks.
             share = (time.perf_counter() - round_started) / round_size
-            for _, episode in live.values():
+            for episode in live.values():
                 episode.wall += share
             for slot in range(num_slots):
                 fill(slot)
