@@ -9,15 +9,13 @@ Every comparison runs side by side in one process, so the ratios are what matter
 noisy machine. Targets, checked at the end:
 
 1. Generated tokens/s of the vectorized driver (``--episodes`` envs live at once, one
-   batched ``generate`` per turn of all live episodes: ``run_episodes``' default) versus
+   batched ``generate`` per turn of all live episodes, as ``run_episodes`` plays) versus
    the same episodes one at a time, with the transformers backend: >= 4x at 16
    episodes, on each workload: greedy (as benchmarks run) and sampled at temperature 1
-   (as RL rollouts do); ``--temperature`` picks others. Continuous scheduling (each
-   episode in its own thread, one shared decode loop that admits a new turn the moment
-   it arrives) is reported beside it. The script reports how many episodes came out
-   identical (all of them should: sampled turns draw from per-episode seeds, so every
-   run plays the same episodes and compares the same work), and
-   where each run's time went (prefill, decode steps, everything else: retrieval, env,
+   (as RL rollouts do); ``--temperature`` picks others. The script reports how many
+   episodes came out identical (all of them should: sampled turns draw from per-episode
+   seeds, so every run plays the same episodes and compares the same work), and where
+   each run's time went (prefill, decode steps, everything else: retrieval, env,
    Python). All use the backend's prefix cache (a turn encodes only the tokens new since
    the episode's last turn; ``--prefix-cache-mb 0`` turns it off), as vLLM does with its own.
    The LM alone on generation-bound work (long answers, one batched call versus one call
@@ -108,7 +106,7 @@ class ForwardTimer:
             del self.model.forward
 
 
-def rollout(args, lm, num_envs: int, tasks, scheduling: str = "turns", temperature: float = 0.0, note: str = "") -> tuple[float, int, list]:
+def rollout(args, lm, num_envs: int, tasks, temperature: float = 0.0, note: str = "") -> tuple[float, int, list]:
     envs = make_envs(args, num_envs, lm)
     agent = policy_agent(envs[0], lm, max_new_tokens=args.max_new_tokens, temperature=temperature, seed=args.seed)
     cache = getattr(lm, "prefix_cache", None)
@@ -116,10 +114,10 @@ def rollout(args, lm, num_envs: int, tasks, scheduling: str = "turns", temperatu
         cache.clear()  # each run starts cold: nothing reused from the previous one
         before = (cache.stats.lookups, cache.stats.hits, cache.stats.reused_tokens)
     work = dataclasses.replace(lm.stats) if hasattr(lm, "stats") else None
-    label = f"{num_envs} live" + (f", {scheduling}" if num_envs > 1 else "") + f", {workload(temperature)}" + (f", {note}" if note else "")
+    label = f"{num_envs} live" + (", turns" if num_envs > 1 else "") + f", {workload(temperature)}" + (f", {note}" if note else "")
     with ForwardTimer(lm) as timer:
         start = time.perf_counter()
-        results = run_episodes(envs, agent, tasks, progress=True, desc=label, scheduling=scheduling)
+        results = run_episodes(envs, agent, tasks, progress=True, desc=label)
         seconds = time.perf_counter() - start
     if cache is not None:
         lookups, hits, reused = (now - then for now, then in zip((cache.stats.lookups, cache.stats.hits, cache.stats.reused_tokens), before))
@@ -147,17 +145,16 @@ def workload(temperature: float) -> str:
 
 def compare_driver(args, lm, tasks, rows: list, temperature: float) -> None:
     name = workload(temperature)
-    log(f"driver ({name}): {len(tasks)} episodes one at a time, then {args.episodes} live at once, turn by turn and continuously")
+    log(f"driver ({name}): {len(tasks)} episodes one at a time, then {args.episodes} live at once, turn by turn")
     t1, g1, r1 = rollout(args, lm, 1, tasks, temperature=temperature)
     rows.append((f"{name}: one episode at a time (transformers)", f"{t1:.1f} s", f"{g1}", f"{g1 / t1:.1f}"))
     results = args.results.setdefault("driver", {})[temperature] = {}
-    for scheduling in ("turns", "continuous"):
-        tn, gn, rn = rollout(args, lm, args.episodes, tasks, scheduling, temperature)
-        rate = gn / tn
-        rows.append((f"{name}: vectorized, {args.episodes} live, {scheduling} (transformers)", f"{tn:.1f} s", f"{gn}", f"{rate:.1f}"))
-        results[f"{scheduling}_speedup"] = rate / (g1 / t1)
-        results[f"{scheduling}_identical"] = f"{sum(same(a, b) for a, b in zip(r1, rn))}/{len(tasks)}"
-        results[f"{scheduling}_rate"] = rate
+    tn, gn, rn = rollout(args, lm, args.episodes, tasks, temperature)
+    rate = gn / tn
+    rows.append((f"{name}: vectorized, {args.episodes} live, turns (transformers)", f"{tn:.1f} s", f"{gn}", f"{rate:.1f}"))
+    results["turns_speedup"] = rate / (g1 / t1)
+    results["turns_identical"] = f"{sum(same(a, b) for a, b in zip(r1, rn))}/{len(tasks)}"
+    results["turns_rate"] = rate
 
 
 def compare_decode(args, lm, tasks, rows: list) -> None:
@@ -347,7 +344,6 @@ def main() -> int:
         else:
             target = "the target is set at 16 live episodes"
         print(f"{name}: vectorized (turn by turn) / one at a time: {d['turns_speedup']:.2f}x ({target}); identical episodes: {d['turns_identical']}")
-        print(f"{name}: vectorized, continuous / one at a time: {d['continuous_speedup']:.2f}x; identical episodes: {d['continuous_identical']}")
     if "decode_speedup" in r:
         print(f"LM only, batched / one at a time: {r['decode_speedup']:.2f}x")
     if "vllm_vs_transformers" in r:

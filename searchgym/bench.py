@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.agents import LM_FREE, Agent, EpisodeResult, Task, make_agent, run_episodes
-from searchgym.agents.driver import SCHEDULINGS
+from searchgym.agents.driver import check_scheduling
 from searchgym.agents.registry import agent_label, build_agent, check_agent, describe_agent, factory_needs_lm, registered_factory
 from searchgym.agents.registry import needs_lm as agent_needs_lm
 from searchgym.envs.access import search_env
@@ -87,9 +87,8 @@ class BenchConfig:
     num_envs: int = 16
     """Episodes live at once (the LM batch size)."""
     scheduling: str = "turns"
-    """How the live episodes share the model (``run_episodes``): ``"turns"`` (one batched
-    call per turn of all of them; reproducible) or ``"continuous"`` (one shared decode
-    loop per transformers model, no turn waits for the longest answer)."""
+    """How the live episodes share the model: ``"turns"``, the only scheduling (one batched
+    call per turn of all of them; reproducible). Kept so that earlier benchmarks resume."""
     temperature: float = 0.0
     """Sampling temperature of LM agents (0: greedy)."""
     max_new_tokens: int = 256
@@ -107,8 +106,7 @@ class BenchConfig:
             raise ConfigError(f"BenchConfig expects limit to be a positive integer or None, got {self.limit!r}.")
         if isinstance(self.num_envs, bool) or not isinstance(self.num_envs, int) or self.num_envs < 1:
             raise ConfigError(f"BenchConfig expects num_envs to be a positive integer, got {self.num_envs!r}.")
-        if self.scheduling not in SCHEDULINGS:
-            raise ConfigError(f"BenchConfig expects scheduling to be one of {', '.join(SCHEDULINGS)}, got {self.scheduling!r}.")
+        check_scheduling(self.scheduling, "BenchConfig")
         if not self.seeds:
             raise ConfigError("BenchConfig expects at least one seed, got none.")
         bad = [s for s in self.seeds if isinstance(s, bool) or not isinstance(s, int) or s < 0]
@@ -364,7 +362,7 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
                     f.write(json.dumps(record) + "\n")
                     f.flush()
 
-        run_episodes(envs[: len(tasks)], agent, tasks, on_result=write, progress=progress, desc=label, scheduling=config.scheduling)
+        run_episodes(envs[: len(tasks)], agent, tasks, on_result=write, progress=progress, desc=label)
 
     rows = [summarize(label, env_id, describe_agent(agent), done[label]) for label, (env_id, agent) in zip(labels, config.runs)]
     results = BenchResults(config, rows, done, out)

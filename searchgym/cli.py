@@ -136,12 +136,9 @@ def _add_bench(sub) -> None:
         help="constructor option of one agent, e.g. sb3:policy=runs/sb3, naive-rag:k=5 or my_agents:TitleAgent:k=2 (repeatable)",
     )
     bench.add_argument("--num-envs", type=_positive, default=16, help="episodes live at once (default 16)")
-    bench.add_argument(
-        "--scheduling", choices=("turns", "continuous"), default="turns",
-        help="turns: one batched LM call per turn of all live episodes (reproducible, default); "
-        "continuous: one shared decode loop per transformers model, no turn waits for the longest answer "
-        "(on a 2-core CPU it measured slower than turns: see the README's Rollouts)",
-    )
+    # Removed (episodes are played turn by turn); still parsed so that the old
+    # "--scheduling continuous" gets an error that says so.
+    bench.add_argument("--scheduling", default="turns", help=argparse.SUPPRESS)
     bench.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0: greedy)")
     bench.add_argument("--max-new-tokens", type=_positive, default=256, help="tokens per agent turn (default 256)")
     bench.add_argument("--out", type=Path, default=Path("results/bench"), help="output folder (default results/bench)")

@@ -48,14 +48,13 @@ def test_bench_writes_json_csv_png_and_markdown(tmp_path):
     assert len(read_episodes(tmp_path / "episodes.jsonl")) == 24
 
 
-def test_continuous_scheduling_gives_the_same_benchmark(tmp_path):
-    turns = run_bench(config(runs=[("SearchR1-v0", "oracle")]), tmp_path / "turns", progress=False)
-    continuous = run_bench(config(runs=[("SearchR1-v0", "oracle")], scheduling="continuous"), tmp_path / "continuous", progress=False)
-    drop = lambda row: {k: v for k, v in row.items() if k != "seconds_per_episode"}  # noqa: E731
-    assert [drop(r) for r in continuous.rows] == [drop(r) for r in turns.rows]
-    assert json.loads((tmp_path / "continuous" / "config.json").read_text())["scheduling"] == "continuous"
-    with pytest.raises(ConfigError, match="^BenchConfig expects scheduling to be one of turns, continuous, got 'eager'.$"):
+def test_continuous_scheduling_was_removed(tmp_path, capsys):
+    with pytest.raises(ConfigError, match=r"^BenchConfig\(scheduling='continuous'\) was removed: .* Leave scheduling \(--scheduling\) out: episodes are played turn by turn\.$"):
+        config(scheduling="continuous")
+    with pytest.raises(ConfigError, match=r"^BenchConfig expects scheduling='turns' \(the only scheduling\), got 'eager'\.$"):
         config(scheduling="eager")
+    assert main(["bench", "--run", "SearchR1-v0:oracle", "--scheduling", "continuous", "--out", str(tmp_path)]) == 2
+    assert "searchgym bench: error: BenchConfig(scheduling='continuous') was removed: " in capsys.readouterr().err
 
 
 def test_resume_plays_only_missing_episodes_and_tolerates_a_cut_last_line(tmp_path, monkeypatch):

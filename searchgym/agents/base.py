@@ -20,8 +20,8 @@ class Agent(ABC):
     position in the batch when absent) and reset it when ``info["turn"] == 0``.
 
     Agents that generate with a language model set :attr:`last_generations` in ``act``;
-    it is kept per thread, because the continuous driver calls ``act`` from one thread
-    per slot.
+    it is kept per thread, so that an agent called from several threads at once reports
+    each call's own generations.
     """
 
     name: str = "agent"

@@ -5,32 +5,29 @@
 theirs with an :class:`~searchgym.agents.lm_agents.LMAgent`); any role can instead be
 played by a baseline or a scripted callable ``(observation, info) -> str``.
 
-``run_team_episodes(envs, policies, tasks)`` drives PettingZoo AEC envs
-(:func:`searchgym.envs.multi_agent.env` or ``raw_env``) as the single-agent driver drives
-Gymnasium envs: ``len(envs)`` episodes are live at once; every round, each role's policy
-acts once for all the episodes waiting on that role (one batched ``generate`` for an LM
-agent), then the envs step in parallel threads so that the LM calls of the env's own
-components (a frozen LM generator, the LLM summarizer component) are batched too.
-Failures are outcomes of one episode, not crashes.
+``run_team_episodes(envs, policies, tasks)`` plays PettingZoo AEC envs
+(:func:`searchgym.envs.multi_agent.env` or ``raw_env``) with the loop that plays
+Gymnasium envs, :func:`searchgym.agents.driver.drive`: ``len(envs)`` episodes are live at
+once; every round, each role's policy acts once for all the episodes waiting on that role
+(one batched ``generate`` for an LM agent), then the envs step in parallel threads so that
+the LM calls of the env's own components (a frozen LM generator, the LLM summarizer
+component) are batched too. Failures are outcomes of one episode, not crashes.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from searchgym.agents.base import Agent
-from searchgym.agents.driver import Task, _describe
+from searchgym.agents.driver import LiveEpisode, Task, drive
 from searchgym.agents.lm_agents import LMAgent, SearcherAgent
 from searchgym.envs.protocols.s3 import S3Protocol
 from searchgym.envs.protocols.team import GeneratorProtocol, SummarizerProtocol
 from searchgym.envs.team_game import ROLES, check_roster
-from searchgym.error import BackendError, ConfigError
+from searchgym.error import ConfigError
 from searchgym.lm.base import LanguageModel
-from searchgym.lm.batching import run_round
 from searchgym.rewards.metrics import exact_match, f1_score, span_check
 
 #: Tokens per turn of each role's LM agent unless told otherwise: a searcher reasons and
@@ -90,6 +87,7 @@ class TeamResult:
     ``reward_components``: each role's components at the end; ``prediction``: the answer
     that was scored (the generator agent's, or the frozen generator's); ``em``, ``f1``,
     ``gen_acc`` score it. ``turns``, ``num_invalid`` and ``generated_tokens`` are per role.
+    ``wall_time`` is this episode's share of the rounds it was live in.
     ``outcome``: ``finished``, ``prompt_too_long``, ``backend_error`` or ``error``
     (then ``error`` says why). ``trajectories``: each LM role's token record, when kept.
     """
@@ -119,15 +117,6 @@ class TeamResult:
         d = asdict(self)
         d.pop("trajectories")
         return d
-
-
-@dataclass
-class _Live:
-    index: int
-    task: Task
-    started: float
-    rewards: dict[str, float]
-    generated: dict[str, int]
 
 
 def _as_agent(role: str, policy: Any) -> Agent:
@@ -175,40 +164,46 @@ def run_team_episodes(
     if extra:
         raise ConfigError(f"run_team_episodes got policies for {extra}, which are not in the envs' roster {list(roster)}.")
     agents = {role: _as_agent(role, policies[role]) for role in roster}
-    results: list[TeamResult | None] = [None] * len(tasks)
-    queue = list(enumerate(tasks))[::-1]
-    live: dict[int, _Live] = {}
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(tasks), desc="team episodes", unit="ep", dynamic_ncols=True)
+    def start(slot: int, task: Task) -> LiveEpisode:
+        return _TeamEpisode(envs[slot], task, keep_trajectories)
 
-    def slot(i: int, role: str) -> int:
-        # Distinct per (env, role), so that one agent object may play several roles.
-        return i * len(ROLES) + ROLES.index(role)
+    return drive(len(envs), agents, tasks, start, on_result=on_result, progress=progress, desc="team episodes")
 
-    def start(i: int) -> None:
-        if queue and i not in live:
-            index, task = queue.pop()
-            envs[i].reset(seed=task.seed, options={"example_id": task.example_id})
-            live[i] = _Live(index, task, time.perf_counter(), dict.fromkeys(roster, 0.0), dict.fromkeys(roster, 0))
 
-    def finish(i: int, outcome: str, error: str | None = None) -> None:
-        ep = live.pop(i)
-        env = envs[i]
-        trajectories = {role: agents[role].end_episode(slot(i, role)) for role in roster}
-        game = env.unwrapped.game
+class _TeamEpisode(LiveEpisode):
+    """An episode of a PettingZoo AEC team env; the role whose turn it is plays next."""
+
+    def __init__(self, env: Any, task: Task, keep_trajectories: bool):
+        self.roster = tuple(env.possible_agents)
+        super().__init__(task, self.roster)
+        self.env, self.keep_trajectories = env, keep_trajectories
+        env.reset(seed=task.seed, options={"example_id": task.example_id})
+        self.rewards = dict.fromkeys(self.roster, 0.0)
+
+    def turn(self) -> tuple[str, str, dict[str, Any]]:
+        role = self.env.agent_selection
+        return role, self.env.observe(role), dict(self.env.infos[role], role=role)
+
+    def step(self, action: str) -> bool:
+        env = self.env
+        env.step(action)
+        for role in self.roster:
+            self.rewards[role] += float(env.rewards.get(role, 0.0))
+        return all(env.terminations.get(role, False) for role in env.agents)
+
+    def result(self, outcome: str | None, error: str | None, trajectories: Mapping[str, Any]) -> TeamResult:
+        env, game, roster = self.env, self.env.game, self.roster
         info = env.infos[roster[0]] if env.agents else {}
-        prediction = info.get("prediction") if outcome == "finished" else None
+        prediction = info.get("prediction") if outcome is None else None
         answers = list(game.example.answers)
-        result = TeamResult(
-            example_id=ep.task.example_id,
-            seed=ep.task.seed,
+        return TeamResult(
+            example_id=self.task.example_id,
+            seed=self.task.seed,
             question=game.example.question,
             answers=answers,
             prediction=prediction,
-            rewards=dict(ep.rewards),
+            rewards=dict(self.rewards),
             reward_components={role: dict(env.infos[role].get("reward_components", {})) for role in roster} if env.agents else {},
             em=exact_match(prediction, answers),
             f1=f1_score(prediction, answers),
@@ -218,64 +213,9 @@ def run_team_episodes(
             num_searches=game.num_searches,
             summary_tokens=game.summary_tokens,
             search_truncated=bool(game.search_truncated),
-            generated_tokens=dict(ep.generated),
-            wall_time=time.perf_counter() - ep.started,
-            outcome=outcome,
+            generated_tokens=dict(self.generated),
+            wall_time=self.wall,
+            outcome=outcome or "finished",
             error=error,
-            trajectories={r: t for r, t in trajectories.items() if t is not None} if keep_trajectories else None,
+            trajectories={r: t for r, t in trajectories.items() if t is not None} if self.keep_trajectories else None,
         )
-        results[ep.index] = result
-        if on_result is not None:
-            on_result(result)
-        if bar is not None:
-            bar.update(1)
-
-    with ThreadPoolExecutor(max_workers=len(envs), thread_name_prefix="searchgym-team") as threads:
-        for i in range(len(envs)):
-            start(i)
-        while live:
-            waiting: dict[str, list[int]] = {role: [] for role in roster}
-            for i in sorted(live):
-                waiting[envs[i].agent_selection].append(i)
-            actions: dict[int, Any] = {}
-            for role in roster:
-                idxs = waiting[role]
-                if not idxs:
-                    continue
-                agent = agents[role]
-                observations = [envs[i].observe(role) for i in idxs]
-                infos = [dict(envs[i].infos[role], slot=slot(i, role), role=role, episode_seed=live[i].task.seed) for i in idxs]
-                try:
-                    turns = agent.act(observations, infos)
-                except BackendError as e:
-                    for i in idxs:
-                        finish(i, "backend_error", str(e))
-                    continue
-                generations = getattr(agent, "last_generations", None) or []
-                if len(generations) != len(idxs):
-                    generations = [None] * len(idxs)
-                for i, action, g in zip(idxs, turns, generations):
-                    if g is not None:
-                        live[i].generated[role] += len(g.token_ids)
-                        if g.finish_reason == "prompt_too_long":
-                            finish(i, "prompt_too_long", f"the {role}'s context no longer fits its model")
-                            continue
-                    actions[i] = action
-            order = sorted(actions)
-            steps = [(lambda env=envs[i], a=actions[i]: env.step(a)) for i in order]
-            outcomes, _ = run_round(steps, threads=threads) if steps else ([], None)
-            for i, outcome in zip(order, outcomes):
-                env = envs[i]
-                if isinstance(outcome, BaseException):
-                    kind = "backend_error" if isinstance(outcome, BackendError) else "error"
-                    finish(i, kind, str(outcome) if kind == "backend_error" else _describe(outcome))
-                    continue
-                for role in roster:
-                    live[i].rewards[role] += float(env.rewards.get(role, 0.0))
-                if all(env.terminations.get(role, False) for role in env.agents):
-                    finish(i, "finished")
-            for i in range(len(envs)):
-                start(i)
-    if bar is not None:
-        bar.close()
-    return results  # type: ignore[return-value]

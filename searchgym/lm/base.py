@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from searchgym.error import ConfigError
-from searchgym.lm.batching import current_batching, current_round
+from searchgym.lm.batching import current_round
 
 #: Values of :attr:`Generation.finish_reason`.
 FINISH_REASONS = ("stop", "length", "prompt_too_long")
@@ -124,11 +124,6 @@ class LanguageModel(ABC):
             # environments' calls (see searchgym.lm.batching).
             step_round, slot = joined
             return step_round.submit(slot, self, prompt_ids, params)
-        batching = current_batching()
-        if batching is not None:
-            # Called from an episode thread of the continuous driver: decoded in the
-            # model's shared loop (see searchgym.lm.continuous).
-            return batching.generate(self, prompt_ids, params)
         return self._generate(prompt_ids, params)
 
     @abstractmethod

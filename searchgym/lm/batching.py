@@ -33,11 +33,6 @@ def current_round() -> tuple[StepRound, int] | None:
     return getattr(_local, "entry", None)
 
 
-def current_batching() -> Any:
-    """The :class:`searchgym.lm.continuous.Batching` the calling thread entered, if any."""
-    return getattr(_local, "batching", None)
-
-
 @dataclass
 class _Request:
     slot: int

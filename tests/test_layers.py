@@ -1,0 +1,235 @@
+"""The package's layers, read from the source: imports point one way, no private name is
+imported across modules, and only the envs reach through ``.unwrapped``.
+
+Layers, lowest first (issue 25: error <- rewards/corpora <- envs <- lm/agents <-
+training/bench/cli, integrations at the edge):
+
+    0 foundation    error, cache
+    1 parts         rewards, corpora, lm
+    2 envs          envs, and the package itself (importing searchgym registers the envs)
+    3 agents        agents
+    4 applications  training, bench, cli, demo, oracle_demo, serve
+    5 edge          integrations (TRL, verl), sb3: adapters to other engines
+
+``lm`` sits with rewards and corpora, below the envs: it depends on nothing of ours but
+error and cache, and the env components that call a model (LLM summarizer, frozen
+generator, reader, judge) use it, as DESIGN.md says ("lm on nothing of ours; envs on
+corpora, rewards, lm"). Agents and trainers use it from above.
+
+A module may import its own layer and the layers below, at module level or inside a
+function. What breaks a rule today is listed in KNOWN with the reason; the test fails on
+a break that is not listed, and on a listed one that no longer happens (delete its entry:
+the list only shrinks).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "searchgym"
+
+#: The layer of each top-level part of the package (a subpackage or a module).
+LAYERS = {
+    "error": 0, "cache": 0,
+    "rewards": 1, "corpora": 1, "lm": 1,
+    "envs": 2, "__init__": 2,
+    "agents": 3,
+    "training": 4, "bench": 4, "cli": 4, "demo": 4, "oracle_demo": 4, "serve": 4,
+    "integrations": 5, "sb3": 5,
+}
+LAYER_NAMES = ["foundation", "parts", "envs", "agents", "applications", "edge"]
+
+#: Today's breaks, each with its reason. Keys:
+#: ("layer", file, imported module): an import of a higher layer;
+#: ("private", file, "module.name"): a private name of another module, imported or read;
+#: ("unwrapped", file, expression): code outside searchgym/envs reaching through ``.unwrapped``.
+SB3 = "the SB3 adapter is spread over envs/, agents/ and training/; it becomes one module at the edge (issue 25, item 5)"
+UNWRAPPED = "reads the env's internals; the episode object exposes what callers need as public attributes or info (issue 25, items 3 and 5)"
+KNOWN: dict[tuple[str, str, str], str] = {
+    ("layer", "searchgym/agents/sb3.py", "searchgym.training.sb3"): SB3,
+    ("private", "searchgym/agents/sb3.py", "searchgym.training.sb3._algorithm_class"): SB3,
+    ("private", "searchgym/envs/team_game.py", "searchgym.envs.core._positive_int"): "the team game checks its options with the single-agent env's checker; one episode object will own them (issue 25, item 3)",
+    ("private", "searchgym/training/trainer.py", "searchgym.lm.hf._load"): "the trainer loads its policy with the transformers backend's private loader; the trainer uses public names only (issue 25, item 4)",
+    ("unwrapped", "searchgym/agents/baselines.py", "env.unwrapped"): UNWRAPPED,
+    ("unwrapped", "searchgym/agents/baselines.py", "env.unwrapped.protocol"): UNWRAPPED,
+    ("unwrapped", "searchgym/agents/lm_agents.py", "env.unwrapped.protocol"): UNWRAPPED,
+    ("unwrapped", "searchgym/agents/oracle.py", "env.unwrapped"): UNWRAPPED,
+    ("unwrapped", "searchgym/agents/registry.py", "env.unwrapped.corpus"): UNWRAPPED,
+    ("unwrapped", "searchgym/agents/registry.py", "env.unwrapped.protocol"): UNWRAPPED,
+    ("unwrapped", "searchgym/agents/sb3.py", "env.unwrapped"): SB3,
+    ("unwrapped", "searchgym/bench.py", "envs[0].unwrapped.examples"): UNWRAPPED,
+    ("unwrapped", "searchgym/demo.py", "env.unwrapped.examples"): UNWRAPPED,
+    ("unwrapped", "searchgym/integrations/trl.py", "envs[0].unwrapped.examples"): UNWRAPPED,
+    ("unwrapped", "searchgym/integrations/verl/agent_loop.py", "env.unwrapped.protocol"): UNWRAPPED,
+    ("unwrapped", "searchgym/integrations/verl/data.py", "env.unwrapped"): UNWRAPPED,
+    ("unwrapped", "searchgym/oracle_demo.py", "env.unwrapped.examples"): UNWRAPPED,
+    ("unwrapped", "searchgym/oracle_demo.py", "env.unwrapped.recipe"): UNWRAPPED,
+    ("unwrapped", "searchgym/training/sb3.py", "env.unwrapped"): SB3,
+    ("unwrapped", "searchgym/training/sb3.py", "eval_env.unwrapped.top_k"): SB3,
+    ("unwrapped", "searchgym/training/sft.py", "env.unwrapped"): UNWRAPPED,
+    ("unwrapped", "searchgym/training/sft.py", "env.unwrapped.corpus"): UNWRAPPED,
+    ("unwrapped", "searchgym/training/sft.py", "envs[0].unwrapped.examples"): UNWRAPPED,
+    ("unwrapped", "searchgym/training/sft.py", "envs[0].unwrapped.protocol"): UNWRAPPED,
+    ("unwrapped", "searchgym/training/sft_cache.py", "env.unwrapped.corpus"): UNWRAPPED,
+    ("unwrapped", "searchgym/training/sft_cache.py", "env.unwrapped.examples"): UNWRAPPED,
+    ("unwrapped", "searchgym/training/trainer.py", "env.unwrapped.retriever"): "the trainer patches the env's retriever; the trainer uses public names only (issue 25, item 4)",
+    ("unwrapped", "searchgym/training/trainer.py", "self._train_envs(0)[0].unwrapped.examples"): UNWRAPPED,
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> int | None:
+    """The layer of a ``searchgym`` module, None for other distributions."""
+    parts = module.split(".")
+    if parts[0] != "searchgym":
+        return None
+    part = parts[1] if len(parts) > 1 else "__init__"
+    if part not in LAYERS:
+        raise AssertionError(f"{module} belongs to no layer: add {part!r} to LAYERS in tests/test_layers.py.")
+    return LAYERS[part]
+
+
+MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports(tree: ast.AST, module: str, is_package: bool) -> list[tuple[str, list[str]]]:
+    """(module imported, names taken from it) for every import statement, at any depth."""
+    found: list[tuple[str, list[str]]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, []) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: resolved against this module's package
+                package = module.split(".") if is_package else module.split(".")[:-1]
+                package = package[: len(package) - node.level + 1]
+                base = ".".join(package + ([base] if base else []))
+            names = [alias.name for alias in node.names]
+            # ``from package import submodule`` imports the submodule.
+            submodules = [n for n in names if f"{base}.{n}" in MODULES]
+            found.extend((f"{base}.{n}", []) for n in submodules)
+            rest = [n for n in names if n not in submodules]
+            if rest or not submodules:
+                found.append((base, rest))
+    return found
+
+
+def module_aliases(tree: ast.AST) -> dict[str, str]:
+    """Local names bound to a searchgym module by an import (``import searchgym.lm.hf as hf``,
+    ``from searchgym.lm import hf``)."""
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("searchgym"):
+                    aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("searchgym"):
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in MODULES:
+                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return aliases
+
+
+def dotted(node: ast.AST) -> list[str] | None:
+    """``a.b.c`` as ["a", "b", "c"]; None for anything but names and attributes."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return [node.id, *reversed(parts)]
+
+
+def private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def module_breaks(module: str, file: str, source: str) -> dict[tuple[str, str, str], str]:
+    """The breaks of the three rules in one module's source: key -> what it is."""
+    found: dict[tuple[str, str, str], str] = {}
+    tree = ast.parse(source, filename=file)
+    own = layer_of(module)
+    for target, names in imports(tree, module, file.endswith("__init__.py")):
+        layer = layer_of(target)
+        if layer is not None and layer > own:
+            found[("layer", file, target)] = f"{LAYER_NAMES[own]} imports {LAYER_NAMES[layer]}"
+        for name in names:
+            if private(name) and target != module:
+                found[("private", file, f"{target}.{name}")] = "imports a private name"
+    aliases = module_aliases(tree)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        if node.attr == "unwrapped" and not module.startswith("searchgym.envs"):
+            parent = parents.get(node)
+            shown = parent if isinstance(parent, ast.Attribute) else node  # what is read through it
+            found[("unwrapped", file, ast.unparse(shown))] = "reaches through .unwrapped"
+        parts = dotted(node)
+        if parts and parts[0] in aliases and private(parts[-1]):
+            target = ".".join([aliases[parts[0]], *parts[1:-1]])
+            if target in MODULES and target != module:
+                found[("private", file, f"{target}.{parts[-1]}")] = "reads a private name"
+    return found
+
+
+def breaks() -> dict[tuple[str, str, str], str]:
+    """Every break of the three rules in the package."""
+    found: dict[tuple[str, str, str], str] = {}
+    for module, path in MODULES.items():
+        found.update(module_breaks(module, path.relative_to(PACKAGE.parent).as_posix(), path.read_text(encoding="utf-8")))
+    return found
+
+
+def test_every_module_belongs_to_a_layer():
+    assert len(MODULES) > 50
+    for module in MODULES:
+        assert layer_of(module) is not None
+
+
+def test_the_rules_catch_what_they_are_meant_to():
+    source = (
+        "import searchgym.lm.hf as hf\n"
+        "from searchgym.training import trainer\n"
+        "from searchgym.agents.driver import _describe, Task\n"
+        "from searchgym.corpora.types import Passage\n"
+        "from . import _private_module\n"
+        "def f(env):\n"
+        "    from searchgym.bench import run_bench\n"
+        "    return hf._load, env.unwrapped.example, trainer.Trainer, env.unwrapped\n"
+    )
+    assert module_breaks("searchgym.envs.core", "searchgym/envs/core.py", source) == {
+        ("layer", "searchgym/envs/core.py", "searchgym.training.trainer"): "envs imports applications",
+        ("layer", "searchgym/envs/core.py", "searchgym.agents.driver"): "envs imports agents",
+        ("layer", "searchgym/envs/core.py", "searchgym.bench"): "envs imports applications",
+        ("private", "searchgym/envs/core.py", "searchgym.agents.driver._describe"): "imports a private name",
+        ("private", "searchgym/envs/core.py", "searchgym.envs._private_module"): "imports a private name",
+        ("private", "searchgym/envs/core.py", "searchgym.lm.hf._load"): "reads a private name",
+    }
+    unwrapped = module_breaks("searchgym.agents.x", "searchgym/agents/x.py", source)
+    assert {key[2] for key in unwrapped if key[0] == "unwrapped"} == {"env.unwrapped.example", "env.unwrapped"}
+    assert [layer_of(m) for m in ("searchgym", "searchgym.error", "searchgym.lm.base", "searchgym.integrations.trl", "numpy")] == [2, 0, 1, 5, None]
+    assert private("_describe") and not private("__version__") and not private("Task")
+
+
+def test_imports_point_one_way_and_no_private_name_or_unwrapped_crosses_modules():
+    found = breaks()
+    new = sorted(set(found) - set(KNOWN))
+    gone = sorted(set(KNOWN) - set(found))
+    message = []
+    if new:
+        message.append(
+            "New breaks of the layering rules (make the name public, move the code to its layer, or use what "
+            "the env exposes in info / public attributes):\n" + "\n".join(f"  {key}: {found[key]}" for key in new)
+        )
+    if gone:
+        message.append("Fixed, so delete them from KNOWN in tests/test_layers.py:\n" + "\n".join(f"  {key}" for key in gone))
+    assert not message, "\n\n".join(message)
