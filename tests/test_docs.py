@@ -69,3 +69,16 @@ def test_every_relative_link_of_the_readme_exists():
     for target in targets:
         path = (ROOT / target.split("#")[0]).resolve()
         assert path.exists(), f"README.md links to {target}, which does not exist"
+
+
+def test_the_sections_of_results_md_that_the_docs_name_exist():
+    """The strict build cannot follow links out of docs/, so the pages name RESULTS.md's
+    sections in words; each named section must be a heading there."""
+    headings = set(re.findall(r"^#+ (.+?)\s*$", (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8"), flags=re.M))
+    named = []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        named += [(page.name, " ".join(s.split())) for s in re.findall(r'RESULTS\.md`[,;]?\s+section\s+"([^"]+)"', text)]
+    assert len(named) >= 8
+    for page, section in named:
+        assert section in headings, f'docs/{page} names section "{section}" of benchmarks/RESULTS.md, which has no such heading'
