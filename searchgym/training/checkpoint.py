@@ -1,4 +1,5 @@
-"""Atomic checkpoints: a run killed at any moment resumes from its last complete one.
+"""Atomic checkpoints (a run killed at any moment resumes from its last complete one) and
+exported policy folders.
 
 A checkpoint is written into a temporary folder, flushed to disk, marked complete and
 only then renamed to ``checkpoints/step-NNNNNN``; the ``latest`` pointer is replaced
@@ -128,3 +129,49 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def merged_weights(model: Any, peft_model: Any = None) -> dict[str, Any]:
+    """The weights of ``model`` in the base model's names, with the LoRA deltas of
+    ``peft_model`` (the peft wrapper around ``model``, if any) added in."""
+    import torch
+
+    if peft_model is None:
+        return {n: t.detach() for n, t in model.state_dict().items()}
+    out: dict[str, Any] = {}
+    with torch.no_grad():
+        for module_name, module in model.named_modules():
+            if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer"):
+                base = module.base_layer.weight
+                delta = sum((module.get_delta_weight(a) for a in module.active_adapters), torch.zeros_like(base))
+                out[f"{module_name}.weight"] = base + delta
+                if getattr(module.base_layer, "bias", None) is not None:
+                    out[f"{module_name}.bias"] = module.base_layer.bias
+        for name, tensor in model.state_dict().items():
+            if "lora_" in name:
+                continue
+            out.setdefault(name.replace(".base_layer.", "."), tensor.detach())
+    return out
+
+
+def export_policy(folder: str | os.PathLike, model: Any, tokenizer: Any, peft_model: Any = None) -> Path:
+    """Save the policy (LoRA merged into a copy when ``peft_model`` is given) with its
+    tokenizer as a transformers folder, atomically: ``folder`` holds the old export or the
+    new one, never half of one."""
+    import copy
+
+    import torch
+
+    folder = Path(folder)
+    tmp = folder.parent / f".tmp-{folder.name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    if peft_model is None:
+        model.save_pretrained(tmp)
+    else:
+        with torch.no_grad():
+            copy.deepcopy(peft_model).merge_and_unload().save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    if folder.exists():
+        shutil.rmtree(folder)
+    os.replace(tmp, folder)
+    return folder
