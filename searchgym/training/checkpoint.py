@@ -1,5 +1,6 @@
-"""Atomic checkpoints (a run killed at any moment resumes from its last complete one) and
-exported policy folders.
+"""Atomic checkpoints (a run killed at any moment resumes from its last complete one), the
+run folder's ``args.json`` (a resume with other settings is refused) and exported policy
+folders.
 
 A checkpoint is written into a temporary folder, flushed to disk, marked complete and
 only then renamed to ``checkpoints/step-NNNNNN``; the ``latest`` pointer is replaced
@@ -9,6 +10,8 @@ run deletes; a kill between the rename and the pointer update is found by scanni
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import random
 import re
@@ -17,6 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.error import ConfigError
+from searchgym.training.args import Args
+
+#: Args fields a resumed run may change (they do not alter what is computed).
+RESUMABLE_CHANGES = frozenset(
+    {"total_steps", "out", "resume", "progress", "eval_every", "eval_limit", "eval_env_options", "save_every", "keep_checkpoints", "tensorboard", "threads"}
+)
 
 COMPLETE = "COMPLETE"
 STATE = "state.pt"
@@ -175,3 +184,31 @@ def export_policy(folder: str | os.PathLike, model: Any, tokenizer: Any, peft_mo
         shutil.rmtree(folder)
     os.replace(tmp, folder)
     return folder
+
+
+def args_record(args: Args) -> dict[str, Any]:
+    """``args`` as the JSON object written to ``args.json`` and into checkpoints."""
+    return json.loads(json.dumps(dataclasses.asdict(args), default=str))
+
+
+def prepare_run_folder(out: Path, args: Args) -> Path | None:
+    """Refuse a foreign run folder, write ``args.json``; return the checkpoint to resume from."""
+    args_file = out / "args.json"
+    checkpoint = latest_checkpoint(out) if out.exists() else None
+    if out.exists() and any(out.iterdir()):
+        if not args.resume:
+            raise ConfigError(f"{out} is not empty; pick another --out, or resume the run in it (drop --no-resume).")
+        if args_file.is_file():
+            previous = json.loads(args_file.read_text())
+            mine = args_record(args)
+            changed = sorted(k for k in mine if k not in RESUMABLE_CHANGES and previous.get(k) != mine[k])
+            if changed:
+                raise ConfigError(
+                    f"{out} holds a run with different settings (changed: {', '.join(changed)}); resume it with "
+                    "the same settings or pick another --out."
+                )
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "args.json.tmp"
+    tmp.write_text(json.dumps(args_record(args), indent=2))
+    os.replace(tmp, args_file)
+    return checkpoint

@@ -23,19 +23,13 @@ raises :class:`~searchgym.error.MissingDependencyError` naming the extra.
 
 from __future__ import annotations
 
-import contextlib
-import copy
-import dataclasses
-import json
 import math
-import os
 import random
 import resource
 import statistics
-import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,31 +41,24 @@ from searchgym.agents import EpisodeResult, Task, run_episodes
 from searchgym.agents.lm_agents import policy_agent
 from searchgym.agents.trajectory import Trajectory
 from searchgym.bench import BenchConfig, run_bench
-from searchgym.corpora import Retriever, load_corpus, make_retriever
-from searchgym.envs.core import load_examples
-from searchgym.envs.frozen import with_frozen_models
-from searchgym.envs.registration import env_spec, full_env_id
-from searchgym.error import ConfigError, TrainingError, UnknownNameError, require
+from searchgym.envs.registration import full_env_id
+from searchgym.error import ConfigError, TrainingError, require
 from searchgym.lm.hf import TransformersLM
 from searchgym.lm.hf import _load
 from searchgym.lm.registry import load_lm
 from searchgym.lm.vllm import VLLMLM, model_folder
 from searchgym.training.advantages import gae, group_advantages, last_token_rewards, reinforce_pp_advantages
 from searchgym.training.args import Args, check_args
-from searchgym.training.batch import TokenBatch, collate, forward_logprobs
+from searchgym.training.batch import FixedPass, Reference, chunks, collate, fixed_pass, forward_logprobs
 from searchgym.training.checkpoint import (
-    export_policy, latest_checkpoint, load_checkpoint, merged_weights, rng_state, save_checkpoint, set_rng_state,
+    args_record, export_policy, load_checkpoint, merged_weights, prepare_run_folder, rng_state, save_checkpoint, set_rng_state,
 )
+from searchgym.training.data import DataOrder, check_splits, env_kwargs, reward_at, timed_retriever
 from searchgym.training.losses import aggregate, kl_penalty, policy_loss, value_loss
 from searchgym.training.metrics import MetricsLog, plot_curves
 
 torch = require("torch", extra="lm", feature="Training")
 transformers = require("transformers", extra="lm", feature="Training")
-
-#: Args fields a resumed run may change (they do not alter what is computed).
-RESUMABLE_CHANGES = frozenset(
-    {"total_steps", "out", "resume", "progress", "eval_every", "eval_limit", "eval_env_options", "save_every", "keep_checkpoints", "tensorboard", "threads"}
-)
 
 #: Columns of metrics.csv, in order.
 COLUMNS = (
@@ -87,7 +74,7 @@ LOSS_PARTS = ("loss", "policy_loss", "value_loss", "kl", "entropy", "clip_fracti
 
 
 # ======================================================================================
-# The policy, its evaluation, the run folder
+# The policy, its evaluation, the loop's helpers
 # ======================================================================================
 def load_policy(name: str, *, device: Any = None) -> tuple[Any, Any]:
     """(model, tokenizer) of a policy name, in float32 and train mode."""
@@ -114,32 +101,11 @@ def evaluate_policy(
     }
 
 
-def args_record(args: Args) -> dict[str, Any]:
-    """``args`` as the JSON object written to ``args.json`` and into checkpoints."""
-    return json.loads(json.dumps(dataclasses.asdict(args), default=str))
-
-
-def prepare_run_folder(out: Path, args: Args) -> Path | None:
-    """Refuse a foreign run folder, write ``args.json``; return the checkpoint to resume from."""
-    args_file = out / "args.json"
-    checkpoint = latest_checkpoint(out) if out.exists() else None
-    if out.exists() and any(out.iterdir()):
-        if not args.resume:
-            raise ConfigError(f"{out} is not empty; pick another --out, or resume the run in it (drop --no-resume).")
-        if args_file.is_file():
-            previous = json.loads(args_file.read_text())
-            mine = args_record(args)
-            changed = sorted(k for k in mine if k not in RESUMABLE_CHANGES and previous.get(k) != mine[k])
-            if changed:
-                raise ConfigError(
-                    f"{out} holds a run with different settings (changed: {', '.join(changed)}); resume it with "
-                    "the same settings or pick another --out."
-                )
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "args.json.tmp"
-    tmp.write_text(json.dumps(args_record(args), indent=2))
-    os.replace(tmp, args_file)
-    return checkpoint
+def peak_memory_mb() -> float:
+    """Peak GPU memory allocated (on CUDA), else the process's peak resident memory."""
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 class Warmup:
@@ -150,118 +116,6 @@ class Warmup:
 
     def __call__(self, i: int) -> float:
         return min(1.0, (i + 1) / self.steps) if self.steps else 1.0
-
-
-# ======================================================================================
-# Questions and envs
-# ======================================================================================
-class DataOrder:
-    """Questions in a seeded order, reshuffled every epoch; its state is two integers."""
-
-    def __init__(self, ids: Sequence[str], seed: int):
-        if not ids:
-            raise ConfigError("The training split has no questions.")
-        self.ids = list(ids)
-        self.seed = seed
-        self.epoch = 0
-        self.position = 0
-        self._order = self._shuffled()
-
-    def _shuffled(self) -> list[str]:
-        order = list(self.ids)
-        random.Random(self.seed * 1_000_003 + self.epoch).shuffle(order)
-        return order
-
-    def take(self, k: int) -> list[str]:
-        out = []
-        while len(out) < k:
-            if self.position == len(self._order):
-                self.epoch, self.position = self.epoch + 1, 0
-                self._order = self._shuffled()
-            out.append(self._order[self.position])
-            self.position += 1
-        return out
-
-    def state(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "position": self.position}
-
-    def load(self, state: dict[str, int]) -> None:
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
-        self._order = self._shuffled()
-
-
-class TimedRetriever(Retriever):
-    """A retriever that sums the seconds its ``search`` calls take, over every env thread.
-
-    The trainer passes it to the envs it builds (their ``retriever`` option); the retriever
-    it wraps is the one ``make_retriever`` shares with every env over the corpus, and is
-    used as it is.
-    """
-
-    def __init__(self, inner: Retriever):
-        self.inner = inner
-        self.seconds = 0.0
-        self._lock = threading.Lock()
-
-    @property
-    def corpus(self) -> Any:  # type: ignore[override]
-        return self.inner.corpus
-
-    def search(self, queries: Sequence[str], k: int) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return self.inner.search(queries, k)
-        finally:
-            with self._lock:
-                self.seconds += time.perf_counter() - t0
-
-
-def timed_retriever(env_id: str, options: Mapping[str, Any]) -> TimedRetriever:
-    """The retriever the env ``env_id`` builds from ``options`` (the same cached instance), timed."""
-    spec = {**env_spec(env_id), **options}
-    corpus = load_corpus(spec.get("corpus", "synthwiki"), **dict(spec.get("corpus_options") or {}))
-    return TimedRetriever(make_retriever(spec.get("retriever", "bm25"), corpus, **dict(spec.get("retriever_options") or {})))
-
-
-def reward_at(args: Args, step: int) -> str | None:
-    """The reward recipe of the curriculum stage of ``step`` (None: the env's default)."""
-    if args.stage2_step is not None and step >= args.stage2_step:
-        return args.stage2_reward
-    return args.reward
-
-
-def env_kwargs(args: Args, split: str, reward: str | None, *, frozen: Any, evaluation: bool = False) -> dict[str, Any]:
-    """``gym.make`` arguments of the env on ``split``: ``Args.env_options`` (with
-    ``eval_env_options`` when ``evaluation``), the stage's reward, and the frozen models
-    (``frozen``: the loaded frozen LM, or None for the built-in ones)."""
-    kwargs = {"split": split, **args.env_options}
-    if evaluation:
-        kwargs.update(args.eval_env_options)
-    if reward is not None:
-        kwargs["reward"] = reward
-    model = None if args.frozen_model is None else ("gold-span" if frozen is None else frozen)
-    return with_frozen_models(full_env_id(args.env_id), kwargs, frozen=model, summarizer=args.summarizer, summarizer_model=frozen)
-
-
-def check_splits(args: Args) -> None:
-    """Both splits hold questions (checked before anything is written or loaded: a wrong
-    split fails here, not after the model has loaded)."""
-    checks = [("train_split", args.train_split, args.env_options)]
-    if args.eval_every:
-        checks.append(("eval_split", args.eval_split, {**args.env_options, **args.eval_env_options}))
-    for name, split, options in checks:
-        options = {**env_spec(args.env_id), **options}
-        try:
-            load_examples(
-                options.get("corpus", "synthwiki"), options.get("dataset"), split=split,
-                corpus_options=options.get("corpus_options"), dataset_options=options.get("dataset_options"),
-                owner=f"Args.{name}",
-            )
-        except UnknownNameError as e:
-            if not e.kind.endswith("split"):
-                raise
-            flag = "--" + name.replace("_", "-")
-            raise ConfigError(f"Args.{name} {split!r} is not a split of this env's dataset: {e} Pass {flag} (Args.{name}).") from None
 
 
 # ======================================================================================
@@ -309,64 +163,10 @@ def training_samples(results: Sequence[EpisodeResult], *, n: int, grouped: bool)
 
 
 # ======================================================================================
-# 2. Batch: what the update reads but does not train, from one no-grad pass
+# 2. Batch: searchgym.training.batch pads the samples into a TokenBatch (collate) and
+#    computes, without gradients, what the update reads but does not train (fixed_pass:
+#    old logprobs, reference logprobs, values)
 # ======================================================================================
-class Reference:
-    """The frozen policy of the KL term: the LoRA model with its adapters switched off, or
-    (full fine-tuning) a frozen copy of the model taken before training."""
-
-    def __init__(self, model: Any, peft_model: Any = None):
-        self.peft_model = peft_model
-        self.model = model if peft_model is not None else copy.deepcopy(model).eval().requires_grad_(False)
-
-    def logprobs(self, batch: TokenBatch, *, temperature: float) -> Any:
-        adapters_off = self.peft_model.disable_adapter() if self.peft_model is not None else contextlib.nullcontext()
-        with torch.no_grad(), adapters_off:
-            return forward_logprobs(self.model, batch, temperature=temperature)["logprobs"]  # [b, w]
-
-
-@dataclass
-class FixedPass:
-    """Per-token tensors of the batch computed before the update (None: not needed)."""
-
-    old: Any  #: [B, L-1] the model's logprobs before the update; None when the update's own pass gives them
-    ref: Any  #: [B, L-1] the reference's logprobs (a KL term)
-    values: Any  #: [B, L-1] the value head's estimates (PPO)
-
-
-def fixed_pass(
-    model: Any, batch: TokenBatch, *, micro_batch_size: int, temperature: float, device: Any, with_old: bool,
-    reference: Reference | None, value_head: Any,
-) -> FixedPass:
-    """Old logprobs (when ``with_old``), reference logprobs and values of the batch, micro-batch
-    by micro-batch, without gradients; no forward pass at all when none of them is needed."""
-    B, L = batch.input_ids.shape
-    old = torch.zeros(B, L - 1) if with_old else None  # [B, L-1]
-    ref = torch.zeros(B, L - 1) if reference is not None else None  # [B, L-1]
-    values = torch.zeros(B, L - 1) if value_head is not None else None  # [B, L-1]
-    if old is None and ref is None and values is None:
-        return FixedPass(None, None, None)
-    model.eval()
-    with torch.no_grad():
-        for rows in chunks(list(range(B)), micro_batch_size):
-            mb = batch.select(rows).to(device)
-            w = mb.input_ids.shape[1] - 1
-            if old is not None or values is not None:
-                out = forward_logprobs(model, mb, temperature=temperature, with_hidden=values is not None)
-            if old is not None:
-                old[rows, :w] = out["logprobs"].cpu()  # [b, w]
-            if values is not None:
-                values[rows, :w] = value_head(out["hidden"].float()).squeeze(-1).cpu()  # [b, w, H] -> [b, w]
-            if ref is not None:
-                ref[rows, :w] = reference.logprobs(mb, temperature=temperature).cpu()  # [b, w]
-    model.train()
-    return FixedPass(old, ref, values)
-
-
-def chunks(rows: Sequence[int], size: int) -> Iterator[list[int]]:
-    """``rows`` in consecutive pieces of at most ``size``."""
-    for start in range(0, len(rows), size):
-        yield list(rows[start : start + size])
 
 
 # ======================================================================================
@@ -419,13 +219,6 @@ def ppo_loss(
         vl = value_loss(values, old_values, returns, mask, clip=args.value_clip, mode=mode)
         loss = loss + args.value_coef * vl
     return {"loss": loss, "policy_loss": pl, "value_loss": vl, "kl": kl, "entropy": entropy, "clip_fraction": clip_fraction}
-
-
-def peak_memory_mb() -> float:
-    """Peak GPU memory allocated (on CUDA), else the process's peak resident memory."""
-    if torch.cuda.is_available():
-        return torch.cuda.max_memory_allocated() / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 # ======================================================================================
@@ -561,6 +354,7 @@ class Trainer:
         """One PPO-style update on ``samples`` (anything with ``trajectory``, ``reward`` and
         ``group``, e.g. :class:`Sample`); returns its metrics."""
         a = self.args
+        # 2. Batch: the samples padded, and what the update reads but does not train.
         batch = collate([s.trajectory for s in samples], pad_id=self.pad_id, max_length=self.context_length)
         mask = batch.loss_mask  # [B, L-1]
         scores = torch.tensor([float(s.reward) for s in samples])  # [B]
@@ -574,8 +368,11 @@ class Trainer:
         stats: dict[str, float] = {}
         if not single_pass:
             stats.update(self._check_logprobs(fixed.old, batch.rollout_logprobs, mask))
+        # 3. Advantages.
         advantages, returns = compute_advantages(a, scores, [s.group for s in samples], mask, fixed)  # [B, L-1]
 
+        # 4. Update: ppo_epochs passes over the batch in mini_batches optimizer steps, each
+        # accumulating the gradients of micro-batches of micro_batch_size rows.
         B = len(samples)
         sums = dict.fromkeys(LOSS_PARTS, 0.0)
         norms: list[float] = []

@@ -22,7 +22,8 @@ from searchgym.training import checkpoint as ckpt  # noqa: E402
 from searchgym.training.args import Args, check_args, field_docs, preset  # noqa: E402
 from searchgym.training.batch import collate, forward_logprobs  # noqa: E402
 from searchgym.training.metrics import MetricsLog  # noqa: E402
-from searchgym.training.trainer import Sample, TimedRetriever, Trainer, env_kwargs, training_samples  # noqa: E402
+from searchgym.training.data import TimedRetriever  # noqa: E402
+from searchgym.training.trainer import Sample, Trainer, training_samples  # noqa: E402
 
 SMALL = {"corpus_options": SMALL_WORLD, "max_turns": 2}
 
@@ -207,12 +208,6 @@ def test_a_split_the_dataset_lacks_fails_before_the_model_loads_or_the_run_folde
     assert not (tmp_path / "run").exists()  # nothing written: the corrected command is not refused as a changed run
 
 
-def test_eval_env_options_apply_to_evaluation_even_on_the_training_split(tmp_path):
-    args = tiny_args(tmp_path, train_split="dev", eval_split="dev", eval_env_options={"max_turns": 3})
-    assert env_kwargs(args, "dev", None, frozen=None)["max_turns"] == 2
-    assert env_kwargs(args, "dev", None, frozen=None, evaluation=True)["max_turns"] == 3
-
-
 def test_presets_and_field_docs():
     docs = field_docs()
     assert set(docs) == {f for f in Args.__dataclass_fields__}  # every field documented
@@ -386,14 +381,11 @@ def test_retrieval_is_timed_by_the_retriever_the_envs_are_built_with_and_the_sha
 
     trainer = built(tmp_path, env_options={**SMALL, "retriever_options": {"k1": 1.2}})
     _, stats = trainer.rollout(0)
-    assert stats["time_retrieval"] >= 0
     timed = trainer.retrieval
+    assert stats["time_retrieval"] == timed.seconds  # the first rollout's retrieval is all of it
     assert all(env.unwrapped.retriever is timed for env in trainer.envs)  # passed as the env's retriever option
     shared = make_small("searchgym/SearchR1-v0", retriever_options={"k1": 1.2}).unwrapped.retriever
-    assert isinstance(timed, TimedRetriever) and timed.inner is shared and timed.corpus is shared.corpus
-    before = timed.seconds
-    assert timed.search(["capital"], 2) == shared.search(["capital"], 2)
-    assert timed.seconds > before
+    assert isinstance(timed, TimedRetriever) and timed.inner is shared
     assert "search" not in vars(shared)  # not patched on the instance every env shares
     pickle.dumps(make_small("searchgym/SearchR1-v0"))
 
