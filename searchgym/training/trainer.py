@@ -403,12 +403,7 @@ class Trainer:
                         a, out["logprobs"], out["entropy"], old_logprobs, pick(advantages), mb.loss_mask,
                         ref_logprobs=pick(fixed.ref), values=values, old_values=pick(fixed.values), returns=pick(returns),
                     )
-                    if not torch.isfinite(parts["loss"]):
-                        raise TrainingError(
-                            f"Step {self.step + 1}: the loss is {float(parts['loss'].detach())} (policy {float(parts['policy_loss'].detach())}, "
-                            f"value {float(parts['value_loss'].detach())}, kl {float(parts['kl'].detach())}). The update was not applied. "
-                            f"{self._last_good()} Lower lr or check the rewards."
-                        )
+                    self._check_finite(parts)
                     # Each micro-batch's share of the mini-batch's mean: its tokens (token-mean) or its rows.
                     share = float(mb.loss_mask.sum()) / mini_tokens if a.loss_aggregation == "token-mean" else len(rows) / len(mini)
                     (parts["loss"] * share).backward()
@@ -417,13 +412,7 @@ class Trainer:
                     tokens += int(mb.attention_mask.sum())
                 if single_pass:  # checked before the one optimizer step, so a failed check applies nothing
                     stats.update(self._check_logprobs(*(torch.cat([t.flatten() for t in col]) for col in zip(*own_logprobs))))
-                params = [p for g in self.optimizer.param_groups for p in g["params"]]
-                norm = torch.nn.utils.clip_grad_norm_(params, a.max_grad_norm)
-                if not torch.isfinite(norm):
-                    raise TrainingError(f"Step {self.step + 1}: the gradient norm is {float(norm)}; the update was not applied. {self._last_good()}")
-                self.optimizer.step()
-                self.scheduler.step()
-                norms.append(float(norm))
+                norms.append(self._optimizer_step())
         elapsed = time.perf_counter() - t0
         stats.update({k: v / len(norms) for k, v in sums.items()})
         stats.update({
@@ -434,6 +423,25 @@ class Trainer:
             "response_tokens": float(mask.sum()) / B,
         })
         return stats
+
+    def _check_finite(self, parts: dict[str, Any]) -> None:
+        """Stop before a non-finite loss reaches the weights."""
+        if not torch.isfinite(parts["loss"]):
+            value = {k: float(v.detach()) for k, v in parts.items()}
+            raise TrainingError(
+                f"Step {self.step + 1}: the loss is {value['loss']} (policy {value['policy_loss']}, value {value['value_loss']}, "
+                f"kl {value['kl']}). The update was not applied. {self._last_good()} Lower lr or check the rewards."
+            )
+
+    def _optimizer_step(self) -> float:
+        """Clip the gradients, step the optimizer and the schedule; the gradient norm before clipping."""
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        norm = torch.nn.utils.clip_grad_norm_(params, self.args.max_grad_norm)
+        if not torch.isfinite(norm):
+            raise TrainingError(f"Step {self.step + 1}: the gradient norm is {float(norm)}; the update was not applied. {self._last_good()}")
+        self.optimizer.step()
+        self.scheduler.step()
+        return float(norm)
 
     def _check_logprobs(self, trainer_logprobs: Any, rollout_logprobs: Any, mask: Any) -> dict[str, float]:
         """How far the trainer's logprobs of the sampled ids are from the engine's (any
