@@ -73,7 +73,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ("unwrapped", "searchgym/training/sft.py", "envs[0].unwrapped.protocol"): UNWRAPPED,
     ("unwrapped", "searchgym/training/sft_cache.py", "env.unwrapped.corpus"): UNWRAPPED,
     ("unwrapped", "searchgym/training/sft_cache.py", "env.unwrapped.examples"): UNWRAPPED,
-    ("unwrapped", "searchgym/training/trainer.py", "env.unwrapped.retriever"): "the trainer patches the env's retriever; the trainer uses public names only (issue 25, item 4)",
     ("unwrapped", "searchgym/training/trainer.py", "self._train_envs(0)[0].unwrapped.examples"): UNWRAPPED,
 }
 
