@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--backend", default=None,
-        help="transformers or vllm (default: vllm on a CUDA GPU when installed, else transformers: on this project's "
+        help="transformers or vllm (default: vllm on a CUDA GPU when installed, else transformers: on a "
         "2-core CPU vLLM in float32 generated about as many tokens/s, after a 2-minute engine start)",
     )
     demo.add_argument(

@@ -145,10 +145,10 @@ def trained_options(settings: DemoSFT, backend: str, backend_options: dict[str, 
 
 
 def default_backend() -> str:
-    """vLLM on a CUDA GPU where it is installed, else transformers. On this project's
+    """vLLM on a CUDA GPU where it is installed, else transformers. On a
     2-core AVX2 CPU, 16 chat prompts in one batched call: transformers in float32 78.7
     generated tokens/s, vLLM in float32 79.1 after a 2-minute engine start, vLLM in
-    bfloat16 16.3 (README, Demo)."""
+    bfloat16 16.3 (benchmarks/RESULTS.md, Demo)."""
     if importlib.util.find_spec("vllm") is None:
         return "transformers"
     import torch  # vLLM depends on it

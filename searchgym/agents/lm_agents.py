@@ -126,7 +126,7 @@ class LMAgent(LMTurnAgent):
 
     Generation stops at the protocol's stop strings (e.g. ``</search>``), so every turn is
     one action; observations are tokenized and appended without a new chat turn, as in
-    the seeds.
+    the original repositories.
     """
 
     name = "lm"

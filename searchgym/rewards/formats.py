@@ -1,8 +1,8 @@
-"""Format checks of the seed systems, read from an episode's turns.
+"""Format checks of Search-R1, s3, R1-Searcher, R-Search and RECON, read from an episode's turns.
 
 Each check reads the agent's own turns (:class:`~searchgym.rewards.base.Turn`: its text
 and the *kinds* of what the environment answered), never the prompt, the documents or
-the feedback text. The seeds' reward functions read prompt + response, where the
+the feedback text. The original reward functions read prompt + response, where the
 environment's text sits between the agent's turns; the rules below say where an
 observation's kind stands in for its text. The differences that follow are listed per
 function.

@@ -2,7 +2,7 @@
 
 Every metric takes a prediction (``str``, or ``None`` for "never answered", which scores
 0.0) and the gold answers (a sequence of strings; a bare string counts as one answer, as
-in the seeds) and returns a float in [0, 1], the best over the gold answers.
+in the original repositories) and returns a float in [0, 1], the best over the gold answers.
 
 Which seed each one follows:
 
@@ -31,8 +31,8 @@ Which seed each one follows:
 
 Deliberate deviation, in every containment test (sub-EM, cover-EM, span check,
 ``answer_in_text``): a gold answer that normalizes to the empty string (``"The"``,
-``"?"``) is skipped, because the seeds' tests would find it in *every* prediction and
-hand out reward for nothing. Exact match keeps the seeds' behaviour (an empty gold
+``"?"``) is skipped, because the original repositories' tests would find it in *every* prediction and
+hand out reward for nothing. Exact match keeps the original repositories' behaviour (an empty gold
 answer only equals an empty prediction).
 """
 
@@ -52,7 +52,7 @@ _YES_NO = ("yes", "no", "noanswer")
 
 
 def _as_list(answers: Answers) -> list[str]:
-    # The seeds accept a bare string as a single gold answer; iterating it would compare
+    # The original repositories accept a bare string as a single gold answer; iterating it would compare
     # against single characters, so wrap it.
     if isinstance(answers, str):
         return [answers]

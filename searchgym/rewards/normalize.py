@@ -1,6 +1,6 @@
 """Answer normalization used before every string comparison.
 
-Two normalizers exist in the seed systems and they disagree on punctuation, which
+Two normalizers exist in the original repositories and they disagree on punctuation, which
 changes scores:
 
 - :func:`normalize_answer` is the SQuAD normalization that Search-R1

@@ -1,9 +1,9 @@
-"""Reward recipes: how each seed system turns a finished episode into a reward.
+"""Reward recipes: how each system (Search-R1, s3, R1-Searcher, R-Search, RECON) turns a finished episode into a reward.
 
 The environment fills an :class:`Episode` when an episode ends and asks the recipe for a
 :class:`RewardResult`. Recipes are pure apart from the frozen models they call (the s3
 generator, the R-Search reader, an optional judge), which are passed to the constructor
-as plain callables. Defaults are the seeds' published settings:
+as plain callables. Defaults are the papers' published settings:
 
 ====================== ========================================================== =======
 name                   reward                                                     range

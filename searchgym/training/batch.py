@@ -1,5 +1,9 @@
 """Trajectories as padded tensors, and the model's logprobs of them.
 
+:func:`collate` pads trajectories into a :class:`TokenBatch`; :func:`forward_logprobs` is
+one forward pass of a model over it; :func:`fixed_pass` computes, without gradients, what
+an update reads but does not train (old logprobs, a :class:`Reference`'s logprobs, values).
+
 Layout: each row is the whole context (prompt and response ids), right-padded. Losses
 live on *targets*: column ``j`` of a ``[B, L-1]`` tensor is about ``input_ids[:, j+1]``,
 predicted from position ``j``. ``loss_mask[:, j]`` is 1 exactly where ``input_ids[:, j+1]``
@@ -8,7 +12,9 @@ is an id the policy sampled; prompt, observation and padding targets are 0.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import copy
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,3 +131,66 @@ def _keeps_logits(model: Any) -> bool:
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "logits_to_keep" in inspect.signature(base.forward).parameters
+
+
+class Reference:
+    """The frozen policy of the KL term: the LoRA model with its adapters switched off, or
+    (full fine-tuning) a frozen copy of the model taken before training."""
+
+    def __init__(self, model: Any, peft_model: Any = None):
+        self.peft_model = peft_model
+        self.model = model if peft_model is not None else copy.deepcopy(model).eval().requires_grad_(False)
+
+    def logprobs(self, batch: TokenBatch, *, temperature: float) -> Any:
+        """[B, L-1] logprobs of the batch's targets under the reference, without gradients."""
+        import torch
+
+        adapters_off = self.peft_model.disable_adapter() if self.peft_model is not None else contextlib.nullcontext()
+        with torch.no_grad(), adapters_off:
+            return forward_logprobs(self.model, batch, temperature=temperature)["logprobs"]  # [b, w]
+
+
+@dataclass
+class FixedPass:
+    """Per-token tensors of the batch computed before the update (None: not needed)."""
+
+    old: Any  #: [B, L-1] the model's logprobs before the update; None when the update's own pass gives them
+    ref: Any  #: [B, L-1] the reference's logprobs (a KL term)
+    values: Any  #: [B, L-1] the value head's estimates (PPO)
+
+
+def fixed_pass(
+    model: Any, batch: TokenBatch, *, micro_batch_size: int, temperature: float, device: Any, with_old: bool,
+    reference: Reference | None, value_head: Any,
+) -> FixedPass:
+    """Old logprobs (when ``with_old``), reference logprobs and values of the batch, micro-batch
+    by micro-batch, without gradients; no forward pass at all when none of them is needed."""
+    import torch
+
+    B, L = batch.input_ids.shape
+    old = torch.zeros(B, L - 1) if with_old else None  # [B, L-1]
+    ref = torch.zeros(B, L - 1) if reference is not None else None  # [B, L-1]
+    values = torch.zeros(B, L - 1) if value_head is not None else None  # [B, L-1]
+    if old is None and ref is None and values is None:
+        return FixedPass(None, None, None)
+    model.eval()
+    with torch.no_grad():
+        for rows in chunks(list(range(B)), micro_batch_size):
+            mb = batch.select(rows).to(device)
+            w = mb.input_ids.shape[1] - 1
+            if old is not None or values is not None:
+                out = forward_logprobs(model, mb, temperature=temperature, with_hidden=values is not None)
+            if old is not None:
+                old[rows, :w] = out["logprobs"].cpu()  # [b, w]
+            if values is not None:
+                values[rows, :w] = value_head(out["hidden"].float()).squeeze(-1).cpu()  # [b, w, H] -> [b, w]
+            if ref is not None:
+                ref[rows, :w] = reference.logprobs(mb, temperature=temperature).cpu()  # [b, w]
+    model.train()
+    return FixedPass(old, ref, values)
+
+
+def chunks(rows: Sequence[int], size: int) -> Iterator[list[int]]:
+    """``rows`` in consecutive pieces of at most ``size``."""
+    for start in range(0, len(rows), size):
+        yield list(rows[start : start + size])

@@ -1,4 +1,6 @@
-"""Atomic checkpoints: a run killed at any moment resumes from its last complete one.
+"""Atomic checkpoints (a run killed at any moment resumes from its last complete one), the
+run folder's ``args.json`` (a resume with other settings is refused) and exported policy
+folders.
 
 A checkpoint is written into a temporary folder, flushed to disk, marked complete and
 only then renamed to ``checkpoints/step-NNNNNN``; the ``latest`` pointer is replaced
@@ -8,6 +10,8 @@ run deletes; a kill between the rename and the pointer update is found by scanni
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import random
 import re
@@ -16,6 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.error import ConfigError
+from searchgym.training.args import Args
+
+#: Args fields a resumed run may change (they do not alter what is computed).
+RESUMABLE_CHANGES = frozenset(
+    {"total_steps", "out", "resume", "progress", "eval_every", "eval_limit", "eval_env_options", "save_every", "keep_checkpoints", "tensorboard", "threads"}
+)
 
 COMPLETE = "COMPLETE"
 STATE = "state.pt"
@@ -128,3 +138,77 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def merged_weights(model: Any, peft_model: Any = None) -> dict[str, Any]:
+    """The weights of ``model`` in the base model's names, with the LoRA deltas of
+    ``peft_model`` (the peft wrapper around ``model``, if any) added in."""
+    import torch
+
+    if peft_model is None:
+        return {n: t.detach() for n, t in model.state_dict().items()}
+    out: dict[str, Any] = {}
+    with torch.no_grad():
+        for module_name, module in model.named_modules():
+            if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer"):
+                base = module.base_layer.weight
+                delta = sum((module.get_delta_weight(a) for a in module.active_adapters), torch.zeros_like(base))
+                out[f"{module_name}.weight"] = base + delta
+                if getattr(module.base_layer, "bias", None) is not None:
+                    out[f"{module_name}.bias"] = module.base_layer.bias
+        for name, tensor in model.state_dict().items():
+            if "lora_" in name:
+                continue
+            out.setdefault(name.replace(".base_layer.", "."), tensor.detach())
+    return out
+
+
+def export_policy(folder: str | os.PathLike, model: Any, tokenizer: Any, peft_model: Any = None) -> Path:
+    """Save the policy (LoRA merged into a copy when ``peft_model`` is given) with its
+    tokenizer as a transformers folder, atomically: ``folder`` holds the old export or the
+    new one, never half of one."""
+    import copy
+
+    import torch
+
+    folder = Path(folder)
+    tmp = folder.parent / f".tmp-{folder.name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    if peft_model is None:
+        model.save_pretrained(tmp)
+    else:
+        with torch.no_grad():
+            copy.deepcopy(peft_model).merge_and_unload().save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    if folder.exists():
+        shutil.rmtree(folder)
+    os.replace(tmp, folder)
+    return folder
+
+
+def args_record(args: Args) -> dict[str, Any]:
+    """``args`` as the JSON object written to ``args.json`` and into checkpoints."""
+    return json.loads(json.dumps(dataclasses.asdict(args), default=str))
+
+
+def prepare_run_folder(out: Path, args: Args) -> Path | None:
+    """Refuse a foreign run folder, write ``args.json``; return the checkpoint to resume from."""
+    args_file = out / "args.json"
+    checkpoint = latest_checkpoint(out) if out.exists() else None
+    if out.exists() and any(out.iterdir()):
+        if not args.resume:
+            raise ConfigError(f"{out} is not empty; pick another --out, or resume the run in it (drop --no-resume).")
+        if args_file.is_file():
+            previous = json.loads(args_file.read_text())
+            mine = args_record(args)
+            changed = sorted(k for k in mine if k not in RESUMABLE_CHANGES and previous.get(k) != mine[k])
+            if changed:
+                raise ConfigError(
+                    f"{out} holds a run with different settings (changed: {', '.join(changed)}); resume it with "
+                    "the same settings or pick another --out."
+                )
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "args.json.tmp"
+    tmp.write_text(json.dumps(args_record(args), indent=2))
+    os.replace(tmp, args_file)
+    return checkpoint

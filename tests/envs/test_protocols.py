@@ -1,4 +1,4 @@
-"""Each protocol's grammar: parse is the inverse of write, and the seeds' parsing rules."""
+"""Each protocol's grammar: parse is the inverse of write, and the original repositories' parsing rules."""
 
 import pytest
 from hypothesis import given

@@ -22,7 +22,8 @@ from searchgym.training import checkpoint as ckpt  # noqa: E402
 from searchgym.training.args import Args, check_args, field_docs, preset  # noqa: E402
 from searchgym.training.batch import collate, forward_logprobs  # noqa: E402
 from searchgym.training.metrics import MetricsLog  # noqa: E402
-from searchgym.training.trainer import Trainer  # noqa: E402
+from searchgym.training.data import TimedRetriever  # noqa: E402
+from searchgym.training.trainer import Sample, Trainer, training_samples  # noqa: E402
 
 SMALL = {"corpus_options": SMALL_WORLD, "max_turns": 2}
 
@@ -207,13 +208,6 @@ def test_a_split_the_dataset_lacks_fails_before_the_model_loads_or_the_run_folde
     assert not (tmp_path / "run").exists()  # nothing written: the corrected command is not refused as a changed run
 
 
-def test_eval_env_options_apply_to_evaluation_even_on_the_training_split(tmp_path):
-    trainer = Trainer(tiny_args(tmp_path, train_split="dev", eval_split="dev", eval_env_options={"max_turns": 3}))
-    trainer.frozen = None
-    assert trainer._env_kwargs("dev", None)["max_turns"] == 2
-    assert trainer._env_kwargs("dev", None, evaluation=True)["max_turns"] == 3
-
-
 def test_presets_and_field_docs():
     docs = field_docs()
     assert set(docs) == {f for f in Args.__dataclass_fields__}  # every field documented
@@ -344,7 +338,7 @@ def test_lora_trains_only_the_adapters_and_merges_for_export(tmp_path):
     assert all(torch.equal(base[n], p) for n, p in trainer.model.named_parameters() if n in base)
     merged = trainer.merged_weights()
     assert not any("lora_" in n or "base_layer" in n for n in merged)
-    trainer._export(tmp_path / "export")
+    trainer.export(tmp_path / "export")
     from searchgym.lm.hf import TransformersLM
 
     plain = TransformersLM(str(tmp_path / "export")).model
@@ -380,17 +374,30 @@ def test_s3_trains_the_searcher_while_the_frozen_generator_stays_fixed(tmp_path)
     assert any(not torch.equal(policy_before[n], p) for n, p in _weights(trainer).items())
 
 
-def test_retrieval_timing_leaves_the_shared_retriever_alone(tmp_path):
+def test_retrieval_is_timed_by_the_retriever_the_envs_are_built_with_and_the_shared_one_is_left_alone(tmp_path):
     import pickle
 
     from env_helpers import make_small
 
-    trainer = built(tmp_path)
-    trainer.rollout(0)
-    shared = make_small("searchgym/SearchR1-v0").unwrapped.retriever
-    assert trainer.envs[0].unwrapped.retriever.inner is shared
+    trainer = built(tmp_path, env_options={**SMALL, "retriever_options": {"k1": 1.2}})
+    _, stats = trainer.rollout(0)
+    timed = trainer.retrieval
+    assert stats["time_retrieval"] == timed.seconds  # the first rollout's retrieval is all of it
+    assert all(env.unwrapped.retriever is timed for env in trainer.envs)  # passed as the env's retriever option
+    shared = make_small("searchgym/SearchR1-v0", retriever_options={"k1": 1.2}).unwrapped.retriever
+    assert isinstance(timed, TimedRetriever) and timed.inner is shared
     assert "search" not in vars(shared)  # not patched on the instance every env shares
     pickle.dumps(make_small("searchgym/SearchR1-v0"))
+
+
+def test_training_samples_keep_the_question_groups_and_drop_what_cannot_be_trained():
+    good = Trajectory((1, 2))
+    good.add_generated((3,), (-0.5,), "stop")
+    episode = lambda trajectory, outcome="completed", reward=1.0: SimpleNamespace(trajectory=trajectory, outcome=outcome, reward=reward)  # noqa: E731
+    results = [episode(good), episode(good, reward=0.0), episode(Trajectory((1, 2))), episode(good), episode(good, "error"), episode(None)]
+    assert training_samples(results, n=2, grouped=False) == [Sample(good, 1.0, 0), Sample(good, 0.0, 0), Sample(good, 1.0, 1)]
+    assert training_samples(results, n=2, grouped=True) == [Sample(good, 1.0, 0), Sample(good, 0.0, 0)]  # question 1 kept one answer
+    assert training_samples(results, n=3, grouped=True) == [Sample(good, 1.0, 0), Sample(good, 0.0, 0)]
 
 
 def test_metrics_log_drops_rows_after_the_resumed_step_and_rejects_unknown_columns(tmp_path):

@@ -1,4 +1,4 @@
-"""One protocol (tag grammar, prompt, rendering) per seed system."""
+"""One protocol (tag grammar, prompt, rendering) per system (Search-R1, s3, R1-Searcher, R-Search, RECON)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """What every protocol shares: the parsed actions and the tag scanner.
 
-A protocol is the tag grammar of one seed system. It turns one agent turn (text) into a
+A protocol is the tag grammar of one of the five systems (Search-R1, s3,
+R1-Searcher, R-Search, RECON). It turns one agent turn (text) into a
 tuple of actions, and renders what the environment says back. It holds no episode
 state: the environment does.
 """
@@ -159,7 +160,7 @@ def first_of(text: str, tags: Sequence[str]) -> str | None:
 
 # ---------------------------------------------------------------- protocol
 class Protocol(ABC):
-    """The tag grammar of one seed system."""
+    """The tag grammar of one system (Search-R1, s3, R1-Searcher, R-Search or RECON)."""
 
     #: Registry name, e.g. ``"search_r1"``.
     name: str

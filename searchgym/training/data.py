@@ -1,0 +1,132 @@
+"""The questions and envs of a training run.
+
+The questions come in a seeded order that survives resumes (:class:`DataOrder`); the envs'
+arguments follow the curriculum stage and the split (:func:`env_kwargs`); both splits are
+checked before anything loads (:func:`check_splits`); and the training envs are built with
+a :class:`TimedRetriever` (their public ``retriever`` option) so that a step can report
+the seconds spent in retrieval without touching the retriever every env shares.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from searchgym.corpora import Retriever, load_corpus, make_retriever
+from searchgym.envs.core import load_examples
+from searchgym.envs.frozen import with_frozen_models
+from searchgym.envs.registration import env_spec, full_env_id
+from searchgym.error import ConfigError, UnknownNameError
+from searchgym.training.args import Args
+
+
+class DataOrder:
+    """Questions in a seeded order, reshuffled every epoch; its state is two integers."""
+
+    def __init__(self, ids: Sequence[str], seed: int):
+        if not ids:
+            raise ConfigError("The training split has no questions.")
+        self.ids = list(ids)
+        self.seed = seed
+        self.epoch = 0
+        self.position = 0
+        self._order = self._shuffled()
+
+    def _shuffled(self) -> list[str]:
+        order = list(self.ids)
+        random.Random(self.seed * 1_000_003 + self.epoch).shuffle(order)
+        return order
+
+    def take(self, k: int) -> list[str]:
+        out = []
+        while len(out) < k:
+            if self.position == len(self._order):
+                self.epoch, self.position = self.epoch + 1, 0
+                self._order = self._shuffled()
+            out.append(self._order[self.position])
+            self.position += 1
+        return out
+
+    def state(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "position": self.position}
+
+    def load(self, state: dict[str, int]) -> None:
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+        self._order = self._shuffled()
+
+
+class TimedRetriever(Retriever):
+    """A retriever that sums the seconds its ``search`` calls take, over every env thread.
+
+    The trainer passes it to the envs it builds (their ``retriever`` option); the retriever
+    it wraps is the one ``make_retriever`` shares with every env over the corpus, and is
+    used as it is.
+    """
+
+    def __init__(self, inner: Retriever):
+        self.inner = inner
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def corpus(self) -> Any:  # type: ignore[override]
+        return self.inner.corpus
+
+    def search(self, queries: Sequence[str], k: int) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return self.inner.search(queries, k)
+        finally:
+            with self._lock:
+                self.seconds += time.perf_counter() - t0
+
+
+def timed_retriever(env_id: str, options: Mapping[str, Any]) -> TimedRetriever:
+    """The retriever the env ``env_id`` builds from ``options`` (the same cached instance), timed."""
+    spec = {**env_spec(env_id), **options}
+    corpus = load_corpus(spec.get("corpus", "synthwiki"), **dict(spec.get("corpus_options") or {}))
+    return TimedRetriever(make_retriever(spec.get("retriever", "bm25"), corpus, **dict(spec.get("retriever_options") or {})))
+
+
+def reward_at(args: Args, step: int) -> str | None:
+    """The reward recipe of the curriculum stage of ``step`` (None: the env's default)."""
+    if args.stage2_step is not None and step >= args.stage2_step:
+        return args.stage2_reward
+    return args.reward
+
+
+def env_kwargs(args: Args, split: str, reward: str | None, *, frozen: Any, evaluation: bool = False) -> dict[str, Any]:
+    """``gym.make`` arguments of the env on ``split``: ``Args.env_options`` (with
+    ``eval_env_options`` when ``evaluation``), the stage's reward, and the frozen models
+    (``frozen``: the loaded frozen LM, or None for the built-in ones)."""
+    kwargs = {"split": split, **args.env_options}
+    if evaluation:
+        kwargs.update(args.eval_env_options)
+    if reward is not None:
+        kwargs["reward"] = reward
+    model = None if args.frozen_model is None else ("gold-span" if frozen is None else frozen)
+    return with_frozen_models(full_env_id(args.env_id), kwargs, frozen=model, summarizer=args.summarizer, summarizer_model=frozen)
+
+
+def check_splits(args: Args) -> None:
+    """Both splits hold questions (checked before anything is written or loaded: a wrong
+    split fails here, not after the model has loaded)."""
+    checks = [("train_split", args.train_split, args.env_options)]
+    if args.eval_every:
+        checks.append(("eval_split", args.eval_split, {**args.env_options, **args.eval_env_options}))
+    for name, split, options in checks:
+        options = {**env_spec(args.env_id), **options}
+        try:
+            load_examples(
+                options.get("corpus", "synthwiki"), options.get("dataset"), split=split,
+                corpus_options=options.get("corpus_options"), dataset_options=options.get("dataset_options"),
+                owner=f"Args.{name}",
+            )
+        except UnknownNameError as e:
+            if not e.kind.endswith("split"):
+                raise
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(f"Args.{name} {split!r} is not a split of this env's dataset: {e} Pass {flag} (Args.{name}).") from None

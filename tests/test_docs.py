@@ -1,0 +1,84 @@
+"""The docs site builds with `mkdocs build --strict`, and a broken link fails that build;
+every relative link of the README points at a file that exists."""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def build(project: Path, site: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=project, capture_output=True, text=True, timeout=300,
+    )
+
+
+def nav_pages(config: dict) -> list[str]:
+    pages = []
+    for entry in config["nav"]:
+        (target,) = entry.values()
+        pages.append(target)
+    return pages
+
+
+def test_the_docs_build_strictly_with_every_page_in_the_nav(tmp_path):
+    done = build(ROOT, tmp_path / "site")
+    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}\n{done.stderr}"
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    assert config["strict"] is True
+    pages = nav_pages(config)
+    assert sorted(pages) == sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    for page in pages:
+        html = tmp_path / "site" / ("index.html" if page == "index.md" else f"{page[:-3]}/index.html")
+        assert html.exists(), f"{page} was not built"
+
+
+def test_a_broken_link_fails_the_strict_build(tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "docs", project / "docs")
+    shutil.copy(ROOT / "mkdocs.yml", project / "mkdocs.yml")
+    assert build(project, tmp_path / "ok").returncode == 0
+    index = project / "docs" / "index.md"
+    index.write_text(index.read_text(encoding="utf-8") + "\nSee [a page that is gone](gone.md).\n", encoding="utf-8")
+    done = build(project, tmp_path / "broken")
+    assert done.returncode != 0
+    assert "gone.md" in done.stdout + done.stderr
+
+
+def test_a_broken_anchor_fails_the_strict_build(tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "docs", project / "docs")
+    shutil.copy(ROOT / "mkdocs.yml", project / "mkdocs.yml")
+    index = project / "docs" / "index.md"
+    index.write_text(index.read_text(encoding="utf-8") + "\nSee [the driver](bench.md#no-such-section).\n", encoding="utf-8")
+    done = build(project, tmp_path / "broken")
+    assert done.returncode != 0
+    assert "no-such-section" in done.stdout + done.stderr
+
+
+def test_every_relative_link_of_the_readme_exists():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = [t for t in re.findall(r"\]\(([^)\s]+)\)", text) if not re.match(r"[a-z]+:", t)]
+    assert targets, "README.md links to no page"
+    for target in targets:
+        path = (ROOT / target.split("#")[0]).resolve()
+        assert path.exists(), f"README.md links to {target}, which does not exist"
+
+
+def test_the_sections_of_results_md_that_the_docs_name_exist():
+    """The strict build cannot follow links out of docs/, so the pages name RESULTS.md's
+    sections in words; each named section must be a heading there."""
+    headings = set(re.findall(r"^#+ (.+?)\s*$", (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8"), flags=re.M))
+    named = []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        named += [(page.name, " ".join(s.split())) for s in re.findall(r'RESULTS\.md`[,;]?\s+section\s+"([^"]+)"', text)]
+    assert len(named) >= 8
+    for page, section in named:
+        assert section in headings, f'docs/{page} names section "{section}" of benchmarks/RESULTS.md, which has no such heading'
