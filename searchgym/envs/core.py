@@ -91,7 +91,7 @@ class SearchEnv(gym.Env[str, str]):
       :class:`Retriever`; ``retriever_options`` go to its constructor. ``top_k``: documents per
       search; ``initial_top_k``: documents in the first observation of protocols that start
       from naive retrieval (s3; default ``top_k``).
-    - ``max_turns``: agent turns per episode. As in the seeds, the last turn cannot search (a
+    - ``max_turns``: agent turns per episode. As in Search-R1 and s3, the last turn cannot search (a
       search there is not run), so at most ``max_turns - 1`` searches happen.
       ``max_searches``: a lower search budget (None: none).
     - ``summarizer``: ``None``/``"identity"``, ``"extractive"`` or a :class:`Summarizer`.

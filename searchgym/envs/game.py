@@ -43,7 +43,7 @@ class SearchLog:
     """What a searcher read and kept in one episode, and its budgets.
 
     Args:
-        max_turns: The searcher's turns; as in the published systems its last turn
+        max_turns: The searcher's turns; as in Search-R1 and s3 its last turn
             cannot search (a search there is not run).
         max_searches: A lower search budget (None: none).
     """
@@ -238,7 +238,7 @@ class SearchGame:
             if isinstance(act, Search):
                 query = act.query
                 if self.log.final_turn:
-                    continue  # as in the published systems, the last turn's search is not run: nothing would show it
+                    continue  # as in Search-R1 and s3, the last turn's search is not run: nothing would show it
                 if self.log.budget_spent:
                     pieces.append(self.protocol.budget_feedback())
                     kinds.append("budget")
