@@ -1,7 +1,7 @@
 """Classic RL beside LLM baselines: Stable-Baselines3 policies on synthwiki.
 
 1. Trains SB3 PPO and DQN template policies (``searchgym train --algorithm sb3-ppo|sb3-dqn``
-   through :func:`searchgym.training.sb3.train_sb3`) on synthwiki's train split.
+   through :func:`searchgym.sb3.train_sb3`) on synthwiki's train split.
 2. LM-free table on the held-out dev split, every policy through the same wrapper and the
    perfect ``gold-span`` reader: uniformly random templates, the naive-RAG template policy
    (search the question, answer from its top-k) and the trained policies. "answered right"
@@ -62,8 +62,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("results/sb3"), help="output folder (default results/sb3)")
     opts = parser.parse_args()
 
-    from searchgym.envs.templates import GLOBAL_FEATURES
-    from searchgym.training.sb3 import SB3Args, evaluate_template_policy, make_template_env, train_sb3
+    from searchgym.sb3 import GLOBAL_FEATURES, SB3Args, evaluate_template_policy, make_template_env, train_sb3
 
     opts.out.mkdir(parents=True, exist_ok=True)
     report: dict = {"timesteps": opts.timesteps, "env_id": opts.env_id}
@@ -82,7 +81,7 @@ def main() -> None:
         report[f"{algorithm}_curve"] = [{k: r[k] for k in ("step", "eval_reward", "eval_success")} for r in rows]
 
     print(f"\n== 2. LM-free, dev split (first {opts.limit}), gold-span reader")
-    from searchgym.agents.sb3 import load_policy
+    from searchgym.sb3 import load_policy
 
     env = make_template_env(opts.env_id, {}, split="dev", limit=opts.limit, generator="gold-span", passage_cost=opts.passage_cost)
     policies = {

@@ -30,6 +30,7 @@ from searchgym.agents import LM_FREE, Agent, EpisodeResult, Task, make_agent, ru
 from searchgym.agents.driver import check_scheduling
 from searchgym.agents.registry import agent_label, build_agent, check_agent, describe_agent, factory_needs_lm, registered_factory
 from searchgym.agents.registry import needs_lm as agent_needs_lm
+from searchgym.envs.access import search_env
 from searchgym.envs.frozen import with_frozen_models
 from searchgym.envs.registration import NAMESPACE, full_env_id
 from searchgym.error import ConfigError, DataFormatError, check_name
@@ -346,7 +347,7 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
     for label, (env_id, agent_name) in zip(labels, config.runs):
         env_id = full_env_id(env_id)
         envs = [gym.make(env_id, **_env_kwargs(config, env_id, frozen)) for _ in range(config.num_envs)]
-        examples = envs[0].unwrapped.examples[: config.limit]
+        examples = search_env(envs[0]).examples[: config.limit]
         played = {(r["example_id"], r["seed"]) for r in done[label]}
         tasks = [Task(ex.id, seed) for seed in config.seeds for ex in examples if (ex.id, seed) not in played]
         if not tasks:

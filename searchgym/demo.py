@@ -22,6 +22,7 @@ from typing import Any
 
 from searchgym.agents import Agent
 from searchgym.bench import BenchConfig, run_bench
+from searchgym.envs.access import search_env
 from searchgym.error import ConfigError
 
 #: Defaults of ``searchgym demo``: the first 32 of the 79 questions, all live at once,
@@ -90,7 +91,7 @@ def sft_args(settings: DemoSFT, *, progress: bool = True) -> Any:
 
     world = {"seed": settings.world_seed, "num_passages": settings.num_passages}
     env = gym.make("searchgym/SearchR1-v0", split="train", corpus_options=world)
-    examples = [ex for ex in env.unwrapped.examples if ex.metadata.get("hops") == 1][: settings.questions]
+    examples = [ex for ex in search_env(env).examples if ex.metadata.get("hops") == 1][: settings.questions]
     env.close()
     if len(examples) < settings.questions:
         raise ConfigError(

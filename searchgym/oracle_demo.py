@@ -18,6 +18,7 @@ import gymnasium as gym
 from tqdm.auto import tqdm
 
 from searchgym.agents import SynthWikiOracle, play_episode
+from searchgym.envs.access import search_env
 from searchgym.envs.registration import ENV_SPECS
 
 
@@ -25,7 +26,8 @@ def play_oracle(env_id: str, num_passages: int, limit: int | None, seed: int = 0
     """Mean reward, searches, turns and context size of the oracle on synthwiki dev questions."""
     env = gym.make(env_id, corpus_options={"seed": seed, "num_passages": num_passages})
     oracle = SynthWikiOracle.for_env(env)
-    n = len(env.unwrapped.examples) if limit is None else min(limit, len(env.unwrapped.examples))
+    examples = search_env(env).examples
+    n = len(examples) if limit is None else min(limit, len(examples))
     totals = {"reward": 0.0, "searches": 0.0, "turns": 0.0, "context_tokens": 0.0, "context_chars": 0.0}
     start = time.perf_counter()
     for index in tqdm(range(n), desc=env_id.split("/")[1], leave=False):
@@ -35,7 +37,7 @@ def play_oracle(env_id: str, num_passages: int, limit: int | None, seed: int = 0
         totals["turns"] += info["turn"]
         totals["context_tokens"] += info["context_tokens"]
         totals["context_chars"] += info["context_chars"]
-    row = {"env": env_id, "episodes": n, "reward_name": env.unwrapped.recipe.name}
+    row = {"env": env_id, "episodes": n, "reward_name": search_env(env).recipe.name}
     row.update({k: v / n for k, v in totals.items()})
     row["ms_per_episode"] = 1000 * (time.perf_counter() - start) / n
     env.close()

@@ -44,35 +44,9 @@ LAYER_NAMES = ["foundation", "parts", "envs", "agents", "applications", "edge"]
 #: ("layer", file, imported module): an import of a higher layer;
 #: ("private", file, "module.name"): a private name of another module, imported or read;
 #: ("unwrapped", file, expression): code outside searchgym/envs reaching through ``.unwrapped``.
-SB3 = "the SB3 adapter is spread over envs/, agents/ and training/; it becomes one module at the edge (issue 25, item 5)"
 UNWRAPPED = "reads the env's internals; the episode object exposes what callers need as public attributes or info (issue 25, items 3 and 5)"
 KNOWN: dict[tuple[str, str, str], str] = {
-    ("layer", "searchgym/agents/sb3.py", "searchgym.training.sb3"): SB3,
-    ("private", "searchgym/agents/sb3.py", "searchgym.training.sb3._algorithm_class"): SB3,
-    ("private", "searchgym/envs/team_game.py", "searchgym.envs.core._positive_int"): "the team game checks its options with the single-agent env's checker; one episode object will own them (issue 25, item 3)",
     ("private", "searchgym/training/trainer.py", "searchgym.lm.hf._load"): "the trainer loads its policy with the transformers backend's private loader; the trainer uses public names only (issue 25, item 4)",
-    ("unwrapped", "searchgym/agents/baselines.py", "env.unwrapped"): UNWRAPPED,
-    ("unwrapped", "searchgym/agents/baselines.py", "env.unwrapped.protocol"): UNWRAPPED,
-    ("unwrapped", "searchgym/agents/lm_agents.py", "env.unwrapped.protocol"): UNWRAPPED,
-    ("unwrapped", "searchgym/agents/oracle.py", "env.unwrapped"): UNWRAPPED,
-    ("unwrapped", "searchgym/agents/registry.py", "env.unwrapped.corpus"): UNWRAPPED,
-    ("unwrapped", "searchgym/agents/registry.py", "env.unwrapped.protocol"): UNWRAPPED,
-    ("unwrapped", "searchgym/agents/sb3.py", "env.unwrapped"): SB3,
-    ("unwrapped", "searchgym/bench.py", "envs[0].unwrapped.examples"): UNWRAPPED,
-    ("unwrapped", "searchgym/demo.py", "env.unwrapped.examples"): UNWRAPPED,
-    ("unwrapped", "searchgym/integrations/trl.py", "envs[0].unwrapped.examples"): UNWRAPPED,
-    ("unwrapped", "searchgym/integrations/verl/agent_loop.py", "env.unwrapped.protocol"): UNWRAPPED,
-    ("unwrapped", "searchgym/integrations/verl/data.py", "env.unwrapped"): UNWRAPPED,
-    ("unwrapped", "searchgym/oracle_demo.py", "env.unwrapped.examples"): UNWRAPPED,
-    ("unwrapped", "searchgym/oracle_demo.py", "env.unwrapped.recipe"): UNWRAPPED,
-    ("unwrapped", "searchgym/training/sb3.py", "env.unwrapped"): SB3,
-    ("unwrapped", "searchgym/training/sb3.py", "eval_env.unwrapped.top_k"): SB3,
-    ("unwrapped", "searchgym/training/sft.py", "env.unwrapped"): UNWRAPPED,
-    ("unwrapped", "searchgym/training/sft.py", "env.unwrapped.corpus"): UNWRAPPED,
-    ("unwrapped", "searchgym/training/sft.py", "envs[0].unwrapped.examples"): UNWRAPPED,
-    ("unwrapped", "searchgym/training/sft.py", "envs[0].unwrapped.protocol"): UNWRAPPED,
-    ("unwrapped", "searchgym/training/sft_cache.py", "env.unwrapped.corpus"): UNWRAPPED,
-    ("unwrapped", "searchgym/training/sft_cache.py", "env.unwrapped.examples"): UNWRAPPED,
     ("unwrapped", "searchgym/training/trainer.py", "self._train_envs(0)[0].unwrapped.examples"): UNWRAPPED,
 }
 

@@ -21,6 +21,7 @@ from searchgym.agents.base import Agent, turn_seed
 from searchgym.agents.lm_agents import LMTurnAgent
 from searchgym.agents.trajectory import Trajectory
 from searchgym.corpora.types import Retriever
+from searchgym.envs.access import search_env
 from searchgym.envs.lm_frozen import generator_messages
 from searchgym.envs.protocols import Answer, Complete, Evidence, Protocol, Search, Select, make_protocol
 from searchgym.error import ConfigError
@@ -91,7 +92,7 @@ class _OneShotAgent(LMTurnAgent):
 
     @classmethod
     def for_env(cls, env: Any, lm: LanguageModel, **options: Any) -> _OneShotAgent:
-        return cls(lm, env.unwrapped.protocol, **options)
+        return cls(lm, search_env(env).protocol, **options)
 
 
 class NoRetrievalAgent(_OneShotAgent):
@@ -125,7 +126,7 @@ class NaiveRAGAgent(_OneShotAgent):
 
     @classmethod
     def for_env(cls, env: Any, lm: LanguageModel, *, retriever: Retriever | None = None, **options: Any) -> NaiveRAGAgent:
-        inner = env.unwrapped
+        inner = search_env(env)
         options.setdefault("k", inner.top_k)
         return cls(lm, inner.protocol, retriever if retriever is not None else inner.retriever, **options)
 
@@ -148,7 +149,7 @@ class RandomAgent(Agent):
 
     @classmethod
     def for_env(cls, env: Any, **options: Any) -> RandomAgent:
-        return cls(env.unwrapped.protocol, **options)
+        return cls(search_env(env).protocol, **options)
 
     @staticmethod
     def _span(rng: random.Random, text: str, most: int) -> str:

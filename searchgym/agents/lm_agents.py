@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from searchgym.agents.base import Agent, turn_seed
 from searchgym.agents.tokens import encode_text, prompt_ids
 from searchgym.agents.trajectory import Trajectory
+from searchgym.envs.access import search_env
 from searchgym.envs.protocols import Protocol, make_protocol
 from searchgym.error import ConfigError
 from searchgym.lm.base import Generation, LanguageModel
@@ -155,7 +156,7 @@ class LMAgent(LMTurnAgent):
     @classmethod
     def for_env(cls, env: Any, lm: LanguageModel, **options: Any) -> LMAgent:
         """An agent for the protocol of ``env`` (wrapped or not)."""
-        return cls(lm, env.unwrapped.protocol, **options)
+        return cls(lm, search_env(env).protocol, **options)
 
     def act(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[str]:
         self._check_batch(observations, infos)
@@ -215,7 +216,7 @@ def _family_for(protocol: str) -> str:
 
 def policy_agent(env: Any, lm: LanguageModel, **options: Any) -> LMAgent:
     """The agent family that plays the protocol of ``env``."""
-    protocol = env.unwrapped.protocol
+    protocol = search_env(env).protocol
     for cls in FAMILIES:
         if protocol.name in (cls.protocols or ()):
             return cls(lm, protocol, **options)

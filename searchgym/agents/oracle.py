@@ -14,6 +14,7 @@ from typing import Any
 
 from searchgym.agents.base import Agent
 from searchgym.corpora.types import Corpus, QAExample
+from searchgym.envs.access import search_env
 from searchgym.envs.protocols import Answer, Complete, Evidence, Protocol, Search, Select, make_protocol
 from searchgym.error import ConfigError
 
@@ -33,7 +34,7 @@ class SynthWikiOracle(Agent):
     @classmethod
     def for_env(cls, env: Any) -> SynthWikiOracle:
         """An oracle for the protocol, questions and corpus of ``env`` (wrapped or not)."""
-        inner = env.unwrapped
+        inner = search_env(env)
         return cls(inner.protocol, inner.examples, inner.corpus)
 
     def _evidence(self, meta: Mapping[str, Any]) -> str:

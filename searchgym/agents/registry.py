@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from searchgym.agents.base import Agent
+from searchgym.envs.access import search_env
 from searchgym.error import ConfigError, UnknownNameError
 
 #: Agent name -> what it is. ``lm`` picks the family that plays the env's protocol.
@@ -28,6 +29,10 @@ AGENTS: dict[str, str] = {
     "random": "uniformly random well-formed actions (LM-free)",
     "sb3": "a Stable-Baselines3 template policy (option policy=RUN of `searchgym train --algorithm sb3-ppo`); the LM reads its passages",
 }
+
+#: Built-in agents that live at the edge of the package, by ``module:factory`` (as Gymnasium
+#: registers env entry points): loaded on first use, so this layer imports none of them.
+ENTRY_POINTS: dict[str, str] = {"sb3": "searchgym.sb3.agent:SB3Agent.for_env"}
 
 #: Agents that need no language model.
 LM_FREE = frozenset({"oracle", "random"})
@@ -236,7 +241,7 @@ def needs_lm(name: str, env: Any = None, options: dict[str, Any] | None = None) 
         if env is not None:
             from searchgym.envs.registration import env_spec
 
-            protocol = (env_spec(env) if isinstance(env, str) else {"protocol": env.unwrapped.protocol.name}).get("protocol")
+            protocol = (env_spec(env) if isinstance(env, str) else {"protocol": search_env(env).protocol.name}).get("protocol")
             return protocol != "s3"
     return True
 
@@ -271,10 +276,8 @@ def _make(name: str, env: Any, lm: Any, options: dict[str, Any]) -> Agent:
         from searchgym.agents.baselines import RandomAgent
 
         return RandomAgent.for_env(env, **options)
-    if name == "sb3":
-        from searchgym.agents.sb3 import SB3Agent
-
-        return SB3Agent.for_env(env, lm=lm, **options)
+    if name in ENTRY_POINTS:
+        return load_factory(ENTRY_POINTS[name])(env, lm=lm, **options)
     if name == "lm":
         from searchgym.agents.lm_agents import policy_agent
 
@@ -287,5 +290,5 @@ def _make(name: str, env: Any, lm: Any, options: dict[str, Any]) -> Agent:
         from searchgym.corpora.retrievers import make_retriever
 
         # retriever_options (e.g. {"dtype": "bfloat16"}) configure the dense index.
-        options["retriever"] = make_retriever("dense", env.unwrapped.corpus, **options.pop("retriever_options", {}))
+        options["retriever"] = make_retriever("dense", search_env(env).corpus, **options.pop("retriever_options", {}))
     return NaiveRAGAgent.for_env(env, lm, **options)

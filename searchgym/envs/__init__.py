@@ -2,16 +2,19 @@
 
 The PettingZoo multi-agent env is :mod:`searchgym.envs.multi_agent` (imported on demand:
 it needs the ``multiagent`` extra); its game and the single-agent view of one role are
-:class:`TeamGame` and :class:`RoleEnv`.
+:class:`TeamGame` and :class:`RoleEnv`. :class:`SearchGame` is the single-agent game under
+:class:`SearchEnv`. :func:`search_env` and :func:`team_game` reach them under wrappers.
 """
 
+from searchgym.envs.access import search_env, team_game
 from searchgym.envs.core import SearchEnv
+from searchgym.envs.game import SearchGame, SearchLog
 from searchgym.envs.registration import ENV_SPECS, MULTI_AGENT_ENVS, ROLE_ENV_SPECS, make_multi_agent, register_envs
 from searchgym.envs.role_env import RoleEnv
 from searchgym.envs.team_game import ROLES, TeamGame
 from searchgym.envs.wrappers import StrictActions
 
 __all__ = [
-    "ENV_SPECS", "MULTI_AGENT_ENVS", "ROLES", "ROLE_ENV_SPECS", "RoleEnv", "SearchEnv", "StrictActions", "TeamGame",
-    "make_multi_agent", "register_envs",
+    "ENV_SPECS", "MULTI_AGENT_ENVS", "ROLES", "ROLE_ENV_SPECS", "RoleEnv", "SearchEnv", "SearchGame", "SearchLog",
+    "StrictActions", "TeamGame", "make_multi_agent", "register_envs", "search_env", "team_game",
 ]

@@ -9,9 +9,10 @@ by the environment: raw documents pass through (or the ``summarizer=`` component
 condenses them) and the frozen ``generator=`` answers.
 
 Turn order follows the data: ``[summarizer] searcher ([summarizer] searcher)* generator``.
-:class:`TeamGame` holds the state machine; :mod:`searchgym.envs.multi_agent` wraps it as
-a PettingZoo AEC and parallel env and :mod:`searchgym.envs.role_env` as a single-agent
-Gymnasium view of one role.
+:class:`TeamGame` holds the state machine; its searcher keeps windows, selection and
+budgets in the same :class:`~searchgym.envs.game.SearchLog` as a single agent.
+:mod:`searchgym.envs.multi_agent` wraps it as a PettingZoo AEC and parallel env and
+:mod:`searchgym.envs.role_env` as a single-agent Gymnasium view of one role.
 
 Rewards (every malformed turn also adds ``invalid_action_penalty`` to its role):
 
@@ -35,12 +36,13 @@ from typing import Any
 
 from searchgym.corpora.retrievers import make_retriever
 from searchgym.corpora.types import Hit, Passage, QAExample, Retriever
-from searchgym.envs.core import EXAMPLE_OPTIONS, _positive_int, count_tokens, load_task_data, pick_example
 from searchgym.envs.frozen import make_frozen
+from searchgym.envs.game import SearchLog, Window
 from searchgym.envs.protocols import Answer, Complete, Invalid, Protocol, Search, Select
 from searchgym.envs.protocols.s3 import S3Protocol
 from searchgym.envs.protocols.team import GeneratorProtocol, Summary, SummarizerProtocol, doc_texts
 from searchgym.envs.summarizers import Summarizer, make_summarizer
+from searchgym.envs.tasks import EXAMPLE_OPTIONS, count_tokens, load_task_data, pick_example, positive_int
 from searchgym.error import ConfigError, SearchGymError, UnknownNameError
 from searchgym.rewards import Episode, S3GainBeyondRAG, Turn, call_frozen, exact_match, f1_score, gen_acc
 
@@ -75,18 +77,6 @@ def check_roster(roles: Any) -> tuple[str, ...]:
             "add 'searcher' (a scripted searcher such as role_env's 'complete' policy plays it if you only train another role)."
         )
     return tuple(r for r in ROLES if r in roles)
-
-
-@dataclass
-class _Window:
-    """One retrieval: what the retriever returned and what the team reads of it."""
-
-    query: str
-    hits: list[Hit]
-    #: The documents the searcher reads and the generator may get (numbered from 1): the
-    #: hits themselves, or one summary document.
-    shown: list[Hit] = field(default_factory=list)
-    annotated: bool = False  # the searcher made a selection in it
 
 
 @dataclass
@@ -167,12 +157,12 @@ class TeamGame:
     ):
         owner = "The multi-agent env"
         self.roles = check_roster(roles)
-        self.top_k = _positive_int("top_k", top_k, owner=owner)
-        self.initial_top_k = _positive_int("initial_top_k", initial_top_k, allow_none=True, owner=owner) or self.top_k
-        self.max_searcher_turns = _positive_int("max_searcher_turns", max_searcher_turns, owner=owner)
-        self.max_searches = _positive_int("max_searches", max_searches, allow_none=True, owner=owner)
-        self.max_action_chars = _positive_int("max_action_chars", max_action_chars, owner=owner)
-        self.max_observation_chars = _positive_int("max_observation_chars", max_observation_chars, owner=owner)
+        self.top_k = positive_int("top_k", top_k, owner=owner)
+        self.initial_top_k = positive_int("initial_top_k", initial_top_k, allow_none=True, owner=owner) or self.top_k
+        self.max_searcher_turns = positive_int("max_searcher_turns", max_searcher_turns, owner=owner)
+        self.max_searches = positive_int("max_searches", max_searches, allow_none=True, owner=owner)
+        self.max_action_chars = positive_int("max_action_chars", max_action_chars, owner=owner)
+        self.max_observation_chars = positive_int("max_observation_chars", max_observation_chars, owner=owner)
         if answer_metric not in ANSWER_METRICS:
             raise UnknownNameError("answer metric", answer_metric, ANSWER_METRICS)
         self.answer_metric = answer_metric
@@ -200,6 +190,7 @@ class TeamGame:
         self.recipe = S3GainBeyondRAG(make_frozen("generator", generator), None if judge is None else make_frozen("judge", judge))
         self.token_counter = token_counter or count_tokens
         self.protocols: dict[str, Protocol] = {"searcher": S3Protocol(), "summarizer": SummarizerProtocol(), "generator": GeneratorProtocol()}
+        self.log = SearchLog(max_turns=self.max_searcher_turns, max_searches=self.max_searches)  # the searcher's side
         self.example: QAExample | None = None
         self.done = True
         self.current: str | None = None
@@ -237,9 +228,7 @@ class TeamGame:
         self.seats = {role: _Seat() for role in self.roles}
         for seat in self.seats.values():
             seat.last = dict(_TURN_DEFAULTS)
-        self.windows: list[_Window] = []
-        self.selected: list[Hit] = []
-        self.num_searches = 0
+        self.log.reset()
         self.summary_tokens = 0
         self.search_truncated = False
         self.context: list[Hit] = []
@@ -292,23 +281,18 @@ class TeamGame:
     def _searcher_turn(self, actions: Sequence[Any]) -> None:
         seat = self.seats["searcher"]
         protocol = self.protocols["searcher"]
-        final_turn = seat.turns >= self.max_searcher_turns
+        self.log.turn = seat.turns
         query = None
         complete = False
         feedback = []
         for act in actions:
-            if isinstance(act, Select) and self.windows:
-                # Numbers outside the latest window are ignored, as s3 ignores ids it cannot resolve.
-                window = self.windows[-1]
-                window.annotated = True
-                for n in act.doc_numbers:
-                    if 1 <= n <= len(window.shown) and all(h.passage.id != window.shown[n - 1].passage.id for h in self.selected):
-                        self.selected.append(window.shown[n - 1])
+            if isinstance(act, Select):
+                self.log.select(act.doc_numbers)
             elif isinstance(act, Search):
                 seat.last["query"] = act.query
-                if final_turn:
+                if self.log.final_turn:
                     continue  # as in s3, the last turn's search is not run: nothing would read it
-                if self.max_searches is not None and self.num_searches >= self.max_searches:
+                if self.log.budget_spent:
                     feedback.append(protocol.budget_feedback())
                     continue
                 query = act.query
@@ -317,12 +301,12 @@ class TeamGame:
                 break
             elif isinstance(act, Invalid):
                 feedback.append(protocol.invalid_feedback())
-        if complete or final_turn:
+        if complete or self.log.final_turn:
             self.search_truncated = not complete
             self._end_search()
         elif query is not None:
             hits = self.retriever.search([query], self.top_k)[0]
-            self.num_searches += 1
+            self.log.num_searches += 1
             self._retrieved(query, hits)
         else:
             self._show("searcher", "".join(feedback))
@@ -342,8 +326,7 @@ class TeamGame:
 
     def _retrieved(self, query: str, hits: list[Hit]) -> None:
         """A retrieval happened: the summarizer condenses it, or it goes straight to the searcher."""
-        window = _Window(query, list(hits), list(hits))
-        self.windows.append(window)
+        window = self.log.open_window(query, hits)
         if "summarizer" in self.roles:
             protocol: SummarizerProtocol = self.protocols["summarizer"]  # type: ignore[assignment]
             first = not self.seats["summarizer"].history
@@ -357,7 +340,7 @@ class TeamGame:
             self.summary_tokens += self.token_counter(summary)
         self._window_ready(window)
 
-    def _window_ready(self, window: _Window) -> None:
+    def _window_ready(self, window: Window) -> None:
         """The searcher reads the window: in its prompt (the initial one) or as its next observation."""
         protocol = self.protocols["searcher"]
         self._latest_ids = [h.passage.id for h in window.shown]
@@ -370,11 +353,7 @@ class TeamGame:
     def _end_search(self) -> None:
         """The search is over: the documents the generator gets are the kept ones, then (s3's
         rule) every document of each window the searcher never annotated."""
-        context = list(self.selected)
-        for window in self.windows:
-            if not window.annotated:
-                context.extend(h for h in window.shown if all(h.passage.id != c.passage.id for c in context))
-        self.context = context
+        self.context = context = self.log.context()
         if "generator" in self.roles:
             protocol = self.protocols["generator"]
             self._show("generator", protocol.prompt(self.example, context), messages=protocol.messages(self.example, context))
@@ -386,7 +365,7 @@ class TeamGame:
         ex = self.example
         episode = Episode(
             question=ex.question, answers=tuple(ex.answers), turns=tuple(self.seats["searcher"].records),
-            selected_docs=doc_texts(self.context), naive_rag_docs=self._naive_docs, num_searches=self.num_searches,
+            selected_docs=doc_texts(self.context), naive_rag_docs=self._naive_docs, num_searches=self.log.num_searches,
             example_id=ex.id,
         )
         if "generator" in self.roles:
@@ -419,6 +398,21 @@ class TeamGame:
         self.current = None
 
     # ------------------------------------------------------------------ views
+    @property
+    def windows(self) -> list[Window]:
+        """The retrievals of the episode, the initial one first."""
+        return self.log.windows
+
+    @property
+    def selected(self) -> list[Hit]:
+        """The documents the searcher kept, in order."""
+        return self.log.selected
+
+    @property
+    def num_searches(self) -> int:
+        """The searches the searcher ran (the initial retrieval is not one)."""
+        return self.log.num_searches
+
     def observation(self, role: str) -> str:
         """What ``role`` has not read yet (its next observation), cut to ``max_observation_chars``."""
         return self.seats[role].pending[: self.max_observation_chars]

@@ -52,6 +52,7 @@ from typing import Any
 
 from searchgym.agents.driver import EpisodeResult, Task, run_episodes
 from searchgym.agents.lm_agents import policy_agent
+from searchgym.envs.access import search_env
 from searchgym.envs.frozen import with_frozen_models
 from searchgym.envs.registration import full_env_id
 from searchgym.error import ConfigError, require
@@ -140,7 +141,7 @@ class EnvRollout:
             raise ConfigError(f"EnvRollout.dataset expects limit to be a positive integer or None, got {limit!r}.")
         envs = self._slots(split, evaluation, 1)
         rows: dict[str, str] = {}
-        for example in envs[0].unwrapped.examples:
+        for example in search_env(envs[0]).examples:
             rows.setdefault(example.question, example.id)
             if limit is not None and len(rows) == limit:
                 break

@@ -19,6 +19,8 @@ from searchgym.training.losses import AGGREGATIONS, KL_ESTIMATORS
 
 #: Policy-gradient algorithms of :class:`~searchgym.training.trainer.Trainer`.
 ALGORITHMS = ("ppo", "grpo", "reinforce++")
+#: The Stable-Baselines3 algorithms ``searchgym train`` also takes (trained by :mod:`searchgym.sb3`).
+SB3_ALGORITHMS = ("sb3-ppo", "sb3-dqn")
 #: Rollout engines: the training model itself, or vLLM with the weights pushed after every update.
 ENGINES = ("transformers", "vllm")
 
@@ -234,10 +236,8 @@ def check_args(args: Args) -> None:
         raise ConfigError(f"Expected searchgym.training.Args, got {type(args).__name__}.")
     full_env_id(args.env_id)
     if args.algorithm not in ALGORITHMS:
-        from searchgym.training.sb3 import SB3_ALGORITHMS
-
         if args.algorithm in SB3_ALGORITHMS:
-            raise ConfigError(f"Args configures language-model training; train {args.algorithm} with searchgym.training.sb3.train_sb3(SB3Args(...)).")
+            raise ConfigError(f"Args configures language-model training; train {args.algorithm} with searchgym.sb3.train_sb3(SB3Args(...)).")
         raise UnknownNameError("algorithm", args.algorithm, ALGORITHMS + SB3_ALGORITHMS)
     if args.engine not in ENGINES:
         raise UnknownNameError("rollout engine", args.engine, ENGINES)

@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
 from typing import Any
 
 from searchgym.training.args import PRESETS, Args, field_docs
+
+#: The Stable-Baselines3 trainer of ``--algorithm sb3-ppo|sb3-dqn`` lives at the package's
+#: edge and is reached by name (as Gymnasium reaches an env class by its entry point), so
+#: this layer imports nothing above it.
+SB3_TRAIN = "searchgym.sb3.train"
+
+
+def sb3_trainer() -> Any:
+    """The module of :data:`SB3_TRAIN` (``SB3Args``, ``train_sb3``)."""
+    return importlib.import_module(SB3_TRAIN)
 
 TRAIN_EPILOG = """examples:
   searchgym sft --model scratch --epochs 20 --out runs/sft                 # tiny model learns the protocol
@@ -93,20 +104,20 @@ def add_train_parser(sub: Any) -> None:
             "metrics.csv + TensorBoard + curves.png, periodic greedy evaluation through the benchmark harness, "
             "atomic checkpoints and exact resume. Every field of searchgym.training.Args is a flag. "
             "--algorithm sb3-ppo / sb3-dqn trains a Stable-Baselines3 MLP policy over template actions instead "
-            "(searchgym.envs.wrappers.TemplateActions; the flags of searchgym.training.sb3.SB3Args)."
+            "(searchgym.sb3.TemplateActions; the flags of searchgym.sb3.SB3Args)."
         ),
         epilog=TRAIN_EPILOG.replace("{presets}", ", ".join(PRESETS)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--preset", choices=sorted(PRESETS), default=None, help="start from a paper's settings; flags override them")
     add_fields(parser, Args)
-    from searchgym.training.sb3 import SB3Args
+    SB3Args = sb3_trainer().SB3Args  # noqa: N806 (a class)
 
     shared = [f for f in dataclasses.fields(SB3Args) if f.name in {g.name for g in dataclasses.fields(Args)} and f.name != "algorithm"]
     defaults = SB3Args()
     group = parser.add_argument_group(
         "Stable-Baselines3 (--algorithm sb3-ppo or sb3-dqn)",
-        "These flags and the shared ones above configure searchgym.training.sb3.SB3Args; the shared ones take these "
+        "These flags and the shared ones above configure searchgym.sb3.SB3Args; the shared ones take these "
         "defaults with an sb3 algorithm: "
         + ", ".join(f"--{f.name.replace('_', '-')} {json.dumps(getattr(defaults, f.name))}" for f in shared)
         + " (eval-every counts timesteps).",
@@ -143,14 +154,13 @@ def _refuse(names: list[str], what: str, fix: str) -> Exception:
 
 
 def sb3_main(ns: argparse.Namespace) -> int:
-    from searchgym.training.sb3 import SB3Args, train_sb3
-
-    given = _given(ns, SB3Args)
+    trainer = sb3_trainer()
+    given = _given(ns, trainer.SB3Args)
     foreign = sorted(set(_given(ns, Args)) - set(given)) + (["preset"] if ns.preset else [])
     if foreign:
         raise _refuse(foreign, f"language-model training, not --algorithm {ns.algorithm}", "")
-    args = SB3Args(**given)
-    rows = train_sb3(args)
+    args = trainer.SB3Args(**given)
+    rows = trainer.train_sb3(args)
     last = rows[-1]
     print(
         f"timestep {last['step']}: eval reward {last['eval_reward']:.3f}, answered right {last['eval_success']:.3f} "
@@ -161,12 +171,12 @@ def sb3_main(ns: argparse.Namespace) -> int:
 
 def train_main(ns: argparse.Namespace) -> int:
     from searchgym.training.args import preset
-    from searchgym.training.sb3 import SB3_ALGORITHMS, SB3Args
+    from searchgym.training.args import SB3_ALGORITHMS
     from searchgym.training.trainer import Trainer
 
     if getattr(ns, "algorithm", None) in SB3_ALGORITHMS:
         return sb3_main(ns)
-    only_sb3 = sorted(set(_given(ns, SB3Args)) - set(_given(ns, Args)))
+    only_sb3 = sorted(set(_given(ns, sb3_trainer().SB3Args)) - set(_given(ns, Args)))
     if only_sb3:
         raise _refuse(only_sb3, "--algorithm sb3-ppo / sb3-dqn runs", " or pick one of those algorithms")
     given = _given(ns, Args)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.agents.lm_agents import LMAgent
+from searchgym.envs.access import search_env
 from searchgym.error import ConfigError, TrainingError, UnknownNameError
 from searchgym.lm.scripted import ScriptedLM
 
@@ -58,8 +59,8 @@ def oracle_trajectories(env_id: str, tokenizer: Any, *, env_options: dict[str, A
     from searchgym.agents.oracle import SynthWikiOracle
 
     envs = [gym.make(env_id, split=split, **(env_options or {})) for _ in range(num_envs)]
-    examples = envs[0].unwrapped.examples[:limit]
-    agent = TeacherAgent(SynthWikiOracle.for_env(envs[0]), tokenizer, envs[0].unwrapped.protocol)
+    examples = search_env(envs[0]).examples[:limit]
+    agent = TeacherAgent(SynthWikiOracle.for_env(envs[0]), tokenizer, search_env(envs[0]).protocol)
     results = run_episodes(envs, agent, [Task(ex.id, 0) for ex in examples], keep_trajectories=True, progress=progress, desc="oracle episodes")
     kept = [r.trajectory for r in results if r.em == 1.0 or r.gen_acc == 1.0]
     if not kept:
@@ -145,7 +146,7 @@ def scratch_model(env: Any, *, size: str = "small", vocab_size: int = 4096, cont
 
     if size not in SCRATCH_SIZES:
         raise UnknownNameError("scratch model size", size, SCRATCH_SIZES)
-    inner = env.unwrapped
+    inner = search_env(env)
     observation, info = env.reset(seed=0)
     texts = [observation, *(m["content"] for m in info.get("prompt_messages", []))]
     texts += [p.contents for p in inner.corpus]
@@ -323,7 +324,7 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
         model, tokenizer = load_policy(args.model)
     if args.pretrain_epochs:
         pretrain_on_corpus(
-            model, tokenizer, env.unwrapped.corpus,
+            model, tokenizer, search_env(env).corpus,
             epochs=args.pretrain_epochs, block=args.pretrain_block, batch_size=args.batch_size, lr=args.lr,
             warmup_steps=args.warmup_steps, max_grad_norm=args.max_grad_norm, weight_decay=args.weight_decay,
             seed=args.seed, log_path=out / "pretrain.csv", progress=args.progress,

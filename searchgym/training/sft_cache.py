@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.cache import cache_dir
+from searchgym.envs.access import search_env
 from searchgym.error import ConfigError
 from searchgym.training.sft import SFTArgs, check_sft_args, sft
 
@@ -93,11 +94,11 @@ def data_fingerprint(args: SFTArgs) -> str:
 
     env = gym.make(full_env_id(args.env_id), split=args.split, **args.env_options)
     digest = hashlib.sha256()
-    for example in env.unwrapped.examples[: args.limit]:
+    for example in search_env(env).examples[: args.limit]:
         digest.update(json.dumps(_canonical(example), sort_keys=True).encode())
         digest.update(b"\n")
     digest.update(b"--corpus--\n")
-    for passage in env.unwrapped.corpus:
+    for passage in search_env(env).corpus:
         digest.update(json.dumps([passage.id, passage.title, passage.text]).encode())
         digest.update(b"\n")
     env.close()

@@ -38,6 +38,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 from searchgym.agents.tokens import encode_text, prompt_ids
 from searchgym.agents.trajectory import Trajectory
+from searchgym.envs.access import search_env
 from searchgym.error import ConfigError
 from searchgym.integrations.verl.data import AGENT_NAME, example_from_row
 from searchgym.lm.base import derive_seed, stop_end
@@ -168,7 +169,7 @@ class SearchGymAgentLoop(AgentLoopBase):
     def _start(self, env: Any, example: Any) -> tuple[list[int], Any]:
         """Reset ``env`` to ``example``; the prompt ids and the protocol."""
         prompt, info = env.reset(seed=derive_seed("verl", example.id) % 2**32, options={"example": example})
-        protocol = env.unwrapped.protocol
+        protocol = search_env(env).protocol
         chat = protocol.uses_chat_template if self.chat is None else bool(self.chat)
         ids = list(prompt_ids(self.tokenizer, prompt, info, chat=chat, **self.template_options))
         if len(ids) > self.prompt_length:

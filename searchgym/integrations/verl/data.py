@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.corpora.types import QAExample
+from searchgym.envs.access import search_env
 from searchgym.error import ConfigError, DataFileNotFoundError, DataFormatError, require
 
 #: The name the agent loop is registered under in verl (``agent_name`` of every row).
@@ -76,7 +77,7 @@ def verl_rows(env_id: str, *, split: str = "train", limit: int | None = None, **
         raise ConfigError(f"verl_rows expects limit to be a positive integer or None, got {limit!r}.")
     env = gym.make(env_id, split=split, **env_kwargs)
     try:
-        examples = list(getattr(env.unwrapped, "examples", None) or [])
+        examples = list(search_env(env).examples)
         if not examples:
             raise ConfigError(f"verl_rows expects {env_id} to have questions in split {split!r}, got none. Pick another split.")
         for index, example in enumerate(examples[:limit]):

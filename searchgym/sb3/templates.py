@@ -24,8 +24,8 @@ template              what it does
 A template that cannot run (a search the turn budget no longer allows, a reformulation
 with nothing new to search, a passage that is absent or already selected) does nothing
 and is counted as invalid. It is shared by the Stable-Baselines3 wrapper
-(:class:`~searchgym.envs.wrappers.TemplateActions`) and the agent that plays a trained
-policy in the benchmark harness (:class:`~searchgym.agents.sb3.SB3Agent`), so both see
+(:class:`~searchgym.sb3.env.TemplateActions`) and the agent that plays a trained
+policy in the benchmark harness (:class:`~searchgym.sb3.agent.SB3Agent`), so both see
 exactly the same features.
 """
 
@@ -39,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from searchgym.corpora.types import Passage
+from searchgym.corpora.types import Hit, Passage
+from searchgym.envs.game import SearchLog
 from searchgym.envs.protocols import Answer, Complete, Evidence, Protocol, Search, Select
 from searchgym.error import ConfigError
 
@@ -155,6 +156,7 @@ class TemplateState:
         self.names = template_names(top_k)
         self.num_actions = len(self.names)
         self.num_features = len(GLOBAL_FEATURES) + top_k * len(SLOT_FEATURES)
+        self.log = SearchLog(max_turns=max_turns, max_searches=max_searches)  # windows, selection, budgets
 
     # ---------------------------------------------------------------- episode
     def reset(self, question: str, passages: Sequence[Passage] = (), scores: Sequence[float] = ()) -> None:
@@ -162,21 +164,15 @@ class TemplateState:
         from naive retrieval (s3)."""
         self.question = question
         self._q = content_words(question)
-        self.turn = 0
+        self.log.reset()
         self.steps = 0
         self.num_invalid = 0
-        self.num_searches = 0
         self.question_searched = False
         self.reformulations = 0
         self.queries: list[str] = []
-        self.window: list[Passage] = []
-        self.scores: list[float] = []
         self.last_query = question
         self.seen: set[str] = set()
-        self.selected: list[Passage] = []
         self.pending: list[int] = []  # s3: selections of the latest window not yet sent
-        self.windows: list[list[Passage]] = []
-        self.annotated: list[bool] = []
         self.done = False
         self._words: dict[str, set[str]] = {}  # content words of each passage seen, by id
         self._reform: tuple[Any, str | None] | None = None  # (state key, reformulation)
@@ -186,10 +182,8 @@ class TemplateState:
     def observe(self, query: str, passages: Sequence[Passage], scores: Sequence[float]) -> None:
         """The passages (best first) and scores a search returned."""
         self.seen.update(p.id for p in self.window)
-        self.window = list(passages)
-        self.windows.append(self.window)
-        self.annotated.append(False)
-        self.scores = [float(s) for s in scores] + [0.0] * (len(passages) - len(scores))
+        scores = [float(s) for s in scores] + [0.0] * (len(passages) - len(scores))
+        self.log.open_window(query, [Hit(p, s) for p, s in zip(passages, scores)])
         self.last_query = query
         self.pending = []
 
@@ -200,11 +194,38 @@ class TemplateState:
         if info.get("retrieved_ids"):
             self.observe(info.get("query") or "", *window_passages(corpus, info))
 
+    # ---------------------------------------------------------------- state
+    @property
+    def turn(self) -> int:
+        """The env turns taken so far."""
+        return self.log.turn
+
+    @turn.setter
+    def turn(self, value: int) -> None:
+        self.log.turn = value
+
+    @property
+    def num_searches(self) -> int:
+        return self.log.num_searches
+
+    @property
+    def window(self) -> list[Passage]:
+        """The passages of the latest search (best first)."""
+        return [h.passage for h in self.log.windows[-1].shown] if self.log.windows else []
+
+    @property
+    def scores(self) -> list[float]:
+        """The retrieval scores of :attr:`window`."""
+        return [h.score for h in self.log.windows[-1].shown] if self.log.windows else []
+
+    @property
+    def selected(self) -> list[Passage]:
+        return [h.passage for h in self.log.selected]
+
     # ---------------------------------------------------------------- templates
     def can_search(self) -> bool:
         """Whether a search would still run: not on the last turn, within the budget."""
-        within_budget = self.max_searches is None or self.num_searches < self.max_searches
-        return self.turn < self.max_turns - 1 and within_budget
+        return self.log.can_search_next()
 
     def words(self, passage: Passage) -> set[str]:
         """Content words of a passage's title and text (computed once per episode)."""
@@ -218,7 +239,7 @@ class TemplateState:
         words whose reformulation has not been searched yet. It depends only on the
         latest search, the selection and the queries issued, so it is computed once per
         change of those."""
-        key = (len(self.windows), len(self.selected), len(self.queries))
+        key = (len(self.log.windows), len(self.log.selected), len(self.queries))
         if self._reform is None or self._reform[0] != key:
             self._reform = (key, self._reformulate())
         return self._reform[1]
@@ -261,9 +282,7 @@ class TemplateState:
             return Decision(None, invalid=True)
         name = self.names[action]
         if name.startswith("select_"):
-            passage = self.window[action - 2]
-            self.selected.append(passage)
-            self.annotated[-1] = True
+            self.log.select([action - 1])
             self.pending.append(action - 1)
             return Decision(None, invalid=False)
         if name == "final":
@@ -279,16 +298,13 @@ class TemplateState:
             query = self.reformulation() or self.question
             self.reformulations += 1
         self.queries.append(query)
-        self.num_searches += 1
+        self.log.num_searches += 1
         return Decision(self._turn_with_pending(Search(query)), invalid=False)
 
     def context(self) -> tuple[Passage, ...]:
         """The passages an answer is generated from (s3's rule): the selected ones, then
         every passage of each search in which none was selected."""
-        docs = list(self.selected)
-        for window, annotated in zip(self.windows, self.annotated):
-            docs.extend(p for p in window if not annotated and p not in docs)
-        return tuple(docs)
+        return tuple(h.passage for h in self.log.context())
 
     def answer_turn(self, answer: str, docs: Sequence[Passage]) -> str:
         """The final turn of an answering protocol (R-Search also quotes ``docs`` as evidence).
@@ -315,7 +331,8 @@ class TemplateState:
         words = [self.words(p) for p in window]
         covered_selected = set().union(*(self.words(p) for p in self.selected)) if self.selected else set()
         covered_latest = set().union(*words) if words else set()
-        best = max(self.scores[: len(window)], default=0.0)
+        scores = self.scores
+        best = max(scores[: len(window)], default=0.0)
         candidates: set[str] = set()
         if self.selected or window:
             pool = self.selected or window
@@ -340,7 +357,7 @@ class TemplateState:
             if i >= len(window):
                 out.extend([0.0] * len(SLOT_FEATURES))
                 continue
-            p, w, score = window[i], words[i], self.scores[i]
+            p, w, score = window[i], words[i], scores[i]
             title = content_words(p.title)
             out.extend(
                 [

@@ -7,8 +7,8 @@ import pytest
 
 from env_helpers import SMALL_WORLD, make_small
 from searchgym.corpora.types import Passage
-from searchgym.envs.templates import GLOBAL_FEATURES, SLOT_FEATURES, reformulate
-from searchgym.envs.wrappers import TemplateActions
+from searchgym.sb3.env import TemplateActions
+from searchgym.sb3.templates import GLOBAL_FEATURES, SLOT_FEATURES, reformulate
 from searchgym.error import ConfigError, SearchGymError
 
 SMALL = {"corpus_options": SMALL_WORLD}
@@ -148,7 +148,7 @@ QUICK = {
 
 @pytest.fixture(scope="module")
 def ppo_run(tmp_path_factory):
-    from searchgym.training.sb3 import SB3Args, train_sb3
+    from searchgym.sb3.train import SB3Args, train_sb3
 
     out = tmp_path_factory.mktemp("sb3") / "ppo"
     rows = train_sb3(SB3Args(algorithm="sb3-ppo", total_timesteps=256, sb3_options={"n_steps": 64, "batch_size": 64}, out=str(out), **QUICK))
@@ -156,7 +156,7 @@ def ppo_run(tmp_path_factory):
 
 
 def test_ppo_trains_and_writes_a_run_folder_that_resumes(ppo_run):
-    from searchgym.training.sb3 import SB3Args, train_sb3
+    from searchgym.sb3.train import SB3Args, train_sb3
 
     out, rows = ppo_run
     assert [r["step"] for r in rows] == [0, 128, 256]
@@ -172,14 +172,14 @@ def test_ppo_trains_and_writes_a_run_folder_that_resumes(ppo_run):
 
 
 def test_dqn_trains(tmp_path):
-    from searchgym.training.sb3 import SB3Args, train_sb3
+    from searchgym.sb3.train import SB3Args, train_sb3
 
     rows = train_sb3(SB3Args(algorithm="sb3-dqn", total_timesteps=256, sb3_options={"learning_starts": 64}, out=str(tmp_path), **QUICK))
     assert rows[-1]["step"] == 256 and (tmp_path / "model.zip").is_file()
 
 
 def test_sb3_args_are_checked_before_any_env_is_built(tmp_path):
-    from searchgym.training.sb3 import SB3Args, train_sb3
+    from searchgym.sb3.train import SB3Args, train_sb3
 
     for bad, match in (
         ({"algorithm": "sb3-a2c"}, "Unknown Stable-Baselines3 algorithm 'sb3-a2c'"),
@@ -232,7 +232,7 @@ def test_agent_plays_exactly_what_the_wrapper_plays(ppo_run, which):
     """The bench agent rebuilds the wrapper's features from the env's info: the same policy
     takes the same turns and reaches the same answer on every question."""
     from searchgym.agents import Task, make_agent, run_episodes
-    from searchgym.agents.sb3 import load_policy
+    from searchgym.sb3.agent import load_policy
 
     model = FeaturePolicy() if which == "scripted" else load_policy(ppo_run[0])[0]
     wrapped = TemplateActions(make_small("searchgym/SearchR1-v0"), generator=Recorder())
@@ -283,10 +283,26 @@ def test_agent_rejects_a_policy_it_cannot_play(ppo_run, tmp_path):
     with pytest.raises(ConfigError, match="reads 35 features but the env \\(top_k=5\\) gives 51"):
         make_agent("sb3", make_small("searchgym/SearchR1-v0", top_k=5), policy=str(out), generator=Recorder())
     with pytest.raises(ConfigError, match="pass lm="):
-        from searchgym.agents.sb3 import SB3Agent
+        from searchgym.sb3.agent import SB3Agent
 
         SB3Agent.for_env(make_small("searchgym/SearchR1-v0"), policy=str(out))
     with pytest.raises(ConfigError, match="must not read the gold answers"):
         from searchgym.rewards import GoldSpanReader
 
         make_agent("sb3", make_small("searchgym/SearchR1-v0"), policy=str(out), generator=GoldSpanReader())
+
+
+def test_package_imports_without_stable_baselines3():
+    """SB3 is optional: searchgym.sb3 imports without it, and building a model says what to install."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['stable_baselines3'] = None\n"
+        "import searchgym.sb3\n"
+        "from searchgym.error import MissingDependencyError\n"
+        "try:\n    searchgym.sb3.algorithm_class('sb3-ppo')\n"
+        "except MissingDependencyError as e:\n    print('missing:', e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("missing:") and "stable-baselines3" in out and "sb3" in out

@@ -1,18 +1,18 @@
 """Classic RL on the search env: Stable-Baselines3 PPO or DQN over template actions.
 
 ``searchgym train --algorithm sb3-ppo`` (or ``sb3-dqn``) trains an MLP policy on
-:class:`~searchgym.envs.wrappers.TemplateActions` (numeric features, ``Discrete``
+:class:`~searchgym.sb3.env.TemplateActions` (numeric features, ``Discrete``
 templates) and writes, under ``out``:
 
 - ``model.zip``: the SB3 model, saved atomically at every evaluation and at the end; a
   run folder with one continues from it when the command is run again;
-- ``policy.json``: what :class:`~searchgym.agents.sb3.SB3Agent` needs to play it in
+- ``policy.json``: what :class:`~searchgym.sb3.agent.SB3Agent` needs to play it in
   ``searchgym bench`` (algorithm, env id and options, wrapper options, timesteps done);
 - ``metrics.csv`` and ``curves.png``: training episode reward and greedy evaluation on the
   held-out split (reward, share of episodes whose answer was right, searches, answer-context
   passages, invalid templates) against timesteps.
 
-    from searchgym.training.sb3 import SB3Args, train_sb3
+    from searchgym.sb3 import SB3Args, train_sb3
     rows = train_sb3(SB3Args(total_timesteps=30_000, out="runs/sb3"))
 """
 
@@ -26,26 +26,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from searchgym.error import ConfigError, MissingDependencyError, UnknownNameError
+import gymnasium as gym
 
-#: Stable-Baselines3 algorithms of ``searchgym train``.
-SB3_ALGORITHMS = ("sb3-ppo", "sb3-dqn")
-
-#: Defaults of each algorithm for episodes of a few templates (overridden by ``sb3_options``).
-SB3_DEFAULTS: dict[str, dict[str, Any]] = {
-    "sb3-ppo": {"n_steps": 256, "batch_size": 256, "n_epochs": 10, "gamma": 0.99, "gae_lambda": 0.95, "ent_coef": 0.01},
-    "sb3-dqn": {
-        "buffer_size": 50_000,
-        "learning_starts": 1_000,
-        "batch_size": 64,
-        "train_freq": 4,
-        "target_update_interval": 1_000,
-        "exploration_fraction": 0.3,
-        "exploration_final_eps": 0.02,
-        "gamma": 0.99,
-    },
-}
-
+from searchgym.envs.registration import env_spec, full_env_id
+from searchgym.error import ConfigError, UnknownNameError
+from searchgym.sb3.algorithms import SB3_ALGORITHMS, SB3_DEFAULTS, algorithm_class
+from searchgym.sb3.env import TemplateActions
+from searchgym.training.metrics import MetricsLog, plot_curves
 
 @dataclass
 class SB3Args:
@@ -119,29 +106,14 @@ def check_sb3_args(args: SB3Args) -> None:
         raise ConfigError(f"SB3Args sb3_options cannot set {reserved}; use the flags --lr, --seed, --device, --net-arch instead.")
 
 
-def _algorithm_class(name: str) -> Any:
-    try:
-        from stable_baselines3 import DQN, PPO
-    except ImportError as e:
-        raise MissingDependencyError("stable-baselines3", "sb3", f"The {name} algorithm") from e
-    return {"sb3-ppo": PPO, "sb3-dqn": DQN}[name]
-
-
 def make_template_env(env_id: str, env_options: dict[str, Any], *, split: str, limit: int | None = None, **wrapper: Any) -> Any:
     """``TemplateActions(gym.make(env_id, split=split, **env_options))``, keeping the first
     ``limit`` questions of the split."""
-    import gymnasium as gym
-
-    from searchgym.envs.registration import full_env_id
-    from searchgym.envs.wrappers import TemplateActions
-
     env = gym.make(full_env_id(env_id), split=split, **{**env_options, **({"limit": limit} if limit is not None else {})})
     return TemplateActions(env, **wrapper)
 
 
 def _wrapper_options(args: SB3Args, env_id: str) -> dict[str, Any]:
-    from searchgym.envs.registration import env_spec
-
     answers_itself = env_spec(env_id).get("protocol") == "s3" or args.env_options.get("protocol") == "s3"
     return {
         "generator": None if answers_itself else args.generator,
@@ -155,7 +127,7 @@ def evaluate_template_policy(model: Any, env: Any, *, deterministic: bool = True
     """Play every question of ``env`` (a TemplateActions) once with ``model.predict``: mean
     reward, share answered right (the env's EM / s3 GenAcc component when it reports one,
     else reward > 0), searches, passages answered from and invalid templates per episode."""
-    inner = env.unwrapped
+    inner = env.text_env
     totals = {"reward": 0.0, "success": 0.0, "searches": 0.0, "passages": 0.0, "invalid": 0.0, "templates": 0.0}
     n = len(inner.examples)
     for i in range(n):
@@ -209,12 +181,9 @@ def _atomic_save(model: Any, path: Path) -> None:
 def train_sb3(args: SB3Args) -> list[dict[str, Any]]:
     """Train (or continue) the run in ``args.out``; the metrics rows logged so far."""
     check_sb3_args(args)
-    cls = _algorithm_class(args.algorithm)
+    cls = algorithm_class(args.algorithm)
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
-
-    from searchgym.envs.registration import full_env_id
-    from searchgym.training.metrics import MetricsLog, plot_curves
 
     env_id = full_env_id(args.env_id)
     wrapper = _wrapper_options(args, env_id)
@@ -255,7 +224,7 @@ def train_sb3(args: SB3Args) -> list[dict[str, Any]]:
             "env_id": env_id,
             "env_options": args.env_options,
             "wrapper": wrapper,
-            "top_k": eval_env.unwrapped.top_k,
+            "top_k": eval_env.text_env.top_k,
             "num_actions": int(eval_env.action_space.n),
             "num_features": int(eval_env.observation_space.shape[0]),
             "timesteps": timesteps,

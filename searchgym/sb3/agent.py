@@ -2,7 +2,7 @@
 
 :class:`SB3Agent` plays a policy from ``searchgym train --algorithm sb3-ppo|sb3-dqn`` on
 the plain text env: it follows each episode with the same
-:class:`~searchgym.envs.templates.TemplateState` as the training wrapper (so the policy
+:class:`~searchgym.sb3.templates.TemplateState` as the training wrapper (so the policy
 sees the same features), lets the policy pick templates until one needs an env turn, and
 writes that turn in the env's protocol. When the policy ends an episode in a protocol
 whose agent answers, a language model answers from the chosen passages with s3's RAG
@@ -23,12 +23,16 @@ from typing import Any
 import numpy as np
 
 from searchgym.agents.base import Agent, turn_seed
+from searchgym.agents.baselines import clean_answer
 from searchgym.agents.trajectory import Trajectory
-from searchgym.envs.core import doc_text
-from searchgym.envs.templates import TemplateState, window_passages
-from searchgym.envs.wrappers import answer_with
+from searchgym.envs.access import search_env
+from searchgym.envs.lm_frozen import generator_messages
+from searchgym.envs.tasks import doc_text
 from searchgym.error import ConfigError
 from searchgym.lm.base import LanguageModel
+from searchgym.sb3.algorithms import algorithm_class
+from searchgym.sb3.env import answer_with
+from searchgym.sb3.templates import TemplateState, window_passages
 
 
 def load_policy(policy: str | Path, *, device: str = "cpu") -> tuple[Any, dict[str, Any]]:
@@ -44,9 +48,7 @@ def load_policy(policy: str | Path, *, device: str = "cpu") -> tuple[Any, dict[s
             f"{model_path if not model_path.is_file() else record_path})."
         )
     record = json.loads(record_path.read_text())
-    from searchgym.training.sb3 import _algorithm_class
-
-    return _algorithm_class(record["algorithm"]).load(model_path, device=device), record
+    return algorithm_class(record["algorithm"]).load(model_path, device=device), record
 
 
 class SB3Agent(Agent):
@@ -130,7 +132,7 @@ class SB3Agent(Agent):
             max_steps = options.pop("max_steps", None) or record.get("wrapper", {}).get("max_steps")
         else:
             model, max_steps = policy, options.pop("max_steps", None)
-        inner = env.unwrapped
+        inner = search_env(env)
         return cls(
             model, inner.protocol, inner.corpus, top_k=inner.top_k, max_turns=inner.max_turns, max_searches=inner.max_searches,
             max_steps=max_steps or inner.max_turns * (inner.top_k + 1), lm=lm, **options,
@@ -184,9 +186,6 @@ class SB3Agent(Agent):
         return [turns[s] for s in slots]
 
     def _answers(self, slots: Sequence[int]) -> tuple[list[str], list[Any]]:
-        from searchgym.agents.baselines import clean_answer
-        from searchgym.envs.lm_frozen import generator_messages
-
         states = [self._states[s] for s in slots]
         if self.lm is None:
             return [answer_with(self.generator, state.question, state.context(), ()) for state in states], [None] * len(slots)

@@ -1,0 +1,354 @@
+"""The search game without any Gymnasium API around it.
+
+:class:`SearchLog` holds the rules every searcher plays by (s3's, shared by all
+protocols): the windows of documents it has read, the documents it kept, its turn and
+search budgets, and the context a frozen generator answers from. :class:`SearchGame`
+plays one episode of a :class:`~searchgym.envs.core.SearchEnv`: it parses the agent's
+turn, runs searches, scores the end with the reward recipe and reports ``info``.
+:class:`~searchgym.envs.team_game.TeamGame` and the templates of classic RL policies
+(:mod:`searchgym.sb3.templates`) keep their searcher's side in a :class:`SearchLog` too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from searchgym.corpora.types import Hit, Passage, QAExample, Retriever
+from searchgym.envs.protocols import Protocol
+from searchgym.envs.protocols.base import Answer, Complete, Evidence, Invalid, ParsedTurn, Search, Select
+from searchgym.envs.summarizers import Summarizer
+from searchgym.envs.tasks import count_tokens, doc_text, positive_int
+from searchgym.error import SearchGymError
+from searchgym.rewards import Episode, RewardRecipe, Turn
+
+
+@dataclass
+class Window:
+    """One retrieval as the searcher reads it.
+
+    ``hits`` are what the retriever returned; ``shown`` the documents the searcher reads,
+    numbered from 1 (the hits themselves, or one summary document); ``annotated``
+    whether the searcher selected any of them.
+    """
+
+    query: str
+    hits: list[Hit]
+    shown: list[Hit] = field(default_factory=list)
+    annotated: bool = False
+
+
+class SearchLog:
+    """What a searcher read and kept in one episode, and its budgets.
+
+    Args:
+        max_turns: The searcher's turns; as in Search-R1 and s3 its last turn
+            cannot search (a search there is not run).
+        max_searches: A lower search budget (None: none).
+    """
+
+    def __init__(self, *, max_turns: int, max_searches: int | None = None):
+        self.max_turns = max_turns
+        self.max_searches = max_searches
+        self.reset()
+
+    def reset(self) -> None:
+        """A new episode: no turn, no window, nothing kept."""
+        self.turn = 0
+        self.num_searches = 0
+        self.windows: list[Window] = []
+        self.selected: list[Hit] = []
+
+    @property
+    def final_turn(self) -> bool:
+        """Whether the turn being played is the last one (its search is not run)."""
+        return self.turn >= self.max_turns
+
+    @property
+    def budget_spent(self) -> bool:
+        """Whether ``max_searches`` searches have run."""
+        return self.max_searches is not None and self.num_searches >= self.max_searches
+
+    def can_search_next(self) -> bool:
+        """Whether a search in the next turn would run: not the last turn, within budget."""
+        return self.turn + 1 < self.max_turns and not self.budget_spent
+
+    def open_window(self, query: str, hits: Sequence[Hit], shown: Sequence[Hit] | None = None) -> Window:
+        """A retrieval the searcher will read (``shown``, default the hits themselves)."""
+        window = Window(query, list(hits), list(hits if shown is None else shown))
+        self.windows.append(window)
+        return window
+
+    def select(self, numbers: Iterable[int]) -> list[Hit]:
+        """Keep documents of the latest window by number (from 1); returns the newly kept.
+
+        Numbers outside the window are ignored, as s3 ignores ids it cannot resolve; a
+        selection, even of nothing valid, marks the window annotated.
+        """
+        if not self.windows:
+            return []
+        window = self.windows[-1]
+        window.annotated = True
+        kept = []
+        for n in numbers:
+            if 1 <= n <= len(window.shown) and not self.is_selected(window.shown[n - 1].passage):
+                self.selected.append(window.shown[n - 1])
+                kept.append(window.shown[n - 1])
+        return kept
+
+    def is_selected(self, passage: Passage) -> bool:
+        return any(h.passage.id == passage.id for h in self.selected)
+
+    def context(self, *, keep_unannotated: bool = True) -> list[Hit]:
+        """The documents a frozen generator answers from: the kept ones, then (s3's rule,
+        with ``keep_unannotated``) every document of each window never annotated."""
+        docs = list(self.selected)
+        if keep_unannotated:
+            seen = {h.passage.id for h in docs}
+            for window in self.windows:
+                if window.annotated:
+                    continue
+                for h in window.shown:
+                    if h.passage.id not in seen:
+                        docs.append(h)
+                        seen.add(h.passage.id)
+        return docs
+
+
+class SearchGame:
+    """One agent's search episode (see :class:`~searchgym.envs.core.SearchEnv` for the
+    game's rules and every ``info`` key).
+
+    Args:
+        protocol, retriever, summarizer, recipe: The tag grammar, the search engine, the
+            condenser of retrievals and the reward recipe.
+        top_k, initial_top_k, max_turns, max_searches, max_action_chars,
+            max_observation_chars, token_counter: as SearchEnv's.
+        owner: The name errors give the game (the env that wraps it).
+
+    Public state (read it, do not write it): ``example``, ``turn``, ``num_searches``,
+    ``num_invalid``, ``log`` (windows and selection), ``selected``, ``evidence``, ``answer``,
+    ``prompt``, ``turns`` (cleaned turn and observation of each step), ``done``.
+    """
+
+    def __init__(
+        self,
+        protocol: Protocol,
+        retriever: Retriever,
+        summarizer: Summarizer,
+        recipe: RewardRecipe,
+        *,
+        top_k: int = 3,
+        initial_top_k: int | None = None,
+        max_turns: int = 5,
+        max_searches: int | None = None,
+        max_action_chars: int = 8192,
+        max_observation_chars: int = 16384,
+        token_counter: Callable[[str], int] | None = None,
+        owner: str = "SearchGame",
+    ):
+        self.owner = owner
+        self.top_k = positive_int("top_k", top_k, owner=owner)
+        self.initial_top_k = positive_int("initial_top_k", initial_top_k, allow_none=True, owner=owner) or self.top_k
+        self.max_turns = positive_int("max_turns", max_turns, owner=owner)
+        self.max_searches = positive_int("max_searches", max_searches, allow_none=True, owner=owner)
+        self.max_action_chars = positive_int("max_action_chars", max_action_chars, owner=owner)
+        self.max_observation_chars = positive_int("max_observation_chars", max_observation_chars, owner=owner)
+        self.protocol = protocol
+        self.retriever = retriever
+        self.summarizer = summarizer
+        self.recipe = recipe
+        self.token_counter = token_counter or count_tokens
+        self.log = SearchLog(max_turns=self.max_turns, max_searches=self.max_searches)
+        self.example: QAExample | None = None
+        self.prompt = ""
+        self.turns: list[tuple[str, str]] = []
+        self.done = True
+
+    # ------------------------------------------------------------------ state
+    @property
+    def turn(self) -> int:
+        return self.log.turn
+
+    @property
+    def num_searches(self) -> int:
+        return self.log.num_searches
+
+    @property
+    def selected(self) -> list[Passage]:
+        return [h.passage for h in self.log.selected]
+
+    @property
+    def transcript(self) -> str:
+        """The whole context so far: prompt, then every (cleaned) turn and its observation."""
+        return self.prompt + "".join(a + o for a, o in self.turns)
+
+    def generator_context(self) -> list[Passage]:
+        """The documents a frozen generator answers from: those the agent selected, then
+        (s3's rule) every document of each window it never annotated."""
+        return [h.passage for h in self.log.context(keep_unannotated=self.protocol.keeps_unannotated_windows)]
+
+    # ------------------------------------------------------------------ play
+    def reset(self, example: QAExample) -> tuple[str, dict[str, Any]]:
+        """Start an episode on ``example``; the prompt and the reset ``info``."""
+        self.example = example
+        self.log.reset()
+        self.num_invalid = 0
+        self.turns = []
+        self.records: list[Turn] = []  # what the recipe reads of each turn
+        self.well_formed: list[bool] = []
+        self.retrieved: list[list[Passage]] = []  # the documents of each search the agent ran
+        self.evidence: str | None = None
+        self.answer: str | None = None
+        self.done = False
+        initial_hits = None
+        if self.protocol.initial_retrieval:
+            initial_hits = self.retriever.search([example.question], self.initial_top_k)[0]
+            self.log.open_window(example.question, initial_hits)
+        self.prompt, obs_cut = self._bound(self.protocol.prompt(example, initial_hits))
+        self.context_chars = len(self.prompt)
+        self.context_tokens = self.token_counter(self.prompt)
+        info = self._info(observation_truncated=obs_cut)
+        info["retrieved_ids"] = [h.passage.id for h in initial_hits or []]
+        info["retrieved_scores"] = [float(h.score) for h in initial_hits or []]
+        info["prompt_messages"] = self.protocol.messages(example, initial_hits)
+        info["question"] = example.question
+        return self.prompt, info
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Play one agent turn (any string); observation, reward, terminated, truncated, info."""
+        if self.done:
+            raise SearchGymError(f"{self.owner}.step() was called on a finished episode; call reset() first.")
+        if isinstance(action, bytes):
+            action = action.decode("utf-8", errors="replace")
+        if not isinstance(action, str):
+            raise SearchGymError(f"{self.owner}.step expects the action to be a str (one agent turn), got {type(action).__name__}.")
+        self.log.turn += 1
+        action_cut = len(action) > self.max_action_chars
+        turn: ParsedTurn = self.protocol.parse(action[: self.max_action_chars])
+        reward = 0.0
+        terminated = False
+        pieces: list[str] = []
+        kinds: list[str] = []  # the kind of each piece, for the recipe (never the text)
+        query = None
+        invalid_reason = None
+        hits: list[Hit] = []
+        for act in turn.actions:
+            if isinstance(act, Search):
+                query = act.query
+                if self.log.final_turn:
+                    continue  # as in Search-R1 and s3, the last turn's search is not run: nothing would show it
+                if self.log.budget_spent:
+                    pieces.append(self.protocol.budget_feedback())
+                    kinds.append("budget")
+                    continue
+                hits = self.retriever.search([act.query], self.top_k)[0]
+                self.log.num_searches += 1
+                self.retrieved.append([h.passage for h in hits])
+                pieces.append(self._render(act.query, hits))
+                kinds.append("documents")
+                self.log.open_window(act.query, hits)
+            elif isinstance(act, Select):
+                self.log.select(act.doc_numbers)
+            elif isinstance(act, Evidence):
+                self.evidence = act.text
+            elif isinstance(act, Answer):
+                self.answer = act.text
+                terminated = True
+                break
+            elif isinstance(act, Complete):
+                terminated = True
+                break
+            elif isinstance(act, Invalid):
+                invalid_reason = act.reason
+                self.num_invalid += 1
+                reward += self.recipe.invalid_action_penalty
+                pieces.append(self.protocol.invalid_feedback())
+                kinds.append("feedback")
+
+        truncated = not terminated and self.log.final_turn
+        ended = terminated or truncated
+        observation, obs_cut = self._bound("" if ended else "".join(pieces))
+        self.turns.append((turn.text, observation))
+        self.records.append(Turn(turn.text, turn.kinds, () if ended else tuple(kinds)))
+        self.well_formed.append(turn.well_formed)
+        self.context_chars += len(turn.text) + len(observation)
+        self.context_tokens += self.token_counter(turn.text) + self.token_counter(observation)
+
+        info = self._info(observation_truncated=obs_cut)
+        info.update(
+            action_kinds=turn.kinds,
+            query=query,
+            retrieved_ids=[h.passage.id for h in hits],
+            retrieved_scores=[float(h.score) for h in hits],
+            invalid_reason=invalid_reason,
+            action_truncated=action_cut,
+            forged_env_tags=turn.forged_env_tags,
+            ignored_chars=turn.ignored_chars,
+        )
+        if ended:
+            self.done = True
+            result = self.recipe.score(self.record())
+            reward += result.total
+            info.update(
+                answer=self.answer,
+                prediction=result.prediction if result.prediction is not None else self.answer,
+                evidence=self.evidence,
+                answers=self.example.answers,
+                reward_components=dict(result.components),
+            )
+        return observation, float(reward), terminated, truncated, info
+
+    def record(self) -> Episode:
+        """The record the reward recipe scores: the agent's turns (text and observation
+        kinds, no prompt, documents or feedback text) and what they retrieved, selected
+        and answered, so far."""
+        if self.example is None:
+            raise SearchGymError(f"{self.owner}.episode() was called before reset(); there is no episode yet.")
+        naive = None
+        if self.recipe.needs_naive_rag and self.example.id not in getattr(self.recipe, "naive_rag_cache", {}):
+            naive = [doc_text(h.passage) for h in self.retriever.search([self.example.question], self.initial_top_k)[0]]
+        return Episode(
+            question=self.example.question,
+            answers=tuple(self.example.answers),
+            turns=tuple(self.records),
+            answer=self.answer,
+            retrieved_docs=[[doc_text(p) for p in ps] for ps in self.retrieved],
+            selected_docs=[doc_text(p) for p in self.generator_context()],
+            evidence=self.evidence,
+            naive_rag_docs=naive,
+            num_searches=self.num_searches,
+            num_invalid=self.num_invalid,
+            format_ok=all(self.well_formed),
+            example_id=self.example.id,
+        )
+
+    # ------------------------------------------------------------------ helpers
+    def _render(self, query: str, hits: Sequence[Hit]) -> str:
+        if self.summarizer.passthrough:
+            return self.protocol.render_docs(hits)
+        return self.protocol.wrap_information(self.summarizer.summarize(self.example.question, query, hits))
+
+    def _bound(self, text: str) -> tuple[str, bool]:
+        return text[: self.max_observation_chars], len(text) > self.max_observation_chars
+
+    def _info(self, observation_truncated: bool) -> dict[str, Any]:
+        return {
+            "example_id": self.example.id,
+            "turn": self.turn,
+            "action_kinds": (),
+            "query": None,
+            "retrieved_ids": [],
+            "retrieved_scores": [],
+            "selected_ids": [p.id for p in self.selected],
+            "num_searches": self.num_searches,
+            "num_invalid": self.num_invalid,
+            "invalid_reason": None,
+            "context_chars": self.context_chars,
+            "context_tokens": self.context_tokens,
+            "action_truncated": False,
+            "observation_truncated": observation_truncated,
+            "forged_env_tags": False,
+            "ignored_chars": 0,
+        }

@@ -1,0 +1,116 @@
+"""What every env over a corpus shares: its questions and corpus, the choice of a
+question at reset, its argument checks and its word counter."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from searchgym.corpora.registry import CORPORA, default_dataset_for, load_corpus, load_dataset
+from searchgym.corpora.types import Corpus, Passage, QAExample
+from searchgym.error import ConfigError
+
+#: Keys of ``reset(options=...)`` that choose the question.
+EXAMPLE_OPTIONS = frozenset({"example_index", "example_id", "example"})
+
+
+def count_tokens(text: str) -> int:
+    """Whitespace-separated words: the token count used when no ``token_counter`` is given.
+
+    It is cheap on purpose (it runs on every observation); pass a tokenizer's length as
+    ``token_counter`` for model tokens.
+    """
+    return len(text.split())
+
+
+def positive_int(name: str, value: Any, *, allow_none: bool = False, owner: str = "SearchEnv") -> Any:
+    """``value`` when it is a positive ``int`` (or None with ``allow_none``); otherwise a
+    :class:`~searchgym.error.ConfigError` naming ``owner`` and ``name``."""
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{owner} expects {name} to be a positive integer, got {value!r}.")
+    return value
+
+
+def doc_text(p: Passage) -> str:
+    """A passage as the frozen models read it: title, newline, text."""
+    return f"{p.title}\n{p.text}"
+
+
+def load_task_data(
+    corpus: Any,
+    dataset: Any,
+    *,
+    split: str,
+    corpus_options: Mapping[str, Any] | None,
+    dataset_options: Mapping[str, Any] | None,
+    owner: str = "SearchEnv",
+) -> tuple[Corpus, list[QAExample]]:
+    """The corpus and the questions of an env's arguments (shared by every env over a corpus).
+
+    ``dataset=None`` picks the built-in corpus's own questions; ``dataset_options=None``
+    reuses ``corpus_options`` for a built-in dataset drawn from the same generated world.
+    """
+    loaded = load_corpus(corpus, **dict(corpus_options or {}))
+    examples = load_examples(corpus, dataset, split=split, corpus_options=corpus_options, dataset_options=dataset_options, owner=owner)
+    return loaded, examples
+
+
+def load_examples(
+    corpus: Any,
+    dataset: Any,
+    *,
+    split: str,
+    corpus_options: Mapping[str, Any] | None,
+    dataset_options: Mapping[str, Any] | None,
+    owner: str = "SearchEnv",
+) -> list[QAExample]:
+    """The questions of an env's arguments (:func:`load_task_data` without the corpus)."""
+    corpus_options = dict(corpus_options or {})
+    if dataset is None:
+        if not (isinstance(corpus, str) and corpus in CORPORA):
+            raise ConfigError(
+                f"{owner} expects a dataset= when the corpus is not a built-in name ({', '.join(CORPORA)}); "
+                "pass a built-in dataset name, a FlashRAG jsonl path or a list of QAExample."
+            )
+        dataset = default_dataset_for(corpus)
+    if dataset_options is None:
+        # A built-in dataset drawn from the same generated world needs the same options.
+        same_world = isinstance(corpus, str) and isinstance(dataset, str) and dataset.startswith(corpus)
+        dataset_options = corpus_options if same_world else {}
+    examples = list(load_dataset(dataset, split=split, **dataset_options))
+    if not examples:
+        raise ConfigError(f"{owner} expects a non-empty dataset, got 0 questions from {dataset!r} (split {split!r}).")
+    return examples
+
+
+def pick_example(examples: Sequence[QAExample], by_id: Mapping[str, int], options: Mapping[str, Any], rng: Any) -> QAExample:
+    """The question ``options`` names (``example_index``, ``example_id`` or ``example``), else
+    one drawn with ``rng``; keys outside :data:`EXAMPLE_OPTIONS` are the caller's to judge."""
+    if "example" in options:
+        ex = options["example"]
+        if not isinstance(ex, QAExample):
+            raise ConfigError(f"reset(options={{'example': ...}}) expects a QAExample, got {type(ex).__name__}.")
+        return ex
+    if "example_id" in options:
+        try:
+            return examples[by_id[options["example_id"]]]
+        except (KeyError, TypeError):  # TypeError: an unhashable value, e.g. a list
+            raise ConfigError(
+                f"reset(options={{'example_id': ...}}) expects the id of a question in this env's dataset, got {options['example_id']!r}."
+            ) from None
+    if "example_index" in options:
+        i = options["example_index"]
+        if not isinstance(i, bool):
+            try:
+                i = operator.index(i)  # ints and NumPy integers
+            except TypeError:
+                pass
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(examples):
+            raise ConfigError(
+                f"reset(options={{'example_index': ...}}) expects an int in [0, {len(examples)}), got {i!r}."
+            )
+        return examples[i]
+    return examples[int(rng.integers(len(examples)))]
