@@ -35,8 +35,10 @@ REWARD = {"reward": "search_r1_format", "reward_options": {"retrieval_score": 0.
 def one_hop(split: str, limit: int | None = None) -> list:
     import gymnasium as gym
 
+    from searchgym.envs import search_env
+
     env = gym.make("searchgym/SearchR1-v0", split=split, corpus_options=WORLD)
-    return [ex for ex in env.unwrapped.examples if ex.metadata.get("hops") == 1][:limit]
+    return [ex for ex in search_env(env).examples if ex.metadata.get("hops") == 1][:limit]
 
 
 def read_rows(path: Path) -> list[dict]:

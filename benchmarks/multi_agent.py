@@ -34,7 +34,7 @@ def run_agents(opts: argparse.Namespace) -> list[dict]:
     """Part 1: LLM agents in the roles; one summary row per roster."""
     from searchgym.agents.driver import Task
     from searchgym.agents.team import run_team_episodes, team_agents
-    from searchgym.envs import multi_agent
+    from searchgym.envs import multi_agent, team_game
     from searchgym.lm.registry import load_lm
 
     lm = load_lm(opts.model, dtype=opts.dtype)
@@ -48,7 +48,7 @@ def run_agents(opts: argparse.Namespace) -> list[dict]:
         )
         envs = [multi_agent.env(roles, **env_options) for _ in range(min(opts.num_envs, opts.limit))]
         agents = team_agents(lm, roles, max_new_tokens={"searcher": opts.searcher_tokens, "summarizer": opts.summarizer_tokens})
-        examples = envs[0].unwrapped.game.examples[: opts.limit]
+        examples = team_game(envs[0]).examples[: opts.limit]
         t0 = time.perf_counter()
         results = run_team_episodes(envs, agents, [Task(ex.id, 0) for ex in examples], progress=True)
         elapsed = time.perf_counter() - t0

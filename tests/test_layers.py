@@ -47,7 +47,6 @@ LAYER_NAMES = ["foundation", "parts", "envs", "agents", "applications", "edge"]
 UNWRAPPED = "reads the env's internals; the episode object exposes what callers need as public attributes or info (issue 25, items 3 and 5)"
 KNOWN: dict[tuple[str, str, str], str] = {
     ("private", "searchgym/training/trainer.py", "searchgym.lm.hf._load"): "the trainer loads its policy with the transformers backend's private loader; the trainer uses public names only (issue 25, item 4)",
-    ("unwrapped", "searchgym/training/trainer.py", "self._train_envs(0)[0].unwrapped.examples"): UNWRAPPED,
 }
 
 

@@ -41,6 +41,7 @@ from searchgym.agents import EpisodeResult, Task, run_episodes
 from searchgym.agents.lm_agents import policy_agent
 from searchgym.agents.trajectory import Trajectory
 from searchgym.bench import BenchConfig, run_bench
+from searchgym.envs import search_env
 from searchgym.envs.registration import full_env_id
 from searchgym.error import ConfigError, TrainingError, require
 from searchgym.lm.hf import TransformersLM
@@ -285,7 +286,7 @@ class Trainer:
         self._stage = None
         self.envs: list[Any] = []
         self.retrieval = timed_retriever(args.env_id, args.env_options)
-        ids = [ex.id for ex in self._train_envs(0)[0].unwrapped.examples[: args.train_limit]]
+        ids = [ex.id for ex in search_env(self._train_envs(0)[0]).examples[: args.train_limit]]
         self.order = DataOrder(ids, args.seed)
         self.rollout_lm = self._make_engine()
 
