@@ -4,13 +4,12 @@ import re
 
 import pytest
 
-from env_helpers import make_small, search_turn
+from env_helpers import make_small
 from searchgym.agents import EpisodeResult, Task, run_episodes
 from searchgym.agents.base import Agent
 from searchgym.agents.lm_agents import policy_agent
 from searchgym.agents.oracle import SynthWikiOracle
-from searchgym.envs import BatchCounts, ModelCall, ModelUser, play_all, step_all
-from searchgym.envs.model_calls import replay, run_play
+from searchgym.envs import BatchCounts, ModelUser
 from searchgym.error import BackendError, ConfigError
 from searchgym.lm.scripted import ScriptedLM
 from searchgym.lm.testing import tiny_causal_lm, tiny_tokenizer
@@ -91,87 +90,20 @@ def test_frozen_model_calls_of_parallel_steps_are_batched_and_results_unchanged(
     assert counts4.calls == len(batches4) < counts1.calls == len(batches1) == 16
 
 
-def test_sixteen_recon_envs_searching_at_once_make_one_summarizer_call():
+def test_recon_envs_searching_in_the_same_round_make_one_summarizer_call():
     from searchgym.envs.lm_summarizer import LLMSummarizer
 
     lm = RecordingLM(lambda prompt: "Summary: " + prompt.split("Search Query (used by the retriever): ")[1].split("\n")[0])
     envs = [make_small("searchgym/RECON-v0", summarizer=LLMSummarizer(lm)) for _ in range(16)]
-    questions = envs[0].unwrapped.examples[:16]
-    for env, ex in zip(envs, questions):
-        env.reset(seed=0, options={"example_id": ex.id})
-    actions = [search_turn(envs[0], ex.question) for ex in questions]
-    counts = BatchCounts()
-    together = step_all(envs, actions, counts)
-    assert lm.batches == [16] and (counts.calls, counts.requests, counts.rounds) == (1, 16, 1)
-    for env, ex in zip(envs, questions):
-        env.reset(seed=0, options={"example_id": ex.id})
-    alone = [env.step(action) for env, action in zip(envs, actions)]
-    assert lm.batches == [16] + [1] * 16
-    assert together == alone and all(f"Summary: {ex.question}" in obs for (obs, *_), ex in zip(together, questions))
-    # Played by the driver: every round in which envs search makes one summarizer call.
     counts = BatchCounts()
     out = run_episodes(envs, SynthWikiOracle.for_env(envs[0]), tasks_for(envs[0], 16), batch_counts=counts)
-    assert all(r.num_searches >= 1 for r in out)
-    assert counts.calls == counts.rounds < counts.requests == sum(r.num_searches for r in out)
-
-
-class Echo(ModelUser):
-    """Two model calls in a row, the second after the first has answered."""
-
-    def __init__(self, lm):
-        self.lm = lm
-
-    def __call__(self, i):
-        return self.generate([f"p{i}"], max_new_tokens=2)[0].text + self.generate([f"q{i}"], max_new_tokens=2)[0].text
-
-
-def test_play_all_joins_the_pending_calls_of_each_round_and_keeps_failures_apart():
-    class FailingLM(ScriptedLM):
-        def _generate(self, prompt_ids, params):
-            raise BackendError("server timed out")
-
-    lm = RecordingLM(lambda prompt: "ok")
-    echo, broken = Echo(lm), Echo(FailingLM(["unused"], tiny_tokenizer()))
-    plays = [
-        replay(lambda: echo(0), [echo]),
-        replay(lambda: broken(1), [broken]),
-        replay(lambda: "no call", [echo]),  # a step that calls no model
-        replay(lambda: echo(3), [echo]),
-        replay(lambda: broken(4), [broken]),
-    ]
-    counts = BatchCounts()
-    outputs = play_all(plays, counts)
-    assert [o if isinstance(o, str) else type(o) for o in outputs] == ["okok", BackendError, "no call", "okok", BackendError]
-    assert str(outputs[1]) == "server timed out"
-    assert lm.batches == [2, 2] and (counts.calls, counts.requests, counts.rounds) == (3, 6, 2)
-    # Alone, each call runs as it comes.
-    assert run_play(replay(lambda: echo(7), [echo])) == echo(7) == "okok"
-
-
-def test_play_all_joins_seeded_calls_keeping_each_prompts_seed():
-    calls = []
-
-    class SeedRecordingLM(ScriptedLM):
-        def _generate(self, prompt_ids, params):
-            calls.append((len(prompt_ids), params.seed))
-            return super()._generate(prompt_ids, params)
-
-    lm = SeedRecordingLM(lambda prompt: "ok", tiny_tokenizer())
-    requests = [(["a"], [3]), (["b", "c"], [4, 5]), (["d"], None), (["e"], 9)]
-    plays = [ModelCall.of(lm, prompts, max_new_tokens=2, temperature=1.0, seed=seed) for prompts, seed in requests]
-
-    def play(call):
-        generations = yield call
-        return [g.text for g in generations]
-
-    counts = BatchCounts()
-    outputs = play_all([play(call) for call in plays], counts)
-    assert outputs == [["ok"], ["ok", "ok"], ["ok"], ["ok"]]
-    # The seeded requests share one call with their seeds in order; the unseeded one goes apart.
-    assert sorted(calls, key=lambda c: c[1] is None) == [(4, (3, 4, 5, 9)), (1, None)]
-    assert counts.calls == 2 and counts.requests == 4
-    with pytest.raises(TypeError, match=r"keyword arguments of LanguageModel.generate, got \['seeds'\]"):
-        ModelCall.of(lm, ["a"], seeds=[1])
+    searches = sum(r.num_searches for r in out)
+    assert all(r.num_searches >= 1 for r in out) and sum(lm.batches) == searches
+    # Every round in which envs search makes one summarizer call for all of them.
+    assert counts.calls == counts.rounds == len(lm.batches) < counts.requests == searches
+    assert lm.batches[0] == 16
+    alone = run_episodes(envs[:1], SynthWikiOracle.for_env(envs[0]), tasks_for(envs[0], 16))
+    assert [comparable(r) for r in out] == [comparable(r) for r in alone]
 
 
 class FailingAgent(Agent):
