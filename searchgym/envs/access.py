@@ -60,7 +60,7 @@ def env_play(env: Any, action: Any) -> Play[Any]:
     """``env.step(action)`` as a play whose model calls :func:`step_all` (or the driver)
     batches with other envs' (see :mod:`searchgym.envs.model_calls`).
 
-    ``env`` is a searchgym env (:class:`SearchEnv`, a PettingZoo team env) behind none but
+    ``env`` is a searchgym env (:class:`SearchEnv`, a role env, a PettingZoo team env) behind none but
     the wrappers ``gym.make`` and ``multi_agent.env`` add (order enforcing, the passive
     env checker), or any other env: then ``env.step(action)`` runs whole, through its
     wrappers, its model calls made alone.

@@ -140,3 +140,34 @@ def test_a_wrapper_that_changes_step_runs_whole_and_a_failing_step_fails_alone()
     assert isinstance(out[0], InvalidActionError) and out[1][4]["query"] == query and lm.batches == [1, 1, 1]
     with pytest.raises(InvalidActionError):
         run_play(env_play(strict, "still no tags"))
+
+
+class FirstLineGenerator(ModelUser):
+    """A frozen generator whose model calls go through ModelUser.generate."""
+
+    def __init__(self, lm):
+        self.lm = lm
+
+    def __call__(self, question, docs):
+        return self.generate([question + "\n" + "\n".join(docs)], max_new_tokens=8)[0].text
+
+
+def test_role_envs_batch_the_frozen_generator_of_their_games():
+    pytest.importorskip("pettingzoo")
+    import gymnasium as gym
+
+    from searchgym.envs.protocols import Complete
+    from searchgym.envs.protocols.s3 import S3Protocol
+
+    lm = RecordingLM(lambda prompt: prompt.split("\n")[0])
+    envs = [gym.make("searchgym/MultiAgentSearcher-v0", corpus_options={"seed": 7, "num_passages": 400}, generator=FirstLineGenerator(lm)) for _ in range(4)]
+    questions = envs[0].unwrapped.examples[:4]
+    for env, ex in zip(envs, questions):
+        env.reset(seed=0, options={"example_id": ex.id})
+    counts = BatchCounts()
+    out = step_all(envs, [S3Protocol().write([Complete()])] * 4, counts)
+    assert all(terminated for _, _, terminated, _, _ in out)
+    # Nothing selected: the generator's documents are the naive top-k, so the searcher's
+    # answer and the naive-RAG baseline are one identical call, made once, for the 4 envs at once.
+    assert lm.batches == [4] and (counts.calls, counts.requests, counts.rounds) == (1, 4, 1)
+    assert all(info["prediction"] and ex.question.startswith(info["prediction"]) for (*_, info), ex in zip(out, questions))
