@@ -28,6 +28,7 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from searchgym.error import ConfigError
 from searchgym.lm.base import Generation, LanguageModel, SamplingParams, check_prompts, check_sampling_params
 
 T = TypeVar("T")
@@ -53,7 +54,7 @@ class ModelCall:
         defaults = {"max_new_tokens": 256, "temperature": 1.0, "top_p": 1.0, "stop": (), "seed": None}
         unknown = sorted(set(sampling) - set(defaults))
         if unknown:
-            raise TypeError(f"ModelCall.of expects the keyword arguments of LanguageModel.generate, got {unknown}.")
+            raise ConfigError(f"ModelCall.of expects the keyword arguments of LanguageModel.generate ({', '.join(defaults)}), got {unknown}.")
         params = check_sampling_params(**{**defaults, **sampling}, num_prompts=len(checked))
         return cls(lm, tuple(p if isinstance(p, str) else tuple(p) for p in checked), params)
 
@@ -61,7 +62,7 @@ class ModelCall:
         """Run the call on its model."""
         p = self.params
         return self.lm.generate(
-            [p_ if isinstance(p_, str) else list(p_) for p_ in self.prompts],
+            [prompt if isinstance(prompt, str) else list(prompt) for prompt in self.prompts],
             max_new_tokens=p.max_new_tokens, temperature=p.temperature, top_p=p.top_p, stop=p.stop, seed=p.seed,
         )
 
@@ -79,8 +80,9 @@ class ModelCall:
         return ModelCall(first.lm, tuple(p for c in calls for p in c.prompts), replace(first.params, seed=seeds))
 
 
-class CallNeeded(Exception):
-    """Raised by a component running under :func:`replay` when its call has no reply yet."""
+class CallNeeded(BaseException):
+    """Raised by a component running under :func:`replay` when its call has no reply yet
+    (a BaseException, so that code catching ``Exception`` around a model call lets it pass)."""
 
     def __init__(self, call: ModelCall):
         super().__init__("a model call is waiting for its generations (raised and caught inside replay)")
@@ -124,7 +126,8 @@ def replay(fn: Callable[[], T], users: Iterable[ModelUser]) -> Play[T]:
     """Play ``fn()``, whose model calls go through ``users``: yields each call it needs
     and returns its value once every call has its generations (see the module docstring).
 
-    Identical calls within one ``fn`` share one reply.
+    ``fn`` runs again after each reply, so it must be pure but for those calls (what it
+    reads does not change between runs). Identical calls within one ``fn`` share one reply.
     """
     users = list(users)
     replies: dict[ModelCall, list[Generation]] = {}

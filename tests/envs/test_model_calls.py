@@ -7,7 +7,7 @@ from env_helpers import make_small, search_turn
 from searchgym.envs import BatchCounts, ModelCall, ModelUser, StrictActions, env_play, play_all, step_all
 from searchgym.envs.lm_summarizer import LLMSummarizer
 from searchgym.envs.model_calls import CallNeeded, model_users, replay, run_play
-from searchgym.error import BackendError, InvalidActionError
+from searchgym.error import BackendError, ConfigError, InvalidActionError
 from searchgym.lm.scripted import ScriptedLM
 from searchgym.lm.testing import tiny_tokenizer
 
@@ -57,6 +57,20 @@ def test_a_component_outside_a_play_calls_its_model_and_inside_answers_from_repl
     assert model_users(echo, object()) == [echo]
 
 
+def test_code_that_catches_exceptions_around_a_model_call_is_still_batched():
+    lm = RecordingLM(lambda prompt: "ok")
+    echo = Echo(lm)
+
+    def careful(i):
+        try:
+            return echo(i)
+        except Exception:  # a waiting call is not an Exception: it passes through
+            return "swallowed"
+
+    assert play_all([replay(lambda: careful(0), [echo]), replay(lambda: careful(1), [echo])]) == ["okok", "okok"]
+    assert lm.batches == [2, 2]
+
+
 def test_play_all_joins_the_pending_calls_of_each_round_and_keeps_failures_apart():
     lm = RecordingLM(lambda prompt: "ok")
     echo, broken = Echo(lm), Echo(FailingLM(["unused"], tiny_tokenizer()))
@@ -97,7 +111,7 @@ def test_play_all_joins_seeded_calls_keeping_each_prompts_seed():
     # The seeded requests share one call with their seeds in order; the unseeded one goes apart.
     assert sorted(calls, key=lambda c: c[1] is None) == [(4, (3, 4, 5, 9)), (1, None)]
     assert counts.calls == 2 and counts.requests == 4
-    with pytest.raises(TypeError, match=r"keyword arguments of LanguageModel.generate, got \['seeds'\]"):
+    with pytest.raises(ConfigError, match=r"^ModelCall.of expects the keyword arguments of LanguageModel.generate \(max_new_tokens, temperature, top_p, stop, seed\), got \['seeds'\]\.$"):
         ModelCall.of(lm, ["a"], seeds=[1])
 
 
