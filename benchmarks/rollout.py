@@ -188,13 +188,11 @@ def compare_vllm(args, tasks, rows: list) -> None:
 
 
 def compare_recon(args, lm, rows: list) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
     from searchgym.corpora.registry import load_corpus, load_dataset
     from searchgym.corpora.retrievers import make_retriever
     from searchgym.envs.lm_frozen import LMGenerator
+    from searchgym.envs.model_calls import play_all, replay
     from searchgym.envs.summarizers import make_summarizer
-    from searchgym.lm.batching import run_round
     from searchgym.rewards.metrics import f1_score
 
     corpus = load_corpus("wiki-vital")
@@ -205,11 +203,10 @@ def compare_recon(args, lm, rows: list) -> None:
     hits = retriever.search([q.question for q in questions], args.top_k)
     raw_docs = [[f"{h.passage.title}\n{h.passage.text}" for h in hs] for hs in hits]
     log(f"RECON: summarizing top-{args.top_k} documents of {len(questions)} questions")
-    with ThreadPoolExecutor(len(questions)) as pool:
-        # One round: the summaries of every question become one batched generate call.
-        summaries, _ = run_round([lambda q=q, h=h: summarizer.summarize(q.question, q.question, h) for q, h in zip(questions, hits)], threads=pool)
-        answers_raw, _ = run_round([lambda q=q, d=d: reader(q.question, d) for q, d in zip(questions, raw_docs)], threads=pool)
-        answers_sum, _ = run_round([lambda q=q, s=s: reader(q.question, [s]) for q, s in zip(questions, summaries)], threads=pool)
+    # Each list is one round: the summaries (answers) of every question become one batched generate call.
+    summaries = play_all([replay(lambda q=q, h=h: summarizer.summarize(q.question, q.question, h), [summarizer]) for q, h in zip(questions, hits)])
+    answers_raw = play_all([replay(lambda q=q, d=d: reader(q.question, d), [reader]) for q, d in zip(questions, raw_docs)])
+    answers_sum = play_all([replay(lambda q=q, s=s: reader(q.question, [s]), [reader]) for q, s in zip(questions, summaries)])
     for value in (*summaries, *answers_raw, *answers_sum):
         if isinstance(value, BaseException):
             raise value

@@ -7,9 +7,10 @@ plays rounds:
 
 1. each policy plays, in one ``act`` call, the turns of every live episode waiting on it
    (an LM agent makes one ``generate`` call for the whole batch);
-2. every env steps in its own thread, so that the LM calls of the env's components (RECON
-   summarizer, s3 generator, R-Search reader) are batched too
-   (:mod:`searchgym.lm.batching`);
+2. every env steps, together: the model calls of the envs' components (RECON
+   summarizer, s3 generator and judge, R-Search reader) are batched too, one ``generate``
+   per model and sampling parameters at each point where the steps wait on a model
+   (:func:`searchgym.envs.model_calls.play_all`; ``batch_counts`` counts them);
 3. a finished episode hands over its result, and its slot starts the next task.
 
 The agent sees each info with ``slot`` (the episode's key for that agent) and
@@ -30,14 +31,13 @@ import traceback
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from functools import partial
 from typing import Any
 
 from searchgym.agents.base import Agent
+from searchgym.envs.access import env_play
+from searchgym.envs.model_calls import BatchCounts, Play, play_all
 from searchgym.error import BackendError, ConfigError
-from searchgym.lm.batching import run_round
 from searchgym.rewards.metrics import cover_exact_match, exact_match, f1_score, span_check
 
 #: Values of :attr:`EpisodeResult.outcome`.
@@ -126,8 +126,9 @@ class LiveEpisode(ABC):
         """The role whose turn it is (a key of the policies), what it reads and its info."""
 
     @abstractmethod
-    def step(self, action: str) -> bool:
-        """Play ``action`` in the env (called in a round thread); True when the episode ended."""
+    def play(self, action: str) -> Play[bool]:
+        """Play ``action`` in the env as a play (:func:`searchgym.envs.env_play`), whose
+        model calls the driver batches with the other episodes'; True when the episode ended."""
 
     @abstractmethod
     def result(self, outcome: str | None, error: str | None, trajectories: Mapping[str, Any]) -> Any:
@@ -164,6 +165,7 @@ def drive(
     on_result: Callable[[Any], None] | None = None,
     progress: bool = False,
     desc: str = "episodes",
+    batch_counts: BatchCounts | None = None,
 ) -> list[Any]:
     """Play every task with ``num_slots`` episodes live at once (see the module docstring).
 
@@ -175,6 +177,7 @@ def drive(
             the live episode.
         on_result: Called with each result as soon as its episode ends.
         progress: Show a progress bar over episodes, labelled ``desc``.
+        batch_counts: Added to with the batched model calls of the envs' components.
 
     Returns:
         Each episode's :meth:`LiveEpisode.result`, in task order.
@@ -210,57 +213,54 @@ def drive(
         if bar is not None:
             bar.update(1)
 
-    with ThreadPoolExecutor(max_workers=num_slots, thread_name_prefix="searchgym-env") as threads:
+    for slot in range(num_slots):
+        fill(slot)
+    while live:
+        slots = sorted(live)
+        round_started, round_size = time.perf_counter(), len(slots)
+        turns = {slot: live[slot].turn() for slot in slots}  # slot -> (role, observation, info)
+
+        # 1. Each policy plays the turns of all the episodes waiting on it in one call.
+        actions: dict[int, str] = {}
+        for role, agent in policies.items():
+            waiting = [slot for slot in slots if turns[slot][0] == role]
+            if not waiting:
+                continue
+            observations = [turns[slot][1] for slot in waiting]
+            infos = [dict(turns[slot][2], slot=seat(slot, role), episode_seed=live[slot].task.seed) for slot in waiting]
+            try:
+                texts = agent.act(observations, infos)
+            except BackendError as e:  # the whole call failed: each of its episodes records it
+                for slot in waiting:
+                    finish(slot, "backend_error", str(e))
+                continue
+            check_actions(agent, texts, len(waiting))
+            generations = getattr(agent, "last_generations", None) or []
+            if len(generations) != len(waiting):  # not aligned with this batch: no token counts
+                generations = [None] * len(waiting)
+            for slot, text, generation in zip(waiting, texts, generations):
+                if live[slot].count(role, generation):
+                    actions[slot] = text
+                else:
+                    finish(slot, "prompt_too_long", f"the {role}'s context no longer fits its model's context window; nothing was generated for this turn")
+
+        # 2. Every env steps; the model calls of their components are batched.
+        stepping = sorted(actions)
+        outcomes = play_all([live[slot].play(actions[slot]) for slot in stepping], batch_counts)
+        for slot, outcome in zip(stepping, outcomes):
+            if isinstance(outcome, BackendError):
+                finish(slot, "backend_error", str(outcome))
+            elif isinstance(outcome, BaseException):
+                finish(slot, "error", describe_error(outcome))
+            elif outcome:
+                finish(slot)
+
+        # 3. The episodes still live take their share of the round; free slots start the next tasks.
+        share = (time.perf_counter() - round_started) / round_size
+        for episode in live.values():
+            episode.wall += share
         for slot in range(num_slots):
             fill(slot)
-        while live:
-            slots = sorted(live)
-            round_started, round_size = time.perf_counter(), len(slots)
-            turns = {slot: live[slot].turn() for slot in slots}  # slot -> (role, observation, info)
-
-            # 1. Each policy plays the turns of all the episodes waiting on it in one call.
-            actions: dict[int, str] = {}
-            for role, agent in policies.items():
-                waiting = [slot for slot in slots if turns[slot][0] == role]
-                if not waiting:
-                    continue
-                observations = [turns[slot][1] for slot in waiting]
-                infos = [dict(turns[slot][2], slot=seat(slot, role), episode_seed=live[slot].task.seed) for slot in waiting]
-                try:
-                    texts = agent.act(observations, infos)
-                except BackendError as e:  # the whole call failed: each of its episodes records it
-                    for slot in waiting:
-                        finish(slot, "backend_error", str(e))
-                    continue
-                check_actions(agent, texts, len(waiting))
-                generations = getattr(agent, "last_generations", None) or []
-                if len(generations) != len(waiting):  # not aligned with this batch: no token counts
-                    generations = [None] * len(waiting)
-                for slot, text, generation in zip(waiting, texts, generations):
-                    if live[slot].count(role, generation):
-                        actions[slot] = text
-                    else:
-                        finish(slot, "prompt_too_long", f"the {role}'s context no longer fits its model's context window; nothing was generated for this turn")
-
-            # 2. Every env steps in its own thread and the LM calls of their components join
-            #    one batching round (one step alone runs here).
-            stepping = sorted(actions)
-            steps = [partial(live[slot].step, actions[slot]) for slot in stepping]
-            outcomes = run_round(steps, threads=threads)[0] if len(steps) > 1 else [_call(step) for step in steps]
-            for slot, outcome in zip(stepping, outcomes):
-                if isinstance(outcome, BackendError):
-                    finish(slot, "backend_error", str(outcome))
-                elif isinstance(outcome, BaseException):
-                    finish(slot, "error", describe_error(outcome))
-                elif outcome:
-                    finish(slot)
-
-            # 3. The episodes still live take their share of the round; free slots start the next tasks.
-            share = (time.perf_counter() - round_started) / round_size
-            for episode in live.values():
-                episode.wall += share
-            for slot in range(num_slots):
-                fill(slot)
     if bar is not None:
         bar.close()
     return results
@@ -277,6 +277,7 @@ def run_episodes(
     desc: str | None = None,
     keep_trajectories: bool = False,
     scheduling: str = "turns",
+    batch_counts: BatchCounts | None = None,
 ) -> list[EpisodeResult]:
     """Play every task with ``len(envs)`` episodes live at once.
 
@@ -294,6 +295,9 @@ def run_episodes(
         desc: The progress bar's label.
         keep_trajectories: Attach the agent's token record to each result (LM agents).
         scheduling: ``"turns"``, the only scheduling (see :func:`check_scheduling`).
+        batch_counts: A :class:`~searchgym.envs.model_calls.BatchCounts` added to with the
+            batched model calls of the envs' components (e.g. 16 RECON envs searching in
+            the same round make one summarizer call).
 
     Returns:
         One :class:`EpisodeResult` per task, in task order.
@@ -307,7 +311,10 @@ def run_episodes(
     def start(slot: int, task: Task) -> LiveEpisode:
         return _GymEpisode(envs[slot], task, keep_trajectories)
 
-    return drive(len(envs), {AGENT: agent}, tasks, start, on_result=on_result, progress=progress, desc=desc or "episodes")
+    return drive(
+        len(envs), {AGENT: agent}, tasks, start, on_result=on_result, progress=progress, desc=desc or "episodes",
+        batch_counts=batch_counts,
+    )
 
 
 class _GymEpisode(LiveEpisode):
@@ -325,8 +332,8 @@ class _GymEpisode(LiveEpisode):
     def turn(self) -> tuple[str, str, dict[str, Any]]:
         return AGENT, self.observation, self.info
 
-    def step(self, action: str) -> bool:
-        self.observation, reward, self.terminated, truncated, self.info = self.env.step(action)
+    def play(self, action: str) -> Play[bool]:
+        self.observation, reward, self.terminated, truncated, self.info = yield from env_play(self.env, action)
         self.reward += reward
         if self.info.get("invalid_reason"):
             self.flag("invalid_turn")
@@ -402,14 +409,6 @@ def describe_error(error: BaseException) -> str:
     last = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
     where = f" (at {last[0].filename}:{last[0].lineno})" if last else ""
     return f"{type(error).__name__}: {error}{where}"
-
-
-def _call(step: Callable[[], Any]) -> Any:
-    """``step()``, or the exception it raised (recorded on the episode)."""
-    try:
-        return step()
-    except Exception as e:
-        return e
 
 
 def _progress_bar(total: int, progress: bool, desc: str) -> Any:

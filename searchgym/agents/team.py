@@ -9,9 +9,10 @@ played by a baseline or a scripted callable ``(observation, info) -> str``.
 (:func:`searchgym.envs.multi_agent.env` or ``raw_env``) with the loop that plays
 Gymnasium envs, :func:`searchgym.agents.driver.drive`: ``len(envs)`` episodes are live at
 once; every round, each role's policy acts once for all the episodes waiting on that role
-(one batched ``generate`` for an LM agent), then the envs step in parallel threads so that
-the LM calls of the env's own components (a frozen LM generator, the LLM summarizer
-component) are batched too. Failures are outcomes of one episode, not crashes.
+(one batched ``generate`` for an LM agent), then the envs step together so that the LM
+calls of the env's own components (a frozen LM generator, the LLM summarizer component)
+are batched too (:func:`searchgym.envs.model_calls.play_all`). Failures are outcomes of
+one episode, not crashes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any
 
 from searchgym.agents.base import Agent
 from searchgym.agents.driver import LiveEpisode, Task, drive
+from searchgym.envs.access import env_play
+from searchgym.envs.model_calls import BatchCounts, Play
 from searchgym.agents.lm_agents import LMAgent, SearcherAgent
 from searchgym.envs.protocols.s3 import S3Protocol
 from searchgym.envs.protocols.team import GeneratorProtocol, SummarizerProtocol
@@ -138,6 +141,7 @@ def run_team_episodes(
     keep_trajectories: bool = False,
     on_result: Callable[[TeamResult], None] | None = None,
     progress: bool = False,
+    batch_counts: BatchCounts | None = None,
 ) -> list[TeamResult]:
     """Play every task with ``len(envs)`` team episodes live at once (see the module docstring).
 
@@ -148,6 +152,8 @@ def run_team_episodes(
         keep_trajectories: Attach each LM role's :class:`~searchgym.agents.trajectory.Trajectory`.
         on_result: Called with each result as soon as its episode ends.
         progress: Show a progress bar.
+        batch_counts: A :class:`~searchgym.envs.model_calls.BatchCounts` added to with the
+            batched model calls of the envs' components.
 
     Returns:
         One :class:`TeamResult` per task, in task order.
@@ -168,7 +174,7 @@ def run_team_episodes(
     def start(slot: int, task: Task) -> LiveEpisode:
         return _TeamEpisode(envs[slot], task, keep_trajectories)
 
-    return drive(len(envs), agents, tasks, start, on_result=on_result, progress=progress, desc="team episodes")
+    return drive(len(envs), agents, tasks, start, on_result=on_result, progress=progress, desc="team episodes", batch_counts=batch_counts)
 
 
 class _TeamEpisode(LiveEpisode):
@@ -185,9 +191,9 @@ class _TeamEpisode(LiveEpisode):
         role = self.env.agent_selection
         return role, self.env.observe(role), dict(self.env.infos[role], role=role)
 
-    def step(self, action: str) -> bool:
+    def play(self, action: str) -> Play[bool]:
         env = self.env
-        env.step(action)
+        yield from env_play(env, action)
         for role in self.roster:
             self.rewards[role] += float(env.rewards.get(role, 0.0))
         return all(env.terminations.get(role, False) for role in env.agents)

@@ -4,16 +4,26 @@ Agents, drivers and trainers read an env's protocol, questions, corpus, retrieve
 budgets. ``search_env(env)`` returns the searchgym env that holds them, whatever wraps
 it, and says clearly when ``env`` is not one; ``team_game(env)`` does the same for the
 :class:`~searchgym.envs.team_game.TeamGame` of a multi-agent env or of one of its roles.
+``step_all(envs, actions)`` steps many envs at once, batching the model calls of their
+components (:mod:`searchgym.envs.model_calls`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker
+
 from searchgym.envs.core import SearchEnv
+from searchgym.envs.model_calls import BatchCounts, Play, play_all
 from searchgym.envs.role_env import RoleEnv
 from searchgym.envs.team_game import TeamGame
 from searchgym.error import ConfigError
+
+#: Wrappers of ``gym.make`` that only check the order of calls and the first step's output.
+_BOOKKEEPING_WRAPPERS = (OrderEnforcing, PassiveEnvChecker)
+
 
 def search_env(env: Any) -> SearchEnv | RoleEnv:
     """The :class:`~searchgym.envs.core.SearchEnv` (or role env of the multi-agent game)
@@ -44,3 +54,47 @@ def team_game(env: Any) -> TeamGame:
         f"Expected a searchgym multi-agent env (searchgym.envs.make_multi_agent('search_team_v0')) or role env "
         f"(gym.make('searchgym/MultiAgentSearcher-v0')), got {type(env).__name__} around {type(inner).__name__}."
     )
+
+
+def env_play(env: Any, action: Any) -> Play[Any]:
+    """``env.step(action)`` as a play whose model calls :func:`step_all` (or the driver)
+    batches with other envs' (see :mod:`searchgym.envs.model_calls`).
+
+    ``env`` is a searchgym env (:class:`SearchEnv`, a role env, a PettingZoo team env) behind none but
+    the wrappers ``gym.make`` and ``multi_agent.env`` add (order enforcing, the passive
+    env checker), or any other env: then ``env.step(action)`` runs whole, through its
+    wrappers, its model calls made alone.
+    """
+    inner = env
+    while type(inner) in _BOOKKEEPING_WRAPPERS or _is_pettingzoo_order_enforcing(inner):
+        inner = inner.env
+    if isinstance(inner, SearchEnv) or (isinstance(getattr(inner, "game", None), TeamGame) and callable(getattr(inner, "play", None))):
+        return inner.play(action)
+    return _whole_step(env, action)
+
+
+def step_all(envs: Sequence[Any], actions: Sequence[Any], counts: BatchCounts | None = None) -> list[Any]:
+    """``[env.step(action) for env, action in zip(envs, actions)]`` with the model calls
+    of the envs' components batched: each round of calls makes one ``generate`` call per
+    model and sampling parameters (see :func:`~searchgym.envs.model_calls.play_all`).
+
+    An env whose step raises (a backend error included) gets its exception in its place
+    in the returned list; the others are stepped all the same. ``counts``
+    (:class:`~searchgym.envs.model_calls.BatchCounts`) is added to when given.
+    """
+    if len(envs) != len(actions):
+        raise ConfigError(f"step_all expects one action per env, got {len(actions)} actions for {len(envs)} envs.")
+    return play_all([env_play(env, action) for env, action in zip(envs, actions)], counts)
+
+
+def _whole_step(env: Any, action: Any) -> Play[Any]:
+    yield from ()  # no call to batch: env.step makes its model calls itself
+    return env.step(action)
+
+
+def _is_pettingzoo_order_enforcing(env: Any) -> bool:
+    try:
+        from pettingzoo.utils.wrappers import OrderEnforcingWrapper
+    except ImportError:  # without the multiagent extra there is no PettingZoo env to unwrap
+        return False
+    return type(env) is OrderEnforcingWrapper

@@ -11,6 +11,7 @@ from searchgym.corpora.retrievers import make_retriever
 from searchgym.corpora.types import Corpus, Passage, QAExample, Retriever
 from searchgym.envs.frozen import make_frozen
 from searchgym.envs.game import SearchGame
+from searchgym.envs.model_calls import Play, run_play
 from searchgym.envs.protocols import Protocol, make_protocol
 from searchgym.envs.spaces import UnicodeText
 from searchgym.envs.summarizers import Summarizer, make_summarizer
@@ -175,7 +176,12 @@ class SearchEnv(gym.Env[str, str]):
         return self.game.reset(pick_example(self.examples, self._by_id, options, self.np_random))
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
-        result = self.game.step(action)
+        return run_play(self.play(action))
+
+    def play(self, action: str) -> Play[tuple[str, float, bool, bool, dict]]:
+        """:meth:`step` with its model calls explicit, for :func:`searchgym.envs.step_all`
+        (see :mod:`searchgym.envs.model_calls`)."""
+        result = yield from self.game.play(action)
         if self.render_mode == "human":
             print(self.render())
         return result

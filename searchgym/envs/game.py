@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from searchgym.corpora.types import Hit, Passage, QAExample, Retriever
+from searchgym.envs.model_calls import Play, model_users, replay, run_play
 from searchgym.envs.protocols import Protocol
 from searchgym.envs.protocols.base import Answer, Complete, Evidence, Invalid, ParsedTurn, Search, Select
 from searchgym.envs.summarizers import Summarizer
@@ -218,6 +219,12 @@ class SearchGame:
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Play one agent turn (any string); observation, reward, terminated, truncated, info."""
+        return run_play(self.play(action))
+
+    def play(self, action: Any) -> Play[tuple[str, float, bool, bool, dict[str, Any]]]:
+        """:meth:`step` as a play: yields the model calls of the summarizer and of the
+        recipe's frozen models, so that envs stepped together batch them
+        (:mod:`searchgym.envs.model_calls`)."""
         if self.done:
             raise SearchGymError(f"{self.owner}.step() was called on a finished episode; call reset() first.")
         if isinstance(action, bytes):
@@ -246,7 +253,7 @@ class SearchGame:
                 hits = self.retriever.search([act.query], self.top_k)[0]
                 self.log.num_searches += 1
                 self.retrieved.append([h.passage for h in hits])
-                pieces.append(self._render(act.query, hits))
+                pieces.append((yield from self._render(act.query, hits)))
                 kinds.append("documents")
                 self.log.open_window(act.query, hits)
             elif isinstance(act, Select):
@@ -289,7 +296,8 @@ class SearchGame:
         )
         if ended:
             self.done = True
-            result = self.recipe.score(self.record())
+            episode = self.record()
+            result = yield from replay(lambda: self.recipe.score(episode), model_users(self.recipe))
             reward += result.total
             info.update(
                 answer=self.answer,
@@ -325,10 +333,12 @@ class SearchGame:
         )
 
     # ------------------------------------------------------------------ helpers
-    def _render(self, query: str, hits: Sequence[Hit]) -> str:
+    def _render(self, query: str, hits: Sequence[Hit]) -> Play[str]:
         if self.summarizer.passthrough:
             return self.protocol.render_docs(hits)
-        return self.protocol.wrap_information(self.summarizer.summarize(self.example.question, query, hits))
+        question = self.example.question
+        summary = yield from replay(lambda: self.summarizer.summarize(question, query, hits), model_users(self.summarizer))
+        return self.protocol.wrap_information(summary)
 
     def _bound(self, text: str) -> tuple[str, bool]:
         return text[: self.max_observation_chars], len(text) > self.max_observation_chars

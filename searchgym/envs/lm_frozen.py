@@ -1,8 +1,8 @@
 """Frozen models backed by a language model: the s3 generator and judge, the R-Search reader.
 
 They are plain callables with the signatures the reward recipes call, and they make
-their LM calls only through ``lm.generate`` so that a vectorized driver can batch the
-calls of many environments (:mod:`searchgym.lm.batching`). A prompt that does not fit
+their LM calls through :meth:`~searchgym.envs.model_calls.ModelUser.generate`, so that
+envs stepped together batch the calls of their recipes (:mod:`searchgym.envs.model_calls`). A prompt that does not fit
 the model gives an empty answer (scored 0), never an exception.
 
 The prompts are the seeds' own, verbatim.
@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from searchgym.envs.model_calls import ModelUser
 from searchgym.lm.base import LanguageModel
 
 # s3 generator_llms/local_inst.py (format_qa_chat_messages): system prompt with the
@@ -53,7 +54,7 @@ def generator_messages(question: str, docs: Sequence[str]) -> list[dict[str, str
     return [{"role": "system", "content": system}, {"role": "user", "content": question}]
 
 
-class _LMCallable:
+class _LMCallable(ModelUser):
     """A frozen role played by ``lm`` with fixed sampling settings."""
 
     role = "model"
@@ -71,7 +72,7 @@ class _LMCallable:
 
     def complete(self, messages: Sequence[Mapping[str, str]]) -> str:
         """The model's reply to chat ``messages``, stripped; ``""`` if the prompt does not fit."""
-        (g,) = self.lm.generate(
+        (g,) = self.generate(
             [self.lm.apply_chat(messages)],
             max_new_tokens=self.max_new_tokens,
             temperature=self.temperature,

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from searchgym.corpora.types import Hit
+from searchgym.envs.model_calls import ModelUser
 from searchgym.envs.summarizers import Summarizer
 from searchgym.error import ConfigError, UnknownNameError
 
@@ -105,7 +106,7 @@ def fallback_summary(hits: Sequence[Hit]) -> str:
     return "\n".join(f"Doc {i}: {h.passage.text[:200]}..." for i, h in enumerate(hits, 1))
 
 
-class LLMSummarizer(Summarizer):
+class LLMSummarizer(Summarizer, ModelUser):
     """A language model writes RECON's support context for every retrieval.
 
     Args:
@@ -119,7 +120,9 @@ class LLMSummarizer(Summarizer):
     The ``question`` argument of :meth:`summarize` is not shown to the model: the seed
     fills the prompt's "User Question" with the search query. An empty generation or a
     prompt that does not fit the model falls back to the seed's fallback (each document
-    cut to 200 characters), so a search always returns something.
+    cut to 200 characters), so a search always returns something. The model call goes
+    through :meth:`~searchgym.envs.model_calls.ModelUser.generate`, so envs stepped
+    together batch it (:mod:`searchgym.envs.model_calls`).
     """
 
     name = "llm"
@@ -151,7 +154,7 @@ class LLMSummarizer(Summarizer):
         if not hits:
             return ""
         prompt = self.lm.apply_chat([{"role": "user", "content": recon_prompt(query, hits, self.aspect)}])
-        (g,) = self.lm.generate([prompt], max_new_tokens=self.max_new_tokens, temperature=self.temperature)
+        (g,) = self.generate([prompt], max_new_tokens=self.max_new_tokens, temperature=self.temperature)
         text = g.text.strip() if g.finish_reason != "prompt_too_long" else ""
         return text or fallback_summary(hits)
 

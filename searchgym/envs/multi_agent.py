@@ -18,6 +18,7 @@ from typing import Any
 
 from gymnasium.utils import seeding
 
+from searchgym.envs.model_calls import Play, run_play
 from searchgym.envs.spaces import TextObservation, UnicodeText
 from searchgym.envs.team_game import ROLES, TeamGame
 from searchgym.error import ConfigError, SearchGymError, UnknownNameError, check_name, require
@@ -181,11 +182,16 @@ class SearchTeamEnv(_TeamShell, AECEnv):
         return TextObservation(self.game.observation(self._known(agent)))
 
     def step(self, action: Any) -> None:
+        run_play(self.play(action))
+
+    def play(self, action: Any) -> Play[None]:
+        """:meth:`step` with its model calls explicit, for the driver that steps many team
+        envs together (see :mod:`searchgym.envs.model_calls`)."""
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)
             return
-        rewards = self.game.act(agent, action)  # raises on a non-text action before changing anything
+        rewards = yield from self.game.play(agent, action)  # raises on a non-text action before changing anything
         self._cumulative_rewards[agent] = 0.0
         self.rewards = {a: float(rewards.get(a, 0.0)) for a in self.agents}
         self.infos = {a: self.game.info(a) for a in self.agents}

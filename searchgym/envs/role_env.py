@@ -34,6 +34,7 @@ from typing import Any
 import gymnasium as gym
 
 from searchgym.corpora.types import Corpus, QAExample, Retriever
+from searchgym.envs.model_calls import Play, run_play
 from searchgym.envs.protocols import Complete, Protocol, Search
 from searchgym.envs.spaces import UnicodeText
 from searchgym.envs.team_game import ROLES, TeamGame, check_roster
@@ -277,12 +278,17 @@ class RoleEnv(gym.Env[str, str]):
         for player in self.players.values():
             player.end_episode()
         self.game.reset(self.game.pick_example(options, self.np_random, strict=True))
-        self._advance()
+        run_play(self._advance())
         return self.game.observation(self.role), self.game.info(self.role)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
-        reward = self.game.act(self.role, action)[self.role]
-        reward += self._advance()
+        return run_play(self.play(action))
+
+    def play(self, action: str) -> Play[tuple[str, float, bool, bool, dict]]:
+        """:meth:`step` with the model calls of the game's components explicit, for
+        :func:`searchgym.envs.step_all` (see :mod:`searchgym.envs.model_calls`)."""
+        reward = (yield from self.game.play(self.role, action))[self.role]
+        reward += yield from self._advance()
         done = self.game.done
         observation = "" if done else self.game.observation(self.role)
         info = self.game.info(self.role)
@@ -291,13 +297,13 @@ class RoleEnv(gym.Env[str, str]):
             print(self.render())
         return observation, float(reward), done and not truncated, truncated, info
 
-    def _advance(self) -> float:
+    def _advance(self) -> Play[float]:
         """Play the other roles until it is this role's turn or the episode is over; the
         reward this role got meanwhile."""
         reward = 0.0
         while not self.game.done and self.game.current != self.role:
             role = self.game.current
-            reward += self.game.act(role, self.players[role].play(self.game, role))[self.role]
+            reward += (yield from self.game.play(role, self.players[role].play(self.game, role)))[self.role]
         if self.game.done:
             for player in self.players.values():
                 player.end_episode()

@@ -38,6 +38,7 @@ from searchgym.corpora.retrievers import make_retriever
 from searchgym.corpora.types import Hit, Passage, QAExample, Retriever
 from searchgym.envs.frozen import make_frozen
 from searchgym.envs.game import SearchLog, Window
+from searchgym.envs.model_calls import Play, model_users, replay, run_play
 from searchgym.envs.protocols import Answer, Complete, Invalid, Protocol, Search, Select
 from searchgym.envs.protocols.s3 import S3Protocol
 from searchgym.envs.protocols.team import GeneratorProtocol, Summary, SummarizerProtocol, doc_texts
@@ -238,10 +239,16 @@ class TeamGame:
         self.done = False
         hits = self.retriever.search([example.question], self.initial_top_k)[0]
         self._naive_docs = doc_texts(hits)
-        self._retrieved(example.question, hits)
+        run_play(self._retrieved(example.question, hits))
 
     def act(self, role: str, action: Any) -> dict[str, float]:
         """Play ``role``'s turn; returns each role's reward for this step."""
+        return run_play(self.play(role, action))
+
+    def play(self, role: str, action: Any) -> Play[dict[str, float]]:
+        """:meth:`act` as a play: yields the model calls of the summarizer component and of
+        the frozen generator and judge, so that envs stepped together batch them
+        (:mod:`searchgym.envs.model_calls`)."""
         if self.done:
             raise SearchGymError("The multi-agent episode is over; reset the env before acting again.")
         if role != self.current:
@@ -270,15 +277,15 @@ class TeamGame:
             seat.last["invalid_reason"] = invalid.reason if invalid is not None else "the turn wrote environment-owned tags"
             self._rewards[role] += self.invalid_action_penalty
         if role == "searcher":
-            self._searcher_turn(turn.actions)
+            yield from self._searcher_turn(turn.actions)
         elif role == "summarizer":
             self._summarizer_turn(next((a.text for a in turn.actions if isinstance(a, Summary)), None))
         else:
-            self._finish(next((a.text for a in turn.actions if isinstance(a, Answer)), None))
+            yield from self._finish(next((a.text for a in turn.actions if isinstance(a, Answer)), None))
         return self._rewards
 
     # ------------------------------------------------------------------ turns
-    def _searcher_turn(self, actions: Sequence[Any]) -> None:
+    def _searcher_turn(self, actions: Sequence[Any]) -> Play[None]:
         seat = self.seats["searcher"]
         protocol = self.protocols["searcher"]
         self.log.turn = seat.turns
@@ -303,11 +310,11 @@ class TeamGame:
                 feedback.append(protocol.invalid_feedback())
         if complete or self.log.final_turn:
             self.search_truncated = not complete
-            self._end_search()
+            yield from self._end_search()
         elif query is not None:
             hits = self.retriever.search([query], self.top_k)[0]
             self.log.num_searches += 1
-            self._retrieved(query, hits)
+            yield from self._retrieved(query, hits)
         else:
             self._show("searcher", "".join(feedback))
             self.current = "searcher"
@@ -324,7 +331,7 @@ class TeamGame:
             self.summary_tokens += self.token_counter(summary)
         self._window_ready(window)
 
-    def _retrieved(self, query: str, hits: list[Hit]) -> None:
+    def _retrieved(self, query: str, hits: list[Hit]) -> Play[None]:
         """A retrieval happened: the summarizer condenses it, or it goes straight to the searcher."""
         window = self.log.open_window(query, hits)
         if "summarizer" in self.roles:
@@ -335,7 +342,8 @@ class TeamGame:
             self.current = "summarizer"
             return
         if not self.summarizer.passthrough and hits:
-            summary = self.summarizer.summarize(self.example.question, query, hits)
+            question = self.example.question
+            summary = yield from replay(lambda: self.summarizer.summarize(question, query, hits), model_users(self.summarizer))
             window.shown = [self._summary_hit(query, summary)]
             self.summary_tokens += self.token_counter(summary)
         self._window_ready(window)
@@ -350,7 +358,7 @@ class TeamGame:
             self._show("searcher", protocol.render_docs(window.shown))
         self.current = "searcher"
 
-    def _end_search(self) -> None:
+    def _end_search(self) -> Play[None]:
         """The search is over: the documents the generator gets are the kept ones, then (s3's
         rule) every document of each window the searcher never annotated."""
         self.context = context = self.log.context()
@@ -359,9 +367,9 @@ class TeamGame:
             self._show("generator", protocol.prompt(self.example, context), messages=protocol.messages(self.example, context))
             self.current = "generator"
         else:
-            self._finish(None)
+            yield from self._finish(None)
 
-    def _finish(self, answer: str | None) -> None:
+    def _finish(self, answer: str | None) -> Play[None]:
         ex = self.example
         episode = Episode(
             question=ex.question, answers=tuple(ex.answers), turns=tuple(self.seats["searcher"].records),
@@ -370,11 +378,15 @@ class TeamGame:
         )
         if "generator" in self.roles:
             self.answer = answer
-            prediction = answer
-        else:
-            prediction = call_frozen(self.recipe.generator, ex.question, episode.selected_docs, answers=ex.answers)
-        accuracy = gen_acc(prediction, ex.answers, self.recipe.judge, ex.question)
-        baseline = self.recipe.naive_rag_acc(episode)
+
+        def judged() -> tuple[str | None, float, float]:
+            # The answer, its GenAcc and the naive-RAG baseline's (the frozen models' calls).
+            prediction = answer if "generator" in self.roles else call_frozen(
+                self.recipe.generator, ex.question, episode.selected_docs, answers=ex.answers
+            )
+            return prediction, gen_acc(prediction, ex.answers, self.recipe.judge, ex.question), self.recipe.naive_rag_acc(episode)
+
+        prediction, accuracy, baseline = yield from replay(judged, model_users(self.recipe))
         searcher_accuracy = accuracy if episode.acted else 0.0
         score = accuracy if self.answer_metric == "gen_acc" else ANSWER_METRICS[self.answer_metric](prediction, ex.answers, None, ex.question)
         cost = self.context_cost * self.summary_tokens

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from searchgym.error import ConfigError
-from searchgym.lm.batching import current_round
 
 #: Values of :attr:`Generation.finish_reason`.
 FINISH_REASONS = ("stop", "length", "prompt_too_long")
@@ -118,12 +117,6 @@ class LanguageModel(ABC):
         prompt_ids = [self._prompt_ids(prompt, i) for i, prompt in enumerate(prompts)]
         if not prompt_ids:
             return []
-        joined = current_round()
-        if joined is not None:
-            # Called from an env step run by a vectorized driver: batched with the other
-            # environments' calls (see searchgym.lm.batching).
-            step_round, slot = joined
-            return step_round.submit(slot, self, prompt_ids, params)
         return self._generate(prompt_ids, params)
 
     @abstractmethod

@@ -1,7 +1,6 @@
 """The vectorized driver: same results as one at a time, batched LM calls, failures as outcomes."""
 
 import re
-import threading
 
 import pytest
 
@@ -10,8 +9,8 @@ from searchgym.agents import EpisodeResult, Task, run_episodes
 from searchgym.agents.base import Agent
 from searchgym.agents.lm_agents import policy_agent
 from searchgym.agents.oracle import SynthWikiOracle
+from searchgym.envs import BatchCounts, ModelUser
 from searchgym.error import BackendError, ConfigError
-from searchgym.lm.batching import run_round
 from searchgym.lm.scripted import ScriptedLM
 from searchgym.lm.testing import tiny_causal_lm, tiny_tokenizer
 
@@ -54,19 +53,24 @@ class RecordingLM(ScriptedLM):
     def __init__(self, respond):
         super().__init__(respond, tiny_tokenizer())
         self.batches = []
-        self.lock = threading.Lock()
 
     def _generate(self, prompt_ids, params):
-        with self.lock:
-            self.batches.append(len(prompt_ids))
+        self.batches.append(len(prompt_ids))
         return super()._generate(prompt_ids, params)
 
 
-def test_frozen_model_calls_of_parallel_steps_are_batched_and_results_unchanged():
-    def generator_for(lm):
-        # A frozen generator that answers with the first words of its first document.
-        return lambda question, docs: lm.generate([question + "\n" + "\n".join(docs)], max_new_tokens=8)[0].text
+class FirstDocGenerator(ModelUser):
+    """A frozen generator that answers with the first words of its first document; its
+    model calls go through ModelUser.generate, so envs stepped together batch them."""
 
+    def __init__(self, lm):
+        self.lm = lm
+
+    def __call__(self, question, docs):
+        return self.generate([question + "\n" + "\n".join(docs)], max_new_tokens=8)[0].text
+
+
+def test_frozen_model_calls_of_parallel_steps_are_batched_and_results_unchanged():
     def respond(prompt):
         lines = prompt.split("\n")
         return lines[2] if len(lines) > 2 else "nothing"
@@ -74,62 +78,32 @@ def test_frozen_model_calls_of_parallel_steps_are_batched_and_results_unchanged(
     results = []
     for num_envs in (4, 1):
         lm = RecordingLM(respond)
-        envs = [make_small("searchgym/S3-v0", generator=generator_for(lm)) for _ in range(num_envs)]
+        envs = [make_small("searchgym/S3-v0", generator=FirstDocGenerator(lm)) for _ in range(num_envs)]
         agent = SynthWikiOracle.for_env(envs[0])
-        results.append((run_episodes(envs, agent, tasks_for(envs[0], 8)), lm.batches))
-    (together, batches4), (alone, batches1) = results
+        counts = BatchCounts()
+        results.append((run_episodes(envs, agent, tasks_for(envs[0], 8), batch_counts=counts), lm.batches, counts))
+    (together, batches4, counts4), (alone, batches1, counts1) = results
     assert [comparable(r) for r in together] == [comparable(r) for r in alone]
     assert sum(batches4) == sum(batches1) == 16  # a generator call and a naive-RAG call per question
     assert max(batches1) == 1 and max(batches4) > 1 and len(batches4) < len(batches1)
+    assert counts4.requests == counts1.requests == 16
+    assert counts4.calls == len(batches4) < counts1.calls == len(batches1) == 16
 
 
-def test_step_round_serves_only_when_every_participant_waits():
-    lm = RecordingLM(lambda prompt: "ok")
-    order = []
+def test_recon_envs_searching_in_the_same_round_make_one_summarizer_call():
+    from searchgym.envs.lm_summarizer import LLMSummarizer
 
-    def step(i):
-        def run():
-            if i == 2:
-                return "no call"  # leaves the round without calling the model
-            out = lm.generate([f"p{i}"], max_new_tokens=2)[0].text
-            order.append(i)
-            return out + lm.generate([f"q{i}"], max_new_tokens=2)[0].text
-
-        return run
-
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(4) as pool:
-        outputs, round_ = run_round([step(i) for i in range(4)], threads=pool)
-        assert outputs == ["okok", "okok", "no call", "okok"]
-        assert lm.batches == [3, 3] and round_.calls == 2 and round_.requests == 6
-        with pytest.raises(ValueError, match="at least 5 workers, got 4"):
-            run_round([step(i) for i in range(5)], threads=pool)
-
-
-def test_step_round_joins_seeded_calls_keeping_each_prompts_seed():
-    calls = []
-
-    class SeedRecordingLM(ScriptedLM):
-        def _generate(self, prompt_ids, params):
-            calls.append((len(prompt_ids), params.seed))
-            return super()._generate(prompt_ids, params)
-
-    lm = SeedRecordingLM(lambda prompt: "ok", tiny_tokenizer())
-    requests = [(["a"], [3]), (["b", "c"], [4, 5]), (["d"], None), (["e"], 9)]
-
-    def step(i):
-        prompts, seed = requests[i]
-        return lambda: [g.text for g in lm.generate(prompts, max_new_tokens=2, temperature=1.0, seed=seed)]
-
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(4) as pool:
-        outputs, round_ = run_round([step(i) for i in range(4)], threads=pool)
-    assert outputs == [["ok"], ["ok", "ok"], ["ok"], ["ok"]]
-    # The seeded requests share one call with their seeds in order; the unseeded one goes apart.
-    assert sorted(calls, key=lambda c: c[1] is None) == [(4, (3, 4, 5, 9)), (1, None)]
-    assert round_.calls == 2
+    lm = RecordingLM(lambda prompt: "Summary: " + prompt.split("Search Query (used by the retriever): ")[1].split("\n")[0])
+    envs = [make_small("searchgym/RECON-v0", summarizer=LLMSummarizer(lm)) for _ in range(16)]
+    counts = BatchCounts()
+    out = run_episodes(envs, SynthWikiOracle.for_env(envs[0]), tasks_for(envs[0], 16), batch_counts=counts)
+    searches = sum(r.num_searches for r in out)
+    assert all(r.num_searches >= 1 for r in out) and sum(lm.batches) == searches
+    # Every round in which envs search makes one summarizer call for all of them.
+    assert counts.calls == counts.rounds == len(lm.batches) < counts.requests == searches
+    assert lm.batches[0] == 16
+    alone = run_episodes(envs[:1], SynthWikiOracle.for_env(envs[0]), tasks_for(envs[0], 16))
+    assert [comparable(r) for r in out] == [comparable(r) for r in alone]
 
 
 class FailingAgent(Agent):
@@ -296,3 +270,37 @@ def test_team_episodes_share_the_loop_failures_outcomes_and_checks():
     assert out[1].generated_tokens == {"searcher": 2} and out[2].error == "server timed out"
     with pytest.raises(ConfigError, match=r"^_Miscounting\.act returned 3 actions for 2 observations; "):
         run_team_episodes(envs, {"searcher": _Miscounting(1)}, tasks[:2])
+
+
+def test_team_episodes_batch_the_frozen_generator_and_summarizer_component():
+    """The model calls of team envs' components (frozen generator, LLM summarizer) are
+    batched across envs as in single-agent episodes, and results do not depend on it."""
+    pytest.importorskip("pettingzoo")
+    from searchgym.agents.team import run_team_episodes
+    from searchgym.envs import multi_agent
+    from searchgym.envs.lm_summarizer import LLMSummarizer
+    from searchgym.envs.protocols import Search
+    from searchgym.envs.protocols.s3 import S3Protocol
+
+    def respond(prompt):
+        lines = prompt.split("\n")
+        return lines[2] if len(lines) > 2 else "nothing"
+
+    searcher = S3Protocol()
+    policy = lambda o, i: searcher.write([Search("founder")]) if i["turn"] == 0 else "<search_complete>True</search_complete>"  # noqa: E731
+    runs = []
+    for num_envs in (4, 1):
+        lm = RecordingLM(respond)
+        summarizer, generator = LLMSummarizer(lm, max_new_tokens=8), FirstDocGenerator(lm)
+        envs = [
+            multi_agent.env(("searcher",), corpus_options={"seed": 7, "num_passages": 400}, generator=generator, summarizer=summarizer)
+            for _ in range(num_envs)
+        ]
+        tasks = [Task(ex.id, 0) for ex in envs[0].game.examples[:6]]
+        counts = BatchCounts()
+        out = run_team_episodes(envs, {"searcher": policy}, tasks, batch_counts=counts)
+        runs.append(([{k: v for k, v in r.to_dict().items() if k != "wall_time"} for r in out], counts, lm.batches))
+    (together, counts4, batches4), (alone, counts1, batches1) = runs
+    assert together == alone and all(r["outcome"] == "finished" and r["num_searches"] == 1 for r in together)
+    assert counts4.requests == counts1.requests == sum(batches1) - 6  # the initial summaries run at reset, alone
+    assert max(batches4) == 4 and counts4.calls < counts1.calls

@@ -1,0 +1,210 @@
+"""The model calls of env components, made explicit so that many envs batch them.
+
+An env component that calls a language model (RECON's LLM summarizer, the s3 generator
+and judge, the R-Search reader) is a :class:`ModelUser`: it calls the model through
+:meth:`ModelUser.generate`, which describes the call as a :class:`ModelCall` (which
+model, which prompts, which sampling parameters with one seed per prompt) and runs it.
+
+A game plays a step as a *play*: a Python generator that yields each :class:`ModelCall`
+its step needs, is sent the generations, and returns the step's result. The code that
+calls the components stays plain: :func:`replay` runs it with the components answering
+from the replies the play has received so far; a call without a reply stops the run
+(:class:`CallNeeded`), the play yields that call, and once answered the code runs again
+from the start, now one reply further. That code must therefore be pure but for its
+model calls (summarizing, scoring a finished episode), which it is.
+
+:func:`run_play` plays one step alone, running each call as it comes (``env.step``).
+:func:`play_all` plays many steps together: in each round it takes the pending call of
+every play, joins the calls to the same model with the same sampling parameters (seeds
+aside) into one ``generate`` call, in play order, and sends each play its rows. The
+composition of every batch thus depends only on what the envs do; each prompt keeps its
+own seed, so an episode draws the same tokens with 1 env or 16; and a call that raises
+ends only the steps whose prompts were in it (the error is raised inside their plays).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from searchgym.error import ConfigError
+from searchgym.lm.base import Generation, LanguageModel, SamplingParams, check_prompts, check_sampling_params
+
+T = TypeVar("T")
+
+#: A step played with its model calls explicit: yields calls, is sent their generations,
+#: returns the step's result.
+Play = Generator["ModelCall", "list[Generation]", T]
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One ``generate`` call a component needs: ``lm`` (compared by identity), its
+    prompts (text or token-id tuples) and validated sampling parameters."""
+
+    lm: LanguageModel
+    prompts: tuple[str | tuple[int, ...], ...]
+    params: SamplingParams
+
+    @classmethod
+    def of(cls, lm: LanguageModel, prompts: Sequence[str | Sequence[int]], **sampling: Any) -> ModelCall:
+        """The call ``lm.generate(prompts, **sampling)`` (its arguments checked as generate checks them)."""
+        checked = check_prompts(prompts)
+        defaults = {"max_new_tokens": 256, "temperature": 1.0, "top_p": 1.0, "stop": (), "seed": None}
+        unknown = sorted(set(sampling) - set(defaults))
+        if unknown:
+            raise ConfigError(f"ModelCall.of expects the keyword arguments of LanguageModel.generate ({', '.join(defaults)}), got {unknown}.")
+        params = check_sampling_params(**{**defaults, **sampling}, num_prompts=len(checked))
+        return cls(lm, tuple(p if isinstance(p, str) else tuple(p) for p in checked), params)
+
+    def run(self) -> list[Generation]:
+        """Run the call on its model."""
+        p = self.params
+        return self.lm.generate(
+            [prompt if isinstance(prompt, str) else list(prompt) for prompt in self.prompts],
+            max_new_tokens=p.max_new_tokens, temperature=p.temperature, top_p=p.top_p, stop=p.stop, seed=p.seed,
+        )
+
+    def batch_key(self) -> tuple[int, SamplingParams, bool]:
+        """Calls with equal keys can share one ``generate``: same model object, same
+        sampling parameters but the per-prompt seeds (seeded and unseeded calls apart)."""
+        return id(self.lm), replace(self.params, seed=None), self.params.seed is None
+
+    @staticmethod
+    def join(calls: Sequence[ModelCall]) -> ModelCall:
+        """One call with the prompts of ``calls`` (same :meth:`batch_key`) in order, each
+        with its own seed."""
+        first = calls[0]
+        seeds = None if first.params.seed is None else tuple(s for c in calls for s in c.params.seed)
+        return ModelCall(first.lm, tuple(p for c in calls for p in c.prompts), replace(first.params, seed=seeds))
+
+
+class CallNeeded(BaseException):
+    """Raised by a component running under :func:`replay` when its call has no reply yet
+    (a BaseException, so that code catching ``Exception`` around a model call lets it pass)."""
+
+    def __init__(self, call: ModelCall):
+        super().__init__("a model call is waiting for its generations (raised and caught inside replay)")
+        self.call = call
+
+
+class ModelUser:
+    """Base of the env components that call a language model ``lm``.
+
+    They call it with :meth:`generate`. Outside a play it runs the call at once; while
+    :func:`replay` runs the component's caller, ``replies`` holds the generations the
+    play has received, and a call not among them raises :class:`CallNeeded`.
+    """
+
+    lm: LanguageModel
+    #: The play's replies while :func:`replay` runs; None otherwise.
+    replies: dict[ModelCall, list[Generation]] | None = None
+
+    def generate(self, prompts: Sequence[str | Sequence[int]], **sampling: Any) -> list[Generation]:
+        """``self.lm.generate(prompts, **sampling)``, or its reply in the play being replayed."""
+        call = ModelCall.of(self.lm, prompts, **sampling)
+        if self.replies is None:
+            return call.run()
+        if call not in self.replies:
+            raise CallNeeded(call)
+        return self.replies[call]
+
+
+def model_users(*objects: Any) -> list[ModelUser]:
+    """The :class:`ModelUser` among ``objects`` and their attributes (a reward recipe's
+    frozen models: ``generator``, ``reader``, ``judge``)."""
+    found: list[ModelUser] = []
+    for obj in objects:
+        for candidate in (obj, *getattr(obj, "__dict__", {}).values()):
+            if isinstance(candidate, ModelUser) and all(candidate is not f for f in found):
+                found.append(candidate)
+    return found
+
+
+def replay(fn: Callable[[], T], users: Iterable[ModelUser]) -> Play[T]:
+    """Play ``fn()``, whose model calls go through ``users``: yields each call it needs
+    and returns its value once every call has its generations (see the module docstring).
+
+    ``fn`` runs again after each reply, so it must be pure but for those calls (what it
+    reads does not change between runs). Identical calls within one ``fn`` share one reply.
+    """
+    users = list(users)
+    replies: dict[ModelCall, list[Generation]] = {}
+    while True:
+        previous = [u.replies for u in users]
+        for u in users:
+            u.replies = replies
+        try:
+            return fn()
+        except CallNeeded as need:
+            call = need.call
+        finally:
+            for u, p in zip(users, previous):
+                u.replies = p
+        replies[call] = yield call
+
+
+def run_play(play: Play[T]) -> T:
+    """Play a step alone: each model call runs as it comes."""
+    try:
+        call = next(play)
+        while True:
+            call = play.send(call.run())
+    except StopIteration as stop:
+        return stop.value
+
+
+@dataclass
+class BatchCounts:
+    """What :func:`play_all` did: ``calls`` batched ``generate`` calls for ``requests``
+    model calls of the plays (``requests - calls`` calls saved), over ``rounds`` rounds."""
+
+    calls: int = 0
+    requests: int = 0
+    rounds: int = 0
+
+
+def play_all(plays: Sequence[Play[Any]], counts: BatchCounts | None = None) -> list[Any]:
+    """Play many steps together, batching their model calls (see the module docstring).
+
+    Returns each play's result, or the exception that ended it (returned, not raised),
+    in order. ``counts``, when given, is added to.
+    """
+    counts = counts if counts is not None else BatchCounts()
+    results: list[Any] = [None] * len(plays)
+    pending: dict[int, ModelCall] = {}
+
+    def advance(i: int, generations: list[Generation] | None = None, error: BaseException | None = None) -> None:
+        try:
+            call = plays[i].throw(error) if error is not None else plays[i].send(generations)
+        except StopIteration as stop:
+            results[i] = stop.value
+        except Exception as e:  # the caller decides what a failed step means
+            results[i] = e
+        else:
+            pending[i] = call
+
+    for i in range(len(plays)):
+        advance(i)
+    while pending:
+        counts.rounds += 1
+        calls = {i: pending.pop(i) for i in sorted(pending)}
+        groups: dict[Any, list[int]] = {}
+        for i, call in calls.items():
+            groups.setdefault(call.batch_key(), []).append(i)
+        for members in groups.values():
+            counts.calls += 1
+            counts.requests += len(members)
+            try:
+                generations = ModelCall.join([calls[i] for i in members]).run()
+            except Exception as e:  # handed to each play of the call: it ends those steps only
+                for i in members:
+                    advance(i, error=e)
+                continue
+            start = 0
+            for i in members:
+                size = len(calls[i].prompts)
+                advance(i, generations[start : start + size])
+                start += size
+    return results
