@@ -348,6 +348,20 @@ def mean_run(runs: list[dict]) -> dict:
     }
 
 
+def summarize(by_seed: dict[int, dict[str, dict]], names: list[str]) -> tuple[dict[str, dict], list[str]]:
+    """The rows of the table and chart (one per trainer for one seed; per trainer and seed,
+    then each trainer's seed mean, for several) and the verdict lines."""
+    seeds = list(by_seed)
+    if len(seeds) == 1:
+        runs = by_seed[seeds[0]]
+        return runs, verdict(runs)
+    runs = {f"{name} seed {seed}": by_seed[seed][name] for name in names for seed in seeds}
+    runs.update({f"{name} mean": mean_run([by_seed[seed][name] for seed in seeds]) for name in names})
+    lines = [f"seed {seed}: {line}" for seed in seeds for line in verdict(by_seed[seed])]
+    lines += [f"mean of {len(seeds)} seeds: {line}" for line in verdict({n: runs[f"{n} mean"] for n in names})]
+    return runs, lines
+
+
 def verdict(runs: dict[str, dict]) -> list[str]:
     """The target: searchgym reaches TRL's best dev reward at least as fast, per step and
     per second of training (evaluation steps only; the first one at or above it)."""
@@ -434,14 +448,7 @@ def main(argv: list[str] | None = None) -> None:
             by_seed[seed][name] = run(one, model, env_options, eval_options, plan)
             evals = ", ".join(f"{s}: {v:.3f}" for s, v, _ in by_seed[seed][name]["evals"])
             print(f"seed {seed}, {name}: {one.steps} steps, {by_seed[seed][name]['train_seconds']:.0f} s of training; dev reward by step {evals}")
-    if len(opts.seeds) == 1:
-        runs = by_seed[opts.seeds[0]]
-        lines = verdict(runs)
-    else:
-        runs = {f"{name} seed {seed}": by_seed[seed][name] for name in names for seed in opts.seeds}
-        runs.update({f"{name} mean": mean_run([by_seed[seed][name] for seed in opts.seeds]) for name in names})
-        lines = [f"seed {seed}: {line}" for seed in opts.seeds for line in verdict(by_seed[seed])]
-        lines += [f"mean of {len(opts.seeds)} seeds: {line}" for line in verdict({n: runs[f"{n} mean"] for n in names})]
+    runs, lines = summarize(by_seed, names)
     print(table(runs))
     for line in lines:
         print(line)

@@ -109,3 +109,22 @@ def test_the_seed_mean_averages_the_steps_every_seed_evaluated():
     assert m["train_reward"] == [pytest.approx(0.2), pytest.approx(0.4)]
     assert m["train_seconds"] == 20.0 and m["generated_tokens"] == 200 and m["step_seconds"] == [10.0, 10.0]
 
+
+
+def test_several_seeds_give_a_row_per_seed_and_a_mean_row_per_trainer_and_a_verdict_each():
+    from trainers import summarize
+
+    def run_of(values, seconds):
+        return {"evals": [(0, values[0], 0.0), (8, values[1], 0.0)], "train_reward": [0.0] * 8, "train_seconds": seconds,
+                "generated_tokens": 100, "step_seconds": [seconds / 8] * 8}
+
+    by_seed = {0: {"searchgym": run_of((0.0, 0.1), 8.0), "trl": run_of((0.0, 0.1), 16.0)},
+               1: {"searchgym": run_of((0.0, 0.0), 8.0), "trl": run_of((0.0, 0.1), 16.0)}}
+    runs, lines = summarize(by_seed, ["searchgym", "trl"])
+    assert list(runs) == ["searchgym seed 0", "searchgym seed 1", "trl seed 0", "trl seed 1", "searchgym mean", "trl mean"]
+    assert runs["searchgym mean"]["evals"][1][1] == pytest.approx(0.05)
+    assert lines[1] == "seed 0: seconds to reach it, searchgym / TRL: 0.50x (target <= 1): PASS"
+    assert lines[2] == "seed 1: searchgym never reached TRL's best dev reward 0.100: FAIL"
+    assert lines[3] == "mean of 2 seeds: searchgym never reached TRL's best dev reward 0.100: FAIL"
+    single, single_lines = summarize({0: by_seed[0]}, ["searchgym", "trl"])
+    assert list(single) == ["searchgym", "trl"] and single_lines[-1].endswith("PASS")
