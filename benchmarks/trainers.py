@@ -67,6 +67,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="seed of both trainers: question order, sampling, initialisation of anything new (default 0)")
     parser.add_argument("--seeds", default=None, help="several seeds, comma-separated (e.g. 0,1,2): one run of each trainer per seed, "
                         "each in OUT/seed-N, one table and chart over all (overrides --seed)")
+    parser.add_argument("--matched-sampling", action="store_true",
+                        help="TRL's rollout seeds every episode as searchgym's trainer does (EnvRollout.seeds), so at equal weights "
+                        "the two draw the same samples; the share of identical samples by step is printed and saved")
     parser.add_argument("--trainers", default="searchgym,trl", help="which to run, comma-separated (default searchgym,trl)")
     opts = parser.parse_args(argv)
     for name in ("steps", "sft_epochs", "sft_questions", "eval_every", "eval_limit"):
@@ -167,6 +170,23 @@ class FixedOrder:
         self.position = int(state["position"])
 
 
+def fingerprints(results) -> list[list]:
+    """(episode seed, sampled ids) of each episode of a step, to compare two runs' samples."""
+    return [[r.seed, r.trajectory.response_ids if r.trajectory is not None else []] for r in results]
+
+
+def searchgym_seeds(seed: int, step: int, count: int, n: int) -> tuple[int, list[int]]:
+    """The agent's sampling seed and the episodes' seeds of step ``step`` of searchgym's
+    trainer (``Trainer.rollout``): what --matched-sampling hands TRL's rollout. Whether they
+    still match is checked on the episodes' seeds both runs record."""
+    return (seed * 7_919 + step * 104_729) % 2**31, [(seed * 1_000_003 + step * 1009 + i % n) % 2**31 for i in range(count)]
+
+
+def identical_samples(a: list[list[list]], b: list[list[list]]) -> list[float]:
+    """By step, the share of episodes (in order) with the same seed and the same sampled ids."""
+    return [sum(x == y for x, y in zip(sa, sb)) / max(len(sa), 1) for sa, sb in zip(a, b)]
+
+
 def check_played(name: str, played: list[list[str]], plan: list[list[tuple[str, str]]]) -> None:
     """Fail unless ``name`` played the schedule's questions, step by step."""
     expected = [[i for i, _ in step] for step in plan]
@@ -185,6 +205,7 @@ def run_searchgym(opts: argparse.Namespace, model: Path, env_options: dict, eval
 
     untimed = [0.0]  # seconds of evaluations and checkpoints, which the TRL run does not have
     played: list[list[str]] = []
+    samples: list[list[list]] = []
 
     def counted(method):
         def timed(self, *args, **kwargs):
@@ -207,6 +228,7 @@ def run_searchgym(opts: argparse.Namespace, model: Path, env_options: dict, eval
         def rollout(self, step: int):
             results, stats = super().rollout(step)
             played.append(list(dict.fromkeys(r.example_id for r in results)))
+            samples.append(fingerprints(results))
             return results, stats
 
     args = Args(
@@ -227,7 +249,7 @@ def run_searchgym(opts: argparse.Namespace, model: Path, env_options: dict, eval
     check_played("searchgym", played, plan)
     return {
         "evals": evals, "train_reward": [r["reward"] for r in rows], "train_seconds": wall, "generated_tokens": tokens,
-        "step_seconds": [r["time_rollout"] + r["time_update"] for r in rows], "questions": played,
+        "step_seconds": [r["time_rollout"] + r["time_update"] for r in rows], "questions": played, "samples": samples,
     }
 
 
@@ -245,6 +267,7 @@ def run_trl(opts: argparse.Namespace, model: Path, env_options: dict, eval_optio
     from searchgym.training.trainer import evaluate_policy
 
     played: list[list[str]] = []
+    samples: list[list[list]] = []
 
     class RecordedRollout(EnvRollout):
         def __call__(self, prompts, trainer):
@@ -252,7 +275,13 @@ def run_trl(opts: argparse.Namespace, model: Path, env_options: dict, eval_optio
             out = super().__call__(prompts, trainer)
             if training:
                 played.append(list(dict.fromkeys(r.example_id for r in self.last_results)))
+                samples.append(fingerprints(self.last_results))
             return out
+
+        def seeds(self, step: int, process: int, count: int, *, training: bool) -> tuple[int, list[int]]:
+            if not (opts.matched_sampling and training):
+                return super().seeds(step, process, count, training=training)
+            return searchgym_seeds(opts.seed, step, count, opts.n)
 
     rollout = RecordedRollout(
         "searchgym/SearchR1-v0", env_options=env_options, eval_env_options=eval_options,
@@ -312,7 +341,7 @@ def run_trl(opts: argparse.Namespace, model: Path, env_options: dict, eval_optio
     return {
         "evals": evals, "train_reward": [r["reward"] for r in logs], "train_seconds": wall,
         "generated_tokens": sum(r["env/generated_tokens"] * batch for r in logs),
-        "step_seconds": [r["step_time"] for r in logs if "step_time" in r], "questions": played,
+        "step_seconds": [r["step_time"] for r in logs if "step_time" in r], "questions": played, "samples": samples,
     }
 
 
@@ -448,6 +477,16 @@ def main(argv: list[str] | None = None) -> None:
             by_seed[seed][name] = run(one, model, env_options, eval_options, plan)
             evals = ", ".join(f"{s}: {v:.3f}" for s, v, _ in by_seed[seed][name]["evals"])
             print(f"seed {seed}, {name}: {one.steps} steps, {by_seed[seed][name]['train_seconds']:.0f} s of training; dev reward by step {evals}")
+    if opts.matched_sampling and set(names) == {"searchgym", "trl"}:
+        for seed, runs_ in by_seed.items():
+            seeds_a = [[x[0] for x in step] for step in runs_["searchgym"]["samples"]]
+            seeds_b = [[x[0] for x in step] for step in runs_["trl"]["samples"]]
+            if seeds_a != seeds_b:
+                raise RuntimeError("--matched-sampling: TRL's episodes were not seeded as searchgym's trainer seeds them "
+                                   "(searchgym_seeds no longer follows Trainer.rollout)")
+            same = identical_samples(runs_["searchgym"]["samples"], runs_["trl"]["samples"])
+            runs_["trl"]["identical_samples"] = same
+            print(f"seed {seed}: share of identical samples by step: " + " ".join(f"{x:.2f}" for x in same))
     runs, lines = summarize(by_seed, names)
     print(table(runs))
     for line in lines:

@@ -128,3 +128,14 @@ def test_several_seeds_give_a_row_per_seed_and_a_mean_row_per_trainer_and_a_verd
     assert lines[3] == "mean of 2 seeds: searchgym never reached TRL's best dev reward 0.100: FAIL"
     single, single_lines = summarize({0: by_seed[0]}, ["searchgym", "trl"])
     assert list(single) == ["searchgym", "trl"] and single_lines[-1].endswith("PASS")
+
+
+def test_matched_sampling_hands_trl_searchgyms_seeds_and_counts_identical_samples():
+    from trainers import identical_samples, searchgym_seeds
+
+    agent, episodes = searchgym_seeds(seed=1, step=2, count=8, n=4)
+    assert agent == (7_919 + 2 * 104_729) % 2**31
+    assert episodes == [1_000_003 + 2 * 1009 + j for j in (0, 1, 2, 3, 0, 1, 2, 3)]  # sample j of each question
+    a = [[[5, [1, 2]], [6, [3]]], [[7, [4]], [8, [9]]]]
+    b = [[[5, [1, 2]], [6, [3]]], [[7, [4]], [8, [8]]]]
+    assert identical_samples(a, b) == [1.0, 0.5]
