@@ -29,6 +29,7 @@ and each run's files.
     python benchmarks/trainers.py --model smollm2      # SmolLM2-135M warm start (hours on a CPU)
     python benchmarks/trainers.py --quick              # a smoke run of every part
     python benchmarks/trainers.py --seeds 0,1,2        # three seeds, one table and chart
+    python benchmarks/trainers.py --matched-sampling   # TRL samples with searchgym's seeds (same samples at equal weights)
 """
 
 from __future__ import annotations
