@@ -4,7 +4,13 @@ The same env (synthwiki Search-R1, 3 turns, Search-R1's format reward with a ret
 score; single-hop train questions, held-out dev questions), the same warm start (the SFT
 checkpoint `searchgym sft` makes from the oracle's play), the same questions per step,
 samples per question, optimizer steps, learning rate, clipping, temperature and tokens
-per turn, GRPO in both:
+per turn, GRPO in both. The benchmark draws the training questions itself (a seeded
+shuffle of the train questions, reshuffled every pass) and gives both trainers the same
+questions in the same order, step by step: searchgym's trainer takes them from
+``Trainer.order`` (replaced by a fixed schedule after ``build()``), TRL's from a
+``train_dataset`` in schedule order with ``shuffle_dataset=False`` (its RepeatSampler then
+walks the rows in order, ``num_generations`` copies each). The questions each trainer
+actually played are recorded and checked against the schedule. The two trainers:
 
 - searchgym: ``Trainer(Args(algorithm="grpo", ...))``;
 - TRL: ``GRPOTrainer(rollout_func=EnvRollout(...), reward_funcs=env_reward)`` with
@@ -22,12 +28,15 @@ and each run's files.
     python benchmarks/trainers.py                      # scratch model, ~25 min on 2 CPU cores
     python benchmarks/trainers.py --model smollm2      # SmolLM2-135M warm start (hours on a CPU)
     python benchmarks/trainers.py --quick              # a smoke run of every part
+    python benchmarks/trainers.py --seeds 0,1,2        # three seeds, one table and chart
+    python benchmarks/trainers.py --matched-sampling   # TRL samples with searchgym's seeds (same samples at equal weights)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import time
 from pathlib import Path
@@ -57,6 +66,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--eval-every", type=int, default=None, help="steps between dev evaluations (default 3)")
     parser.add_argument("--eval-limit", type=int, default=None, help="dev questions per evaluation (default 32)")
     parser.add_argument("--seed", type=int, default=0, help="seed of both trainers: question order, sampling, initialisation of anything new (default 0)")
+    parser.add_argument("--seeds", default=None, help="several seeds, comma-separated (e.g. 0,1,2): one run of each trainer per seed, "
+                        "each in OUT/seed-N, one table and chart over all (overrides --seed)")
+    parser.add_argument("--matched-sampling", action="store_true",
+                        help="TRL's rollout seeds every episode as searchgym's trainer does (EnvRollout.seeds), so at equal weights "
+                        "the two draw the same samples; the share of identical samples by step is printed and saved")
     parser.add_argument("--trainers", default="searchgym,trl", help="which to run, comma-separated (default searchgym,trl)")
     opts = parser.parse_args(argv)
     for name in ("steps", "sft_epochs", "sft_questions", "eval_every", "eval_limit"):
@@ -77,6 +91,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--trainers takes searchgym and/or trl, got {', '.join(sorted(unknown))}")
     if opts.model not in ("scratch", "smollm2"):
         parser.error(f"--model takes scratch or smollm2, got {opts.model!r}")
+    try:
+        opts.seeds = [opts.seed] if opts.seeds is None else [int(x) for x in opts.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds takes integers separated by commas (e.g. 0,1,2), got {opts.seeds!r}")
+    if any(not 0 <= x < 2**31 for x in [opts.seed, *opts.seeds]) or len(set(opts.seeds)) != len(opts.seeds):
+        parser.error(f"--seed/--seeds take distinct integers in [0, 2**31), got {opts.seeds}")
     if opts.sft_run is not None and not (opts.sft_run / "final").is_dir():
         parser.error(f"--sft-run expects an SFT run folder with final/, got {opts.sft_run}")
     q = opts.quick
@@ -109,12 +129,84 @@ def warm_start(opts: argparse.Namespace, env_options: dict, eval_options: dict) 
     return opts.out / "sft" / "final", info
 
 
-def run_searchgym(opts: argparse.Namespace, model: Path, env_options: dict, eval_options: dict) -> dict:
-    """searchgym's Trainer; evaluations at step 0 and every eval_every steps."""
+def schedule(examples: list, steps: int, per_step: int, seed: int) -> list[list[tuple[str, str]]]:
+    """The training questions of each step, as (example id, question): a seeded shuffle of
+    the distinct question texts (the first example of a repeated text), reshuffled on
+    every pass. Both trainers play exactly these, in this order."""
+    distinct: dict[str, str] = {}
+    for ex in examples:
+        distinct.setdefault(ex.question, ex.id)
+    pool = [(i, q) for q, i in distinct.items()]
+    if len(pool) < per_step:
+        raise SystemExit(f"trainers.py: {len(pool)} distinct training questions, fewer than --questions-per-step {per_step}")
+    flat: list[tuple[str, str]] = []
+    epoch = 0
+    while len(flat) < steps * per_step:
+        order = list(pool)
+        random.Random(seed * 1_000_003 + epoch).shuffle(order)
+        flat += order
+        epoch += 1
+    return [flat[k * per_step : (k + 1) * per_step] for k in range(steps)]
+
+
+class FixedOrder:
+    """The schedule's example ids one after another, for searchgym's ``Trainer.order``
+    (``take``; ``state``/``load`` for its checkpoints)."""
+
+    def __init__(self, ids: list[str]):
+        self.ids = ids
+        self.position = 0
+
+    def take(self, k: int) -> list[str]:
+        if self.position + k > len(self.ids):
+            raise RuntimeError(f"the schedule has {len(self.ids)} questions; step asked for {k} more after {self.position}")
+        out = self.ids[self.position : self.position + k]
+        self.position += k
+        return out
+
+    def state(self) -> dict[str, int]:
+        return {"position": self.position}
+
+    def load(self, state: dict[str, int]) -> None:
+        self.position = int(state["position"])
+
+
+def fingerprints(results) -> list[list]:
+    """(episode seed, sampled ids) of each episode of a step, to compare two runs' samples."""
+    return [[r.seed, r.trajectory.response_ids if r.trajectory is not None else []] for r in results]
+
+
+def searchgym_seeds(seed: int, step: int, count: int, n: int) -> tuple[int, list[int]]:
+    """The agent's sampling seed and the episodes' seeds of step ``step`` of searchgym's
+    trainer (``Trainer.rollout``): what --matched-sampling hands TRL's rollout. Whether they
+    still match is checked on the episodes' seeds both runs record."""
+    return (seed * 7_919 + step * 104_729) % 2**31, [(seed * 1_000_003 + step * 1009 + i % n) % 2**31 for i in range(count)]
+
+
+def identical_samples(a: list[list[list]], b: list[list[list]]) -> list[float]:
+    """By step, the share of episodes (in order) with the same seed and the same sampled ids."""
+    return [sum(x == y for x, y in zip(sa, sb)) / max(len(sa), 1) for sa, sb in zip(a, b)]
+
+
+def check_played(name: str, played: list[list[str]], plan: list[list[tuple[str, str]]]) -> None:
+    """Fail unless ``name`` played the schedule's questions, step by step."""
+    expected = [[i for i, _ in step] for step in plan]
+    if played != expected:
+        first = next((k for k, (a, b) in enumerate(zip(played, expected)) if a != b), min(len(played), len(expected)))
+        raise RuntimeError(
+            f"{name} did not play the scheduled questions: {len(played)} steps played, {len(expected)} scheduled, "
+            f"first difference at step {first + 1}"
+        )
+
+
+def run_searchgym(opts: argparse.Namespace, model: Path, env_options: dict, eval_options: dict, plan: list) -> dict:
+    """searchgym's Trainer on the schedule; evaluations at step 0 and every eval_every steps."""
     from searchgym.training.args import Args
     from searchgym.training.trainer import Trainer
 
     untimed = [0.0]  # seconds of evaluations and checkpoints, which the TRL run does not have
+    played: list[list[str]] = []
+    samples: list[list[list]] = []
 
     def counted(method):
         def timed(self, *args, **kwargs):
@@ -129,6 +221,16 @@ def run_searchgym(opts: argparse.Namespace, model: Path, env_options: dict, eval
     class TimedTrainer(Trainer):
         evaluate = counted(Trainer.evaluate)
         save = counted(Trainer.save)
+
+        def build(self) -> None:
+            super().build()
+            self.order = FixedOrder([i for step in plan for i, _ in step])
+
+        def rollout(self, step: int):
+            results, stats = super().rollout(step)
+            played.append(list(dict.fromkeys(r.example_id for r in results)))
+            samples.append(fingerprints(results))
+            return results, stats
 
     args = Args(
         model=str(model), env_options=env_options, eval_env_options=eval_options, algorithm="grpo", n=opts.n,
@@ -145,24 +247,44 @@ def run_searchgym(opts: argparse.Namespace, model: Path, env_options: dict, eval
     everything = read_rows(opts.out / "searchgym" / "metrics.csv")
     evals = [(int(r["step"]), r["eval_reward"], r["eval_em"]) for r in everything if r.get("eval_reward") not in ("", None)]
     tokens = sum(r["generated_tokens"] * r["episodes"] for r in rows)
+    check_played("searchgym", played, plan)
     return {
         "evals": evals, "train_reward": [r["reward"] for r in rows], "train_seconds": wall, "generated_tokens": tokens,
-        "step_seconds": [r["time_rollout"] + r["time_update"] for r in rows],
+        "step_seconds": [r["time_rollout"] + r["time_update"] for r in rows], "questions": played, "samples": samples,
     }
 
 
-def run_trl(opts: argparse.Namespace, model: Path, env_options: dict, eval_options: dict) -> dict:
-    """TRL's GRPOTrainer through EnvRollout, with the same settings and evaluations."""
+def run_trl(opts: argparse.Namespace, model: Path, env_options: dict, eval_options: dict, plan: list) -> dict:
+    """TRL's GRPOTrainer through EnvRollout on the schedule, with the same settings and evaluations."""
     import os
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
+    from datasets import Dataset
+
     from searchgym.integrations.trl import EnvRollout, env_reward
     from searchgym.training.trainer import evaluate_policy
 
-    rollout = EnvRollout(
+    played: list[list[str]] = []
+    samples: list[list[list]] = []
+
+    class RecordedRollout(EnvRollout):
+        def __call__(self, prompts, trainer):
+            training = bool(trainer.model.training)
+            out = super().__call__(prompts, trainer)
+            if training:
+                played.append(list(dict.fromkeys(r.example_id for r in self.last_results)))
+                samples.append(fingerprints(self.last_results))
+            return out
+
+        def seeds(self, step: int, process: int, count: int, *, training: bool) -> tuple[int, list[int]]:
+            if not (opts.matched_sampling and training):
+                return super().seeds(step, process, count, training=training)
+            return searchgym_seeds(opts.seed, step, count, opts.n)
+
+    rollout = RecordedRollout(
         "searchgym/SearchR1-v0", env_options=env_options, eval_env_options=eval_options,
         num_envs=opts.n * opts.questions_per_step, max_new_tokens=opts.max_new_tokens, seed=opts.seed,
     )
@@ -173,6 +295,7 @@ def run_trl(opts: argparse.Namespace, model: Path, env_options: dict, eval_optio
         gradient_accumulation_steps=accumulate, steps_per_generation=accumulate, num_iterations=1, max_steps=opts.steps,
         learning_rate=opts.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
         epsilon=0.2, beta=0.0, loss_type="dapo", scale_rewards="group", temperature=opts.temperature, top_p=1.0,
+        shuffle_dataset=False,  # the rows are already in schedule order
         max_completion_length=4 * opts.max_new_tokens, report_to=[], logging_steps=1, save_strategy="no",
         use_cpu=True, bf16=False, seed=opts.seed, disable_tqdm=False,
     )
@@ -189,7 +312,7 @@ def run_trl(opts: argparse.Namespace, model: Path, env_options: dict, eval_optio
                 row = evaluate_policy(
                     lm, "searchgym/SearchR1-v0", env_options={**env_options, **eval_options}, split="dev",
                     limit=opts.eval_limit, num_envs=batch, max_new_tokens=opts.max_new_tokens,
-                    out=opts.out / "trl" / "eval" / f"step-{step:06d}", seed=0, label=f"step {step}",
+                    out=opts.out / "trl" / "eval" / f"step-{step:06d}", seed=opts.seed, label=f"step {step}",
                 )
             finally:
                 trainer_model.train(training)
@@ -205,18 +328,21 @@ def run_trl(opts: argparse.Namespace, model: Path, env_options: dict, eval_optio
 
     tokenizer = AutoTokenizer.from_pretrained(str(model))
     policy = AutoModelForCausalLM.from_pretrained(str(model), dtype="float32")
+    rollout.dataset("train")  # registers every train question with the rollout
+    ordered = Dataset.from_dict({"prompt": [q for step in plan for _, q in step], "example_id": [i for step in plan for i, _ in step]})
     trainer = GRPOTrainer(
         model=policy, processing_class=tokenizer, reward_funcs=env_reward, rollout_func=rollout,
-        train_dataset=rollout.dataset("train"), args=config, callbacks=[Evaluate()],
+        train_dataset=ordered, args=config, callbacks=[Evaluate()],
     )
     t0 = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - t0 - eval_seconds[0]
     logs = [r for r in trainer.state.log_history if "env/generated_tokens" in r]
+    check_played("trl", played, plan)
     return {
         "evals": evals, "train_reward": [r["reward"] for r in logs], "train_seconds": wall,
         "generated_tokens": sum(r["env/generated_tokens"] * batch for r in logs),
-        "step_seconds": [r["step_time"] for r in logs if "step_time" in r],
+        "step_seconds": [r["step_time"] for r in logs if "step_time" in r], "questions": played, "samples": samples,
     }
 
 
@@ -233,6 +359,37 @@ def table(runs: dict[str, dict]) -> str:
             + f" | {r['generated_tokens'] / max(r['train_seconds'], 1e-9):.1f} |"
         )
     return "\n".join(lines)
+
+
+def mean_run(runs: list[dict]) -> dict:
+    """The seed mean of several runs of one trainer: dev reward and EM at the steps every run
+    evaluated, sampled train reward by step, training seconds and generated tokens."""
+    steps = sorted(set.intersection(*({s for s, _, _ in r["evals"]} for r in runs)))
+    k = len(runs)
+    evals = [
+        (s, sum(v for r in runs for t, v, _ in r["evals"] if t == s) / k, sum(em for r in runs for t, _, em in r["evals"] if t == s) / k)
+        for s in steps
+    ]
+    length = min(len(r["train_reward"]) for r in runs)
+    return {
+        "evals": evals, "train_reward": [sum(r["train_reward"][i] for r in runs) / k for i in range(length)],
+        "train_seconds": sum(r["train_seconds"] for r in runs) / k, "generated_tokens": sum(r["generated_tokens"] for r in runs) / k,
+        "step_seconds": [sum(r["train_seconds"] for r in runs) / k / length] * length,
+    }
+
+
+def summarize(by_seed: dict[int, dict[str, dict]], names: list[str]) -> tuple[dict[str, dict], list[str]]:
+    """The rows of the table and chart (one per trainer for one seed; per trainer and seed,
+    then each trainer's seed mean, for several) and the verdict lines."""
+    seeds = list(by_seed)
+    if len(seeds) == 1:
+        runs = by_seed[seeds[0]]
+        return runs, verdict(runs)
+    runs = {f"{name} seed {seed}": by_seed[seed][name] for name in names for seed in seeds}
+    runs.update({f"{name} mean": mean_run([by_seed[seed][name] for seed in seeds]) for name in names})
+    lines = [f"seed {seed}: {line}" for seed in seeds for line in verdict(by_seed[seed])]
+    lines += [f"mean of {len(seeds)} seeds: {line}" for line in verdict({n: runs[f"{n} mean"] for n in names})]
+    return runs, lines
 
 
 def verdict(runs: dict[str, dict]) -> list[str]:
@@ -265,13 +422,19 @@ def plot(runs: dict[str, dict], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (by_step, by_time, sampled) = plt.subplots(1, 3, figsize=(13, 3.6))
+    colours = {}
     for name, r in runs.items():
+        trainer = name.split()[0]  # "searchgym", "searchgym seed 1", "searchgym mean": one colour per trainer
+        colours.setdefault(trainer, f"C{len(colours)}")
+        seed_line = " seed " in name  # one seed among several: thin; its mean and a lone run: bold
+        style = {"color": colours[trainer], "alpha": 0.35 if seed_line else 1.0, "linewidth": 1.0 if seed_line else 2.0}
+        label = None if seed_line else name
         steps = [s for s, _, _ in r["evals"]]
         rewards = [v for _, v, _ in r["evals"]]
         per_step = r["train_seconds"] / max(len(r["step_seconds"]), 1)
-        by_step.plot(steps, rewards, marker="o", label=name)
-        by_time.plot([s * per_step for s in steps], rewards, marker="o", label=name)
-        sampled.plot(range(1, len(r["train_reward"]) + 1), r["train_reward"], label=name)
+        by_step.plot(steps, rewards, marker="o", markersize=3, label=label, **style)
+        by_time.plot([s * per_step for s in steps], rewards, marker="o", markersize=3, label=label, **style)
+        sampled.plot(range(1, len(r["train_reward"]) + 1), r["train_reward"], label=label, **style)
     by_step.set_xlabel("GRPO step")
     by_time.set_xlabel("training wall time, s (evaluation excluded)")
     sampled.set_xlabel("GRPO step")
@@ -303,18 +466,35 @@ def main(argv: list[str] | None = None) -> None:
     print(f"synthwiki single-hop questions: {len(train)} train, {len(dev)} dev")
     model, sft_info = warm_start(opts, env_options, eval_options)
 
-    runs = {}
-    for name in opts.trainers.split(","):
-        run = run_searchgym if name == "searchgym" else run_trl
-        runs[name] = run(opts, model, env_options, eval_options)
-        evals = ", ".join(f"{s}: {v:.3f}" for s, v, _ in runs[name]["evals"])
-        print(f"{name}: {opts.steps} steps, {runs[name]['train_seconds']:.0f} s of training; dev reward by step {evals}")
+    names = opts.trainers.split(",")
+    by_seed: dict[int, dict[str, dict]] = {}
+    for seed in opts.seeds:
+        one = argparse.Namespace(**{**vars(opts), "seed": seed, "out": opts.out / f"seed-{seed}" if len(opts.seeds) > 1 else opts.out})
+        one.out.mkdir(parents=True, exist_ok=True)
+        plan = schedule(train, one.steps, one.questions_per_step, seed)
+        by_seed[seed] = {}
+        for name in names:
+            run = run_searchgym if name == "searchgym" else run_trl
+            by_seed[seed][name] = run(one, model, env_options, eval_options, plan)
+            evals = ", ".join(f"{s}: {v:.3f}" for s, v, _ in by_seed[seed][name]["evals"])
+            print(f"seed {seed}, {name}: {one.steps} steps, {by_seed[seed][name]['train_seconds']:.0f} s of training; dev reward by step {evals}")
+    if opts.matched_sampling and set(names) == {"searchgym", "trl"}:
+        for seed, runs_ in by_seed.items():
+            seeds_a = [[x[0] for x in step] for step in runs_["searchgym"]["samples"]]
+            seeds_b = [[x[0] for x in step] for step in runs_["trl"]["samples"]]
+            if seeds_a != seeds_b:
+                raise RuntimeError("--matched-sampling: TRL's episodes were not seeded as searchgym's trainer seeds them "
+                                   "(searchgym_seeds no longer follows Trainer.rollout)")
+            same = identical_samples(runs_["searchgym"]["samples"], runs_["trl"]["samples"])
+            runs_["trl"]["identical_samples"] = same
+            print(f"seed {seed}: share of identical samples by step: " + " ".join(f"{x:.2f}" for x in same))
+    runs, lines = summarize(by_seed, names)
     print(table(runs))
-    for line in verdict(runs):
+    for line in lines:
         print(line)
     plot(runs, opts.out)
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(opts).items()}
-    (opts.out / "trainers.json").write_text(json.dumps({"settings": settings, "sft": sft_info, "runs": runs}, indent=1))
+    (opts.out / "trainers.json").write_text(json.dumps({"settings": settings, "sft": sft_info, "runs": runs, "verdict": lines}, indent=1))
     print(f"wrote {opts.out}/trainers.png and trainers.json")
 
 

@@ -170,10 +170,10 @@ class EnvRollout:
         training = bool(trainer.model.training)
         split_key, example_ids = self._locate(prompts, evaluation=not training)
         envs = self._slots(*split_key, min(self.num_envs, len(example_ids)))
-        step = int(trainer.state.global_step)
-        process = int(trainer.accelerator.process_index)
-        base = (self.seed * 1_000_003 + step * 10_007 + process * 101 + (0 if training else 7)) % 2**31
-        tasks = [Task(example_id, seed=(base * 31 + i) % 2**31) for i, example_id in enumerate(example_ids)]
+        base, episode_seeds = self.seeds(
+            int(trainer.state.global_step), int(trainer.accelerator.process_index), len(example_ids), training=training
+        )
+        tasks = [Task(example_id, seed=seed) for example_id, seed in zip(example_ids, episode_seeds)]
         args = trainer.args
         with trl.models.unwrap_model_for_generation(
             trainer.model_wrapped, trainer.accelerator, gather_deepspeed3_params=args.ds3_gather_for_generation,
@@ -193,6 +193,14 @@ class EnvRollout:
                 model.train(training)
         self.last_results = results
         return rollout_output(results, eos_id=_eos_id(trainer.processing_class))
+
+    def seeds(self, step: int, process: int, count: int, *, training: bool) -> tuple[int, list[int]]:
+        """The sampling seed of the agent and the reset seed of each of the ``count``
+        episodes of one call, from ``seed``, the trainer's step, the process and (in the
+        episode seeds) the prompt's position. An episode samples from a stream derived from
+        both, so a subclass that returns another trainer's seeds replays its samples."""
+        base = (self.seed * 1_000_003 + step * 10_007 + process * 101 + (0 if training else 7)) % 2**31
+        return base, [(base * 31 + i) % 2**31 for i in range(count)]
 
     def _locate(self, prompts: Sequence[Any], *, evaluation: bool) -> tuple[tuple[str, bool], list[str]]:
         """The (split, evaluation) of the dataset that holds every prompt (eval datasets

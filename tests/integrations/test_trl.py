@@ -280,3 +280,13 @@ def test_trls_grpo_gradient_equals_searchgyms_on_the_same_batch(tmp_path):
     # Rounding only (TRL left-pads the prompts, searchgym right-pads the rows).
     assert float(torch.nn.functional.cosine_similarity(flat_ours, flat_theirs, dim=0)) > 1 - 1e-6
     torch.testing.assert_close(flat_ours, flat_theirs, rtol=1e-2, atol=1e-4)
+
+
+def test_episode_seeds_differ_by_position_step_and_mode_and_repeat_on_a_rerun():
+    rollout = EnvRollout("SearchR1-v0", env_options=SMALL, seed=3)
+    base, seeds = rollout.seeds(5, 0, 8, training=True)
+    assert len(set(seeds)) == 8 and all(0 <= x < 2**31 for x in [base, *seeds])
+    assert rollout.seeds(5, 0, 8, training=True) == (base, seeds)
+    assert rollout.seeds(6, 0, 8, training=True)[0] != base
+    assert rollout.seeds(5, 1, 8, training=True)[0] != base
+    assert rollout.seeds(5, 0, 8, training=False)[0] != base
