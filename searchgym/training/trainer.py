@@ -118,10 +118,10 @@ def load_policy(name: str, *, device: Any = None) -> tuple[Any, Any]:
     import torch
 
     from searchgym.error import require
-    from searchgym.lm.hf import _load
+    from searchgym.lm.hf import load_model
 
-    transformers = require("transformers", extra="lm", feature="Training")
-    model, tokenizer = _load(transformers, name, None, torch.float32)
+    require("transformers", extra="lm", feature="Training")  # the error names the extra to install
+    model, tokenizer = load_model(name, dtype=torch.float32)
     device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
     return model.to(device), tokenizer
 
@@ -273,8 +273,7 @@ class Trainer:
         if self.args.engine == "transformers":
             from searchgym.lm.hf import TransformersLM
 
-            lm = TransformersLM(self.model, self.tokenizer, device=self.device)
-            self.model.train()  # TransformersLM puts it in eval mode; rollouts switch explicitly
+            lm = TransformersLM(self.model, self.tokenizer, device=self.device)  # keeps the model's modules and mode
             return lm
         from searchgym.lm.vllm import VLLMLM
 
