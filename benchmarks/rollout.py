@@ -1,43 +1,37 @@
-"""Rollout benchmark: the vectorized driver against one episode at a time, vLLM against
-transformers, and RECON's summaries against raw documents.
+"""Rollout benchmark: the vectorized driver against one episode at a time, generation
+engines side by side, and RECON's summaries against raw documents.
 
-    python benchmarks/rollout.py                 # SmolLM2 on wiki-vital (~20 min on 2 CPU cores)
+    python benchmarks/rollout.py                 # SmolLM2 on wiki-vital, every section
     python benchmarks/rollout.py --quick         # fewer episodes, a smoke run
-    python benchmarks/rollout.py --skip-vllm     # without the vLLM engine
+    python benchmarks/rollout.py --sections engines --engines transformers vllm
 
 Every comparison runs side by side in one process, so the ratios are what matter on a
-noisy machine. Targets, checked at the end:
+noisy machine. Sections (``--sections``):
 
-1. Generated tokens/s of the vectorized driver (``--episodes`` envs live at once, one
-   batched ``generate`` per turn of all live episodes, as ``run_episodes`` plays) versus
-   the same episodes one at a time, with the transformers backend: >= 4x at 16
-   episodes, on each workload: greedy (as benchmarks run) and sampled at temperature 1
-   (as RL rollouts do); ``--temperature`` picks others. The script reports how many
-   episodes came out identical (all of them should: sampled turns draw from per-episode
-   seeds, so every run plays the same episodes and compares the same work), and where
-   each run's time went (prefill, decode steps, everything else: retrieval, env,
-   Python). All use the backend's prefix cache (a turn encodes only the tokens new since
-   the episode's last turn; ``--prefix-cache-mb 0`` turns it off), as vLLM does with its own.
-   The LM alone on generation-bound work (long answers, one batched call versus one call
-   per prompt) is reported beside it: it separates what batching buys in decoding from
-   what the rollout spends in prefill.
-2. vLLM versus transformers, both batched turn by turn through the same driver
-   (reported, no target; the engine's start-up time is reported apart).
-3. RECON: for the same questions and the same top-k BM25 documents, the tokens of the
+1. ``driver``: generated tokens/s of the vectorized driver (``--episodes`` envs live at
+   once, one batched ``generate`` per turn of all live episodes: ``run_episodes``'
+   default) versus the same episodes one at a time, with the transformers backend:
+   target >= 4x at 16 episodes, on each workload: greedy (as benchmarks run) and sampled
+   at temperature 1 (as RL rollouts do); ``--temperature`` picks others. The script
+   reports how many episodes came out identical (all of them should: sampled turns draw
+   from per-episode seeds, so every run plays the same episodes and compares the same
+   work) and, for a transformers model, the time spent in prefill and decode forward
+   passes.
+2. ``decode``: the LM alone on generation-bound work (long answers, one batched call
+   versus one call per prompt): what batching buys in decoding alone.
+3. ``engines``: the same vectorized rollout (every ``--temperature``) with each engine of
+   ``--engines``, each loaded fresh (cold caches): a backend name of
+   :func:`searchgym.lm.registry.load_lm` (``transformers``, ``vllm``) or a
+   ``module:Class`` taking ``(model, dtype=...)``. Tokens/s are reported as a ratio to
+   the first engine; engine start-up time is reported apart.
+4. ``recon``: for the same questions and the same top-k BM25 documents, the tokens of the
    LLM summary (RECON's prompt, ``clarity`` aspect) versus the raw documents, and the F1
    of the same reader answering from each. The RECON paper reports -35% context.
-4. A shared CPU (``--sections shared``): the vectorized greedy rollout alone, then beside
-   one competing CPU-bound process (``python -c "while True: pass"``, started and killed
-   here). Target: at most 2.5x the solo time, with the library's default thread count
-   (``threads="auto"``, :mod:`searchgym.lm.threads`). The same pair of runs with the
-   thread count fixed at ``torch.get_num_threads()`` (what OpenMP does by itself) is
-   reported beside it.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 import time
@@ -80,8 +74,10 @@ class ForwardTimer:
     column) and decode steps, while inside ``with``; leaves other backends alone."""
 
     def __init__(self, lm):
-        self.model = getattr(lm, "model", None) if hasattr(lm, "stats") else None
+        model = getattr(lm, "model", None)
+        self.model = model if callable(getattr(model, "forward", None)) and hasattr(model, "parameters") else None
         self.prefill = self.decode = 0.0
+        self.prefills = self.decode_steps = 0
 
     def __enter__(self):
         if self.model is not None:
@@ -93,10 +89,13 @@ class ForwardTimer:
                     return forward(*a, **kw)
                 finally:
                     seconds = time.perf_counter() - start
-                    if kw["input_ids"].shape[1] > 1:
+                    ids = kw.get("input_ids", a[0] if a else None)
+                    if ids is not None and ids.shape[1] > 1:
                         self.prefill += seconds
+                        self.prefills += 1
                     else:
                         self.decode += seconds
+                        self.decode_steps += 1
 
             self.model.forward = timed
         return self
@@ -109,29 +108,17 @@ class ForwardTimer:
 def rollout(args, lm, num_envs: int, tasks, temperature: float = 0.0, note: str = "") -> tuple[float, int, list]:
     envs = make_envs(args, num_envs, lm)
     agent = policy_agent(envs[0], lm, max_new_tokens=args.max_new_tokens, temperature=temperature, seed=args.seed)
-    cache = getattr(lm, "prefix_cache", None)
-    if cache is not None:
-        cache.clear()  # each run starts cold: nothing reused from the previous one
-        before = (cache.stats.lookups, cache.stats.hits, cache.stats.reused_tokens)
-    work = dataclasses.replace(lm.stats) if hasattr(lm, "stats") else None
-    label = f"{num_envs} live" + (", turns" if num_envs > 1 else "") + f", {workload(temperature)}" + (f", {note}" if note else "")
+    label = f"{num_envs} live, {workload(temperature)}" + (f", {note}" if note else "")
     with ForwardTimer(lm) as timer:
         start = time.perf_counter()
         results = run_episodes(envs, agent, tasks, progress=True, desc=label)
         seconds = time.perf_counter() - start
-    if cache is not None:
-        lookups, hits, reused = (now - then for now, then in zip((cache.stats.lookups, cache.stats.hits, cache.stats.reused_tokens), before))
-        log(f"{label}: prefix cache served {hits}/{lookups} prompts, {reused} prompt tokens not re-encoded")
-    if work is not None:
-        d = {f.name: getattr(lm.stats, f.name) - getattr(work, f.name) for f in dataclasses.fields(work)}
+    if timer.model is not None:
         log(
-            f"{label}: prefill {d['prefill_tokens']} tokens (+{d['prefill_padding']} padding) in {d['prefills']} passes, "
-            f"{timer.prefill:.1f} s; decode {d['decode_steps']} steps of {d['decode_rows'] / max(1, d['decode_steps']):.1f} rows "
-            f"on average, {timer.decode:.1f} s; other {seconds - timer.prefill - timer.decode:.1f} s"
+            f"{label}: prefill {timer.prefills} passes, {timer.prefill:.1f} s; decode {timer.decode_steps} steps, "
+            f"{timer.decode:.1f} s; other {seconds - timer.prefill - timer.decode:.1f} s"
         )
-        args.results.setdefault("work", []).append(
-            (label, d["prefill_tokens"], d["prefill_padding"], timer.prefill, d["decode_steps"], d["decode_rows"], timer.decode, seconds)
-        )
+        args.results.setdefault("work", []).append((label, timer.prefills, timer.prefill, timer.decode_steps, timer.decode, seconds))
     return seconds, sum(r.generated_tokens for r in results), results
 
 
@@ -145,16 +132,26 @@ def workload(temperature: float) -> str:
 
 def compare_driver(args, lm, tasks, rows: list, temperature: float) -> None:
     name = workload(temperature)
-    log(f"driver ({name}): {len(tasks)} episodes one at a time, then {args.episodes} live at once, turn by turn")
+    log(f"driver ({name}): {len(tasks)} episodes one at a time, then {args.episodes} live at once")
     t1, g1, r1 = rollout(args, lm, 1, tasks, temperature=temperature)
     rows.append((f"{name}: one episode at a time (transformers)", f"{t1:.1f} s", f"{g1}", f"{g1 / t1:.1f}"))
-    results = args.results.setdefault("driver", {})[temperature] = {}
     tn, gn, rn = rollout(args, lm, args.episodes, tasks, temperature)
-    rate = gn / tn
-    rows.append((f"{name}: vectorized, {args.episodes} live, turns (transformers)", f"{tn:.1f} s", f"{gn}", f"{rate:.1f}"))
-    results["turns_speedup"] = rate / (g1 / t1)
-    results["turns_identical"] = f"{sum(same(a, b) for a, b in zip(r1, rn))}/{len(tasks)}"
-    results["turns_rate"] = rate
+    rows.append((f"{name}: vectorized, {args.episodes} live (transformers)", f"{tn:.1f} s", f"{gn}", f"{gn / tn:.1f}"))
+    args.results.setdefault("driver", {})[temperature] = {
+        "speedup": (gn / tn) / (g1 / t1),
+        "identical": f"{sum(same(a, b) for a, b in zip(r1, rn))}/{len(tasks)}",
+    }
+
+
+def load_engine(args, spec: str):
+    """An engine of ``--engines``: a ``load_lm`` backend name or ``module:Class``."""
+    options = {"dtype": args.dtype} if args.dtype else {}
+    if ":" in spec:
+        import importlib
+
+        module, _, name = spec.partition(":")
+        return getattr(importlib.import_module(module), name)(args.model, **options)
+    return load_lm(args.model, backend=spec, cache=False, **options)
 
 
 def compare_decode(args, lm, tasks, rows: list) -> None:
@@ -176,15 +173,25 @@ def compare_decode(args, lm, tasks, rows: list) -> None:
     args.results["decode_speedup"] = (gn / tn) / (g1 / t1)
 
 
-def compare_vllm(args, tasks, rows: list) -> None:
-    log("vLLM: starting the engine")
-    start = time.perf_counter()
-    lm = load_lm(args.model, backend="vllm", **({"dtype": args.dtype} if args.dtype else {}))
-    args.results["vllm_start"] = time.perf_counter() - start
-    temperature = args.temperature[0]
-    tn, gn, _ = rollout(args, lm, args.episodes, tasks, temperature=temperature)
-    rows.append((f"{workload(temperature)}: vectorized, {args.episodes} live, turns (vLLM)", f"{tn:.1f} s", f"{gn}", f"{gn / tn:.1f}"))
-    args.results["vllm_vs_transformers"] = (gn / tn) / args.results["driver"][temperature]["turns_rate"]
+def compare_engines(args, tasks, rows: list) -> None:
+    """The vectorized rollout of every temperature with each engine, loaded fresh."""
+    rates: dict[str, dict[float, float]] = {}
+    episodes: dict[float, list] = {}
+    identical = args.results["engines_identical"] = {}
+    for spec in args.engines:
+        log(f"engines: starting {spec}")
+        start = time.perf_counter()
+        lm = load_engine(args, spec)
+        args.results.setdefault("engine_start", {})[spec] = time.perf_counter() - start
+        rates[spec] = {}
+        for temperature in args.temperature:
+            tn, gn, results = rollout(args, lm, args.episodes, tasks, temperature, note=spec)
+            rows.append((f"{workload(temperature)}: vectorized, {args.episodes} live ({spec})", f"{tn:.1f} s", f"{gn}", f"{gn / tn:.1f}"))
+            rates[spec][temperature] = gn / tn
+            first = episodes.setdefault(temperature, results)
+            identical[(spec, temperature)] = f"{sum(same(a, b) for a, b in zip(first, results))}/{len(tasks)}"
+        del lm
+    args.results["engines"] = rates
 
 
 def compare_recon(args, lm, rows: list) -> None:
@@ -219,54 +226,19 @@ def compare_recon(args, lm, rows: list) -> None:
     args.results["recon_example"] = summaries[0]
 
 
-#: Most slowdown allowed beside one competing CPU-bound process.
-SHARED_TARGET = 2.5
-
-
-def compare_shared(args, lm, tasks, rows: list) -> None:
-    """The greedy vectorized rollout alone and beside one busy process, with the default
-    thread tuning and with the count fixed."""
-    import subprocess
-
-    if not hasattr(lm, "new_tuner"):
-        log("shared CPU: the thread tuning applies to the transformers backend only; skipped")
-        return
-    import torch
-
-    threads = torch.get_num_threads()
-    results = args.results["shared"] = {"threads": threads}
-    for mode in ("auto", "fixed"):
-        lm.threads = "auto" if mode == "auto" else threads
-        lm.tuner = lm.new_tuner()  # each pair of runs starts untuned
-        for where in ("solo", "shared"):
-            name = f"threads {'auto' if mode == 'auto' else f'fixed at {threads}'}, {where}"
-            busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if where == "shared" else None
-            try:
-                seconds, generated, _ = rollout(args, lm, args.episodes, tasks, note=name)
-            finally:
-                if busy is not None:
-                    busy.kill()
-                    busy.wait()
-            rows.append((f"greedy: vectorized, {args.episodes} live, {name} (transformers)", f"{seconds:.1f} s", f"{generated}", f"{generated / seconds:.1f}"))
-            results[f"{mode}_{where}"] = seconds
-            if mode == "auto":
-                tuner = lm.tuner
-                results[f"auto_{where}_threads"] = tuner.choice if tuner is not None else threads
-    lm.threads = "auto"
-    lm.tuner = lm.new_tuner()
-
-
 def protocol_docs(docs: list[str]) -> str:
     """The raw documents as Search-R1 renders them for the agent (what the summary replaces)."""
     return "\n".join(f"Doc {i}(Title: {d.split(chr(10), 1)[0]}) {d.split(chr(10), 1)[-1]}" for i, d in enumerate(docs, 1))
 
 
+SECTIONS = ("driver", "decode", "engines", "recon")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2", help="policy model name (default: smollm2)")
-    parser.add_argument("--dtype", default="float32", help="weights dtype for both backends (default: float32; on a CPU without native "
+    parser.add_argument("--dtype", default="float32", help="weights dtype for every engine (default: float32; on a CPU without native "
                         "bfloat16, bfloat16 prefill is ~6x slower and a 16-row decode step ~1.4x slower than float32)")
-    parser.add_argument("--prefix-cache-mb", type=float, default=1024, help="transformers prefix cache budget in MiB, 0 turns it off (default: 1024; vLLM always caches prefixes)")
     parser.add_argument("--env", default="SearchR1-v0", help="registered env id without namespace (default: SearchR1-v0)")
     parser.add_argument("--episodes", type=int, default=16, help="episodes live at once (default: 16)")
     parser.add_argument("--played", type=int, default=None,
@@ -277,12 +249,18 @@ def main() -> int:
     parser.add_argument("--recon-questions", type=int, default=32, help="questions in the RECON comparison (default: 32)")
     parser.add_argument("--top-k", type=int, default=3, help="documents per retrieval in the RECON comparison (default: 3)")
     parser.add_argument("--temperature", type=float, nargs="+", default=[0.0, 1.0],
-                        help="sampling temperatures of the driver comparison, each a workload of its own (default: 0 1: greedy, "
-                        "as benchmarks run, and sampled at 1.0, as RL rollouts do); vLLM is compared on the first")
+                        help="sampling temperatures of the driver and engine comparisons, each a workload of its own (default: 0 1: "
+                        "greedy, as benchmarks run, and sampled at 1.0, as RL rollouts do)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the agent's sampling when --temperature > 0 (default: 0)")
     parser.add_argument("--decode-tokens", type=int, default=128, help="new tokens per prompt in the LM-only comparison (default: 128)")
-    parser.add_argument("--sections", default="driver,decode,vllm,recon,shared", help="comma-separated sections to run (default: all five)")
-    parser.add_argument("--skip-vllm", action="store_true", help="leave out the vLLM comparison")
+    parser.add_argument("--engines", nargs="+", default=["transformers", "vllm"],
+                        help="engines of the engines section, the first the reference of the ratios: load_lm backend names or "
+                        "module:Class (default: transformers vllm)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads of every engine: torch's intra-op threads, and vLLM's (VLLM_CPU_OMP_THREADS_BIND=0-<n-1> "
+                        "unless set); on a CPU other processes share, a count at most the cores the process gets keeps "
+                        "OpenMP's waiting threads from spinning (default: each engine's own)")
+    parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated sections to run (default: {','.join(SECTIONS)})")
     parser.add_argument("--quick", action="store_true", help="8 episodes, 8 RECON questions, 2 turns of 32 tokens")
     args = parser.parse_args()
     if args.quick:
@@ -291,60 +269,71 @@ def main() -> int:
         parser.error("--temperature values must be >= 0 (0 is greedy)")
     if len(set(args.temperature)) < len(args.temperature):
         parser.error(f"--temperature got a value twice ({' '.join(f'{t:g}' for t in args.temperature)}); each is one workload, run once")
+    sections = set(args.sections.split(","))
+    unknown = sections - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; expected among {', '.join(SECTIONS)}")
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error("--threads must be >= 1")
+        import torch
+
+        torch.set_num_threads(args.threads)
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "0" if args.threads == 1 else f"0-{args.threads - 1}")
     args.results = {}
-    lm = load_lm(args.model, dtype=args.dtype, prefix_cache_mb=args.prefix_cache_mb)
+    lm = load_lm(args.model, dtype=args.dtype) if sections - {"engines"} else load_engine(args, args.engines[0])
     examples = make_envs(args, 1, lm)[0].unwrapped.examples
     played = args.played if args.played is not None else args.episodes
     if not 1 <= played <= len(examples) or args.episodes < 1:
         parser.error(f"--episodes must be >= 1 and --played between 1 and {len(examples)} (the dataset's questions)")
     tasks = [Task(ex.id, 0) for ex in examples[:played]]
     rows: list[tuple[str, str, str, str]] = []
-    sections = set(args.sections.split(","))
-    unknown = sections - {"driver", "decode", "vllm", "recon", "shared"}
-    if unknown:
-        parser.error(f"unknown sections {sorted(unknown)}; expected among driver, decode, vllm, recon, shared")
-    if args.skip_vllm:
-        sections.discard("vllm")
-    if "vllm" in sections:
-        sections.add("driver")  # vLLM is compared with the batched transformers run
     if "driver" in sections:
         for temperature in args.temperature:
             compare_driver(args, lm, tasks, rows, temperature)
     if "decode" in sections:
         compare_decode(args, lm, tasks, rows)
-    if "vllm" in sections:
-        compare_vllm(args, tasks, rows)
     if "recon" in sections:
         compare_recon(args, lm, rows)
-    if "shared" in sections:
-        compare_shared(args, lm, tasks, rows)
+    if "engines" in sections:
+        del lm
+        compare_engines(args, tasks, rows)
 
     r = args.results
     print(f"\nRollouts: {args.model} ({args.dtype}) on {args.env}, wiki-vital answerable, {len(tasks)} episodes ({args.episodes} live), "
-          f"{args.max_turns} turns x {args.max_new_tokens} new tokens\n")
+          f"{args.max_turns} turns x {args.max_new_tokens} new tokens" + (f", {args.threads} CPU threads" if args.threads else "") + "\n")
     print("| run | wall | generated tokens | tokens/s |\n|---|---:|---:|---:|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
     if r.get("work"):
-        print("\n| run (transformers) | prefill tokens (+padding) | prefill s | decode steps | rows/step | decode s | other s |\n|---|---:|---:|---:|---:|---:|---:|")
-        for label, tokens, padding, prefill, steps, rows_, decode, total in r["work"]:
-            print(f"| {label} | {tokens} (+{padding}) | {prefill:.1f} | {steps} | {rows_ / max(1, steps):.1f} | {decode:.1f} | {total - prefill - decode:.1f} |")
+        print("\n| run | prefill passes | prefill s | decode steps | decode s | other s |\n|---|---:|---:|---:|---:|---:|")
+        for label, prefills, prefill, steps, decode, total in r["work"]:
+            print(f"| {label} | {prefills} | {prefill:.1f} | {steps} | {decode:.1f} | {total - prefill - decode:.1f} |")
     verdict = "PASS"
     if r.get("driver"):
         print()
     for temperature, d in r.get("driver", {}).items():
         name = workload(temperature)
         if args.episodes == 16:
-            passed = d["turns_speedup"] >= 4
+            passed = d["speedup"] >= 4
             verdict = verdict if passed else "FAIL"
             target = f"target >= 4x: {'PASS' if passed else 'FAIL'}"
         else:
             target = "the target is set at 16 live episodes"
-        print(f"{name}: vectorized (turn by turn) / one at a time: {d['turns_speedup']:.2f}x ({target}); identical episodes: {d['turns_identical']}")
+        print(f"{name}: vectorized / one at a time: {d['speedup']:.2f}x ({target}); identical episodes: {d['identical']}")
     if "decode_speedup" in r:
         print(f"LM only, batched / one at a time: {r['decode_speedup']:.2f}x")
-    if "vllm_vs_transformers" in r:
-        print(f"vLLM / transformers, both batched: {r['vllm_vs_transformers']:.2f}x (engine start {r['vllm_start']:.1f} s, not counted)")
+    if "engines" in r:
+        reference = args.engines[0]
+        for spec, by_temperature in r["engines"].items():
+            for temperature, rate in by_temperature.items():
+                base = r["engines"][reference][temperature]
+                ratio = f"{rate / base:.2f}x" if base else "n/a (the reference generated nothing)"
+                print(
+                    f"engines, {workload(temperature)}: {spec} / {reference}: {ratio} "
+                    f"({rate:.1f} tokens/s; start {r['engine_start'][spec]:.1f} s, not counted; "
+                    f"episodes identical to {reference}'s: {r['engines_identical'][(spec, temperature)]})"
+                )
     if "recon_raw_tokens" in r:
         change = r["recon_summary_tokens"] / r["recon_raw_tokens"] - 1
         print(
@@ -353,16 +342,6 @@ def main() -> int:
             f"reader F1 {r['recon_f1_summary']:.3f} from summaries vs {r['recon_f1_raw']:.3f} from raw documents"
         )
         print(f"\nfirst summary: {r['recon_example'][:400]!r}")
-    if "shared" in r:
-        d = r["shared"]
-        slowdown, fixed = d["auto_shared"] / d["auto_solo"], d["fixed_shared"] / d["fixed_solo"]
-        passed = slowdown <= SHARED_TARGET
-        verdict = verdict if passed else "FAIL"
-        print(
-            f"shared CPU, beside one busy process / alone: {slowdown:.2f}x with threads auto "
-            f"(target <= {SHARED_TARGET}x: {'PASS' if passed else 'FAIL'}; it ran {d['auto_shared_threads']} of {d['threads']} threads "
-            f"when shared, {d['auto_solo_threads']} alone); {fixed:.2f}x with the count fixed at {d['threads']}"
-        )
     return 0 if verdict == "PASS" else 1
 
 

@@ -82,7 +82,7 @@ class EnvRollout:
         frozen: The frozen generator (s3) or reader (R-Search) when ``env_options`` sets
             none (a name such as ``"gold-span"`` or ``"smollm2"``, or a LanguageModel).
         lm_options: Options of the :class:`~searchgym.lm.hf.TransformersLM` that wraps the
-            trainer's model (``max_batch_size``, ``prefix_cache_mb``, ``threads``).
+            trainer's model (``max_batch_size``).
     """
 
     def __init__(
@@ -112,7 +112,7 @@ class EnvRollout:
         self.max_new_tokens = max_new_tokens
         self.seed = seed
         self.frozen = frozen
-        self.lm_options = {"grouped_decode_attention": False, "row_linear": False, **(lm_options or {})}
+        self.lm_options = dict(lm_options or {})
         self._envs: dict[tuple[str, bool], list[Any]] = {}
         self._questions: dict[tuple[str, bool], dict[str, str]] = {}  # (split, evaluation) -> question -> example id
         self._lm: Any = None
@@ -180,8 +180,6 @@ class EnvRollout:
             gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
         ) as model:
             lm = self.policy_lm(model, trainer.processing_class)
-            if lm.prefix_cache is not None:
-                lm.prefix_cache.clear()  # gathered (ZeRO-3) weights change without a version bump
             agent = policy_agent(
                 envs[0], lm, max_new_tokens=self.max_new_tokens, temperature=float(args.temperature),
                 top_p=float(args.top_p), seed=base,
@@ -231,9 +229,7 @@ class EnvRollout:
                 base = model.get_base_model()
             else:
                 base = model
-            training = bool(model.training)
-            self._lm = TransformersLM(base, tokenizer, device=next(model.parameters()).device, **self.lm_options)
-            model.train(training)  # TransformersLM switches its model to eval mode
+            self._lm = TransformersLM(base, tokenizer, **self.lm_options)
             self._lm_model = model
         return self._lm
 

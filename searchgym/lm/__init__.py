@@ -1,9 +1,12 @@
 """Language-model backends shared by agents, env components and trainers.
 
 ``LanguageModel.generate`` returns :class:`Generation` records with the exact sampled
-ids and their logprobs. Backends: :class:`TransformersLM` (``transformers`` causal LMs,
-CPU or CUDA) and :class:`ScriptedLM` (replays given texts, for tests). The torch-based
-backend is imported lazily so that ``import searchgym.lm`` needs no torch.
+ids and their logprobs. Backends: :class:`TransformersLM` (``transformers``' batched
+``generate``, CPU or CUDA), :class:`~searchgym.lm.vllm.VLLMLM` (vLLM's engine, CUDA or
+CPU), :class:`~searchgym.lm.http.OpenAILM` (an OpenAI-compatible server) and
+:class:`ScriptedLM` (replays given texts, for tests); :func:`~searchgym.lm.registry.load_lm`
+picks one by name. The torch-based backend is imported lazily so that
+``import searchgym.lm`` needs no torch.
 """
 
 from __future__ import annotations

@@ -1,26 +1,26 @@
 """A :class:`LanguageModel` over a Hugging Face ``transformers`` causal LM.
 
-The decode loop is written here rather than delegated to ``model.generate`` so that the
-backend controls exactly what a trainer needs: the sampled ids, their logprobs under the
-distribution actually sampled from, per-sequence stop strings and a seeded generator.
+Decoding is ``model.generate``'s own batched loop. Two small hooks give it what a
+trainer needs: :class:`SeededSampler`, the last logits processor, turns the scores into
+the log-probabilities of the distribution to sample from (temperature, top-p) and adds
+Gumbel noise drawn from each prompt's own seeded generator, so ``generate``'s greedy
+selection draws every row's token from its own stream; and :class:`StopOnText` ends a
+row at an end-of-sequence token, a stop string in its generated text or its context's
+end. The logprob of each sampled id is read from the processor's output, so it is
+exactly the distribution the id was drawn from.
 """
 
 from __future__ import annotations
 
-import inspect
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from searchgym.error import ConfigError, require
 from searchgym.lm.base import Generation, LanguageModel, SamplingParams, stop_end
-from searchgym.lm.attention import use_grouped_decode_attention
 from searchgym.lm.models import MODEL_FOLDERS
-from searchgym.lm.prefix_cache import Hit, PrefixCache, common_prefix, weights_fingerprint
-from searchgym.lm.threads import ThreadTuner
 
 #: Built-in model names (besides local folders and cached Hugging Face ids).
 MODEL_NAMES = ("smollm2", "tiny-random")
@@ -28,101 +28,41 @@ MODEL_NAMES = ("smollm2", "tiny-random")
 _DTYPES = ("float32", "float16", "bfloat16")
 
 
-@dataclass
-class DecodeStats:
-    """Work done since the model was loaded: prefill forward passes, the prompt tokens
-    they encoded and the padding they computed beside them (left padding of ragged
-    prompts), decode forward passes and the rows they computed in all."""
-
-    prefills: int = 0
-    prefill_tokens: int = 0
-    prefill_padding: int = 0
-    decode_steps: int = 0
-    decode_rows: int = 0
-
-
 class TransformersLM(LanguageModel):
     """Batched generation with a ``transformers`` causal LM, on CPU or CUDA.
 
     Args:
-        model: A loaded ``PreTrainedModel``; a local folder with ``config.json``; a
-            Hugging Face model id already in the local cache (nothing is downloaded); or
-            ``"tiny-random"``, the tiny random model of :mod:`searchgym.lm.testing`; or
-            ``"smollm2"``, the packaged SmolLM2-135M-Instruct (see :mod:`searchgym.lm.models`).
+        model: A loaded ``PreTrainedModel`` (used as it is: its modules are not changed,
+            and a model in train mode is back in train mode after each call); a local
+            folder with ``config.json``; a Hugging Face model id already in the local
+            cache (nothing is downloaded); ``"tiny-random"``, the tiny random model of
+            :mod:`searchgym.lm.testing`; or ``"smollm2"``, the packaged
+            SmolLM2-135M-Instruct (see :mod:`searchgym.lm.models`).
         tokenizer: The tokenizer; by default loaded from the same folder or id.
-        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``...; ``None`` picks CUDA when available.
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``...; ``None`` keeps a given model where
+            it is and puts a loaded one on CUDA when available.
         dtype: ``"float32"``, ``"float16"``, ``"bfloat16"`` or a ``torch.dtype``; ``None``
             keeps a given model's dtype and loads others in float32.
         max_batch_size: Most prompts decoded together; larger batches are split.
-        prefix_cache_mb: Memory budget of the prefix cache in MiB; 0 turns it off. The
-            keys and values of every finished sequence are kept (least recently used
-            dropped first), and a later prompt that begins with one of them encodes only
-            its new tokens: a multi-turn agent's next turn encodes just the observation
-            instead of the whole conversation (see :mod:`searchgym.lm.prefix_cache`).
-            The cache is dropped whenever the parameters change (an optimizer step).
-        grouped_decode_attention: Switch a model that uses SDPA to
-            :func:`searchgym.lm.attention.grouped_decode_attention`, which computes a
-            decode step's attention over the grouped key/value heads without copying the
-            KV cache (other forward passes, training included, still use SDPA).
-        row_linear: Switch the model's ``nn.Linear`` layers to
-            :class:`searchgym.lm.linear.RowLinear`, which computes a product with a few
-            rows (a decode step's) on the CPU with a kernel that reads each weight once:
-            a 5-row SmolLM2 step then costs about as much as a 1-row one. Training
-            forward passes and GPUs are unaffected.
-        threads: Intra-op threads while generating on the CPU. ``"auto"`` (the default)
-            sets the count between 1 and ``torch.get_num_threads()`` to the cores the
-            process gets, measured over its forward passes
-            (:class:`searchgym.lm.threads.ThreadTuner`): the calling thread's count when
-            alone, fewer when another process holds a core (where OpenMP's spinning would
-            otherwise make generation several times slower). A positive integer fixes the
-            count while generating. Either way the caller's count is restored afterwards.
 
-    Prompts are left-padded into one batch and decoded with a KV cache that grows in
-    place (:mod:`searchgym.lm.kv_cache`); a sequence that
-    finishes leaves the batch (and its cache), so the remaining steps compute only the
-    sequences still generating. A prompt that fills the model's context
+    Prompts are left-padded into batches of at most ``max_batch_size`` and decoded by
+    ``model.generate``. A prompt that fills the model's context
     (``config.max_position_embeddings``) gets an empty generation with
     ``finish_reason="prompt_too_long"``; the others stop with ``"length"`` when their
-    context runs out.
-
-    Prefill computes logits at the last position only. Prompts encoded together whose
-    new tokens differ much in length are split into groups of similar lengths so that
-    at most ``max_padding`` (default 0.2) of a pass is left padding; with the prefix cache
-    on, prompts that begin with the same uncached tokens (one template, several
-    questions) encode them once. ``stats`` (:class:`DecodeStats`) counts prefill and
-    decode work.
+    context runs out. Each seeded prompt samples from a generator of its own, so its
+    completion does not depend on the other prompts of the batch.
     """
 
-    def __init__(
-        self,
-        model: Any,
-        tokenizer: Any = None,
-        *,
-        device: Any = None,
-        dtype: Any = None,
-        max_batch_size: int = 64,
-        prefix_cache_mb: float = 1024,
-        grouped_decode_attention: bool = True,
-        row_linear: bool = True,
-        threads: int | str = "auto",
-    ):
+    def __init__(self, model: Any, tokenizer: Any = None, *, device: Any = None, dtype: Any = None, max_batch_size: int = 64):
         self._torch = torch = require("torch", extra="lm", feature="TransformersLM")
         transformers = require("transformers", extra="lm", feature="TransformersLM")
         if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or max_batch_size < 1:
             raise ConfigError(f"TransformersLM expects max_batch_size to be a positive integer, got {max_batch_size!r}.")
-        if isinstance(prefix_cache_mb, bool) or not isinstance(prefix_cache_mb, (int, float)) or not prefix_cache_mb >= 0:
-            raise ConfigError(
-                f"TransformersLM expects prefix_cache_mb to be a number of MiB >= 0 (0 turns the prefix cache off), "
-                f"got {prefix_cache_mb!r}."
-            )
-        if threads != "auto" and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-            raise ConfigError(
-                f"TransformersLM expects threads to be 'auto' (tuned while generating) or a positive integer, got {threads!r}."
-            )
         torch_dtype = _resolve_dtype(torch, dtype)
         device = _check_device(torch, device)
         if isinstance(model, str):
-            model, tokenizer = _load(transformers, model, tokenizer, torch_dtype)
+            model, tokenizer = load_model(model, tokenizer=tokenizer, dtype=torch_dtype)
+            device = device if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
         elif not isinstance(model, transformers.PreTrainedModel):
             raise ConfigError(
                 f"TransformersLM expects model to be a transformers PreTrainedModel or a name "
@@ -131,14 +71,10 @@ class TransformersLM(LanguageModel):
             )
         if tokenizer is None:
             tokenizer = _load_tokenizer(transformers, model.name_or_path)
-        self.device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.model = model.to(device=self.device, dtype=torch_dtype).eval()
-        if grouped_decode_attention:
-            use_grouped_decode_attention(self.model)
-        if row_linear:
-            from searchgym.lm.linear import use_row_linear
-
-            use_row_linear(self.model)
+        if device is not None or torch_dtype is not None:
+            model = model.to(device=device, dtype=torch_dtype)
+        self.model = model
+        self.device = next(model.parameters()).device
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
         self.context_length = int(getattr(model.config, "max_position_embeddings", 0) or 1 << 30)
@@ -147,83 +83,94 @@ class TransformersLM(LanguageModel):
             i for i in (*_ids(tokenizer.eos_token_id), *_ids(getattr(model.generation_config, "eos_token_id", None)))
         )
         self._vocab_size = model.get_input_embeddings().num_embeddings
-        self.stats = DecodeStats()
-        #: Most left padding (a fraction of the tokens computed) one prefill pass may
-        #: carry; prompts are encoded in groups of similar lengths to stay within it.
-        self.max_padding = 0.2
-        self._stackable: bool | None = None  # whether this model's caches can be stacked (known after one prefill)
-        # Prefill needs the logits of the last position only; computing the others (a
-        # [B, S, vocab] tensor) costs as much as a fifth of a small model's forward pass.
-        self._last_logits = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(self.model.forward).parameters else {}
-        budget = int(prefix_cache_mb * 2**20)
-        self.prefix_cache: PrefixCache | None = PrefixCache(budget) if budget > 0 else None
-        self.threads = threads
-        self._local = threading.local()  # the tuner of the calling thread's decode loop
-        #: The thread tuner of ``generate`` (None unless ``threads="auto"`` on the CPU).
-        self.tuner = self.new_tuner()
-
-    def new_tuner(self) -> ThreadTuner | None:
-        """A :class:`ThreadTuner` for a generation loop, or None when the count is fixed
-        or the model is not on the CPU."""
-        return ThreadTuner(self._torch) if self.threads == "auto" and self.device.type == "cpu" else None
-
-    @contextmanager
-    def thread_session(self, tuner: ThreadTuner | None) -> Iterator[None]:
-        """Around a generation loop: the tuned (or fixed) thread count inside, the
-        caller's after; ``tuner`` measures every forward pass of the calling thread meanwhile."""
-        if tuner is not None:
-            with tuner.session():
-                self._local.tuner = tuner
-                try:
-                    yield
-                finally:
-                    self._local.tuner = None
-        elif isinstance(self.threads, int) and self.device.type == "cpu":
-            with _fixed_threads(self._torch, self.threads):
-                yield
-        else:
-            yield
-
-    def _forward(self, **inputs: Any) -> Any:
-        """The model's forward pass, measured by the calling thread's tuner if any."""
-        tuner = getattr(self._local, "tuner", None)
-        if tuner is None:
-            return self.model(**inputs)
-        with tuner.step():
-            return self.model(**inputs)
+        self._mode_lock = threading.Lock()
+        self._callers = 0  # generate calls in progress (they may come from several threads)
+        self._caller_mode = False
 
     def _generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> list[Generation]:
         self._check_vocabulary(prompt_ids)
-        cache = self._usable_cache()
-        results, runnable = self._decodings(prompt_ids, params)
-        with self.thread_session(self.tuner):
-            for start in range(0, len(runnable), self.max_batch_size):
-                chunk = runnable[start : start + self.max_batch_size]
-                for (i, _), generation in zip(chunk, self._decode_batch([seq for _, seq in chunk], params, cache)):
-                    results[i] = generation
-        return results  # type: ignore[return-value]
-
-    def _decodings(self, prompt_ids: list[list[int]], params: SamplingParams) -> tuple[list[Generation | None], list[tuple[int, Decoding]]]:
-        """Results with the prompts that fill the context already answered
-        (``prompt_too_long``), and a :class:`Decoding` for each of the others, by index;
-        each may grow only until its context is full, and samples with its own seed's
-        generator (unseeded prompts share one fresh generator)."""
         results: list[Generation | None] = [None] * len(prompt_ids)
         runnable = []
-        shared = None
         for i, ids in enumerate(prompt_ids):
             if len(ids) >= self.context_length:
                 results[i] = Generation("", (), (), "prompt_too_long")
-                continue
-            if params.temperature == 0:
-                generator = None  # greedy draws nothing
-            elif params.seed is not None:
-                generator = self._generator(params.seed[i])
             else:
-                generator = shared = shared or self._generator(None)
-            budget = min(params.max_new_tokens, self.context_length - len(ids))
-            runnable.append((i, Decoding(ids, params, budget, generator=generator)))
-        return results, runnable
+                runnable.append(i)
+        generators = self._generators(params, len(prompt_ids))
+        with self._eval_mode():
+            for start in range(0, len(runnable), self.max_batch_size):
+                rows = runnable[start : start + self.max_batch_size]
+                chunk = self._decode([prompt_ids[i] for i in rows], params, [generators[i] for i in rows])
+                for i, generation in zip(rows, chunk):
+                    results[i] = generation
+        return results  # type: ignore[return-value]
+
+    def _generators(self, params: SamplingParams, count: int) -> list[Any]:
+        """Each prompt's random stream: its own seeded generator, one fresh generator
+        shared by an unseeded call, or None everywhere when greedy (nothing is drawn)."""
+        if params.temperature == 0:
+            return [None] * count
+        if params.seed is not None:
+            return [self._generator(seed) for seed in params.seed]
+        return [self._generator(None)] * count
+
+    def _decode(self, prompts: list[list[int]], params: SamplingParams, generators: list[Any]) -> list[Generation]:
+        """One ``model.generate`` call over left-padded ``prompts``."""
+        torch = self._torch
+        transformers = require("transformers", extra="lm", feature="TransformersLM")
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)  # [B, S]
+        attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)  # [B, S]
+        for row, ids in enumerate(prompts):
+            input_ids[row, width - len(ids) :] = torch.tensor(ids)
+            attention_mask[row, width - len(ids) :] = 1
+        budgets = [min(params.max_new_tokens, self.context_length - len(ids)) for ids in prompts]
+        sampler = SeededSampler(params.temperature, params.top_p, generators)
+        stopper = StopOnText(self.tokenizer, width, params.stop, self.eos_token_ids, budgets)
+        config = transformers.GenerationConfig(
+            max_new_tokens=max(budgets),
+            do_sample=False,  # greedy over the sampler's perturbed scores: a draw from each row's stream
+            num_beams=1,
+            repetition_penalty=1.0,
+            no_repeat_ngram_size=0,
+            min_length=0,
+            eos_token_id=None,  # StopOnText ends rows at end-of-sequence ids too, with the reason
+            pad_token_id=self.pad_token_id,
+            return_dict_in_generate=True,
+        )
+        with torch.inference_mode():
+            out = self.model.generate(
+                input_ids=input_ids.to(self.device),
+                attention_mask=attention_mask.to(self.device),
+                generation_config=config,
+                logits_processor=transformers.LogitsProcessorList([sampler]),
+                stopping_criteria=transformers.StoppingCriteriaList([stopper]),
+            )
+        new_ids = out.sequences[:, width:]  # [B, N]
+        logprobs = sampler.logprobs(new_ids)  # [B, N]
+        generations = []
+        for row in range(len(prompts)):
+            n, finish = stopper.ended[row] if stopper.ended[row] else (new_ids.shape[1], "length")
+            tokens = new_ids[row, :n].tolist()
+            generations.append(Generation(stopper.texts[row], tuple(tokens), tuple(logprobs[row, :n].tolist()), finish))
+        return generations
+
+    @contextmanager
+    def _eval_mode(self) -> Iterator[None]:
+        """The model in eval mode (no dropout) while any call generates; the caller's
+        mode (train mode for a policy being trained) when the last one ends."""
+        with self._mode_lock:
+            if self._callers == 0:
+                self._caller_mode = self.model.training
+                self.model.eval()
+            self._callers += 1
+        try:
+            yield
+        finally:
+            with self._mode_lock:
+                self._callers -= 1
+                if self._callers == 0:
+                    self.model.train(self._caller_mode)
 
     def _check_vocabulary(self, prompt_ids: list[list[int]]) -> None:
         for i, ids in enumerate(prompt_ids):
@@ -242,367 +189,110 @@ class TransformersLM(LanguageModel):
             generator.manual_seed(seed)
         return generator
 
-    def _usable_cache(self) -> PrefixCache | None:
-        """The prefix cache, emptied if the weights changed; None when off or when the
-        weights cannot be fingerprinted."""
-        cache = self.prefix_cache
-        if cache is None:
-            return None
-        fingerprint = weights_fingerprint(self.model)
-        cache.check(fingerprint)
-        return cache if fingerprint is not None else None
 
-    def _decode_batch(self, seqs: list[Decoding], params: SamplingParams, cache: PrefixCache | None = None) -> list[Generation]:
-        torch = self._torch
-        live = list(seqs)  # the sequence of each row still in the batch
-        with torch.inference_mode():
-            logits, past, attention_mask, position_ids = self._prefill(seqs, cache)
-            storable = cache is not None and _full_cache(past, attention_mask.shape[1])
-            while True:
-                next_ids, next_logprobs = self._sample(logits, params, [seq.generator for seq in live])  # [L], [L]
-                for row, (seq, token, logprob) in enumerate(zip(live, next_ids.tolist(), next_logprobs.tolist())):
-                    if self._append(seq, token, logprob) and storable:
-                        self._keep(cache, seq, past, row, attention_mask[row])  # type: ignore[arg-type]
-                keep = [row for row, seq in enumerate(live) if seq.finish is None]
-                if not keep:
-                    break
-                if len(keep) < len(live):
-                    # Finished rows leave the batch: later steps only compute the live ones.
-                    attention_mask, next_ids, position_ids = _select_rows(past, keep, attention_mask, next_ids, position_ids)
-                    live = [live[row] for row in keep]
-                logits, past, attention_mask, position_ids = self._decode_step(next_ids, past, attention_mask, position_ids)
-        return [seq.generation() for seq in seqs]
+class SeededSampler:
+    """The last logits processor of a :class:`TransformersLM` call.
 
-    def _decode_step(self, next_ids: Any, past: Any, attention_mask: Any, position_ids: Any) -> tuple[Any, Any, Any, Any]:
-        """Feed each row its sampled token ``next_ids`` ``[L]``; returns the logits
-        ``[L, V]``, the cache, and the mask ``[L, W+1]`` and positions ``[L, 1]`` one further."""
-        torch = self._torch
-        attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(next_ids), 1))], dim=-1)
-        position_ids = position_ids + 1
-        self.stats.decode_steps += 1
-        self.stats.decode_rows += len(next_ids)
-        out = self._forward(
-            input_ids=next_ids.unsqueeze(-1),  # [L, 1]
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            past_key_values=past,
-            use_cache=True,
-        )
-        return out.logits[:, -1, :], out.past_key_values, attention_mask, position_ids
+    It returns the log-probabilities of the distribution to sample from (the model's
+    at temperature 0; otherwise scores / temperature, cut to the top-p nucleus) plus,
+    when sampling, Gumbel noise ``-log(-log u)`` with ``u`` uniform from row ``r``'s
+    generator ``generators[r]``: the greedy choice over that is a draw from the
+    distribution (the Gumbel-max trick), from each row's own stream. Each call keeps its
+    log-probabilities until the next, where the ids just chosen pick theirs out;
+    :meth:`logprobs` reads them all.
+    """
 
-    def _prefill(self, seqs: list[Decoding], cache: PrefixCache | None) -> tuple[Any, Any, Any, Any]:
-        """Encode the prompts of ``seqs``, reusing cached prefixes.
+    def __init__(self, temperature: float, top_p: float, generators: list[Any]):
+        self.temperature, self.top_p, self.generators = temperature, top_p, generators
+        self._last: Any = None  # [B, V] log-probabilities of the latest step
+        self._chosen: list[Any] = []  # per step, [B] log-probability of the id chosen
 
-        Returns the last position's logits ``[B, V]``, the KV cache, the attention mask
-        ``[B, W]`` over the cache's columns and each row's last position ``[B, 1]``.
-        Prompts whose new tokens differ much in length are encoded in groups of similar
-        lengths (left padding is computed like real tokens) and their caches stacked.
-        """
-        torch = self._torch
-        if cache is not None:
-            for seq in seqs:
-                seq.hit = cache.lookup(seq.prompt)
-            if len(seqs) > 1 and self._encode_shared_prefix(seqs, cache):
-                for seq in seqs:
-                    seq.hit = cache.lookup(seq.prompt)
-        groups = _length_groups([len(seq.prompt) - (seq.hit.length if seq.hit else 0) for seq in seqs], self.max_padding)
-        if len(groups) == 1 or not self._stackable:
-            return self._encode(seqs)
-        from searchgym.lm.kv_cache import concat_rows
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
 
-        parts = [self._encode([seqs[row] for row in group]) for group in groups]
-        stacked = [row for group in groups for row in group]
-        order = torch.empty(len(seqs), dtype=torch.long)
-        order[torch.tensor(stacked)] = torch.arange(len(seqs))  # stacked position of each row
-        order = order.to(self.device)
-        past, mask = concat_rows([(part[1], part[2]) for part in parts], order)
-        logits = torch.cat([part[0] for part in parts]).index_select(0, order)
-        positions = torch.cat([part[3] for part in parts]).index_select(0, order)
-        return logits, past, mask, positions
-
-    def _encode(self, seqs: list[Decoding]) -> tuple[Any, Any, Any, Any]:
-        """One forward pass over the new tokens of ``seqs`` (after their ``hit``), left-padded."""
-        from transformers.cache_utils import DynamicCache
-
-        from searchgym.lm.kv_cache import grow_in_place
-
-        torch = self._torch
-        batch = len(seqs)
-        cached = [seq.hit.length if seq.hit else 0 for seq in seqs]
-        suffixes = [seq.prompt[c:] for seq, c in zip(seqs, cached)]
-        # Layout of row r: its cached tokens end at column C, its new tokens at the last
-        # column; the attention mask marks both, the gaps are padding.
-        C, S = max(cached), max(len(s) for s in suffixes)
-        width = C + S
-        input_ids = torch.full((batch, S), self.pad_token_id, dtype=torch.long)  # [B, S]
-        attention_mask = torch.zeros((batch, width), dtype=torch.long)  # [B, C+S]
-        position_ids = torch.zeros((batch, S), dtype=torch.long)  # [B, S]
-        for row, (ids, c) in enumerate(zip(suffixes, cached)):
-            input_ids[row, S - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            attention_mask[row, C - c : C] = 1
-            attention_mask[row, width - len(ids) :] = 1
-            # Positions count real tokens only (left padding shifts them right).
-            position_ids[row, S - len(ids) :] = torch.arange(c, c + len(ids))
-        self.stats.prefills += 1
-        self.stats.prefill_tokens += sum(len(s) for s in suffixes)
-        self.stats.prefill_padding += batch * S - sum(len(s) for s in suffixes)
-        attention_mask, position_ids = attention_mask.to(self.device), position_ids.to(self.device)
-        # Several rows decode into buffers that the prompt's keys and values are written
-        # into directly (see kv_cache); one row's plain cache costs as little to extend.
-        grow = batch > 1
-        if C:
-            past = self._cached_past([seq.hit for seq in seqs], cached, C, S if grow else 0)
-        else:
-            past = grow_in_place(DynamicCache(config=self.model.config)) if grow else None
-        out = self._forward(
-            input_ids=input_ids.to(self.device),
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            past_key_values=past,
-            use_cache=True,
-            **self._last_logits,
-        )
-        past = out.past_key_values
-        if self._stackable is None:
-            self._stackable = _full_cache(past, width)
-        return out.logits[:, -1, :], past, attention_mask, position_ids[:, -1:]
-
-    def _encode_shared_prefix(self, seqs: list[Decoding], cache: PrefixCache) -> bool:
-        """When prompts encoded together begin with the same tokens that no cache entry
-        holds yet (one template, several questions), encode those tokens once and store
-        them, so each prompt then encodes only its own part. Returns whether it did."""
-        first = seqs[0].prompt
-        shared = min(len(seq.prompt) for seq in seqs) - 1
-        for seq in seqs[1:]:
-            shared = common_prefix(first, seq.prompt, shared)
-        hits = [seq.hit.length if seq.hit else 0 for seq in seqs]
-        # Every entry that serves part of the shared tokens serves it to each prompt, so
-        # the shortest hit bounds what encoding the shared tokens once reuses.
-        cost = shared - min(hits)
-        saved = sum(max(0, shared - h) for h in hits) - cost
-        if cost < PrefixCache.min_shared or saved < PrefixCache.min_shared:
-            return False
-        prefix = Decoding(first[:shared], seqs[0].params, 1)
-        _, past, mask, _ = self._prefill([prefix], cache)
-        if not _full_cache(past, mask.shape[1]):
-            return False
-        cache.store(prefix.prompt, _row_layers(past, 0, mask[0]))
-        return True
-
-    def _keep(self, cache: PrefixCache, seq: Decoding, past: Any, row: int, mask: Any) -> None:
-        """Store a finished row's keys and values: the prompt and every sampled token but
-        the last, which was never fed back. The entry it wholly extends is superseded."""
-        cache.store(seq.prompt + seq.tokens[:-1], _row_layers(past, row, mask))
-        if seq.hit is not None and seq.hit.whole:
-            cache.discard(seq.hit.key)
-
-    def _cached_past(self, hits: list[Hit | None], cached: list[int], width: int, room: int = 0) -> Any:
-        """A ``DynamicCache`` of ``width`` columns holding each row's cached keys and
-        values right-aligned (zeros where a row has fewer cached tokens). With ``room``,
-        its layers are :class:`~searchgym.lm.kv_cache.GrowingLayer` buffers with space for
-        that many new columns and a decode's worth more."""
-        from transformers.cache_utils import DynamicCache
-
-        from searchgym.lm.kv_cache import GrowingLayer, buffered_layer
-
-        torch = self._torch
-        reference = next(hit.layers for hit in hits if hit)
-        capacity = GrowingLayer.capacity(width + room) if room else width
-        layers = []
-        for layer, (k0, v0) in enumerate(reference):
-            keys = k0.new_empty((len(hits), k0.shape[0], capacity, k0.shape[-1]))  # [B, H, capacity, D]
-            values = v0.new_empty((len(hits), v0.shape[0], capacity, v0.shape[-1]))
-            for row, (hit, c) in enumerate(zip(hits, cached)):
-                keys[row, :, : width - c].zero_()
-                values[row, :, : width - c].zero_()
-                if hit:
-                    keys[row, :, width - c : width], values[row, :, width - c : width] = hit.keys_values(layer)
-            layers.append((keys, values))
-        if not room:
-            return DynamicCache(ddp_cache_data=layers)
-        cache = DynamicCache()
-        cache.layers = [buffered_layer(keys, values, width) for keys, values in layers]
-        return cache
-
-    def _append(self, seq: Decoding, token: int, logprob: float) -> bool:
-        """Record one sampled token of ``seq``; return whether it is now finished."""
-        seq.tokens.append(token)
-        seq.logprobs.append(logprob)
-        if token in self.eos_token_ids:
-            seq.finish = "stop"
-            return True
-        text = self.tokenizer.decode(seq.tokens, clean_up_tokenization_spaces=False)
-        end = stop_end(text, seq.params.stop)
-        if end is not None:
-            seq.text, seq.finish = text[:end], "stop"
-            return True
-        seq.text = text
-        if len(seq.tokens) >= seq.budget:
-            seq.finish = "length"
-        return seq.finish is not None
-
-    def _sample(self, logits: Any, params: SamplingParams, generators: list[Any]) -> tuple[Any, Any]:
-        """Pick the next id of every row and its logprob under the distribution used;
-        row ``r`` draws from ``generators[r]``."""
-        torch = self._torch
-        logits = logits.float()  # [B, V]
-        if params.temperature == 0:
-            logp = torch.log_softmax(logits, dim=-1)  # [B, V]
-            next_ids = logp.argmax(dim=-1)  # [B]
-            return next_ids, logp.gather(-1, next_ids.unsqueeze(-1)).squeeze(-1)
-        logits = logits / params.temperature
-        if params.top_p < 1:
+        if self._last is not None:
+            self._chosen.append(self._last.gather(-1, input_ids[:, -1:]).squeeze(-1))  # [B]
+        logits = scores.float()  # [B, V]
+        if self.temperature == 0:
+            self._last = torch.log_softmax(logits, dim=-1)
+            return self._last
+        logits = logits / self.temperature
+        if self.top_p < 1:
             sorted_logits, order = logits.sort(dim=-1, descending=True)  # [B, V]
             sorted_probs = sorted_logits.softmax(dim=-1)
             # Drop a token when the tokens ranked above it already hold top_p of the mass;
             # the most likely token is always kept.
-            drop = sorted_probs.cumsum(dim=-1) - sorted_probs >= params.top_p  # [B, V]
+            drop = sorted_probs.cumsum(dim=-1) - sorted_probs >= self.top_p  # [B, V]
             sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
             logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
-        logp = torch.log_softmax(logits, dim=-1)  # [B, V]
-        # Exponential race: each token gets q ~ Exp(1) and the largest p / q wins, which
-        # picks token i with probability p_i (torch.multinomial's method). Drawing q as
-        # -log(u) from uniform numbers costs a quarter of multinomial's own draws over a
-        # 49k vocabulary. (One uniform per row through the cumulative distribution would
-        # be cheaper still, but its choice shifts with the rounding of a sum over the
-        # whole vocabulary, so batched and single runs would part more often.)
-        probs = logp.exp()
-        like = {"device": probs.device, "dtype": probs.dtype}
-        if all(g is generators[0] for g in generators):  # one stream (an unseeded call)
-            u = torch.rand(probs.shape, generator=generators[0], **like)
+        self._last = logp = torch.log_softmax(logits, dim=-1)  # [B, V]
+        like = {"device": logp.device, "dtype": logp.dtype}
+        if all(g is self.generators[0] for g in self.generators):  # one stream (an unseeded call)
+            u = torch.rand(logp.shape, generator=self.generators[0], **like)
         else:  # each row from its own stream, so its draws do not depend on the other rows
-            u = torch.cat([torch.rand((1, probs.shape[-1]), generator=g, **like) for g in generators])
-        next_ids = (probs / -torch.log(u)).argmax(dim=-1)  # [B]; u = 0 gives q = inf: never chosen
-        return next_ids, logp.gather(-1, next_ids.unsqueeze(-1)).squeeze(-1)
+            u = torch.cat([torch.rand((1, logp.shape[-1]), generator=g, **like) for g in self.generators])
+        # u = 0 gives -inf noise: never chosen; a token cut by top-p stays at -inf.
+        return logp - torch.log(-torch.log(u))  # [B, V]
+
+    def logprobs(self, new_ids: Any) -> Any:
+        """``[B, N]`` log-probabilities of the ``[B, N]`` generated ids."""
+        import torch
+
+        chosen = list(self._chosen)
+        if self._last is not None and len(chosen) < new_ids.shape[1]:
+            chosen.append(self._last.gather(-1, new_ids[:, -1:]).squeeze(-1))
+        return torch.stack(chosen, dim=1) if chosen else new_ids.new_zeros(new_ids.shape, dtype=torch.float32)
 
 
-class Decoding:
-    """One prompt being decoded: what it may generate and what it has generated."""
+class StopOnText:
+    """The stopping criterion of a :class:`TransformersLM` call: row ``r`` ends at an
+    end-of-sequence id, when its generated text contains a stop string, or after
+    ``budgets[r]`` tokens. ``ended[r]`` is then ``(tokens kept, finish reason)`` and
+    ``texts[r]`` its text (cut after the stop string)."""
 
-    __slots__ = ("prompt", "params", "budget", "tokens", "logprobs", "text", "finish", "hit", "owner", "generator")
+    def __init__(self, tokenizer: Any, prompt_width: int, stop: tuple[str, ...], eos_ids: frozenset[int], budgets: list[int]):
+        self.tokenizer, self.prompt_width, self.stop, self.eos_ids, self.budgets = tokenizer, prompt_width, stop, eos_ids, budgets
+        self.ended: list[tuple[int, str] | None] = [None] * len(budgets)
+        self.texts = [""] * len(budgets)
 
-    def __init__(self, prompt: list[int], params: SamplingParams, budget: int, owner: Any = None, generator: Any = None):
-        self.prompt, self.params, self.budget, self.owner, self.generator = prompt, params, budget, owner, generator
-        self.tokens: list[int] = []
-        self.logprobs: list[float] = []
-        self.text = ""
-        self.finish: str | None = None
-        self.hit: Any = None
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
 
-    def generation(self) -> Generation:
-        return Generation(self.text, tuple(self.tokens), tuple(self.logprobs), self.finish or "length")
-
-
-def _length_groups(lengths: list[int], max_padding: float, min_padding: int = 64) -> list[list[int]]:
-    """Split row indices into groups, longest first, so that padding every row of a group
-    to its longest takes at most ``max_padding`` of the group's computed tokens, or at
-    most ``min_padding`` tokens (a few padded tokens cost less than another forward pass)."""
-    rows = sorted(range(len(lengths)), key=lambda row: -lengths[row])
-    groups: list[list[int]] = []
-    total = 0
-    for row in rows:
-        if groups:
-            computed = lengths[groups[-1][0]] * (len(groups[-1]) + 1)
-            padding = computed - (total + lengths[row])
-            if padding <= max(max_padding * computed, min_padding):
-                groups[-1].append(row)
-                total += lengths[row]
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)  # [B]
+        generated = input_ids[:, self.prompt_width :].tolist()
+        for row, tokens in enumerate(generated):
+            if self.ended[row] is not None:
+                done[row] = True
                 continue
-        groups.append([row])
-        total = lengths[row]
-    return groups
+            n = len(tokens)
+            if tokens[-1] in self.eos_ids:
+                self.ended[row] = (n, "stop")
+                self.texts[row] = self.tokenizer.decode(tokens[:-1], clean_up_tokenization_spaces=False)
+            else:
+                text = self.tokenizer.decode(tokens, clean_up_tokenization_spaces=False)
+                end = stop_end(text, self.stop)
+                self.texts[row] = text if end is None else text[:end]
+                if end is not None:
+                    self.ended[row] = (n, "stop")
+                elif n >= self.budgets[row]:
+                    self.ended[row] = (n, "length")
+            done[row] = self.ended[row] is not None
+        return done
 
 
-def _select_rows(cache: Any, keep: list[int], attention_mask: Any, *rows: Any) -> tuple[Any, ...]:
-    """Keep only the batch rows ``keep`` of ``cache`` (in place), of ``attention_mask``
-    (then without the columns that became padding in every row) and of each of ``rows``."""
-    import torch
-
-    index = torch.tensor(keep, device=attention_mask.device)
-    cache.batch_select_indices(index)
-    return (_drop_padding(cache, attention_mask[index]), *(tensor[index] for tensor in rows))
-
-
-def _drop_padding(cache: Any, attention_mask: Any) -> Any:
-    """Drop the leading columns that are padding in every row, from the cache and the mask
-    (when the cache allows it)."""
-    pad = int(attention_mask.sum(0).eq(0).long().cumprod(0).sum())
-    if pad and _crop_left(cache, pad, attention_mask.shape[1]):
-        return attention_mask[:, pad:]
-    return attention_mask
-
-
-def _full_cache(cache: Any, width: int) -> bool:
-    """Whether ``cache`` is a ``DynamicCache`` whose layers all hold every one of the
-    ``width`` positions (no sliding window), so one row's entries can be kept."""
-    from searchgym.lm.kv_cache import full_attention_layer
-
-    layers = getattr(cache, "layers", None)
-    return bool(layers) and all(
-        full_attention_layer(layer) and getattr(layer, "keys", None) is not None and layer.keys.shape[-2] == width for layer in layers
-    )
-
-
-def _row_layers(cache: Any, row: int, mask: Any) -> list[tuple[Any, Any]]:
-    """The keys and values of batch row ``row`` at the columns its mask marks real."""
-    columns = mask.nonzero().squeeze(-1)
-    return [(layer.keys[row].index_select(-2, columns), layer.values[row].index_select(-2, columns)) for layer in cache.layers]
-
-
-def _crop_left(cache: Any, columns: int, width: int) -> bool:
-    """Drop the first ``columns`` positions of every layer of a ``DynamicCache`` whose
-    layers all hold ``width`` positions; return False (and change nothing) for any other
-    cache, such as one with sliding-window layers."""
-    layers = getattr(cache, "layers", None)
-    if not layers or any(getattr(layer, "keys", None) is None or layer.keys.shape[-2] != width for layer in layers):
-        return False
-    for layer in layers:
-        if hasattr(layer, "crop_left"):  # a GrowingLayer keeps appending into its buffer
-            layer.crop_left(columns)
-        else:
-            layer.keys = layer.keys[..., columns:, :]  # [B, H, T, D]
-            layer.values = layer.values[..., columns:, :]
-    return True
-
-
-@contextmanager
-def _fixed_threads(torch: Any, threads: int) -> Iterator[None]:
-    caller = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(caller)
-
-
-def _resolve_dtype(torch: Any, dtype: Any) -> Any:
-    if dtype is None or isinstance(dtype, torch.dtype):
-        return dtype
-    if isinstance(dtype, str) and dtype in _DTYPES:
-        return getattr(torch, dtype)
-    raise ConfigError(
-        f"TransformersLM expects dtype to be one of {', '.join(_DTYPES)}, a torch.dtype or None, got {dtype!r}."
-    )
-
-
-def _check_device(torch: Any, device: Any) -> Any:
-    """``device`` as a ``torch.device`` this machine has (``None`` stays ``None``: CUDA if any, else CPU)."""
-    if device is None:
-        return None
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise ConfigError(f"TransformersLM expects device to be a torch device such as 'cpu', 'cuda' or 'cuda:1', got {device!r} ({_one_line(e)}).") from None
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"TransformersLM got device={device!r}, but this torch has no CUDA device; use device='cpu'.")
-    return resolved
-
-
-def _load(transformers: Any, name: str, tokenizer: Any, dtype: Any) -> tuple[Any, Any]:
+def load_model(name: str, *, tokenizer: Any = None, dtype: Any = None) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` of a model name, offline: ``"tiny-random"``, a built-in name
+    of :data:`MODEL_NAMES`, a local folder with ``config.json`` or a Hugging Face id
+    already in the local cache. ``dtype`` (a ``torch.dtype`` or one of ``"float32"``,
+    ``"float16"``, ``"bfloat16"``; ``None``: the checkpoint's) is the weights' type; a
+    given ``tokenizer`` is returned instead of loading one."""
+    transformers = require("transformers", extra="lm", feature="TransformersLM")
+    dtype = _resolve_dtype(require("torch", extra="lm", feature="TransformersLM"), dtype)
     if name == "tiny-random":
         from searchgym.lm.testing import tiny_causal_lm, tiny_tokenizer
 
-        return tiny_causal_lm(), tokenizer if tokenizer is not None else tiny_tokenizer()
+        model = tiny_causal_lm()
+        return (model.to(dtype) if dtype is not None else model), tokenizer if tokenizer is not None else tiny_tokenizer()
     if name in MODEL_FOLDERS:
         name = str(MODEL_FOLDERS[name]())
     accepted = (
@@ -625,6 +315,29 @@ def _load(transformers: Any, name: str, tokenizer: Any, dtype: Any) -> tuple[Any
     if tokenizer is None:
         tokenizer = _load_tokenizer(transformers, str(path) if path.exists() else name)
     return model, tokenizer
+
+
+def _resolve_dtype(torch: Any, dtype: Any) -> Any:
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    if isinstance(dtype, str) and dtype in _DTYPES:
+        return getattr(torch, dtype)
+    raise ConfigError(
+        f"TransformersLM expects dtype to be one of {', '.join(_DTYPES)}, a torch.dtype or None, got {dtype!r}."
+    )
+
+
+def _check_device(torch: Any, device: Any) -> Any:
+    """``device`` as a ``torch.device`` this machine has (``None`` stays ``None``)."""
+    if device is None:
+        return None
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ConfigError(f"TransformersLM expects device to be a torch device such as 'cpu', 'cuda' or 'cuda:1', got {device!r} ({_one_line(e)}).") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"TransformersLM got device={device!r}, but this torch has no CUDA device; use device='cpu'.")
+    return resolved
 
 
 def _load_tokenizer(transformers: Any, name: str) -> Any:

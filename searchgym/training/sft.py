@@ -19,7 +19,6 @@ import re
 import shutil
 import time
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,8 +125,7 @@ class SFTArgs:
     progress: bool = True
     """Progress bars."""
     threads: int | None = None
-    """torch CPU threads (None: torch's default, lowered to the cores the process gets
-    while another process holds some, as generation does; see searchgym.lm.threads)."""
+    """torch CPU threads (None: torch's default)."""
 
 
 #: Scratch model sizes: (hidden size, layers, attention heads). Head size 64 (vLLM's CPU attention needs >= 32).
@@ -299,7 +297,6 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
     import gymnasium as gym
     import torch
 
-    from searchgym.lm.threads import ThreadTuner
     from searchgym.training.batch import collate
     from searchgym.training.metrics import MetricsLog, plot_curves
     from searchgym.lm.hf import TransformersLM
@@ -342,15 +339,12 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
     device = next(model.parameters()).device
 
     def evaluate(step: int) -> dict[str, float]:
-        lm = TransformersLM(model, tokenizer, device=device)  # puts the model in eval mode
-        try:
-            return evaluate_policy(
-                lm, env_id, env_options={**args.env_options, **args.eval_env_options}, split=args.eval_split,
-                limit=args.eval_limit, num_envs=args.num_envs, max_new_tokens=args.max_new_tokens,
-                out=out / "eval" / f"step-{step:06d}", seed=args.seed,
-            )
-        finally:
-            model.train()
+        lm = TransformersLM(model, tokenizer)  # generates in eval mode, leaves the model in train mode
+        return evaluate_policy(
+            lm, env_id, env_options={**args.env_options, **args.eval_env_options}, split=args.eval_split,
+            limit=args.eval_limit, num_envs=args.num_envs, max_new_tokens=args.max_new_tokens,
+            out=out / "eval" / f"step-{step:06d}", seed=args.seed,
+        )
 
     rows = []
     bar = None
@@ -359,7 +353,6 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
 
         bar = tqdm(total=total, desc="sft", unit="step", dynamic_ncols=True)
     generator = torch.Generator().manual_seed(args.seed)
-    tuner = ThreadTuner(torch, window=1, min_period=4) if args.threads is None and device.type == "cpu" else None
     step = 0
     t0 = time.perf_counter()
     for epoch in range(args.epochs):
@@ -371,13 +364,11 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
             loss_sum = 0.0
             for u in range(0, len(rows_idx), args.micro_batch_size):
                 mb = data.select(rows_idx[u : u + args.micro_batch_size]).to(device)
-                # On a shared CPU, as many threads as cores received (searchgym.lm.threads).
-                with tuner.session() if tuner else nullcontext(), tuner.step() if tuner else nullcontext():
-                    loss = -turn_logprobs(model, mb).mean()  # token-mean over the turn tokens
-                    if not torch.isfinite(loss):
-                        raise TrainingError(f"SFT step {step + 1}: the loss is {float(loss)}; lower lr. Nothing was saved.")
-                    share = float(mb.loss_mask.sum()) / total_tokens
-                    (loss * share).backward()
+                loss = -turn_logprobs(model, mb).mean()  # token-mean over the turn tokens
+                if not torch.isfinite(loss):
+                    raise TrainingError(f"SFT step {step + 1}: the loss is {float(loss)}; lower lr. Nothing was saved.")
+                share = float(mb.loss_mask.sum()) / total_tokens
+                (loss * share).backward()
                 loss_sum += float(loss.detach()) * share
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
             optimizer.step()

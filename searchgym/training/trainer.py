@@ -44,8 +44,7 @@ from searchgym.bench import BenchConfig, run_bench
 from searchgym.envs import search_env
 from searchgym.envs.registration import full_env_id
 from searchgym.error import ConfigError, TrainingError, require
-from searchgym.lm.hf import TransformersLM
-from searchgym.lm.hf import _load
+from searchgym.lm.hf import TransformersLM, load_model
 from searchgym.lm.registry import load_lm
 from searchgym.lm.vllm import VLLMLM, model_folder
 from searchgym.training.advantages import gae, group_advantages, last_token_rewards, reinforce_pp_advantages
@@ -59,7 +58,7 @@ from searchgym.training.losses import aggregate, kl_penalty, policy_loss, value_
 from searchgym.training.metrics import MetricsLog, plot_curves
 
 torch = require("torch", extra="lm", feature="Training")
-transformers = require("transformers", extra="lm", feature="Training")
+require("transformers", extra="lm", feature="Training")
 
 #: Columns of metrics.csv, in order.
 COLUMNS = (
@@ -79,7 +78,7 @@ LOSS_PARTS = ("loss", "policy_loss", "value_loss", "kl", "entropy", "clip_fracti
 # ======================================================================================
 def load_policy(name: str, *, device: Any = None) -> tuple[Any, Any]:
     """(model, tokenizer) of a policy name, in float32 and train mode."""
-    model, tokenizer = _load(transformers, name, None, torch.float32)
+    model, tokenizer = load_model(name, dtype=torch.float32)
     device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
     return model.to(device), tokenizer
 
@@ -306,8 +305,7 @@ class Trainer:
 
     def _make_engine(self) -> Any:
         if self.args.engine == "transformers":
-            lm = TransformersLM(self.model, self.tokenizer, device=self.device)
-            self.model.train()  # TransformersLM puts it in eval mode; rollouts switch explicitly
+            lm = TransformersLM(self.model, self.tokenizer, device=self.device)  # keeps the model's modules and mode
             return lm
         if self._given[0] is None:  # a folder vLLM can start from: the model's own, or the policy saved once
             folder = Path(model_folder(self.args.model))

@@ -1,4 +1,4 @@
-"""TransformersLM on the tiny random model: padding, caching, sampling and logprobs."""
+"""TransformersLM on the tiny random model: padding, stopping, seeded sampling and logprobs."""
 
 import re
 
@@ -9,6 +9,7 @@ pytest.importorskip("transformers")
 
 from searchgym.error import ConfigError  # noqa: E402
 from searchgym.lm import TransformersLM  # noqa: E402
+from searchgym.lm.hf import SeededSampler  # noqa: E402
 from searchgym.lm.testing import tiny_causal_lm, tiny_tokenizer  # noqa: E402
 
 # Prompts of different lengths, so batching needs left padding.
@@ -105,24 +106,26 @@ def test_a_seeded_prompt_samples_the_same_alone_or_in_any_batch(lm):
     assert twice[0].token_ids != twice[1].token_ids
 
 
-def test_sampling_draws_each_token_with_its_probability(lm):
+def _draw(logits, generators, temperature=1.0, top_p=1.0):
+    """One step of SeededSampler and generate's greedy choice: the ids and their logprobs."""
+    sampler = SeededSampler(temperature, top_p, generators)
+    ids = sampler(torch.zeros((len(logits), 1), dtype=torch.long), logits).argmax(dim=-1)  # [B]
+    return ids, sampler.logprobs(ids.unsqueeze(-1)).squeeze(-1)
+
+
+def test_sampling_draws_each_token_with_its_probability():
     # 40,000 draws from a known distribution: frequencies within 4 standard deviations of
     # the probabilities; a token outside the top-p nucleus or of probability 0 never comes.
-    from searchgym.lm.base import SamplingParams
-
     probs = torch.tensor([0.5, 0.25, 0.15, 0.1, 0.0])
     logits = torch.log(probs).expand(40_000, -1).contiguous()
-    params = SamplingParams(max_new_tokens=1, temperature=1.0, top_p=1.0, stop=(), seed=None)
-    counts = torch.bincount(lm._sample(logits, params, [torch.Generator().manual_seed(0)] * 40_000)[0], minlength=5).double()
+    counts = torch.bincount(_draw(logits, [torch.Generator().manual_seed(0)] * 40_000)[0], minlength=5).double()
     assert torch.all((counts / 40_000 - probs.double()).abs() <= 4 * (probs.double() * (1 - probs.double()) / 40_000).sqrt())
     assert counts[4] == 0
     # Per-row generators draw the same as one row at a time.
-    generators = [torch.Generator().manual_seed(i) for i in range(8)]
-    together = lm._sample(logits[:8], params, generators)[0]
-    alone = torch.cat([lm._sample(logits[:1], params, [torch.Generator().manual_seed(i)])[0] for i in range(8)])
+    together = _draw(logits[:8], [torch.Generator().manual_seed(i) for i in range(8)])[0]
+    alone = torch.cat([_draw(logits[:1], [torch.Generator().manual_seed(i)])[0] for i in range(8)])
     assert torch.equal(together, alone)
-    nucleus = SamplingParams(max_new_tokens=1, temperature=1.0, top_p=0.7, stop=(), seed=None)
-    ids, logprobs = lm._sample(logits[:4000], nucleus, [torch.Generator().manual_seed(1)] * 4000)
+    ids, logprobs = _draw(logits[:4000], [torch.Generator().manual_seed(1)] * 4000, top_p=0.7)
     assert set(ids.tolist()) == {0, 1} and torch.allclose(logprobs.exp(), torch.tensor([2 / 3, 1 / 3])[ids])
 
 
@@ -177,33 +180,53 @@ def test_prompt_too_long_is_flagged_and_context_caps_length(lm):
     assert len(gens[2].token_ids) == 3 and gens[2].finish_reason == "length"
 
 
-def test_rows_that_finish_leave_the_batch_without_changing_the_others(lm, monkeypatch):
-    """The widest prompt runs out of context first and leaves; the batch then narrows to
-    the remaining rows and drops the padding columns only that prompt needed. Every row
-    still equals its own one-prompt generation."""
+def test_rows_that_finish_early_do_not_change_the_others(lm):
+    """The widest prompt runs out of context after 4 tokens; every row still equals its
+    own one-prompt generation."""
     context = lm.model.config.max_position_embeddings
     prompts = [[7] * (context - 4), PROMPTS[1], PROMPTS[0], PROMPTS[3]]
-    lm.prefix_cache.clear()  # earlier tests cached runs of 7s that would shorten the prefill
-    monkeypatch.setattr(lm, "max_padding", 1.0)  # one prefill pass, however ragged the prompts
-    widths = []
-    forward = lm.model.forward
-
-    def recording(*args, **kwargs):
-        widths.append(tuple(kwargs["attention_mask"].shape))
-        return forward(*args, **kwargs)
-
-    monkeypatch.setattr(lm.model, "forward", recording)
     batched = lm.generate(prompts, max_new_tokens=9, temperature=0)
-    monkeypatch.undo()
     single = [lm.generate([p], max_new_tokens=9, temperature=0)[0] for p in prompts]
     assert [len(g.token_ids) for g in batched] == [4, 9, 9, 9]
     for b, s in zip(batched, single):
         assert (b.text, b.token_ids, b.finish_reason) == (s.text, s.token_ids, s.finish_reason)
         assert torch.allclose(torch.tensor(b.logprobs), torch.tensor(s.logprobs), atol=1e-4)
-    assert widths[0] == (4, context - 4)
-    # After the long prompt's 4th token: 3 rows, as wide as the longest remaining prompt.
-    remaining = max(len(lm.tokenizer.encode(p, add_special_tokens=False)) for p in prompts[1:])
-    assert widths[4] == (3, remaining + 4) and len(widths) == 9
+
+
+def test_a_model_in_training_keeps_its_modules_and_its_mode():
+    model = tiny_causal_lm(seed=0).train()
+    modules = [(name, type(module)) for name, module in model.named_modules()]
+    lm = TransformersLM(model, tiny_tokenizer())
+    assert lm.model is model and model.training
+    modes = []
+    forward = model.forward
+
+    def recording(*args, **kwargs):
+        modes.append(model.training)
+        return forward(*args, **kwargs)
+
+    model.forward = recording
+    lm.generate(PROMPTS[:2], max_new_tokens=3, temperature=1.0, seed=0)
+    del model.forward
+    assert modes and not any(modes)  # generated in eval mode: no dropout
+    assert model.training  # the caller's mode is back
+    assert [(name, type(module)) for name, module in model.named_modules()] == modules
+    model.eval()
+    lm.generate(PROMPTS[:1], max_new_tokens=2, temperature=0)
+    assert not model.training
+
+
+def test_the_model_generation_config_does_not_change_the_distribution(lm):
+    # Sampling settings a checkpoint ships (top_k, a repetition penalty...) do not apply:
+    # the backend samples from exactly what generate's arguments say.
+    reference = lm.generate(PROMPTS, max_new_tokens=8, temperature=0.8, seed=2)
+    config = lm.model.generation_config
+    saved = (config.top_k, config.repetition_penalty, config.do_sample)
+    config.top_k, config.repetition_penalty, config.do_sample = 2, 3.0, True
+    try:
+        assert lm.generate(PROMPTS, max_new_tokens=8, temperature=0.8, seed=2) == reference
+    finally:
+        config.top_k, config.repetition_penalty, config.do_sample = saved
 
 
 def test_out_of_vocabulary_ids_raise(lm):
@@ -226,5 +249,4 @@ def test_local_folder_round_trip(tmp_path, lm):
     lm.model.save_pretrained(tmp_path)
     lm.tokenizer.save_pretrained(tmp_path)
     loaded = TransformersLM(str(tmp_path), device="cpu")
-    lm.prefix_cache.clear()  # both start cold, so both compute the same way
     assert loaded.generate(PROMPTS, max_new_tokens=6, temperature=0) == lm.generate(PROMPTS, max_new_tokens=6, temperature=0)
