@@ -17,9 +17,8 @@ generator, reader, judge) use it, as DESIGN.md says ("lm on nothing of ours; env
 corpora, rewards, lm"). Agents and trainers use it from above.
 
 A module may import its own layer and the layers below, at module level or inside a
-function. What breaks a rule today is listed in KNOWN with the reason; the test fails on
-a break that is not listed, and on a listed one that no longer happens (delete its entry:
-the list only shrinks).
+function. There are no exceptions: KNOWN is empty, and an entry added there (with its
+reason) must be deleted once the break is gone, or the test fails.
 """
 
 from __future__ import annotations
@@ -44,10 +43,7 @@ LAYER_NAMES = ["foundation", "parts", "envs", "agents", "applications", "edge"]
 #: ("layer", file, imported module): an import of a higher layer;
 #: ("private", file, "module.name"): a private name of another module, imported or read;
 #: ("unwrapped", file, expression): code outside searchgym/envs reaching through ``.unwrapped``.
-UNWRAPPED = "reads the env's internals; the episode object exposes what callers need as public attributes or info (issue 25, items 3 and 5)"
-KNOWN: dict[tuple[str, str, str], str] = {
-    ("private", "searchgym/training/trainer.py", "searchgym.lm.hf._load"): "the trainer loads its policy with the transformers backend's private loader; the trainer uses public names only (issue 25, item 4)",
-}
+KNOWN: dict[tuple[str, str, str], str] = {}
 
 
 def module_name(path: Path) -> str:
