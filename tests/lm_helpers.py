@@ -10,3 +10,21 @@ def ascii_window(text):
         if all(" " < c < "~" for c in text[i : i + 2]):
             return text[i : i + 2]
     pytest.skip(f"no ASCII piece in {text!r}")
+
+
+def recording_lm(respond):
+    """A scripted model (tiny tokenizer) whose ``batches`` lists the number of prompts of
+    every ``generate`` call it served: how tests see what was batched together."""
+    from searchgym.lm.scripted import ScriptedLM
+    from searchgym.lm.testing import tiny_tokenizer
+
+    class RecordingLM(ScriptedLM):
+        def __init__(self):
+            super().__init__(respond, tiny_tokenizer())
+            self.batches = []
+
+        def _generate(self, prompt_ids, params):
+            self.batches.append(len(prompt_ids))
+            return super()._generate(prompt_ids, params)
+
+    return RecordingLM()

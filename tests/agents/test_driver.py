@@ -13,6 +13,7 @@ from searchgym.envs import BatchCounts, ModelUser
 from searchgym.error import BackendError, ConfigError
 from searchgym.lm.scripted import ScriptedLM
 from searchgym.lm.testing import tiny_causal_lm, tiny_tokenizer
+from lm_helpers import recording_lm
 
 
 def tasks_for(env, n, seed=0):
@@ -47,18 +48,6 @@ def test_vectorized_equals_sequential_at_temperature_zero(tiny_lm, env_id):
     assert all(r.context_tokens == len(r.trajectory) for r in together)
 
 
-class RecordingLM(ScriptedLM):
-    """Scripted frozen model that records the size of every batched call."""
-
-    def __init__(self, respond):
-        super().__init__(respond, tiny_tokenizer())
-        self.batches = []
-
-    def _generate(self, prompt_ids, params):
-        self.batches.append(len(prompt_ids))
-        return super()._generate(prompt_ids, params)
-
-
 class FirstDocGenerator(ModelUser):
     """A frozen generator that answers with the first words of its first document; its
     model calls go through ModelUser.generate, so envs stepped together batch them."""
@@ -77,7 +66,7 @@ def test_frozen_model_calls_of_parallel_steps_are_batched_and_results_unchanged(
 
     results = []
     for num_envs in (4, 1):
-        lm = RecordingLM(respond)
+        lm = recording_lm(respond)
         envs = [make_small("searchgym/S3-v0", generator=FirstDocGenerator(lm)) for _ in range(num_envs)]
         agent = SynthWikiOracle.for_env(envs[0])
         counts = BatchCounts()
@@ -93,7 +82,7 @@ def test_frozen_model_calls_of_parallel_steps_are_batched_and_results_unchanged(
 def test_recon_envs_searching_in_the_same_round_make_one_summarizer_call():
     from searchgym.envs.lm_summarizer import LLMSummarizer
 
-    lm = RecordingLM(lambda prompt: "Summary: " + prompt.split("Search Query (used by the retriever): ")[1].split("\n")[0])
+    lm = recording_lm(lambda prompt: "Summary: " + prompt.split("Search Query (used by the retriever): ")[1].split("\n")[0])
     envs = [make_small("searchgym/RECON-v0", summarizer=LLMSummarizer(lm)) for _ in range(16)]
     counts = BatchCounts()
     out = run_episodes(envs, SynthWikiOracle.for_env(envs[0]), tasks_for(envs[0], 16), batch_counts=counts)
@@ -290,7 +279,7 @@ def test_team_episodes_batch_the_frozen_generator_and_summarizer_component():
     policy = lambda o, i: searcher.write([Search("founder")]) if i["turn"] == 0 else "<search_complete>True</search_complete>"  # noqa: E731
     runs = []
     for num_envs in (4, 1):
-        lm = RecordingLM(respond)
+        lm = recording_lm(respond)
         summarizer, generator = LLMSummarizer(lm, max_new_tokens=8), FirstDocGenerator(lm)
         envs = [
             multi_agent.env(("searcher",), corpus_options={"seed": 7, "num_passages": 400}, generator=generator, summarizer=summarizer)

@@ -10,18 +10,7 @@ from searchgym.envs.model_calls import CallNeeded, model_users, replay, run_play
 from searchgym.error import BackendError, ConfigError, InvalidActionError
 from searchgym.lm.scripted import ScriptedLM
 from searchgym.lm.testing import tiny_tokenizer
-
-
-class RecordingLM(ScriptedLM):
-    """Scripted model that records the number of prompts of every call."""
-
-    def __init__(self, respond):
-        super().__init__(respond, tiny_tokenizer())
-        self.batches = []
-
-    def _generate(self, prompt_ids, params):
-        self.batches.append(len(prompt_ids))
-        return super()._generate(prompt_ids, params)
+from lm_helpers import recording_lm
 
 
 class FailingLM(ScriptedLM):
@@ -40,7 +29,7 @@ class Echo(ModelUser):
 
 
 def test_a_component_outside_a_play_calls_its_model_and_inside_answers_from_replies():
-    lm = RecordingLM(lambda prompt: "ok")
+    lm = recording_lm(lambda prompt: "ok")
     echo = Echo(lm)
     assert echo(1) == "okok" and lm.batches == [1, 1]
     play = replay(lambda: echo(2), [echo])
@@ -58,7 +47,7 @@ def test_a_component_outside_a_play_calls_its_model_and_inside_answers_from_repl
 
 
 def test_code_that_catches_exceptions_around_a_model_call_is_still_batched():
-    lm = RecordingLM(lambda prompt: "ok")
+    lm = recording_lm(lambda prompt: "ok")
     echo = Echo(lm)
 
     def careful(i):
@@ -72,7 +61,7 @@ def test_code_that_catches_exceptions_around_a_model_call_is_still_batched():
 
 
 def test_play_all_joins_the_pending_calls_of_each_round_and_keeps_failures_apart():
-    lm = RecordingLM(lambda prompt: "ok")
+    lm = recording_lm(lambda prompt: "ok")
     echo, broken = Echo(lm), Echo(FailingLM(["unused"], tiny_tokenizer()))
     plays = [
         replay(lambda: echo(0), [echo]),
@@ -116,7 +105,7 @@ def test_play_all_joins_seeded_calls_keeping_each_prompts_seed():
 
 
 def test_sixteen_recon_envs_stepping_at_once_make_one_summarizer_call():
-    lm = RecordingLM(lambda prompt: "Summary: " + prompt.split("Search Query (used by the retriever): ")[1].split("\n")[0])
+    lm = recording_lm(lambda prompt: "Summary: " + prompt.split("Search Query (used by the retriever): ")[1].split("\n")[0])
     envs = [make_small("searchgym/RECON-v0", summarizer=LLMSummarizer(lm)) for _ in range(16)]
     questions = envs[0].unwrapped.examples[:16]
     actions = [search_turn(envs[0], ex.question) for ex in questions]
@@ -138,7 +127,7 @@ def test_sixteen_recon_envs_stepping_at_once_make_one_summarizer_call():
 
 
 def test_a_wrapper_that_changes_step_runs_whole_and_a_failing_step_fails_alone():
-    lm = RecordingLM(lambda prompt: "a summary")
+    lm = recording_lm(lambda prompt: "a summary")
     strict, plain, other = (make_small("searchgym/RECON-v0", summarizer=LLMSummarizer(lm)) for _ in range(3))
     strict = StrictActions(strict)
     for env in (strict, plain, other):
@@ -173,7 +162,7 @@ def test_role_envs_batch_the_frozen_generator_of_their_games():
     from searchgym.envs.protocols import Complete
     from searchgym.envs.protocols.s3 import S3Protocol
 
-    lm = RecordingLM(lambda prompt: prompt.split("\n")[0])
+    lm = recording_lm(lambda prompt: prompt.split("\n")[0])
     envs = [gym.make("searchgym/MultiAgentSearcher-v0", corpus_options={"seed": 7, "num_passages": 400}, generator=FirstLineGenerator(lm)) for _ in range(4)]
     questions = envs[0].unwrapped.examples[:4]
     for env, ex in zip(envs, questions):

@@ -25,6 +25,7 @@ from searchgym.envs.registration import MULTI_AGENT_ENVS, ROLE_ENV_SPECS, full_e
 from searchgym.error import ConfigError, SearchGymError, UnknownNameError  # noqa: E402
 from searchgym.lm.scripted import ScriptedLM  # noqa: E402
 from searchgym.lm.testing import tiny_tokenizer  # noqa: E402
+from lm_helpers import recording_lm  # noqa: E402
 
 SMALL = {"corpus_options": SMALL_WORLD}
 ROSTERS = [("searcher", "summarizer", "generator"), ("searcher", "generator"), ("searcher", "summarizer"), ("searcher",)]
@@ -107,7 +108,6 @@ def oracle_searcher(select=True):
 
 def complete_searcher(observation, info):
     return S3.write([Complete()])
-
 
 
 # ---------------------------------------------------------------- rewards
@@ -320,16 +320,6 @@ def test_unknown_reset_options_warn_and_known_ones_pick_the_question():
 
 
 # ---------------------------------------------------------------- the runner
-class CountingLM(ScriptedLM):
-    """A scripted LM that records the size of every batch it serves."""
-
-    def __init__(self, respond):
-        super().__init__(respond, tiny_tokenizer())
-        self.batches = []
-
-    def _generate(self, prompt_ids, params):
-        self.batches.append(len(prompt_ids))
-        return super()._generate(prompt_ids, params)
 
 
 def test_llm_agents_play_the_roles_in_batches_with_token_records():
@@ -338,7 +328,7 @@ def test_llm_agents_play_the_roles_in_batches_with_token_records():
             return "<important_info>[1]</important_info><search_complete>True</search_complete>"
         return "Predisk"
 
-    lm = CountingLM(respond)
+    lm = recording_lm(respond)
     envs = [multi_agent.env(("searcher", "generator"), **SMALL) for _ in range(2)]
     agents = team_agents(lm, ("searcher", "generator"))
     tasks = [Task(BRIDGE, 0), Task(BRIDGE, 1), Task("swq-00014", 0)]
@@ -382,7 +372,7 @@ def test_policy_agent_plays_each_role_view():
 
 def test_the_summarizer_view_plays_the_frozen_roles_between_its_turns():
     frozen_calls = []
-    searcher_lm = CountingLM(lambda prompt: "")
+    searcher_lm = recording_lm(lambda prompt: "")
     from searchgym.agents.lm_agents import SearcherAgent
 
     class Recording(SearcherAgent):
