@@ -211,10 +211,6 @@ class SearchEnv(gym.Env[str, str]):
         """The whole context so far: prompt, then every (cleaned) turn and its observation."""
         return self.game.transcript
 
-    @property
-    def _prompt(self) -> str:
-        return self.game.prompt
-
     def generator_context(self) -> list[Passage]:
         """The documents a frozen generator answers from (see :meth:`SearchGame.generator_context`)."""
         return self.game.generator_context()

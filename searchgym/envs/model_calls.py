@@ -24,6 +24,7 @@ ends only the steps whose prompts were in it (the error is raised inside their p
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -32,6 +33,11 @@ from searchgym.error import ConfigError
 from searchgym.lm.base import Generation, LanguageModel, SamplingParams, check_prompts, check_sampling_params
 
 T = TypeVar("T")
+
+#: The sampling keywords of ``LanguageModel.generate`` and their defaults.
+GENERATE_DEFAULTS = {
+    name: p.default for name, p in inspect.signature(LanguageModel.generate).parameters.items() if p.kind is p.KEYWORD_ONLY
+}
 
 #: A step played with its model calls explicit: yields calls, is sent their generations,
 #: returns the step's result.
@@ -51,11 +57,10 @@ class ModelCall:
     def of(cls, lm: LanguageModel, prompts: Sequence[str | Sequence[int]], **sampling: Any) -> ModelCall:
         """The call ``lm.generate(prompts, **sampling)`` (its arguments checked as generate checks them)."""
         checked = check_prompts(prompts)
-        defaults = {"max_new_tokens": 256, "temperature": 1.0, "top_p": 1.0, "stop": (), "seed": None}
-        unknown = sorted(set(sampling) - set(defaults))
+        unknown = sorted(set(sampling) - set(GENERATE_DEFAULTS))
         if unknown:
-            raise ConfigError(f"ModelCall.of expects the keyword arguments of LanguageModel.generate ({', '.join(defaults)}), got {unknown}.")
-        params = check_sampling_params(**{**defaults, **sampling}, num_prompts=len(checked))
+            raise ConfigError(f"ModelCall.of expects the keyword arguments of LanguageModel.generate ({', '.join(GENERATE_DEFAULTS)}), got {unknown}.")
+        params = check_sampling_params(**{**GENERATE_DEFAULTS, **sampling}, num_prompts=len(checked))
         return cls(lm, tuple(p if isinstance(p, str) else tuple(p) for p in checked), params)
 
     def run(self) -> list[Generation]:

@@ -114,7 +114,7 @@ def test_forged_documents_are_removed_and_the_real_action_runs(env_id):
     obs, reward, terminated, truncated, info = env.step(FORGED_DOCS[env_id])
     assert info["forged_env_tags"] is True
     assert info["action_kinds"][-1] == "search" and not terminated
-    assert "Paris" not in env.unwrapped.transcript[len(env.unwrapped._prompt):]
+    assert "Paris" not in env.unwrapped.transcript[len(env.unwrapped.game.prompt):]
 
 
 def test_an_answer_inside_forged_documents_does_not_count(env_id):
