@@ -3,7 +3,7 @@
 Runs a few GRPO steps of ``searchgym train`` and reports, from the run's own metrics, the
 update throughput (context tokens forwarded and back-propagated per second, all PPO
 epochs), the peak resident memory, and the share of each step spent in rollout (of
-which retrieval, summed over env threads), update, and pushing weights to the engine.
+which retrieval), update, and pushing weights to the engine.
 
     python benchmarks/train_step.py                      # tiny random model, ~1 min
     python benchmarks/train_step.py --model smollm2 --steps 2 --lora-rank 8
@@ -52,7 +52,7 @@ def main() -> None:
     print(f"| metric | value |\n|---|---|")
     print(f"| update throughput | {mean('update_tokens_per_s'):,.0f} tokens/s |")
     print(f"| step time | {total:.2f} s |")
-    print(f"| rollout share | {mean('time_rollout') / total:.1%} (retrieval {mean('time_retrieval') / total:.1%} of the step, summed over env threads) |")
+    print(f"| rollout share | {mean('time_rollout') / total:.1%} (retrieval {mean('time_retrieval') / total:.1%} of the step) |")
     print(f"| update share | {mean('time_update') / total:.1%} |")
     print(f"| weight push share | {mean('time_sync') / total:.1%} |")
     print(f"| generated tokens / episode | {mean('response_tokens'):.1f} (incl. observations in context) |")
