@@ -3,6 +3,7 @@ question at reset, its argument checks and its word counter."""
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -32,6 +33,20 @@ def positive_int(name: str, value: Any, *, allow_none: bool = False, owner: str 
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(f"{owner} expects {name} to be a positive integer, got {value!r}.")
     return value
+
+
+def finite_number(name: str, value: Any, *, low: float | None = None, high: float | None = None, owner: str = "SearchEnv") -> float:
+    """``value`` as a float when it is a finite number within ``[low, high]`` (either bound
+    optional); otherwise a :class:`~searchgym.error.ConfigError` naming ``owner`` and ``name``."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and low is not None and value < low:
+        ok = False
+    if ok and high is not None and value > high:
+        ok = False
+    if not ok:
+        bounds = " and ".join(b for b in (f">= {low:g}" if low is not None else "", f"<= {high:g}" if high is not None else "") if b)
+        raise ConfigError(f"{owner} expects {name} to be a finite number {bounds}, got {value!r}.")
+    return float(value)
 
 
 def doc_text(p: Passage) -> str:

@@ -10,28 +10,18 @@ condenses them) and the frozen ``generator=`` answers.
 
 Turn order follows the data: ``[summarizer] searcher ([summarizer] searcher)* generator``.
 :class:`TeamGame` holds the state machine; its searcher keeps windows, selection and
-budgets in the same :class:`~searchgym.envs.game.SearchLog` as a single agent.
+budgets in the same :class:`~searchgym.envs.game.SearchLog` as a single agent, each role
+its context in a :class:`~searchgym.envs.team_seats.Seat`, and the end of the episode is
+scored by :mod:`searchgym.envs.team_scoring` (where the rewards are described).
 :mod:`searchgym.envs.multi_agent` wraps it as a PettingZoo AEC and parallel env and
 :mod:`searchgym.envs.role_env` as a single-agent Gymnasium view of one role.
-
-Rewards (every malformed turn also adds ``invalid_action_penalty`` to its role):
-
-- generator: the answer score of its answer (``answer_metric``: s3's GenAcc by default);
-- searcher: Gain Beyond RAG, GenAcc of the answer minus GenAcc of the frozen generator
-  on the naive top-k documents (s3's reward, :class:`~searchgym.rewards.S3GainBeyondRAG`);
-  a searcher that wrote no well-formed turn gets GenAcc 0 (its recipe's floor: doing
-  nothing earns nothing), whatever the team answered from the initial retrieval;
-- summarizer: the answer score minus ``context_cost`` per token of what it put into the
-  context (its summaries; the raw documents where its summary was empty).
 """
 
 from __future__ import annotations
 
 import inspect
-import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from searchgym.corpora.retrievers import make_retriever
@@ -43,62 +33,13 @@ from searchgym.envs.protocols import Answer, Complete, Invalid, Protocol, Search
 from searchgym.envs.protocols.s3 import S3Protocol
 from searchgym.envs.protocols.team import GeneratorProtocol, Summary, SummarizerProtocol, doc_texts
 from searchgym.envs.summarizers import Summarizer, make_summarizer
-from searchgym.envs.tasks import EXAMPLE_OPTIONS, count_tokens, load_task_data, pick_example, positive_int
-from searchgym.error import ConfigError, SearchGymError, UnknownNameError
-from searchgym.rewards import Episode, S3GainBeyondRAG, Turn, call_frozen, exact_match, f1_score, gen_acc
+from searchgym.envs.tasks import EXAMPLE_OPTIONS, count_tokens, finite_number, load_task_data, pick_example, positive_int
+from searchgym.envs.team_scoring import ANSWER_METRICS, answer_score, check_answer_metric, judge_answer, score_team
+from searchgym.envs.team_seats import ROLES, TURN_DEFAULTS, Seat, check_roster
+from searchgym.error import ConfigError, SearchGymError
+from searchgym.rewards import Episode, S3GainBeyondRAG, Turn
 
-#: Every role, in turn order; a roster keeps this order.
-ROLES = ("searcher", "summarizer", "generator")
-
-#: How the generator's answer is scored for the generator's and summarizer's rewards.
-ANSWER_METRICS: dict[str, Callable[..., float]] = {
-    "gen_acc": lambda prediction, answers, judge, question: gen_acc(prediction, answers, judge, question),
-    "em": lambda prediction, answers, judge, question: exact_match(prediction, answers),
-    "f1": lambda prediction, answers, judge, question: f1_score(prediction, answers),
-}
-
-
-def check_roster(roles: Any) -> tuple[str, ...]:
-    """``roles`` as a tuple in :data:`ROLES` order; a clear error for anything else."""
-    if isinstance(roles, str) or not isinstance(roles, Sequence):
-        raise ConfigError(
-            f"The multi-agent env expects roles to be a list of role names among {', '.join(ROLES)}, got {roles!r}; "
-            "e.g. roles=('searcher', 'generator')."
-        )
-    for role in roles:
-        if role not in ROLES:
-            raise UnknownNameError("role", role, ROLES)
-    if len(set(roles)) != len(roles):
-        raise ConfigError(f"The multi-agent env expects each role at most once in roles, got {list(roles)}.")
-    if not roles:
-        raise ConfigError("The multi-agent env expects at least one role, got an empty roster; the searcher is always needed.")
-    if "searcher" not in roles:
-        raise ConfigError(
-            f"The multi-agent env expects the searcher in every roster (it drives the episode), got {list(roles)}; "
-            "add 'searcher' (a scripted searcher such as role_env's 'complete' policy plays it if you only train another role)."
-        )
-    return tuple(r for r in ROLES if r in roles)
-
-
-@dataclass
-class _Seat:
-    """One role's side of the episode: its context and its turn counters."""
-
-    history: list[str] = field(default_factory=list)  # everything it read and wrote, in order
-    pending: str = ""  # what it has not read yet (its next observation)
-    prompt_messages: list[dict[str, str]] | None = None
-    turns: int = 0
-    invalid: int = 0
-    records: list[Turn] = field(default_factory=list)  # its turns as a reward recipe reads them
-    chars: int = 0
-    tokens: int = 0
-    last: dict[str, Any] = field(default_factory=dict)  # details of its last turn, for info
-
-
-_TURN_DEFAULTS = {
-    "action_kinds": (), "query": None, "invalid_reason": None, "action_truncated": False,
-    "forged_env_tags": False, "ignored_chars": 0,
-}
+__all__ = ["ANSWER_METRICS", "ROLES", "TeamGame", "check_roster"]
 
 
 class TeamGame:
@@ -164,11 +105,9 @@ class TeamGame:
         self.max_searches = positive_int("max_searches", max_searches, allow_none=True, owner=owner)
         self.max_action_chars = positive_int("max_action_chars", max_action_chars, owner=owner)
         self.max_observation_chars = positive_int("max_observation_chars", max_observation_chars, owner=owner)
-        if answer_metric not in ANSWER_METRICS:
-            raise UnknownNameError("answer metric", answer_metric, ANSWER_METRICS)
-        self.answer_metric = answer_metric
-        self.context_cost = _number("context_cost", context_cost, low=0.0)
-        self.invalid_action_penalty = _number("invalid_action_penalty", invalid_action_penalty, high=0.0)
+        self.answer_metric = check_answer_metric(answer_metric)
+        self.context_cost = finite_number("context_cost", context_cost, low=0.0, owner=owner)
+        self.invalid_action_penalty = finite_number("invalid_action_penalty", invalid_action_penalty, high=0.0, owner=owner)
         if "summarizer" in self.roles and (summarizer is not None or summarizer_options):
             raise ConfigError(
                 f"The summarizer is an agent in this roster {list(self.roles)}, and summarizer={summarizer!r} sets the "
@@ -226,9 +165,7 @@ class TeamGame:
     def reset(self, example: QAExample) -> None:
         """Start an episode on ``example``: the initial retrieval for the question."""
         self.example = example
-        self.seats = {role: _Seat() for role in self.roles}
-        for seat in self.seats.values():
-            seat.last = dict(_TURN_DEFAULTS)
+        self.seats = {role: Seat(self.token_counter, self.max_observation_chars) for role in self.roles}
         self.log.reset()
         self.summary_tokens = 0
         self.search_truncated = False
@@ -260,15 +197,14 @@ class TeamGame:
                 f"The {role} expects its action to be a str (one turn of text), got {type(action).__name__}."
             )
         seat = self.seats[role]
-        self._consume(seat)
-        seat.turns += 1
+        seat.start_turn()
         cut = len(action) > self.max_action_chars
         if cut:
             action = action[: self.max_action_chars]
         turn = self.protocols[role].parse(action)
-        seat.last = dict(_TURN_DEFAULTS, action_kinds=turn.kinds, action_truncated=cut, forged_env_tags=turn.forged_env_tags,
+        seat.last = dict(TURN_DEFAULTS, action_kinds=turn.kinds, action_truncated=cut, forged_env_tags=turn.forged_env_tags,
                          ignored_chars=turn.ignored_chars)
-        self._record(seat, turn.text)
+        seat.record(turn.text)
         seat.records.append(Turn(turn.text, turn.kinds))
         self._rewards = dict.fromkeys(self.roles, 0.0)
         invalid = next((a for a in turn.actions if isinstance(a, Invalid)), None)
@@ -370,41 +306,29 @@ class TeamGame:
             yield from self._finish(None)
 
     def _finish(self, answer: str | None) -> Play[None]:
+        """The answer is given (``answer``: the generator agent's): score the team."""
         ex = self.example
         episode = Episode(
             question=ex.question, answers=tuple(ex.answers), turns=tuple(self.seats["searcher"].records),
             selected_docs=doc_texts(self.context), naive_rag_docs=self._naive_docs, num_searches=self.log.num_searches,
             example_id=ex.id,
         )
-        if "generator" in self.roles:
+        frozen = "generator" not in self.roles
+        if not frozen:
             self.answer = answer
-
-        def judged() -> tuple[str | None, float, float]:
-            # The answer, its GenAcc and the naive-RAG baseline's (the frozen models' calls).
-            prediction = answer if "generator" in self.roles else call_frozen(
-                self.recipe.generator, ex.question, episode.selected_docs, answers=ex.answers
-            )
-            return prediction, gen_acc(prediction, ex.answers, self.recipe.judge, ex.question), self.recipe.naive_rag_acc(episode)
-
-        prediction, accuracy, baseline = yield from replay(judged, model_users(self.recipe))
-        searcher_accuracy = accuracy if episode.acted else 0.0
-        score = accuracy if self.answer_metric == "gen_acc" else ANSWER_METRICS[self.answer_metric](prediction, ex.answers, None, ex.question)
-        cost = self.context_cost * self.summary_tokens
-        components = {
-            "searcher": {"gen_acc": searcher_accuracy, "naive_rag_acc": baseline, "gain_beyond_rag": searcher_accuracy - baseline},
-            "summarizer": {"answer_score": score, "summary_tokens": float(self.summary_tokens), "context_cost": cost},
-            "generator": {"answer_score": score},
-        }
-        final = {"searcher": searcher_accuracy - baseline, "summarizer": score - cost, "generator": score}
+        judged = yield from replay(lambda: judge_answer(self.recipe, episode, answer, frozen_generator=frozen), model_users(self.recipe))
+        prediction, accuracy, baseline = judged
+        score = answer_score(self.answer_metric, prediction, ex.answers, ex.question, accuracy=accuracy)
+        team = score_team(
+            self.roles, accuracy=accuracy, naive_rag_acc=baseline, searcher_acted=episode.acted, score=score,
+            summary_tokens=self.summary_tokens, context_cost=self.context_cost,
+            num_invalid={role: seat.invalid for role, seat in self.seats.items()},
+        )
         for role in self.roles:
-            self._rewards[role] += final[role]
-            components[role]["num_invalid"] = float(self.seats[role].invalid)
+            self._rewards[role] += team.rewards[role]
         self.outcome = {
-            "prediction": prediction,
-            "answer_score": score,
-            "gen_acc": accuracy,
-            "team_rewards": {role: final[role] for role in self.roles},
-            "reward_components": {role: components[role] for role in self.roles},
+            "prediction": prediction, "answer_score": score, "gen_acc": accuracy,
+            "team_rewards": team.rewards, "reward_components": team.components,
         }
         self.done = True
         self.current = None
@@ -427,17 +351,16 @@ class TeamGame:
 
     def observation(self, role: str) -> str:
         """What ``role`` has not read yet (its next observation), cut to ``max_observation_chars``."""
-        return self.seats[role].pending[: self.max_observation_chars]
+        return self.seats[role].observation()
 
     def transcript(self, role: str) -> str:
         """Everything ``role`` has read and written, then what it has not read yet."""
-        seat = self.seats[role]
-        return "".join(seat.history) + self.observation(role)
+        return self.seats[role].transcript()
 
     def info(self, role: str) -> dict[str, Any]:
         """``role``'s info (see :class:`~searchgym.envs.multi_agent.SearchTeamEnv`)."""
         seat = self.seats[role]
-        pending = self.observation(role)
+        context_chars, context_tokens = seat.context_size()
         info: dict[str, Any] = {
             "example_id": self.example.id,
             "question": self.example.question,
@@ -448,10 +371,10 @@ class TeamGame:
             "selected_ids": [h.passage.id for h in self.selected],
             "num_searches": self.num_searches,
             "num_invalid": seat.invalid,
-            "context_chars": seat.chars + len(pending),
-            "context_tokens": seat.tokens + (self.token_counter(pending) if pending else 0),
+            "context_chars": context_chars,
+            "context_tokens": context_tokens,
             "summary_tokens": self.summary_tokens,
-            "observation_truncated": len(seat.pending) > self.max_observation_chars,
+            "observation_truncated": seat.observation_truncated,
         }
         if role == "summarizer" and self.windows:
             info["query"] = self.windows[-1].query  # the retrieval it condenses (or last condensed)
@@ -478,36 +401,10 @@ class TeamGame:
 
     # ------------------------------------------------------------------ helpers
     def _show(self, role: str, text: str, messages: list[dict[str, str]] | None = None) -> None:
-        if role not in self.seats or not text:
-            return
-        seat = self.seats[role]
-        seat.pending += text
-        if messages is not None and seat.prompt_messages is None:
-            seat.prompt_messages = messages
-
-    def _consume(self, seat: _Seat) -> None:
-        observed = seat.pending[: self.max_observation_chars]
-        seat.pending = ""
-        self._record(seat, observed)
-
-    def _record(self, seat: _Seat, text: str) -> None:
-        if text:
-            seat.history.append(text)
-            seat.chars += len(text)
-            seat.tokens += self.token_counter(text)
+        if role in self.seats:  # a role outside the roster is played by the environment and reads nothing
+            self.seats[role].show(text, messages)
 
     def _summary_hit(self, query: str, summary: str) -> Hit:
         passage = Passage(f"summary-{len(self.windows) - 1}", f"Summary of the results for: {query.strip()}", summary.strip())
         return Hit(passage, 0.0)
 
-
-def _number(name: str, value: Any, *, low: float | None = None, high: float | None = None) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if ok and low is not None and value < low:
-        ok = False
-    if ok and high is not None and value > high:
-        ok = False
-    if not ok:
-        bounds = " and ".join(b for b in (f">= {low:g}" if low is not None else "", f"<= {high:g}" if high is not None else "") if b)
-        raise ConfigError(f"The multi-agent env expects {name} to be a finite number {bounds}, got {value!r}.")
-    return float(value)
