@@ -1,5 +1,5 @@
 """What every env over a corpus shares: its questions and corpus, the choice of a
-question at reset, its argument checks and its word counter."""
+question at reset, its argument and action checks and its word counter."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from searchgym.corpora.registry import CORPORA, default_dataset_for, load_corpus, load_dataset
 from searchgym.corpora.types import Corpus, Passage, QAExample
-from searchgym.error import ConfigError
+from searchgym.error import ConfigError, SearchGymError
 
 #: Keys of ``reset(options=...)`` that choose the question.
 EXAMPLE_OPTIONS = frozenset({"example_index", "example_id", "example"})
@@ -47,6 +47,16 @@ def finite_number(name: str, value: Any, *, low: float | None = None, high: floa
         bounds = " and ".join(b for b in (f">= {low:g}" if low is not None else "", f"<= {high:g}" if high is not None else "") if b)
         raise ConfigError(f"{owner} expects {name} to be a finite number {bounds}, got {value!r}.")
     return float(value)
+
+
+def text_action(action: Any, max_chars: int, *, expected: str) -> tuple[str, bool]:
+    """An agent's turn as text cut to ``max_chars`` (bytes are decoded as UTF-8), and whether
+    it was cut; a :class:`~searchgym.error.SearchGymError` saying ``expected`` for anything else."""
+    if isinstance(action, bytes):
+        action = action.decode("utf-8", errors="replace")
+    if not isinstance(action, str):
+        raise SearchGymError(f"{expected}, got {type(action).__name__}.")
+    return action[:max_chars], len(action) > max_chars
 
 
 def doc_text(p: Passage) -> str:

@@ -26,18 +26,19 @@ from typing import Any
 
 from searchgym.corpora.retrievers import make_retriever
 from searchgym.corpora.types import Hit, Passage, QAExample, Retriever
-from searchgym.envs.frozen import make_frozen
 from searchgym.envs.game import SearchLog, Window
 from searchgym.envs.model_calls import Play, model_users, replay, run_play
 from searchgym.envs.protocols import Answer, Complete, Invalid, Protocol, Search, Select
 from searchgym.envs.protocols.s3 import S3Protocol
 from searchgym.envs.protocols.team import GeneratorProtocol, Summary, SummarizerProtocol, doc_texts
 from searchgym.envs.summarizers import Summarizer, make_summarizer
-from searchgym.envs.tasks import EXAMPLE_OPTIONS, count_tokens, finite_number, load_task_data, pick_example, positive_int
-from searchgym.envs.team_scoring import ANSWER_METRICS, answer_score, check_answer_metric, judge_answer, score_team
-from searchgym.envs.team_seats import ROLES, TURN_DEFAULTS, Seat, check_roster
+from searchgym.envs.tasks import (
+    EXAMPLE_OPTIONS, count_tokens, finite_number, load_task_data, pick_example, positive_int, text_action,
+)
+from searchgym.envs.team_scoring import ANSWER_METRICS, answer_score, check_answer_metric, judge_answer, score_team, team_recipe
+from searchgym.envs.team_seats import ROLES, Seat, check_roster
 from searchgym.error import ConfigError, SearchGymError
-from searchgym.rewards import Episode, S3GainBeyondRAG, Turn
+from searchgym.rewards import Episode
 
 __all__ = ["ANSWER_METRICS", "ROLES", "TeamGame", "check_roster"]
 
@@ -120,14 +121,7 @@ class TeamGame:
         self._by_id = {ex.id: i for i, ex in enumerate(self.examples)}
         self.retriever: Retriever = make_retriever(retriever, self.corpus, **dict(retriever_options or {}))
         self.summarizer: Summarizer = make_summarizer(summarizer, **dict(summarizer_options or {}))
-        if generator is None:
-            raise ConfigError(
-                "The multi-agent env expects generator= (the frozen generator of the naive-RAG baseline, and the "
-                "answerer when the generator is not an agent): a callable (question, docs) -> str, 'gold-span', a "
-                "LanguageModel or a model name, got None."
-            )
-        # s3's own recipe scores the frozen generator and caches the naive-RAG baseline per question.
-        self.recipe = S3GainBeyondRAG(make_frozen("generator", generator), None if judge is None else make_frozen("judge", judge))
+        self.recipe = team_recipe(generator, judge)
         self.token_counter = token_counter or count_tokens
         self.protocols: dict[str, Protocol] = {"searcher": S3Protocol(), "summarizer": SummarizerProtocol(), "generator": GeneratorProtocol()}
         self.log = SearchLog(max_turns=self.max_searcher_turns, max_searches=self.max_searches)  # the searcher's side
@@ -190,27 +184,10 @@ class TeamGame:
             raise SearchGymError("The multi-agent episode is over; reset the env before acting again.")
         if role != self.current:
             raise SearchGymError(f"It is the {self.current}'s turn, got an action for the {role}.")
-        if isinstance(action, bytes):
-            action = action.decode("utf-8", errors="replace")
-        if not isinstance(action, str):
-            raise SearchGymError(
-                f"The {role} expects its action to be a str (one turn of text), got {type(action).__name__}."
-            )
-        seat = self.seats[role]
-        seat.start_turn()
-        cut = len(action) > self.max_action_chars
-        if cut:
-            action = action[: self.max_action_chars]
+        action, cut = text_action(action, self.max_action_chars, expected=f"The {role} expects its action to be a str (one turn of text)")
         turn = self.protocols[role].parse(action)
-        seat.last = dict(TURN_DEFAULTS, action_kinds=turn.kinds, action_truncated=cut, forged_env_tags=turn.forged_env_tags,
-                         ignored_chars=turn.ignored_chars)
-        seat.record(turn.text)
-        seat.records.append(Turn(turn.text, turn.kinds))
         self._rewards = dict.fromkeys(self.roles, 0.0)
-        invalid = next((a for a in turn.actions if isinstance(a, Invalid)), None)
-        if invalid is not None or turn.forged_env_tags:
-            seat.invalid += 1
-            seat.last["invalid_reason"] = invalid.reason if invalid is not None else "the turn wrote environment-owned tags"
+        if self.seats[role].take_turn(turn, action_truncated=cut):
             self._rewards[role] += self.invalid_action_penalty
         if role == "searcher":
             yield from self._searcher_turn(turn.actions)

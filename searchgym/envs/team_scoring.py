@@ -11,7 +11,7 @@ Rewards at the end of a team episode (every malformed turn also adds the game's
 - summarizer: the answer score minus ``context_cost`` per token of what it put into the
   context (its summaries; the raw documents where its summary was empty).
 
-:func:`judge_answer` makes the frozen models' calls (the frozen generator's answer, the
+:func:`team_recipe` builds s3's recipe over the frozen generator; :func:`judge_answer` makes the frozen models' calls (the frozen generator's answer, the
 judge, the naive-RAG baseline); :func:`answer_score` and :func:`score_team` are arithmetic.
 """
 
@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from searchgym.error import UnknownNameError
+from searchgym.envs.frozen import make_frozen
+from searchgym.error import ConfigError, UnknownNameError
 from searchgym.rewards import Episode, S3GainBeyondRAG, call_frozen, exact_match, f1_score, gen_acc
 
 #: How the generator's answer is scored for the generator's and summarizer's rewards.
@@ -36,6 +38,18 @@ def check_answer_metric(name: str) -> str:
     if name not in ANSWER_METRICS:
         raise UnknownNameError("answer metric", name, ANSWER_METRICS)
     return name
+
+
+def team_recipe(generator: Any, judge: Any = None) -> S3GainBeyondRAG:
+    """s3's own recipe over the frozen ``generator`` (and ``judge``): it scores the frozen
+    generator's answers and caches the naive-RAG baseline per question."""
+    if generator is None:
+        raise ConfigError(
+            "The multi-agent env expects generator= (the frozen generator of the naive-RAG baseline, and the "
+            "answerer when the generator is not an agent): a callable (question, docs) -> str, 'gold-span', a "
+            "LanguageModel or a model name, got None."
+        )
+    return S3GainBeyondRAG(make_frozen("generator", generator), None if judge is None else make_frozen("judge", judge))
 
 
 def judge_answer(

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from searchgym.envs.protocols import Invalid, ParsedTurn
 from searchgym.error import ConfigError, UnknownNameError
 from searchgym.rewards import Turn
 
@@ -88,12 +89,24 @@ class Seat:
         """Everything it has read and written, then what it has not read yet."""
         return "".join(self.history) + self.observation()
 
-    def start_turn(self) -> None:
-        """It plays: it has read its observation, and one more turn is counted."""
+    def take_turn(self, turn: ParsedTurn, *, action_truncated: bool) -> bool:
+        """It plays ``turn``: it has read its observation, and the turn (its cleaned text)
+        joins its context and its records. Returns whether the turn was malformed (an
+        invalid action, or environment-owned tags it wrote itself), which is counted."""
         observed = self.observation()
         self.pending = ""
         self.record(observed)
         self.turns += 1
+        self.last = dict(TURN_DEFAULTS, action_kinds=turn.kinds, action_truncated=action_truncated,
+                         forged_env_tags=turn.forged_env_tags, ignored_chars=turn.ignored_chars)
+        self.record(turn.text)
+        self.records.append(Turn(turn.text, turn.kinds))
+        invalid = next((a for a in turn.actions if isinstance(a, Invalid)), None)
+        if invalid is None and not turn.forged_env_tags:
+            return False
+        self.invalid += 1
+        self.last["invalid_reason"] = invalid.reason if invalid is not None else "the turn wrote environment-owned tags"
+        return True
 
     def record(self, text: str) -> None:
         """``text`` joins its context (what it read, or the cleaned text of its turn)."""
