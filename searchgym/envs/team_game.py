@@ -35,6 +35,7 @@ from searchgym.envs.summarizers import Summarizer, make_summarizer
 from searchgym.envs.tasks import (
     EXAMPLE_OPTIONS, count_tokens, finite_number, load_task_data, pick_example, positive_int, text_action,
 )
+from searchgym.envs.team_info import role_info
 from searchgym.envs.team_scoring import ANSWER_METRICS, answer_score, check_answer_metric, judge_answer, score_team, team_recipe
 from searchgym.envs.team_seats import ROLES, Seat, check_roster
 from searchgym.error import ConfigError, SearchGymError
@@ -166,7 +167,7 @@ class TeamGame:
         self.context: list[Hit] = []
         self.answer: str | None = None
         self.outcome: dict[str, Any] | None = None
-        self._latest_ids: list[str] = []
+        self.searcher_doc_ids: list[str] = []  # the documents the searcher read last, numbered from 1
         self.done = False
         hits = self.retriever.search([example.question], self.initial_top_k)[0]
         self._naive_docs = doc_texts(hits)
@@ -264,7 +265,7 @@ class TeamGame:
     def _window_ready(self, window: Window) -> None:
         """The searcher reads the window: in its prompt (the initial one) or as its next observation."""
         protocol = self.protocols["searcher"]
-        self._latest_ids = [h.passage.id for h in window.shown]
+        self.searcher_doc_ids = [h.passage.id for h in window.shown]
         if len(self.windows) == 1:
             self._show("searcher", protocol.prompt(self.example, window.shown), messages=protocol.messages(self.example, window.shown))
         else:
@@ -335,46 +336,8 @@ class TeamGame:
         return self.seats[role].transcript()
 
     def info(self, role: str) -> dict[str, Any]:
-        """``role``'s info (see :class:`~searchgym.envs.multi_agent.SearchTeamEnv`)."""
-        seat = self.seats[role]
-        context_chars, context_tokens = seat.context_size()
-        info: dict[str, Any] = {
-            "example_id": self.example.id,
-            "question": self.example.question,
-            "acting": self.current == role,
-            "turn": seat.turns,
-            **seat.last,
-            "retrieved_ids": self._retrieved_ids(role),
-            "selected_ids": [h.passage.id for h in self.selected],
-            "num_searches": self.num_searches,
-            "num_invalid": seat.invalid,
-            "context_chars": context_chars,
-            "context_tokens": context_tokens,
-            "summary_tokens": self.summary_tokens,
-            "observation_truncated": seat.observation_truncated,
-        }
-        if role == "summarizer" and self.windows:
-            info["query"] = self.windows[-1].query  # the retrieval it condenses (or last condensed)
-        if seat.turns == 0 and seat.prompt_messages is not None:
-            info["prompt_messages"] = [dict(m) for m in seat.prompt_messages]
-        if self.done:
-            info.update(
-                answer=self.answer,
-                prediction=self.outcome["prediction"],
-                answers=tuple(self.example.answers),
-                reward_components=dict(self.outcome["reward_components"][role]),
-                team_rewards=dict(self.outcome["team_rewards"]),
-                search_truncated=self.search_truncated,
-                context_ids=[h.passage.id for h in self.context],
-            )
-        return info
-
-    def _retrieved_ids(self, role: str) -> list[str]:
-        if role == "searcher":
-            return list(self._latest_ids)  # the documents of the latest window, numbered from 1
-        if role == "summarizer":
-            return [h.passage.id for h in self.windows[-1].hits] if self.windows else []
-        return [h.passage.id for h in self.context]
+        """``role``'s info (see :mod:`searchgym.envs.team_info` and :class:`~searchgym.envs.multi_agent.SearchTeamEnv`)."""
+        return role_info(self, role)
 
     # ------------------------------------------------------------------ helpers
     def _show(self, role: str, text: str, messages: list[dict[str, str]] | None = None) -> None:
