@@ -35,16 +35,14 @@ def positive_int(name: str, value: Any, *, allow_none: bool = False, owner: str 
     return value
 
 
-def finite_number(name: str, value: Any, *, low: float | None = None, high: float | None = None, owner: str = "SearchEnv") -> float:
+def finite_number(
+    name: str, value: Any, *, low: float | None = None, high: float | None = None, owner: str = "SearchEnv"
+) -> float:
     """``value`` as a float when it is a finite number within ``[low, high]`` (either bound
     optional); otherwise a :class:`~searchgym.error.ConfigError` naming ``owner`` and ``name``."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if ok and low is not None and value < low:
-        ok = False
-    if ok and high is not None and value > high:
-        ok = False
-    if not ok:
-        bounds = " and ".join(b for b in (f">= {low:g}" if low is not None else "", f"<= {high:g}" if high is not None else "") if b)
+    finite = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not finite or (low is not None and value < low) or (high is not None and value > high):
+        bounds = " and ".join(f"{op} {bound:g}" for op, bound in ((">=", low), ("<=", high)) if bound is not None)
         raise ConfigError(f"{owner} expects {name} to be a finite number {bounds}, got {value!r}.")
     return float(value)
 

@@ -185,7 +185,8 @@ class TeamGame:
             raise SearchGymError("The multi-agent episode is over; reset the env before acting again.")
         if role != self.current:
             raise SearchGymError(f"It is the {self.current}'s turn, got an action for the {role}.")
-        action, cut = text_action(action, self.max_action_chars, expected=f"The {role} expects its action to be a str (one turn of text)")
+        expected = f"The {role} expects its action to be a str (one turn of text)"
+        action, cut = text_action(action, self.max_action_chars, expected=expected)
         turn = self.protocols[role].parse(action)
         self._rewards = dict.fromkeys(self.roles, 0.0)
         if self.seats[role].take_turn(turn, action_truncated=cut):
@@ -234,16 +235,10 @@ class TeamGame:
             self.current = "searcher"
 
     def _summarizer_turn(self, summary: str | None) -> None:
-        window = self.windows[-1]
         if summary is None:
-            # An empty summary passes the raw documents on, at their full context cost.
-            window.shown = list(window.hits)
-            self.summary_tokens += sum(self.token_counter(t) for t in doc_texts(window.hits))
             self._show("summarizer", self.protocols["summarizer"].invalid_feedback())
-        else:
-            window.shown = [self._summary_hit(window.query, summary)]
-            self.summary_tokens += self.token_counter(summary)
-        self._window_ready(window)
+        self._condense(self.windows[-1], summary)
+        self._window_ready(self.windows[-1])
 
     def _retrieved(self, query: str, hits: list[Hit]) -> Play[None]:
         """A retrieval happened: the summarizer condenses it, or it goes straight to the searcher."""
@@ -258,9 +253,19 @@ class TeamGame:
         if not self.summarizer.passthrough and hits:
             question = self.example.question
             summary = yield from replay(lambda: self.summarizer.summarize(question, query, hits), model_users(self.summarizer))
-            window.shown = [self._summary_hit(query, summary)]
-            self.summary_tokens += self.token_counter(summary)
+            self._condense(window, summary)
         self._window_ready(window)
+
+    def _condense(self, window: Window, summary: str | None) -> None:
+        """The searcher will read ``summary`` as the window's one document, or with None (an
+        empty summary) the raw documents, which then count in full as summary tokens."""
+        if summary is None:
+            window.shown = list(window.hits)
+            self.summary_tokens += sum(self.token_counter(t) for t in doc_texts(window.hits))
+            return
+        title = f"Summary of the results for: {window.query.strip()}"
+        window.shown = [Hit(Passage(f"summary-{len(self.windows) - 1}", title, summary.strip()), 0.0)]
+        self.summary_tokens += self.token_counter(summary)
 
     def _window_ready(self, window: Window) -> None:
         """The searcher reads the window: in its prompt (the initial one) or as its next observation."""
@@ -294,8 +299,9 @@ class TeamGame:
         frozen = "generator" not in self.roles
         if not frozen:
             self.answer = answer
-        judged = yield from replay(lambda: judge_answer(self.recipe, episode, answer, frozen_generator=frozen), model_users(self.recipe))
-        prediction, accuracy, baseline = judged
+        prediction, accuracy, baseline = yield from replay(
+            lambda: judge_answer(self.recipe, episode, answer, frozen_generator=frozen), model_users(self.recipe)
+        )
         score = answer_score(self.answer_metric, prediction, ex.answers, ex.question, accuracy=accuracy)
         team = score_team(
             self.roles, accuracy=accuracy, naive_rag_acc=baseline, searcher_acted=episode.acted, score=score,
@@ -343,8 +349,4 @@ class TeamGame:
     def _show(self, role: str, text: str, messages: list[dict[str, str]] | None = None) -> None:
         if role in self.seats:  # a role outside the roster is played by the environment and reads nothing
             self.seats[role].show(text, messages)
-
-    def _summary_hit(self, query: str, summary: str) -> Hit:
-        passage = Passage(f"summary-{len(self.windows) - 1}", f"Summary of the results for: {query.strip()}", summary.strip())
-        return Hit(passage, 0.0)
 

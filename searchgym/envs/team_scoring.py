@@ -11,8 +11,9 @@ Rewards at the end of a team episode (every malformed turn also adds the game's
 - summarizer: the answer score minus ``context_cost`` per token of what it put into the
   context (its summaries; the raw documents where its summary was empty).
 
-:func:`team_recipe` builds s3's recipe over the frozen generator; :func:`judge_answer` makes the frozen models' calls (the frozen generator's answer, the
-judge, the naive-RAG baseline); :func:`answer_score` and :func:`score_team` are arithmetic.
+:func:`team_recipe` builds s3's recipe over the frozen generator; :func:`judge_answer`
+makes the frozen models' calls (the frozen generator's answer, the judge, the naive-RAG
+baseline); :func:`answer_score` and :func:`score_team` are arithmetic.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def score_team(
     cost = context_cost * summary_tokens
     rewards = {"searcher": searcher_accuracy - naive_rag_acc, "summarizer": score - cost, "generator": score}
     components = {
-        "searcher": {"gen_acc": searcher_accuracy, "naive_rag_acc": naive_rag_acc, "gain_beyond_rag": searcher_accuracy - naive_rag_acc},
+        "searcher": {"gen_acc": searcher_accuracy, "naive_rag_acc": naive_rag_acc, "gain_beyond_rag": rewards["searcher"]},
         "summarizer": {"answer_score": score, "summary_tokens": float(summary_tokens), "context_cost": cost},
         "generator": {"answer_score": score},
     }
