@@ -201,6 +201,8 @@ class TeamGame:
 
     # ------------------------------------------------------------------ turns
     def _searcher_turn(self, actions: Sequence[Any]) -> Play[None]:
+        """The searcher keeps documents, then searches (the next retrieval), ends the search
+        (complete, or its last turn) or gets feedback and plays again."""
         seat = self.seats["searcher"]
         protocol = self.protocols["searcher"]
         self.log.turn = seat.turns
@@ -235,6 +237,7 @@ class TeamGame:
             self.current = "searcher"
 
     def _summarizer_turn(self, summary: str | None) -> None:
+        """The summarizer condensed the latest retrieval (None: it wrote no summary)."""
         if summary is None:
             self._show("summarizer", self.protocols["summarizer"].invalid_feedback())
         self._condense(self.windows[-1], summary)
