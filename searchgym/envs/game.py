@@ -20,7 +20,7 @@ from searchgym.envs.model_calls import Play, model_users, replay, run_play
 from searchgym.envs.protocols import Protocol
 from searchgym.envs.protocols.base import Answer, Complete, Evidence, Invalid, ParsedTurn, Search, Select
 from searchgym.envs.summarizers import Summarizer
-from searchgym.envs.tasks import count_tokens, doc_text, positive_int
+from searchgym.envs.tasks import count_tokens, doc_text, positive_int, text_action
 from searchgym.error import SearchGymError
 from searchgym.rewards import Episode, RewardRecipe, Turn
 
@@ -227,13 +227,10 @@ class SearchGame:
         (:mod:`searchgym.envs.model_calls`)."""
         if self.done:
             raise SearchGymError(f"{self.owner}.step() was called on a finished episode; call reset() first.")
-        if isinstance(action, bytes):
-            action = action.decode("utf-8", errors="replace")
-        if not isinstance(action, str):
-            raise SearchGymError(f"{self.owner}.step expects the action to be a str (one agent turn), got {type(action).__name__}.")
+        expected = f"{self.owner}.step expects the action to be a str (one agent turn)"
+        action, action_cut = text_action(action, self.max_action_chars, expected=expected)
         self.log.turn += 1
-        action_cut = len(action) > self.max_action_chars
-        turn: ParsedTurn = self.protocol.parse(action[: self.max_action_chars])
+        turn: ParsedTurn = self.protocol.parse(action)
         reward = 0.0
         terminated = False
         pieces: list[str] = []

@@ -1,15 +1,16 @@
 """What every env over a corpus shares: its questions and corpus, the choice of a
-question at reset, its argument checks and its word counter."""
+question at reset, its argument and action checks and its word counter."""
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from searchgym.corpora.registry import CORPORA, default_dataset_for, load_corpus, load_dataset
 from searchgym.corpora.types import Corpus, Passage, QAExample
-from searchgym.error import ConfigError
+from searchgym.error import ConfigError, SearchGymError
 
 #: Keys of ``reset(options=...)`` that choose the question.
 EXAMPLE_OPTIONS = frozenset({"example_index", "example_id", "example"})
@@ -32,6 +33,28 @@ def positive_int(name: str, value: Any, *, allow_none: bool = False, owner: str 
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(f"{owner} expects {name} to be a positive integer, got {value!r}.")
     return value
+
+
+def finite_number(
+    name: str, value: Any, *, low: float | None = None, high: float | None = None, owner: str = "SearchEnv"
+) -> float:
+    """``value`` as a float when it is a finite number within ``[low, high]`` (either bound
+    optional); otherwise a :class:`~searchgym.error.ConfigError` naming ``owner`` and ``name``."""
+    finite = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not finite or (low is not None and value < low) or (high is not None and value > high):
+        bounds = " and ".join(f"{op} {bound:g}" for op, bound in ((">=", low), ("<=", high)) if bound is not None)
+        raise ConfigError(f"{owner} expects {name} to be a finite number {bounds}, got {value!r}.")
+    return float(value)
+
+
+def text_action(action: Any, max_chars: int, *, expected: str) -> tuple[str, bool]:
+    """An agent's turn as text cut to ``max_chars`` (bytes are decoded as UTF-8), and whether
+    it was cut; a :class:`~searchgym.error.SearchGymError` saying ``expected`` for anything else."""
+    if isinstance(action, bytes):
+        action = action.decode("utf-8", errors="replace")
+    if not isinstance(action, str):
+        raise SearchGymError(f"{expected}, got {type(action).__name__}.")
+    return action[:max_chars], len(action) > max_chars
 
 
 def doc_text(p: Passage) -> str:
