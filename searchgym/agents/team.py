@@ -28,7 +28,7 @@ from searchgym.envs.model_calls import BatchCounts, Play
 from searchgym.agents.lm_agents import LMAgent, SearcherAgent
 from searchgym.envs.protocols.s3 import S3Protocol
 from searchgym.envs.protocols.team import GeneratorProtocol, SummarizerProtocol
-from searchgym.envs.team_game import ROLES, check_roster
+from searchgym.envs.team_seats import ROLES, check_roster
 from searchgym.error import ConfigError
 from searchgym.lm.base import LanguageModel
 from searchgym.rewards.metrics import exact_match, f1_score, span_check

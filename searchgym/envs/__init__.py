@@ -13,7 +13,8 @@ from searchgym.envs.game import SearchGame, SearchLog
 from searchgym.envs.model_calls import BatchCounts, ModelCall, ModelUser, play_all
 from searchgym.envs.registration import ENV_SPECS, MULTI_AGENT_ENVS, ROLE_ENV_SPECS, make_multi_agent, register_envs
 from searchgym.envs.role_env import RoleEnv
-from searchgym.envs.team_game import ROLES, TeamGame
+from searchgym.envs.team_game import TeamGame
+from searchgym.envs.team_seats import ROLES
 from searchgym.envs.wrappers import StrictActions
 
 __all__ = [

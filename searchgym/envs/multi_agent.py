@@ -20,7 +20,8 @@ from gymnasium.utils import seeding
 
 from searchgym.envs.model_calls import Play, run_play
 from searchgym.envs.spaces import TextObservation, UnicodeText
-from searchgym.envs.team_game import ROLES, TeamGame
+from searchgym.envs.team_game import TeamGame
+from searchgym.envs.team_seats import ROLES
 from searchgym.error import ConfigError, SearchGymError, UnknownNameError, check_name, require
 
 _pettingzoo = require("pettingzoo", extra="multiagent", feature="The PettingZoo multi-agent env")

@@ -37,7 +37,8 @@ from searchgym.corpora.types import Corpus, QAExample, Retriever
 from searchgym.envs.model_calls import Play, run_play
 from searchgym.envs.protocols import Complete, Protocol, Search
 from searchgym.envs.spaces import UnicodeText
-from searchgym.envs.team_game import ROLES, TeamGame, check_roster
+from searchgym.envs.team_game import TeamGame
+from searchgym.envs.team_seats import ROLES, check_roster
 from searchgym.error import ConfigError, UnknownNameError, check_name
 
 #: Slots of agent policies: unique per env instance, so that envs may share one agent.

@@ -36,12 +36,10 @@ from searchgym.envs.tasks import (
     EXAMPLE_OPTIONS, count_tokens, finite_number, load_task_data, pick_example, positive_int, text_action,
 )
 from searchgym.envs.team_info import role_info
-from searchgym.envs.team_scoring import ANSWER_METRICS, answer_score, check_answer_metric, judge_answer, score_team, team_recipe
+from searchgym.envs.team_scoring import answer_score, check_answer_metric, judge_answer, score_team, team_recipe
 from searchgym.envs.team_seats import ROLES, Seat, check_roster
 from searchgym.error import ConfigError, SearchGymError
 from searchgym.rewards import Episode
-
-__all__ = ["ANSWER_METRICS", "ROLES", "TeamGame", "check_roster"]
 
 
 class TeamGame:
