@@ -280,13 +280,14 @@ def run_episodes(
 ) -> list[EpisodeResult]:
     """Play every task with ``len(envs)`` episodes live at once.
 
-    Each round makes one ``act`` call for the turns of every live episode, then every env
-    steps; reproducible, and at temperature 0 equal to playing the tasks one at a time.
+    Each round makes one ``act_with_generations`` call for the turns of every live
+    episode, then every env steps; reproducible, and at temperature 0 equal to playing
+    the tasks one at a time.
 
     Args:
         envs: Environments (``gym.make`` results or :class:`SearchEnv`), used as slots; each
             must hold every task's ``example_id`` in its dataset.
-        agent: Plays all live episodes with one ``act`` call per round.
+        agent: Plays all live episodes with one ``act_with_generations`` call per round.
         tasks: The episodes, in order.
         on_result: Called with each result as soon as its episode ends (e.g. to append it
             to a file, so an interrupted run can resume).
