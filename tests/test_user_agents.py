@@ -45,8 +45,8 @@ def forget_registrations():
 def test_the_docs_python_blocks_run_in_order_and_the_agent_sits_beside_the_built_ins(capsys):
     namespace: dict = {}
     blocks = doc_blocks("python")
-    assert len(blocks) == 3
-    for block in blocks:
+    assert len(blocks) == 4
+    for block in blocks[:3]:
         exec(compile(block, str(DOC), "exec"), namespace)
     table = capsys.readouterr().out
     rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if " @ " in line}
@@ -57,6 +57,34 @@ def test_the_docs_python_blocks_run_in_order_and_the_agent_sits_beside_the_built
     results = run_bench(namespace["config"], out_dir=None, progress=False)
     assert [r["label"] for r in results.rows] == ["title @ SearchR1-v0", "oracle @ SearchR1-v0"]
     assert results.rows[0]["searches"] == 1.0 and results.rows[0]["failures"] == "-"
+
+
+def test_the_docs_lm_agent_returns_its_generations_and_the_driver_counts_them():
+    """The docs' GuessAgent, with a scripted model: the driver counts the tokens of the
+    generations it returns, and its texts are the answers."""
+    import gymnasium as gym
+
+    from searchgym.agents import Task, run_episodes
+    from searchgym.lm.scripted import ScriptedLM
+    from searchgym.lm.testing import tiny_tokenizer
+
+    namespace: dict = {}
+    exec(compile(doc_blocks("python")[3], str(DOC), "exec"), namespace)
+    answers = iter(["Paris\nmore", ""] + ["Lyon"] * 10)
+    lm = ScriptedLM(lambda prompt: next(answers), tiny_tokenizer())
+    envs = [gym.make("searchgym/SearchR1-v0", corpus_options={"seed": 7, "num_passages": 400}) for _ in range(2)]
+    register_agent("guess", namespace["GuessAgent"])
+    agent = make_agent("guess", envs[0], lm=lm)
+    assert agent.lm is lm and agent.name == "guess"
+    tasks = [Task(ex.id, 0) for ex in envs[0].unwrapped.examples[:2]]
+    out = run_episodes(envs, agent, tasks)
+    tokens = lambda text: len(lm.tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
+    # The first episode answered "Paris" (the stop string "\n" kept in the generation);
+    # the second's empty answer was an invalid turn, and it answered "Lyon" next.
+    assert [r.prediction for r in out] == ["Paris", "Lyon"] and [r.num_turns for r in out] == [1, 2]
+    assert out[0].generated_tokens == tokens("Paris\n")
+    assert out[1].generated_tokens == 1 + tokens("Lyon") + 1  # end-of-sequence ids after "" and "Lyon"
+    assert "empty_generation" in out[1].flags and agent.questions == {}
 
 
 def test_the_title_agent_searches_then_answers_with_the_first_title(title_module):

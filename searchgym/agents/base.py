@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from searchgym.error import ConfigError
+from searchgym.lm.base import Generation
 
 
 class Agent(ABC):
@@ -19,26 +19,43 @@ class Agent(ABC):
     (set by the vectorized driver, :func:`searchgym.agents.driver.run_episodes`; the
     position in the batch when absent) and reset it when ``info["turn"] == 0``.
 
-    Agents that generate with a language model set :attr:`last_generations` in ``act``;
-    it is kept per thread, so that an agent called from several threads at once reports
-    each call's own generations.
+    Agents that generate with a language model implement :meth:`act_with_generations`,
+    which returns each turn's :class:`~searchgym.lm.base.Generation` beside its text; the
+    drivers call it to count generated tokens and to flag turns whose prompt no longer
+    fit the model. Their ``act`` returns its texts.
     """
 
     name: str = "agent"
 
-    @property
-    def last_generations(self) -> list[Any]:
-        """The calling thread's generations of its last ``act``, aligned with its batch
-        (``None`` where no model ran); empty for agents without a model."""
-        return getattr(self.__dict__.setdefault("_thread_state", threading.local()), "generations", [])
-
-    @last_generations.setter
-    def last_generations(self, generations: list[Any]) -> None:
-        self.__dict__.setdefault("_thread_state", threading.local()).generations = generations
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # The drivers call act_with_generations: an act overridden below a class that
+        # implements act_with_generations would never be called by them.
+        if "act" in cls.__dict__ and "act_with_generations" not in cls.__dict__:
+            owner = next(c for c in cls.__mro__[1:] if "act_with_generations" in c.__dict__)
+            if owner is not Agent:
+                raise ConfigError(
+                    f"{cls.__name__} overrides act but inherits act_with_generations from {owner.__name__}, which the "
+                    f"drivers call instead of act; override act_with_generations(observations, infos) -> "
+                    f"(texts, generations) and let act return its texts."
+                )
 
     @abstractmethod
     def act(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[str]:
         """One action (turn text) per observation."""
+
+    def act_with_generations(
+        self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]
+    ) -> tuple[list[str], list[Generation | None]]:
+        """``act``'s texts and, aligned with them, the :class:`Generation` each came from
+        (``None`` where no model ran): what the drivers call.
+
+        This default is for agents without a model: ``act``'s texts and ``None`` for every
+        episode. Agents that generate override it to return their generations (token ids,
+        logprobs, finish reason), so the drivers count their tokens and flag turns whose
+        prompt no longer fit the model; each call returns its own, so one agent may be
+        called from several threads at once."""
+        return self.act(observations, infos), [None] * len(observations)
 
     def _check_batch(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> None:
         """``act`` got one info per observation."""

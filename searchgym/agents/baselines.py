@@ -25,7 +25,7 @@ from searchgym.envs.access import search_env
 from searchgym.envs.lm_frozen import generator_messages
 from searchgym.envs.protocols import Answer, Complete, Evidence, Protocol, Search, Select, make_protocol
 from searchgym.error import ConfigError
-from searchgym.lm.base import LanguageModel
+from searchgym.lm.base import Generation, LanguageModel
 
 
 _TAG = re.compile(r"<[^<>]*>")
@@ -62,7 +62,7 @@ class _OneShotAgent(LMTurnAgent):
     def docs(self, question: str) -> list[str]:
         return []
 
-    def act(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[str]:
+    def act_with_generations(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[Generation | None]]:
         self._check_batch(observations, infos)
         prompts, slots = [], []
         for position, info in enumerate(infos):
@@ -84,7 +84,7 @@ class _OneShotAgent(LMTurnAgent):
         for slot, g in zip(slots, generations):
             self._trajectories[slot].add_generated(g.token_ids, g.logprobs, g.finish_reason)
             actions.append(self.protocol.write([Answer(clean_answer(g.text))]))
-        return actions
+        return actions, list(generations)
 
     def end_episode(self, slot: int) -> Trajectory | None:
         self._questions.pop(slot, None)

@@ -5,8 +5,9 @@
 per role; both run :func:`drive`. It keeps an episode live in every env (a *slot*) and
 plays rounds:
 
-1. each policy plays, in one ``act`` call, the turns of every live episode waiting on it
-   (an LM agent makes one ``generate`` call for the whole batch);
+1. each policy plays, in one ``act_with_generations`` call, the turns of every live
+   episode waiting on it (an LM agent makes one ``generate`` call for the whole batch
+   and returns its generations beside the texts, from which the token counts come);
 2. every env steps, together: the model calls of the envs' components (RECON
    summarizer, s3 generator and judge, R-Search reader) are batched too, one ``generate``
    per model and sampling parameters at each point where the steps wait on a model
@@ -38,6 +39,7 @@ from searchgym.agents.base import Agent
 from searchgym.envs.access import env_play
 from searchgym.envs.model_calls import BatchCounts, Play, play_all
 from searchgym.error import BackendError, ConfigError
+from searchgym.lm.base import Generation
 from searchgym.rewards.metrics import cover_exact_match, exact_match, f1_score, span_check
 
 #: Values of :attr:`EpisodeResult.outcome`.
@@ -229,15 +231,12 @@ def drive(
             observations = [turns[slot][1] for slot in waiting]
             infos = [dict(turns[slot][2], slot=seat(slot, role), episode_seed=live[slot].task.seed) for slot in waiting]
             try:
-                texts = agent.act(observations, infos)
+                played = agent.act_with_generations(observations, infos)
             except BackendError as e:  # the whole call failed: each of its episodes records it
                 for slot in waiting:
                     finish(slot, "backend_error", str(e))
                 continue
-            check_actions(agent, texts, len(waiting))
-            generations = getattr(agent, "last_generations", None) or []
-            if len(generations) != len(waiting):  # not aligned with this batch: no token counts
-                generations = [None] * len(waiting)
+            texts, generations = check_played(agent, played, len(waiting))
             for slot, text, generation in zip(waiting, texts, generations):
                 if live[slot].count(role, generation):
                     actions[slot] = text
@@ -281,13 +280,14 @@ def run_episodes(
 ) -> list[EpisodeResult]:
     """Play every task with ``len(envs)`` episodes live at once.
 
-    Each round makes one ``act`` call for the turns of every live episode, then every env
-    steps; reproducible, and at temperature 0 equal to playing the tasks one at a time.
+    Each round makes one ``act_with_generations`` call for the turns of every live
+    episode, then every env steps; reproducible, and at temperature 0 equal to playing
+    the tasks one at a time.
 
     Args:
         envs: Environments (``gym.make`` results or :class:`SearchEnv`), used as slots; each
             must hold every task's ``example_id`` in its dataset.
-        agent: Plays all live episodes with one ``act`` call per round.
+        agent: Plays all live episodes with one ``act_with_generations`` call per round.
         tasks: The episodes, in order.
         on_result: Called with each result as soon as its episode ends (e.g. to append it
             to a file, so an interrupted run can resume).
@@ -402,6 +402,36 @@ def check_actions(agent: Agent, actions: Any, expected: int) -> None:
     else:
         return
     raise ConfigError(f"{type(agent).__name__}.act returned {got} for {expected} observations; it must return a list of one turn per observation, in order.")
+
+
+def check_played(agent: Agent, played: Any, expected: int) -> tuple[Sequence[str], Sequence[Generation | None]]:
+    """``agent.act_with_generations`` returned ``(texts, generations)``: one turn of text
+    and one :class:`Generation` or ``None`` per observation, in order."""
+    if not isinstance(played, tuple) or len(played) != 2:
+        raise ConfigError(
+            f"{type(agent).__name__}.act_with_generations returned {type(played).__name__} {_preview(played)}; it must "
+            "return a pair (texts, generations): one turn of text and one Generation (or None) per observation."
+        )
+    texts, generations = played
+    check_actions(agent, texts, expected)
+    if isinstance(generations, (str, Generation)) or not isinstance(generations, Sequence):
+        got = f"a {type(generations).__name__}"
+    elif len(generations) != expected:
+        got = f"{len(generations)} generations"
+    else:
+        wrong = [g for g in generations if g is not None and not isinstance(g, Generation)]
+        if not wrong:
+            return texts, generations
+        got = f"a {type(wrong[0]).__name__} among them"
+    raise ConfigError(
+        f"{type(agent).__name__}.act_with_generations returned {got} for {expected} observations; it must return, aligned "
+        "with its texts, one searchgym.lm.base.Generation per turn a model generated and None for a turn without one."
+    )
+
+
+def _preview(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def describe_error(error: BaseException) -> str:

@@ -16,6 +16,7 @@ is generated from those ids, so what the model read is exactly what a trainer se
 from __future__ import annotations
 
 import threading
+from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -39,8 +40,9 @@ class LMTurnAgent(Agent):
 
     Per-episode state is keyed by ``info["slot"]`` (set by the vectorized driver; the
     position in the batch otherwise) and starts afresh when ``info["turn"] == 0``.
-    After each :meth:`act`, :attr:`last_generations` holds the batch's generations in
-    order (per thread); :meth:`end_episode` hands over and forgets a slot's :class:`Trajectory`.
+    Subclasses implement :meth:`act_with_generations` (the texts and the batch's
+    generations, in order); ``act`` returns its texts. :meth:`end_episode` hands over and
+    forgets a slot's :class:`Trajectory`.
     """
 
     def __init__(
@@ -65,7 +67,13 @@ class LMTurnAgent(Agent):
         self._calls = 0
         self._calls_lock = threading.Lock()
         self._trajectories: dict[int, Trajectory] = {}
-        self.last_generations: list[Generation] = []
+
+    @abstractmethod
+    def act_with_generations(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[Generation | None]]:
+        """One turn of text per observation and the :class:`Generation` it came from."""
+
+    def act(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[str]:
+        return self.act_with_generations(observations, infos)[0]
 
     # -- token bookkeeping
     def encode(self, text: str) -> tuple[int, ...]:
@@ -105,7 +113,6 @@ class LMTurnAgent(Agent):
             stop=stop,
             seed=seed,
         )
-        self.last_generations = generations
         return generations
 
 
@@ -158,7 +165,7 @@ class LMAgent(LMTurnAgent):
         """An agent for the protocol of ``env`` (wrapped or not)."""
         return cls(lm, search_env(env).protocol, **options)
 
-    def act(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[str]:
+    def act_with_generations(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[Generation | None]]:
         self._check_batch(observations, infos)
         contexts = []
         slots = []
@@ -179,7 +186,7 @@ class LMAgent(LMTurnAgent):
         generations = self._generate(contexts, self.protocol.stop_strings, infos)
         for slot, g in zip(slots, generations):
             self._trajectories[slot].add_generated(g.token_ids, g.logprobs, g.finish_reason)
-        return [g.text for g in generations]
+        return [g.text for g in generations], list(generations)
 
 
 class EndToEndAgent(LMAgent):

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from searchgym.agents.base import Agent
-from searchgym.agents.driver import LiveEpisode, Task, drive
+from searchgym.agents.driver import LiveEpisode, Task, check_actions, drive
 from searchgym.envs.access import env_play
 from searchgym.envs.model_calls import BatchCounts, Play
 from searchgym.agents.lm_agents import LMAgent, SearcherAgent
@@ -122,9 +122,29 @@ class TeamResult:
         return d
 
 
+class _ActPolicy(Agent):
+    """A policy object with ``act(observations, infos)`` that is not an :class:`Agent`:
+    its turns, without generations (no token counts)."""
+
+    def __init__(self, policy: Any):
+        self.policy = policy
+        self.name = getattr(policy, "name", type(policy).__name__)
+
+    def act(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[str]:
+        texts = self.policy.act(observations, infos)
+        check_actions(self.policy, texts, len(observations))
+        return texts
+
+    def end_episode(self, slot: int) -> Any:
+        end = getattr(self.policy, "end_episode", None)
+        return end(slot) if callable(end) else None
+
+
 def _as_agent(role: str, policy: Any) -> Agent:
-    if isinstance(policy, Agent) or callable(getattr(policy, "act", None)):
+    if isinstance(policy, Agent):
         return policy
+    if callable(getattr(policy, "act", None)):
+        return _ActPolicy(policy)
     if callable(policy):
         return CallableAgent(policy)
     raise ConfigError(

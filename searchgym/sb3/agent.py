@@ -29,7 +29,7 @@ from searchgym.envs.access import search_env
 from searchgym.envs.lm_frozen import generator_messages
 from searchgym.envs.tasks import doc_text
 from searchgym.error import ConfigError
-from searchgym.lm.base import LanguageModel
+from searchgym.lm.base import Generation, LanguageModel
 from searchgym.sb3.algorithms import algorithm_class
 from searchgym.sb3.env import answer_with
 from searchgym.sb3.templates import TemplateState, window_passages
@@ -120,7 +120,6 @@ class SB3Agent(Agent):
         self._infos: dict[int, Mapping[str, Any]] = {}  # each slot's last info: the reader's per-episode seeds
         self._calls = 0
         self._calls_lock = threading.Lock()
-        self.last_generations: list[Any] = []
 
     @classmethod
     def for_env(cls, env: Any, *, policy: Any = None, lm: LanguageModel | None = None, device: str = "cpu", **options: Any) -> SB3Agent:
@@ -144,6 +143,11 @@ class SB3Agent(Agent):
         return self._trajectories.pop(slot, None)
 
     def act(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[str]:
+        return self.act_with_generations(observations, infos)[0]
+
+    def act_with_generations(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[Generation | None]]:
+        """The turns and, aligned with them, the reader's generations (``None`` where the
+        policy searched or selected, or a ``generator=`` callable answered)."""
         self._check_batch(observations, infos)
         slots = []
         for position, info in enumerate(infos):
@@ -159,7 +163,7 @@ class SB3Agent(Agent):
             else:
                 self._states[slot].follow(info, self.corpus)
         turns: dict[int, str] = {}
-        generated: dict[int, Any] = {}
+        generated: dict[int, Generation] = {}
         to_answer: list[int] = []
         pending = list(slots)
         while pending:
@@ -181,11 +185,9 @@ class SB3Agent(Agent):
                 state = self._states[slot]
                 turns[slot] = state.answer_turn(answer, state.context())
                 generated[slot] = g
-        # The reader's generations, aligned with the batch (None where no LM ran), for the driver's counts.
-        self.last_generations = [generated.get(s) for s in slots]
-        return [turns[s] for s in slots]
+        return [turns[s] for s in slots], [generated.get(s) for s in slots]
 
-    def _answers(self, slots: Sequence[int]) -> tuple[list[str], list[Any]]:
+    def _answers(self, slots: Sequence[int]) -> tuple[list[str], list[Generation | None]]:
         states = [self._states[s] for s in slots]
         if self.lm is None:
             return [answer_with(self.generator, state.question, state.context(), ()) for state in states], [None] * len(slots)

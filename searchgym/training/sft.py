@@ -26,6 +26,7 @@ from typing import Any
 from searchgym.agents.lm_agents import LMAgent
 from searchgym.envs.access import search_env
 from searchgym.error import ConfigError, TrainingError, UnknownNameError
+from searchgym.lm.base import Generation
 from searchgym.lm.scripted import ScriptedLM
 
 
@@ -43,11 +44,11 @@ class TeacherAgent(LMAgent):
         super().__init__(self._script, protocol, max_new_tokens=100_000, chat=chat)
         self.teacher = teacher
 
-    def act(self, observations: Sequence[str], infos: Sequence[Any]) -> list[str]:
+    def act_with_generations(self, observations: Sequence[str], infos: Sequence[Any]) -> tuple[list[str], list[Generation | None]]:
         actions = self.teacher.act(observations, infos)
         self._script._responses = tuple(actions) or ("",)
         self._script._next = 0
-        return super().act(observations, infos)
+        return super().act_with_generations(observations, infos)
 
 
 def oracle_trajectories(env_id: str, tokenizer: Any, *, env_options: dict[str, Any] | None = None, split: str = "train", limit: int | None = None, num_envs: int = 8, progress: bool = False) -> list[Any]:

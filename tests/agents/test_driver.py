@@ -11,6 +11,7 @@ from searchgym.agents.lm_agents import policy_agent
 from searchgym.agents.oracle import SynthWikiOracle
 from searchgym.envs import BatchCounts, ModelUser
 from searchgym.error import BackendError, ConfigError
+from searchgym.lm.base import Generation
 from searchgym.lm.scripted import ScriptedLM
 from searchgym.lm.testing import tiny_causal_lm, tiny_tokenizer
 from lm_helpers import recording_lm
@@ -214,6 +215,72 @@ def test_an_agent_returning_the_wrong_number_of_turns_is_a_config_error(extra):
         run_episodes(envs, _Miscounting(extra), tasks)
 
 
+class _Counted(Agent):
+    """The oracle's turns, each reported as a generation of ``tokens`` ids (or ``generations``
+    as given, to test the driver's checks)."""
+
+    def __init__(self, inner, tokens=3, generations=None):
+        self.inner, self.tokens, self.generations = inner, tokens, generations
+
+    def act(self, observations, infos):
+        return self.act_with_generations(observations, infos)[0]
+
+    def act_with_generations(self, observations, infos):
+        texts = self.inner.act(observations, infos)
+        if self.generations is not None:
+            return texts, self.generations(texts)
+        return texts, [Generation(t, tuple(range(self.tokens)), (0.0,) * self.tokens, "length") for t in texts]
+
+
+def test_the_default_act_with_generations_is_act_and_no_generations():
+    env = make_small("searchgym/SearchR1-v0")
+    oracle = SynthWikiOracle.for_env(env)
+    observation, info = env.reset(options={"example_index": 0})
+    texts, generations = oracle.act_with_generations([observation], [dict(info, slot=5)])
+    oracle.end_episode(5)
+    assert texts == oracle.act([observation], [dict(info, slot=5)]) and texts[0].endswith("</search>")
+    assert generations == [None]
+    out = run_episodes([env], oracle, tasks_for(env, 2))
+    assert [r.generated_tokens for r in out] == [0, 0] and all(r.flags == [] for r in out)
+
+
+def test_the_driver_counts_the_tokens_of_the_returned_generations():
+    envs = [make_small("searchgym/SearchR1-v0") for _ in range(2)]
+    out = run_episodes(envs, _Counted(SynthWikiOracle.for_env(envs[0]), tokens=3), tasks_for(envs[0], 3))
+    assert all(r.outcome == "answered" and r.num_turns >= 2 for r in out)
+    assert [r.generated_tokens for r in out] == [3 * r.num_turns for r in out]
+    assert all(r.flags == ["length"] for r in out)
+
+
+@pytest.mark.parametrize(
+    ("generations", "got"),
+    [
+        (lambda texts: [None] * (len(texts) + 1), r"\d+ generations for \d+ observations"),
+        (lambda texts: [], r"0 generations for \d+ observations"),
+        (lambda texts: None, r"a NoneType for \d+ observations"),
+        (lambda texts: ["x"] * len(texts), r"a str among them for \d+ observations"),
+    ],
+)
+def test_generations_not_aligned_with_the_batch_are_a_config_error(generations, got):
+    envs = [make_small("searchgym/SearchR1-v0") for _ in range(2)]
+    agent = _Counted(SynthWikiOracle.for_env(envs[0]), generations=generations)
+    with pytest.raises(ConfigError, match=r"^_Counted\.act_with_generations returned " + got + r"; it must return, aligned with its texts, one searchgym\.lm\.base\.Generation per turn"):
+        run_episodes(envs, agent, tasks_for(envs[0], 3))
+
+
+def test_act_with_generations_returning_no_pair_is_a_config_error():
+    class Texts(Agent):
+        def act(self, observations, infos):
+            return ["<search> x </search>"] * len(observations)
+
+        def act_with_generations(self, observations, infos):
+            return self.act(observations, infos)
+
+    env = make_small("searchgym/SearchR1-v0")
+    with pytest.raises(ConfigError, match=r"^Texts\.act_with_generations returned list \['<search> x </search>'\]; it must return a pair \(texts, generations\)"):
+        run_episodes([env], Texts(), tasks_for(env, 1))
+
+
 def test_team_episodes_share_the_loop_failures_outcomes_and_checks():
     """run_team_episodes runs the same loop: an error in one episode's step, a failing
     backend and a prompt that no longer fits are that episode's outcome; a policy
@@ -223,7 +290,6 @@ def test_team_episodes_share_the_loop_failures_outcomes_and_checks():
     from searchgym.envs import multi_agent
     from searchgym.envs.protocols import Complete
     from searchgym.envs.protocols.s3 import S3Protocol
-    from searchgym.lm.base import Generation
 
     envs = [multi_agent.env(("searcher",), corpus_options={"seed": 7, "num_passages": 400}, generator=exploding_generator) for _ in range(3)]
     examples = envs[0].game.examples[:9]
@@ -246,11 +312,14 @@ def test_team_episodes_share_the_loop_failures_outcomes_and_checks():
             self.calls = 0
 
         def act(self, observations, infos):
+            return self.act_with_generations(observations, infos)[0]
+
+        def act_with_generations(self, observations, infos):
             self.calls += 1
             if self.calls == 2:
                 raise BackendError("server timed out")
-            self.last_generations = [Generation("", (), (), "prompt_too_long")] + [Generation(complete, (1, 2), (0.0, 0.0), "stop")] * (len(observations) - 1)
-            return [complete] * len(observations)
+            generations = [Generation("", (), (), "prompt_too_long")] + [Generation(complete, (1, 2), (0.0, 0.0), "stop")] * (len(observations) - 1)
+            return [complete] * len(observations), generations
 
     envs = [multi_agent.env(("searcher",), corpus_options={"seed": 7, "num_passages": 400}) for _ in range(2)]
     out = run_team_episodes(envs, {"searcher": Searcher()}, tasks[:4])
@@ -259,6 +328,17 @@ def test_team_episodes_share_the_loop_failures_outcomes_and_checks():
     assert out[1].generated_tokens == {"searcher": 2} and out[2].error == "server timed out"
     with pytest.raises(ConfigError, match=r"^_Miscounting\.act returned 3 actions for 2 observations; "):
         run_team_episodes(envs, {"searcher": _Miscounting(1)}, tasks[:2])
+
+    class Plain:
+        """A policy that is not an Agent: only act."""
+
+        def act(self, observations, infos):
+            return [complete] * (len(observations) + (infos[0]["example_id"] == tasks[2].example_id))
+
+    out = run_team_episodes(envs, {"searcher": Plain()}, tasks[:2])
+    assert [r.outcome for r in out] == ["finished", "finished"] and all(r.generated_tokens == {"searcher": 0} for r in out)
+    with pytest.raises(ConfigError, match=r"^Plain\.act returned 2 actions for 1 observations; "):
+        run_team_episodes(envs[:1], {"searcher": Plain()}, tasks[2:3])
 
 
 def test_team_episodes_batch_the_frozen_generator_and_summarizer_component():

@@ -101,3 +101,85 @@ def test_s3_searcher_and_r_search_evidence_agents_play_their_protocols():
     total, info = play_episode(env, EvidenceAgent.for_env(env, lm), options={"example_index": 0})
     assert info["evidence"] == gold and info["answer"] == gold
     assert info["reward_components"]["evidence_f1"] == 1.0
+
+
+def test_act_with_generations_returns_the_generations_aligned_with_the_texts():
+    env = make_small("searchgym/SearchR1-v0")
+    lm = scripted(["thinking about it for a long while now", "<answer> x </answer>"])
+    agent = EndToEndAgent.for_env(env, lm, max_new_tokens=8)
+    first = env.reset(options={"example_index": 0})
+    second = env.reset(options={"example_index": 1})
+    texts, generations = agent.act_with_generations([first[0], second[0]], [dict(first[1], slot=0), dict(second[1], slot=1)])
+    assert texts == [g.text for g in generations] == [lm.tokenizer.decode(g.token_ids) for g in generations]
+    assert [g.finish_reason for g in generations] == ["length", "stop"]
+    assert [len(g.token_ids) for g in generations] == [8, 5] and texts[1] == "<answer> x </answer>"
+    # Each generation is what the episode's trajectory recorded.
+    for slot, g in enumerate(generations):
+        segment = agent.trajectory(slot).segments[-1]
+        assert segment.generated and segment.token_ids == g.token_ids
+    # act returns the texts of the same work (the script cycles back to its first response).
+    assert agent.act([first[0]], [dict(first[1], slot=2)]) == [texts[0]]
+
+
+def test_two_threads_calling_one_agent_at_once_each_get_their_own_generations():
+    import threading
+
+    from searchgym.lm.base import LanguageModel
+
+    def respond(prompt):
+        return f"<answer> {len(prompt)} </answer>"
+
+    env = make_small("searchgym/SearchR1-v0")
+    resets = [env.reset(options={"example_index": i}) for i in range(4)]
+    batches = {"a": ([0], [10]), "b": ([1, 2, 3], [20, 21, 22])}  # thread -> (examples, slots)
+
+    def batch(name):
+        examples, slots = batches[name]
+        return [resets[i][0] for i in examples], [dict(resets[i][1], slot=s) for i, s in zip(examples, slots)]
+
+    alone = {name: EndToEndAgent.for_env(env, ScriptedLM(respond, tiny_tokenizer())).act_with_generations(*batch(name)) for name in batches}
+    assert len(alone["a"][1]) == 1 and len(alone["b"][1]) == 3 and alone["a"][0][0] != alone["b"][0][0]
+
+    both_inside = threading.Barrier(2, timeout=30)
+
+    class TogetherLM(ScriptedLM):
+        """Returns a batch's generations only once the other thread's call is under way too."""
+
+        def _generate(self, prompt_ids, params):
+            both_inside.wait()
+            return super()._generate(prompt_ids, params)
+
+    agent = EndToEndAgent.for_env(env, TogetherLM(respond, tiny_tokenizer()))
+    assert isinstance(agent.lm, LanguageModel)
+    got, errors = {}, []
+
+    def play(name):
+        try:
+            got[name] = agent.act_with_generations(*batch(name))
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=play, args=(name,)) for name in batches]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == [] and got == alone
+    assert [agent.trajectory(s).segments[-1].token_ids for s in (10, 20, 21, 22)] == [g.token_ids for g in got["a"][1] + got["b"][1]]
+
+
+def test_a_subclass_overriding_act_alone_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"^Shouting overrides act but inherits act_with_generations from LMAgent, which the drivers call instead of act; override act_with_generations"):
+
+        class Shouting(EndToEndAgent):
+            def act(self, observations, infos):
+                return [t.upper() for t in super().act(observations, infos)]
+
+    class Shouting(EndToEndAgent):  # the way: override act_with_generations
+        def act_with_generations(self, observations, infos):
+            texts, generations = super().act_with_generations(observations, infos)
+            return [t.upper() for t in texts], generations
+
+    env = make_small("searchgym/SearchR1-v0")
+    observation, info = env.reset(options={"example_index": 0})
+    assert Shouting.for_env(env, scripted(["<answer> x </answer>"])).act([observation], [info]) == ["<ANSWER> X </ANSWER>"]

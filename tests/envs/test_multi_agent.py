@@ -376,9 +376,9 @@ def test_the_summarizer_view_plays_the_frozen_roles_between_its_turns():
     from searchgym.agents.lm_agents import SearcherAgent
 
     class Recording(SearcherAgent):
-        def act(self, observations, infos):
+        def act_with_generations(self, observations, infos):
             frozen_calls.append(infos[0]["turn"])
-            return [oracle_searcher(select=False)(observations[0], infos[0])]
+            return [oracle_searcher(select=False)(observations[0], infos[0])], [None]
 
     env = gym.make("searchgym/MultiAgentSummarizer-v0", policies={"searcher": Recording(searcher_lm, "s3")}, context_cost=0.01, **SMALL)
     observation, info = env.reset(seed=0, options={"example_id": BRIDGE})
