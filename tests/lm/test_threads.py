@@ -227,3 +227,12 @@ def test_bad_threads_are_refused(bad):
     with pytest.raises(ConfigError) as e:
         TransformersLM("tiny-random", threads=bad)
     assert str(e.value) == f"TransformersLM expects threads to be 'auto' (tuned while generating) or a positive integer, got {bad!r}."
+
+
+def test_load_lm_passes_the_option_through():
+    from searchgym.lm.registry import load_lm
+
+    assert load_lm("tiny-random", threads=1, cache=False).threads == 1
+    assert load_lm("tiny-random", cache=False).threads == "auto"
+    with pytest.raises(ConfigError, match="expects threads to be 'auto'"):
+        load_lm("tiny-random", threads="all", cache=False)
