@@ -7,7 +7,8 @@ another process holds one of the cores, the thread that lost its core arrives la
 every one of them and the others spin meanwhile. On a 2-core machine, one competing
 CPU-bound process made SmolLM2's batched decoding 3.2x slower with 2 threads, but only
 1.6x slower than the solo 2-thread run with 1 thread; a Search-R1 rollout that takes
-146.5 s with one thread ran for more than 7 minutes with two beside a busy process.
+146.5 s with one thread ran for more than 7 minutes with two beside other CPU-bound
+processes.
 
 :class:`ThreadTuner` sets the count to the cores the process actually gets. Over a window
 of forward passes it compares the CPU time the process used with the wall time its
