@@ -4,6 +4,7 @@ engines side by side, and RECON's summaries against raw documents.
     python benchmarks/rollout.py                 # SmolLM2 on wiki-vital, every section
     python benchmarks/rollout.py --quick         # fewer episodes, a smoke run
     python benchmarks/rollout.py --sections engines --engines transformers vllm
+    python benchmarks/rollout.py --sections shared --shared-fixed
 
 Every comparison runs side by side in one process, so the ratios are what matter on a
 noisy machine. Sections (``--sections``):
@@ -27,6 +28,13 @@ noisy machine. Sections (``--sections``):
 4. ``recon``: for the same questions and the same top-k BM25 documents, the tokens of the
    LLM summary (RECON's prompt, ``clarity`` aspect) versus the raw documents, and the F1
    of the same reader answering from each. The RECON paper reports -35% context.
+5. ``shared``: a shared CPU. The vectorized greedy rollout with the transformers backend
+   alone, then beside one competing CPU-bound process (``python -c "while True: pass"``,
+   started and killed here), with the library's default thread count
+   (``threads="auto"``, :mod:`searchgym.lm.threads`). Target: at most 2.5x the solo
+   time. ``--shared-fixed`` adds the same pair of runs with the count fixed at
+   ``torch.get_num_threads()`` (what OpenMP does by itself; slow beside the busy
+   process).
 """
 
 from __future__ import annotations
@@ -226,12 +234,51 @@ def compare_recon(args, lm, rows: list) -> None:
     args.results["recon_example"] = summaries[0]
 
 
+#: Most slowdown allowed beside one competing CPU-bound process.
+SHARED_TARGET = 2.5
+
+
+def compare_shared(args, lm, tasks, rows: list) -> None:
+    """The greedy vectorized rollout alone and beside one busy process, with the thread
+    count tuned (and, with --shared-fixed, fixed); each mode on a fresh
+    TransformersLM over the same weights, so each pair starts untuned."""
+    import subprocess
+
+    import torch
+
+    from searchgym.lm.hf import TransformersLM
+
+    if not isinstance(lm, TransformersLM):
+        log("shared CPU: the thread tuning applies to the transformers backend only; skipped")
+        return
+    threads = torch.get_num_threads()
+    results = args.results["shared"] = {"threads": threads}
+    lm.generate(["warm up"], max_new_tokens=2, temperature=0)  # the first call's one-off costs stay out of the solo run
+    for mode in ("auto", "fixed") if args.shared_fixed else ("auto",):
+        tuned = TransformersLM(lm.model, lm.tokenizer, threads="auto" if mode == "auto" else threads)
+        for where in ("solo", "shared"):
+            name = f"threads {'auto' if mode == 'auto' else f'fixed at {threads}'}, {where}"
+            busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if where == "shared" else None
+            try:
+                seconds, generated, _ = rollout(args, tuned, args.episodes, tasks, note=name)
+            finally:
+                if busy is not None:
+                    busy.kill()
+                    busy.wait()
+            rows.append((f"greedy: vectorized, {args.episodes} live, {name} (transformers)", f"{seconds:.1f} s", f"{generated}", f"{generated / seconds:.1f}"))
+            results[f"{mode}_{where}"] = seconds
+            if tuned.tuner is not None:
+                results[f"auto_{where}_threads"] = tuned.tuner.choice
+                log(f"{name}: tuner at {tuned.tuner.choice} threads after {tuned.tuner.passes} passes "
+                    f"({tuned.tuner.changes} changes, {tuned.tuner.tries} tries of the full count)")
+
+
 def protocol_docs(docs: list[str]) -> str:
     """The raw documents as Search-R1 renders them for the agent (what the summary replaces)."""
     return "\n".join(f"Doc {i}(Title: {d.split(chr(10), 1)[0]}) {d.split(chr(10), 1)[-1]}" for i, d in enumerate(docs, 1))
 
 
-SECTIONS = ("driver", "decode", "engines", "recon")
+SECTIONS = ("driver", "decode", "engines", "recon", "shared")
 
 
 def main() -> int:
@@ -261,6 +308,8 @@ def main() -> int:
                         "unless set); on a CPU other processes share, a count at most the cores the process gets keeps "
                         "OpenMP's waiting threads from spinning (default: each engine's own)")
     parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated sections to run (default: {','.join(SECTIONS)})")
+    parser.add_argument("--shared-fixed", action="store_true",
+                        help="in the shared section, also run the pair with the thread count fixed at torch's (slow beside the busy process)")
     parser.add_argument("--quick", action="store_true", help="8 episodes, 8 RECON questions, 2 turns of 32 tokens")
     args = parser.parse_args()
     if args.quick:
@@ -295,6 +344,8 @@ def main() -> int:
         compare_decode(args, lm, tasks, rows)
     if "recon" in sections:
         compare_recon(args, lm, rows)
+    if "shared" in sections:
+        compare_shared(args, lm, tasks, rows)
     if "engines" in sections:
         del lm
         compare_engines(args, tasks, rows)
@@ -342,6 +393,20 @@ def main() -> int:
             f"reader F1 {r['recon_f1_summary']:.3f} from summaries vs {r['recon_f1_raw']:.3f} from raw documents"
         )
         print(f"\nfirst summary: {r['recon_example'][:400]!r}")
+    if "shared" in r:
+        d = r["shared"]
+        slowdown = d["auto_shared"] / d["auto_solo"]
+        passed = slowdown <= SHARED_TARGET
+        verdict = verdict if passed else "FAIL"
+        fixed = f"; {d['fixed_shared'] / d['fixed_solo']:.2f}x with the count fixed at {d['threads']}" if "fixed_shared" in d else ""
+        tuned = (
+            f"; it ran {d['auto_shared_threads']} of {d['threads']} threads when shared, {d['auto_solo_threads']} alone"
+            if "auto_shared_threads" in d else ""
+        )
+        print(
+            f"shared CPU, beside one busy process / alone: {slowdown:.2f}x with threads auto "
+            f"(target <= {SHARED_TARGET}x: {'PASS' if passed else 'FAIL'}{tuned}){fixed}"
+        )
     return 0 if verdict == "PASS" else 1
 
 

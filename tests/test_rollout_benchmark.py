@@ -24,8 +24,8 @@ def test_a_negative_temperature_is_refused():
 
 
 def test_an_unknown_section_is_refused():
-    done = run("--sections", "driver,shared")
-    assert done.returncode == 2 and "unknown sections ['shared']; expected among driver, decode, engines, recon" in done.stderr
+    done = run("--sections", "driver,sharing")
+    assert done.returncode == 2 and "unknown sections ['sharing']; expected among driver, decode, engines, recon, shared" in done.stderr
 
 
 ENGINES = """
@@ -58,3 +58,22 @@ def test_engines_run_the_same_rollout_side_by_side(tmp_path):
             assert int(row.split("|")[3]) > 0  # tokens were generated
         lines = [line for line in done.stdout.splitlines() if line.startswith(f"engines, {workload}: tiny_engines:SameModel / tiny_engines:LongTiny: ")]
         assert len(lines) == 1 and lines[0].endswith("episodes identical to tiny_engines:LongTiny's: 2/2)"), done.stdout
+
+
+def test_the_shared_cpu_section_runs_beside_a_busy_process_and_its_verdict_follows_the_ratio(tmp_path):
+    from searchgym.lm.testing import tiny_causal_lm, tiny_tokenizer
+
+    tiny_causal_lm(context=4096).save_pretrained(tmp_path / "tiny")  # a context that holds a Search-R1 prompt
+    tiny_tokenizer().save_pretrained(tmp_path / "tiny")
+    small = ("--episodes", "2", "--played", "2", "--max-turns", "1", "--max-new-tokens", "4")
+    done = run("--sections", "shared", "--shared-fixed", "--model", str(tmp_path / "tiny"), *small)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("shared CPU, beside one busy process / alone: ")]
+    assert len(lines) == 1, done.stdout + done.stderr[-2000:]
+    ratio = float(lines[0].split(": ")[1].split("x")[0])
+    assert ("PASS" in lines[0]) == (ratio <= 2.5) and done.returncode == (0 if ratio <= 2.5 else 1)
+    assert "x with the count fixed at " in lines[0]
+    for run_name in ("threads auto, solo", "threads auto, shared", "threads fixed at"):
+        assert f", {run_name}" in done.stdout, done.stdout
+    # The busy process was killed: no python spinning on "while True: pass" is left.
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert f"{sys.executable} -c while True: pass" not in ps

@@ -7,7 +7,9 @@ Gumbel noise drawn from each prompt's own seeded generator, so ``generate``'s gr
 selection draws every row's token from its own stream; and :class:`StopOnText` ends a
 row at an end-of-sequence token, a stop string in its generated text or its context's
 end. The logprob of each sampled id is read from the processor's output, so it is
-exactly the distribution the id was drawn from.
+exactly the distribution the id was drawn from. On the CPU, :class:`PassClock` marks
+where each forward pass starts and ends for a :class:`~searchgym.lm.threads.ThreadTuner`,
+which sets the thread count of the passes that follow.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from searchgym.error import ConfigError, require
 from searchgym.lm.base import Generation, LanguageModel, SamplingParams, stop_end
 from searchgym.lm.models import MODEL_FOLDERS
+from searchgym.lm.threads import ThreadTuner, fixed_threads
 
 #: Built-in model names (besides local folders and cached Hugging Face ids).
 MODEL_NAMES = ("smollm2", "tiny-random")
@@ -44,6 +47,14 @@ class TransformersLM(LanguageModel):
         dtype: ``"float32"``, ``"float16"``, ``"bfloat16"`` or a ``torch.dtype``; ``None``
             keeps a given model's dtype and loads others in float32.
         max_batch_size: Most prompts decoded together; larger batches are split.
+        threads: Intra-op threads while generating on the CPU. ``"auto"`` (the default)
+            sets the count between 1 and ``torch.get_num_threads()`` to the cores the
+            process gets, measured over the forward passes of ``generate``
+            (:class:`~searchgym.lm.threads.ThreadTuner`): the calling thread's count when
+            alone, fewer when another process holds a core (where OpenMP's spinning would
+            otherwise make generation several times slower). A positive integer fixes the
+            count while generating. Either way the caller's count is restored after each
+            call; on CUDA the option changes nothing.
 
     Prompts are left-padded into batches of at most ``max_batch_size`` and decoded by
     ``model.generate``. A prompt that fills the model's context
@@ -53,11 +64,24 @@ class TransformersLM(LanguageModel):
     completion does not depend on the other prompts of the batch.
     """
 
-    def __init__(self, model: Any, tokenizer: Any = None, *, device: Any = None, dtype: Any = None, max_batch_size: int = 64):
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any = None,
+        *,
+        device: Any = None,
+        dtype: Any = None,
+        max_batch_size: int = 64,
+        threads: int | str = "auto",
+    ):
         self._torch = torch = require("torch", extra="lm", feature="TransformersLM")
         transformers = require("transformers", extra="lm", feature="TransformersLM")
         if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or max_batch_size < 1:
             raise ConfigError(f"TransformersLM expects max_batch_size to be a positive integer, got {max_batch_size!r}.")
+        if threads != "auto" and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ConfigError(
+                f"TransformersLM expects threads to be 'auto' (tuned while generating) or a positive integer, got {threads!r}."
+            )
         torch_dtype = _resolve_dtype(torch, dtype)
         device = _check_device(torch, device)
         if isinstance(model, str):
@@ -86,6 +110,32 @@ class TransformersLM(LanguageModel):
         self._mode_lock = threading.Lock()
         self._callers = 0  # generate calls in progress (they may come from several threads)
         self._caller_mode = False
+        self.threads = threads
+        self._tuners = threading.local()  # thread counts are per thread: each calling thread tunes its own
+
+    @property
+    def tuner(self) -> ThreadTuner | None:
+        """The calling thread's :class:`~searchgym.lm.threads.ThreadTuner` (None unless
+        ``threads="auto"`` on the CPU); it carries its count from one call to the next."""
+        if self.threads != "auto" or self.device.type != "cpu":
+            return None
+        tuner = getattr(self._tuners, "tuner", None)
+        if tuner is None:
+            tuner = self._tuners.tuner = ThreadTuner(self._torch)
+        return tuner
+
+    @contextmanager
+    def _thread_count(self) -> Iterator[ThreadTuner | None]:
+        """The tuned (or fixed) thread count inside, the caller's after; the tuner to step, if any."""
+        tuner = self.tuner
+        if tuner is not None:
+            with tuner.session():
+                yield tuner
+        elif self.device.type == "cpu" and isinstance(self.threads, int):
+            with fixed_threads(self._torch, self.threads):
+                yield None
+        else:
+            yield None
 
     def _generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> list[Generation]:
         self._check_vocabulary(prompt_ids)
@@ -97,10 +147,10 @@ class TransformersLM(LanguageModel):
             else:
                 runnable.append(i)
         generators = self._generators(params, len(prompt_ids))
-        with self._eval_mode():
+        with self._eval_mode(), self._thread_count() as tuner:
             for start in range(0, len(runnable), self.max_batch_size):
                 rows = runnable[start : start + self.max_batch_size]
-                chunk = self._decode([prompt_ids[i] for i in rows], params, [generators[i] for i in rows])
+                chunk = self._decode([prompt_ids[i] for i in rows], params, [generators[i] for i in rows], tuner)
                 for i, generation in zip(rows, chunk):
                     results[i] = generation
         return results  # type: ignore[return-value]
@@ -114,8 +164,8 @@ class TransformersLM(LanguageModel):
             return [self._generator(seed) for seed in params.seed]
         return [self._generator(None)] * count
 
-    def _decode(self, prompts: list[list[int]], params: SamplingParams, generators: list[Any]) -> list[Generation]:
-        """One ``model.generate`` call over left-padded ``prompts``."""
+    def _decode(self, prompts: list[list[int]], params: SamplingParams, generators: list[Any], tuner: ThreadTuner | None = None) -> list[Generation]:
+        """One ``model.generate`` call over left-padded ``prompts``; ``tuner`` measures its forward passes."""
         torch = self._torch
         transformers = require("transformers", extra="lm", feature="TransformersLM")
         width = max(len(p) for p in prompts)
@@ -138,13 +188,18 @@ class TransformersLM(LanguageModel):
             pad_token_id=self.pad_token_id,
             return_dict_in_generate=True,
         )
+        processors, criteria = [sampler], [stopper]
+        if tuner is not None:
+            clock = PassClock(tuner)
+            processors, criteria = [clock, sampler], [stopper, clock.next_pass]
+            tuner.start_pass()  # the prefill
         with torch.inference_mode():
             out = self.model.generate(
                 input_ids=input_ids.to(self.device),
                 attention_mask=attention_mask.to(self.device),
                 generation_config=config,
-                logits_processor=transformers.LogitsProcessorList([sampler]),
-                stopping_criteria=transformers.StoppingCriteriaList([stopper]),
+                logits_processor=transformers.LogitsProcessorList(processors),
+                stopping_criteria=transformers.StoppingCriteriaList(criteria),
             )
         new_ids = out.sequences[:, width:]  # [B, N]
         logprobs = sampler.logprobs(new_ids)  # [B, N]
@@ -242,6 +297,40 @@ class SeededSampler:
         if self._last is not None and len(chosen) < new_ids.shape[1]:
             chosen.append(self._last.gather(-1, new_ids[:, -1:]).squeeze(-1))
         return torch.stack(chosen, dim=1) if chosen else new_ids.new_zeros(new_ids.shape, dtype=torch.float32)
+
+
+class PassClock:
+    """Marks the forward passes of one ``generate`` call for a
+    :class:`~searchgym.lm.threads.ThreadTuner`.
+
+    ``generate`` calls its logits processors right after each forward pass and its
+    stopping criteria right before the next one. The clock is the first logits processor
+    (the pass ends: it returns the scores unchanged) and ``next_pass``, the last stopping
+    criterion, starts the next (it stops no row). The tuner thus measures the model's
+    passes, not the sampling and stop-string work between them, and sets the count of
+    the passes that follow.
+    """
+
+    def __init__(self, tuner: ThreadTuner):
+        self.tuner = tuner
+        self.next_pass = _NextPass(tuner)
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        self.tuner.end_pass()
+        return scores
+
+
+class _NextPass:
+    """The stopping criterion of a :class:`PassClock`: starts the tuner's next pass."""
+
+    def __init__(self, tuner: ThreadTuner):
+        self.tuner = tuner
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        self.tuner.start_pass()
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)  # [B]
 
 
 class StopOnText:

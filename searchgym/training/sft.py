@@ -19,6 +19,7 @@ import re
 import shutil
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,7 +127,8 @@ class SFTArgs:
     progress: bool = True
     """Progress bars."""
     threads: int | None = None
-    """torch CPU threads (None: torch's default)."""
+    """torch CPU threads (None: torch's default, lowered to the cores the process gets
+    while another process holds some, as generation does; see searchgym.lm.threads)."""
 
 
 #: Scratch model sizes: (hidden size, layers, attention heads). Head size 64 (vLLM's CPU attention needs >= 32).
@@ -301,6 +303,7 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
     from searchgym.training.batch import collate
     from searchgym.training.metrics import MetricsLog, plot_curves
     from searchgym.lm.hf import TransformersLM
+    from searchgym.lm.threads import ThreadTuner
     from searchgym.training.trainer import evaluate_policy, load_policy
 
     check_sft_args(args)
@@ -354,6 +357,8 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
 
         bar = tqdm(total=total, desc="sft", unit="step", dynamic_ncols=True)
     generator = torch.Generator().manual_seed(args.seed)
+    # On a shared CPU, as many threads as cores received; a micro-batch is one pass.
+    tuner = ThreadTuner(torch, window=1, min_period=4) if args.threads is None and device.type == "cpu" else None
     step = 0
     t0 = time.perf_counter()
     for epoch in range(args.epochs):
@@ -365,11 +370,12 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
             loss_sum = 0.0
             for u in range(0, len(rows_idx), args.micro_batch_size):
                 mb = data.select(rows_idx[u : u + args.micro_batch_size]).to(device)
-                loss = -turn_logprobs(model, mb).mean()  # token-mean over the turn tokens
-                if not torch.isfinite(loss):
-                    raise TrainingError(f"SFT step {step + 1}: the loss is {float(loss)}; lower lr. Nothing was saved.")
-                share = float(mb.loss_mask.sum()) / total_tokens
-                (loss * share).backward()
+                with tuner.session() if tuner else nullcontext(), tuner.step() if tuner else nullcontext():
+                    loss = -turn_logprobs(model, mb).mean()  # token-mean over the turn tokens
+                    if not torch.isfinite(loss):
+                        raise TrainingError(f"SFT step {step + 1}: the loss is {float(loss)}; lower lr. Nothing was saved.")
+                    share = float(mb.loss_mask.sum()) / total_tokens
+                    (loss * share).backward()
                 loss_sum += float(loss.detach()) * share
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
             optimizer.step()

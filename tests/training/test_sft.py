@@ -65,6 +65,48 @@ def test_a_short_sft_run_lowers_the_loss_and_saves_a_trainable_model(tmp_path):
         sft(args)
 
 
+def test_without_a_fixed_count_each_micro_batch_runs_under_the_thread_tuner(tmp_path, monkeypatch):
+    import searchgym.lm.threads as threads_module
+
+    tuners = []
+
+    class RecordingTuner(threads_module.ThreadTuner):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self.counts = []
+            tuners.append(self)
+
+        def start_pass(self):
+            super().start_pass()
+            self.counts.append(torch.get_num_threads())
+
+    monkeypatch.setattr(threads_module, "ThreadTuner", RecordingTuner)
+    # A clock on which the process gets one core: each pass reads 1 s of wall time and
+    # 1 s of CPU time for its 2 threads.
+    clock = {"wall": 0.0, "cpu": 0.0}
+
+    def tick(key):
+        clock[key] += 1.0
+        return clock[key]
+
+    monkeypatch.setattr(threads_module.time, "perf_counter", lambda: tick("wall"))
+    monkeypatch.setattr(threads_module.time, "process_time", lambda: tick("cpu"))
+    caller = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        rows = sft(SFTArgs(
+            env_options={"corpus_options": SMALL_WORLD}, limit=4, epochs=1, batch_size=4, micro_batch_size=2,
+            scratch_size="tiny", eval_limit=0, out=str(tmp_path / "sft"), progress=False,
+        ))
+        assert torch.get_num_threads() == 2  # the caller's count, restored after each micro-batch
+    finally:
+        torch.set_num_threads(caller)
+    assert len(rows) == 1 and len(tuners) == 1
+    (tuner,) = tuners
+    # A window of one micro-batch: the second already runs at the one core received.
+    assert tuner.passes == 2 and tuner.counts == [2, 1] and (tuner.choice, tuner.changes) == (1, 1)
+
+
 def test_pretraining_on_the_corpus_lowers_its_loss_and_feeds_sft(tmp_path):
     import csv
 
