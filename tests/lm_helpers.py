@@ -28,3 +28,19 @@ def recording_lm(respond):
             return super()._generate(prompt_ids, params)
 
     return RecordingLM()
+
+
+def one_core_clock(monkeypatch):
+    """Replace the thread tuner's clocks with one on which the process gets one core:
+    each reading adds 1 s of wall time and 1 s of CPU time, so every pass of 2 threads
+    measures a CPU share of 0.5."""
+    import searchgym.lm.threads as threads_module
+
+    clock = {"wall": 0.0, "cpu": 0.0}
+
+    def tick(key):
+        clock[key] += 1.0
+        return clock[key]
+
+    monkeypatch.setattr(threads_module.time, "perf_counter", lambda: tick("wall"))
+    monkeypatch.setattr(threads_module.time, "process_time", lambda: tick("cpu"))

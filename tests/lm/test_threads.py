@@ -8,6 +8,7 @@ import searchgym.lm.threads as threads_module
 from searchgym.error import ConfigError
 from searchgym.lm.hf import TransformersLM
 from searchgym.lm.threads import ThreadTuner, fixed_threads
+from lm_helpers import one_core_clock
 
 
 class FakeTorch:
@@ -189,16 +190,7 @@ def test_threads_1_generates_at_one_thread_and_restores_the_caller_count(two_thr
 
 
 def test_auto_measures_every_forward_pass_and_tunes_the_passes_that_follow(two_threads, monkeypatch):
-    # A clock on which the process gets one core: each pass reads 1 s of wall time and
-    # 1 s of CPU time for its 2 threads, a share of 0.5.
-    clock = {"wall": 0.0, "cpu": 0.0}
-
-    def tick(key):
-        clock[key] += 1.0
-        return clock[key]
-
-    monkeypatch.setattr(threads_module.time, "perf_counter", lambda: tick("wall"))
-    monkeypatch.setattr(threads_module.time, "process_time", lambda: tick("cpu"))
+    one_core_clock(monkeypatch)  # every pass measures a CPU share of 0.5 for 2 threads
     lm = TransformersLM("tiny-random")
     assert lm.threads == "auto" and lm.tuner is lm.tuner  # one tuner per calling thread
     seen = counts_seen(lm)

@@ -5,6 +5,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from env_helpers import SMALL_WORLD, make_small  # noqa: E402
+from lm_helpers import one_core_clock  # noqa: E402
 from searchgym.error import ConfigError, SearchGymError  # noqa: E402
 from searchgym.lm.testing import tiny_tokenizer  # noqa: E402
 from searchgym.training.sft import SFTArgs, oracle_trajectories, pretrain_on_corpus, scratch_model, sft  # noqa: E402
@@ -81,16 +82,7 @@ def test_without_a_fixed_count_each_micro_batch_runs_under_the_thread_tuner(tmp_
             self.counts.append(torch.get_num_threads())
 
     monkeypatch.setattr(threads_module, "ThreadTuner", RecordingTuner)
-    # A clock on which the process gets one core: each pass reads 1 s of wall time and
-    # 1 s of CPU time for its 2 threads.
-    clock = {"wall": 0.0, "cpu": 0.0}
-
-    def tick(key):
-        clock[key] += 1.0
-        return clock[key]
-
-    monkeypatch.setattr(threads_module.time, "perf_counter", lambda: tick("wall"))
-    monkeypatch.setattr(threads_module.time, "process_time", lambda: tick("cpu"))
+    one_core_clock(monkeypatch)  # every pass measures a CPU share of 0.5 for 2 threads
     caller = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
