@@ -10,13 +10,14 @@ import json
 import os
 import pickle
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from searchgym.corpora.postings import DEFAULT_SHARD_SIZE, Postings, build_postings, load_postings, passage_text, save_postings
 from searchgym.corpora.tokenize import Analyzer, default_analyzer
 from searchgym.corpora.types import Corpus, Hit, Retriever
 from searchgym.error import ConfigError, DataFormatError, UnknownNameError, require
@@ -31,7 +32,9 @@ BM25_METHODS: dict[str, tuple[str, ...]] = {
 BM25_BACKENDS = tuple(BM25_METHODS)
 
 _META = "searchgym_bm25.json"
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2
+#: 1: bm25s's own folder (read through bm25s, memory-mapped); 2: the arrays of searchgym.corpora.postings.
+_READABLE_VERSIONS = (1, 2)
 # Above this share of the corpus in the posting lists of a query, ranking every passage is
 # cheaper than ranking the candidates (measured on 1M passages).
 _DENSE_SHARE = 0.5
@@ -42,11 +45,6 @@ def _cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
-
-
-def passage_text(passage) -> str:
-    """The text indexed for a passage: title, newline, text."""
-    return f"{passage.title}\n{passage.text}"
 
 
 class BM25Retriever(Retriever):
@@ -62,6 +60,10 @@ class BM25Retriever(Retriever):
         delta: the BM25L / BM25+ lower bound (bm25s default 0.5); ignored by other variants.
         n_threads: threads answering a batch of queries (bm25s backend); ``None``: all cores.
         show_progress: progress bars while indexing.
+        workers: processes tokenizing shards at once while building (bm25s backend); ``None``:
+            all cores. Only corpora of more than one shard use processes.
+        shard_size: passages tokenized together while building: the build holds about
+            ``shard_size`` passages' tokens per worker at once (bm25s backend).
 
     What each backend computes (N passages, df passages containing a term, tf its count in
     a passage of length L, mean length Lavg, ``norm = k1 * (1 - b + b * L / Lavg)``):
@@ -92,14 +94,17 @@ class BM25Retriever(Retriever):
     with no indexed term (empty, stopwords only, unknown words) gives ``[]`` without
     scoring anything.
 
-    The bm25s backend stores the (term, passage) score matrix of ``bm25s.BM25.index``
-    (computed with bm25s's own formulas, vectorised over the whole corpus; see
-    :func:`build_bm25s_index`) and answers queries with its own kernel over that matrix: it
-    adds the posting lists of the query terms into a reusable buffer and ranks only the
-    passages they touch, so a query costs in proportion to its posting lists rather than to
-    the corpus. Scores equal ``bm25s.BM25.retrieve``'s on the same index (which of several
-    passages tied at the k-th place is returned may differ). Batches run on ``n_threads``
-    threads, since numpy releases the GIL in these loops. The rank-bm25 backend scores every
+    The bm25s backend stores the (term, passage) score matrix that ``bm25s.BM25.index``
+    computes, with bm25s's own formulas (:mod:`searchgym.corpora.postings`: built in shards of
+    ``shard_size`` passages tokenized in ``workers`` processes, so memory stays bounded), and
+    answers queries with its own kernel over that matrix: it adds the posting lists of the
+    query terms into a reusable buffer and ranks only the passages they touch, so a query costs
+    in proportion to its posting lists rather than to the corpus. Scores equal
+    ``bm25s.BM25.retrieve``'s on the same index; passages tied in score come in corpus order,
+    also at the k-th place. Batches run on ``n_threads`` threads, since numpy releases the GIL
+    in these loops. A saved index (:meth:`save`, :meth:`build`) is memory-mapped by
+    :meth:`load`: it loads in about a second whatever its size, and its pages are shared by
+    every process that maps it. The rank-bm25 backend scores every
     passage in Python for every query term, one query after the other (``n_threads`` and
     ``delta`` do not apply to it).
     """
@@ -114,9 +119,12 @@ class BM25Retriever(Retriever):
         delta: float | None = None,
         n_threads: int | None = None,
         show_progress: bool = False,
+        workers: int | None = None,
+        shard_size: int = DEFAULT_SHARD_SIZE,
         *,
         _index: Any = None,
         _prebuilt: bool = False,
+        _out: Path | None = None,
     ):
         self._check_corpus(corpus)
         if backend not in BM25_METHODS:
@@ -130,8 +138,11 @@ class BM25Retriever(Retriever):
                 raise ConfigError(f"BM25Retriever expects {name} to be a non-negative number, got {value!r}.")
         if not 0 <= b <= 1:
             raise ConfigError(f"BM25Retriever expects b in [0, 1], got {b!r}.")
-        if n_threads is not None and (not isinstance(n_threads, int) or n_threads < 1):
-            raise ConfigError(f"BM25Retriever expects n_threads to be a positive integer or None, got {n_threads!r}.")
+        for name, value in (("n_threads", n_threads), ("workers", workers)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ConfigError(f"BM25Retriever expects {name} to be a positive integer or None, got {value!r}.")
+        if not isinstance(shard_size, int) or isinstance(shard_size, bool) or shard_size < 1:
+            raise ConfigError(f"BM25Retriever expects shard_size to be a positive integer, got {shard_size!r}.")
 
         self.corpus = corpus
         self.backend = backend
@@ -145,7 +156,10 @@ class BM25Retriever(Retriever):
         if _prebuilt:  # BM25Retriever.load; None stands for a corpus without any indexable term
             self._index = _index
         elif backend == "bm25s":
-            self._index = self._build_bm25s(show_progress)
+            self._index = build_postings(
+                corpus, k1=self.k1, b=self.b, delta=self.delta, method=method, workers=workers or _cpu_count(),
+                shard_size=shard_size, out=_out, progress=show_progress,
+            )
         else:
             self._index = self._build_rank_bm25()
         self._bind_index()
@@ -157,19 +171,6 @@ class BM25Retriever(Retriever):
         )
 
     # ------------------------------------------------------------------ building
-    def _build_bm25s(self, show_progress: bool):
-        bm25s = require("bm25s", extra="core", feature="The bm25s BM25 backend", install="pip install bm25s")
-        vocab: dict[str, int] = {}
-        texts = (passage_text(p) for p in self.corpus)
-        if show_progress:
-            from tqdm.auto import tqdm
-
-            texts = tqdm(texts, total=len(self.corpus), desc="Tokenizing passages", unit="passage")
-        terms, lengths = self.analyzer.index_terms(texts, vocab)
-        if not vocab:  # every passage is empty or stopwords: nothing can ever match
-            return None
-        return build_bm25s_index(bm25s, terms, lengths, vocab, k1=self.k1, b=self.b, delta=self.delta, method=self.method)
-
     def _build_rank_bm25(self):
         rank_bm25 = require("rank_bm25", extra="rank-bm25", feature="The rank-bm25 backend")
         tokens = self.analyzer.tokenize([passage_text(p) for p in self.corpus])
@@ -184,17 +185,17 @@ class BM25Retriever(Retriever):
         self._local = threading.local()
 
     def _bind_index(self) -> None:
-        """Pull the arrays the query kernel reads out of the bm25s index."""
+        """Pull the arrays the query kernel reads out of the postings."""
         if self.backend != "bm25s" or self._index is None:
             return
-        scores = self._index.scores
-        self._data = np.asarray(scores["data"], dtype=np.float32)
-        self._indices = np.asarray(scores["indices"])
-        self._indptr = np.asarray(scores["indptr"], dtype=np.int64)
-        self._vocab: dict[str, int] = self._index.vocab_dict
-        nonocc = getattr(self._index, "nonoccurrence_array", None)
+        postings: Postings = self._index
+        self._data = np.asarray(postings.data, dtype=np.float32)
+        self._indices = np.asarray(postings.indices)
+        self._indptr = np.asarray(postings.indptr, dtype=np.int64)
+        self._vocab: Mapping[str, int] = postings.vocab
+        nonocc = postings.nonoccurrence
         self._nonoccurrence = None if nonocc is None else np.asarray(nonocc, dtype=np.float32)
-        num_docs = int(scores["num_docs"])
+        num_docs = int(postings.num_docs)
         if num_docs != len(self.corpus):
             raise ConfigError(
                 f"BM25 index covers {num_docs} passages but the corpus {self.corpus.name!r} has {len(self.corpus)}; "
@@ -281,19 +282,25 @@ class BM25Retriever(Retriever):
             postings.append(rows)
         touched = np.concatenate(postings) if len(postings) > 1 else postings[0]
         try:
+            # Every passage scoring at least the k-th best score, so that ties at the k-th
+            # place are settled by corpus order below, not by the partition.
             if len(touched) > _DENSE_SHARE * n:
-                top = _top_k(scores, min(k, n))
-                top = top[scores[top] > 0]
-                top_scores = scores[top]
+                best = _top_k(scores, min(k, n))
+                kth = scores[best].min()
+                top = np.flatnonzero(scores >= kth) if kth > 0 else np.flatnonzero(scores > 0)
             else:
                 # A passage occurs at most once per query term in ``touched``, so the best
                 # k * len(term_ids) entries hold the best k distinct passages.
                 values = scores[touched]
-                best = _top_k(values, min(k * len(term_ids), len(values)))
-                top = np.unique(touched[best])
-                top_scores = scores[top]
-                keep = top_scores > 0
-                top, top_scores = top[keep], top_scores[keep]
+                best = np.unique(touched[_top_k(values, min(k * len(term_ids), len(values)))])
+                top = best
+                if len(best) >= k:
+                    best_scores = scores[best]
+                    kth = np.partition(best_scores, len(best) - k)[len(best) - k]
+                    top = np.unique(touched[values >= kth])
+            top_scores = scores[top]
+            keep = top_scores > 0
+            top, top_scores = top[keep], top_scores[keep]
         finally:
             scores[touched] = 0.0
         order = np.lexsort((top, -top_scores))[:k]  # score descending, ties in corpus order
@@ -318,23 +325,38 @@ class BM25Retriever(Retriever):
         return results
 
     # ------------------------------------------------------------------ persistence
+    @classmethod
+    def build(cls, corpus: Corpus, path: str | os.PathLike, **options: Any) -> BM25Retriever:
+        """Build the index of ``corpus`` straight into the directory ``path`` and return it
+        loaded from there (memory-mapped). ``options`` are the constructor's. With the bm25s
+        backend the arrays are written as they are computed, never held in memory whole."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        out = path if options.get("backend", "bm25s") == "bm25s" else None
+        retriever = cls(corpus, **options, _out=out)
+        retriever.save(path)
+        return cls.load(path, corpus, n_threads=options.get("n_threads"))
+
     def save(self, path: str | os.PathLike) -> Path:
         """Write the index to the directory ``path`` (created if needed) and return it.
 
-        bm25s indexes are stored in bm25s's own format under ``path/bm25s``; rank-bm25
-        indexes are pickled. ``searchgym_bm25.json`` records the parameters and the corpus
-        fingerprint that :meth:`load` checks.
+        bm25s-backend indexes are stored as the arrays :meth:`load` maps
+        (:func:`~searchgym.corpora.postings.save_postings`); rank-bm25 indexes are pickled.
+        ``searchgym_bm25.json`` records the parameters, the analyzer and the corpus (name,
+        fingerprint, size, file) that :meth:`load` checks.
         """
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
+        arrays: dict[str, Any] = {}
         if self._index is not None:
             if self.backend == "bm25s":
-                self._index.save(path / "bm25s", show_progress=False)
+                arrays = save_postings(self._index, path)
             else:
                 with open(path / "rank_bm25.pkl", "wb") as f:
                     pickle.dump(self._index, f, protocol=pickle.HIGHEST_PROTOCOL)
         meta = {
             "format_version": _FORMAT_VERSION,
+            "retriever": "bm25" if self.backend == "bm25s" else "rank-bm25",
             "backend": self.backend,
             "method": self.method,
             "k1": self.k1,
@@ -342,21 +364,18 @@ class BM25Retriever(Retriever):
             "delta": self.delta,
             "corpus_name": self.corpus.name,
             "corpus_fingerprint": self.corpus.fingerprint,
+            "corpus_path": None if self.corpus.path is None else str(self.corpus.path),
             "num_passages": len(self.corpus),
             "empty_vocabulary": self._index is None,
             "analyzer": {"language": self.analyzer.language, "stopwords": sorted(self.analyzer.stopwords)},
+            **arrays,
         }
         (path / _META).write_text(json.dumps(meta, indent=2))
         return path
 
-    @classmethod
-    def load(cls, path: str | os.PathLike, corpus: Corpus, n_threads: int | None = None) -> BM25Retriever:
-        """Read an index written by :meth:`save` for ``corpus``.
-
-        Raises :class:`ConfigError` when the index was built for another corpus (the corpus
-        fingerprints differ) or with another analyzer. rank-bm25 indexes are pickles: load
-        only indexes you wrote yourself.
-        """
+    @staticmethod
+    def read_meta(path: str | os.PathLike) -> dict[str, Any]:
+        """The metadata of an index folder written by :meth:`save`; a clear error otherwise."""
         path = Path(path)
         meta_path = path / _META
         if not meta_path.is_file():
@@ -366,14 +385,27 @@ class BM25Retriever(Retriever):
             )
         try:
             meta = json.loads(meta_path.read_text())
-            backend, fingerprint = meta["backend"], meta["corpus_fingerprint"]
-        except (ValueError, KeyError) as e:
+            meta["backend"], meta["corpus_fingerprint"]
+        except (ValueError, KeyError, TypeError) as e:
             raise DataFormatError(meta_path, None, "the JSON metadata of a saved BM25 index", repr(e)) from e
-        if meta.get("format_version") != _FORMAT_VERSION:
+        if meta.get("format_version") not in _READABLE_VERSIONS:
             raise ConfigError(
-                f"BM25 index at {str(path)!r} has format version {meta.get('format_version')!r}, expected "
-                f"{_FORMAT_VERSION}; rebuild it with BM25Retriever(corpus).save(path)."
+                f"BM25 index at {str(path)!r} has format version {meta.get('format_version')!r}, expected one of "
+                f"{list(_READABLE_VERSIONS)}; rebuild it: searchgym index --corpus FILE --out {str(path)!r}."
             )
+        return meta
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, corpus: Corpus, n_threads: int | None = None) -> BM25Retriever:
+        """Map an index written by :meth:`save` or :meth:`build` for ``corpus``.
+
+        Raises :class:`ConfigError` when the index was built for another corpus (the corpus
+        fingerprints differ) or with another analyzer. rank-bm25 indexes are pickles: load
+        only indexes you wrote yourself.
+        """
+        path = Path(path)
+        meta = cls.read_meta(path)
+        backend, fingerprint = meta["backend"], meta["corpus_fingerprint"]
         if fingerprint != corpus.fingerprint:
             raise ConfigError(
                 f"BM25 index at {str(path)!r} was built for corpus {meta.get('corpus_name')!r} with fingerprint "
@@ -391,8 +423,7 @@ class BM25Retriever(Retriever):
         index = None
         if not meta.get("empty_vocabulary"):
             if backend == "bm25s":
-                bm25s = require("bm25s", extra="core", feature="The bm25s BM25 backend", install="pip install bm25s")
-                index = bm25s.BM25.load(path / "bm25s", show_progress=False)
+                index = load_postings(path, len(corpus)) if meta["format_version"] >= 2 else _load_bm25s_folder(path)
             elif backend == "rank_bm25":
                 require("rank_bm25", extra="rank-bm25", feature="The rank-bm25 backend")
                 with open(path / "rank_bm25.pkl", "rb") as f:
@@ -412,80 +443,13 @@ class BM25Retriever(Retriever):
         )
 
 
-def build_bm25s_index(
-    bm25s,
-    terms: np.ndarray,
-    lengths: np.ndarray,
-    vocab: dict[str, int],
-    *,
-    k1: float,
-    b: float,
-    delta: float,
-    method: str,
-):
-    """A ``bm25s.BM25`` index of passages given as term ids (see :meth:`Analyzer.index_terms`).
-
-    ``terms`` concatenates the term ids (0..V-1, ``vocab``: term -> id) of every passage and
-    ``lengths`` counts them per passage. Gives the arrays ``bm25s.BM25.index`` builds, with
-    bm25s's own idf and tf formulas, but computes them with whole-array numpy operations
-    instead of a Python loop per passage (about 4x faster on a million passages). Falls back
-    to ``index()`` if a future bm25s renames the formula helpers.
-    """
-    index = bm25s.BM25(k1=k1, b=b, delta=delta, method=method)
-    terms = np.asarray(terms, dtype=np.int32)
-    lengths = np.asarray(lengths, dtype=np.int64)
-    scoring = getattr(bm25s, "scoring", None)
-    try:
-        tfc_fn = scoring._select_tfc_scorer(method)
-        idf_fn = scoring._select_idf_scorer(index.idf_method)
-        nonoccurrence_fn = scoring._build_nonoccurrence_array
-    except AttributeError:
-        ids = [part.tolist() for part in np.split(terms, np.cumsum(lengths)[:-1])]
-        index.index((ids, vocab), create_empty_token=False, show_progress=False)
-        return index
-
-    n_docs, n_vocab = len(lengths), len(vocab)
-    docs = np.repeat(np.arange(n_docs, dtype=np.int32), lengths)
-    order = np.argsort(terms, kind="stable")  # term-major; passages stay ascending within a term
-    terms, docs = terms[order], docs[order]
-    del order
-    # Equal (term, passage) pairs are now adjacent: each run is one posting, its length the tf.
-    starts = np.flatnonzero(np.concatenate(([True], (terms[1:] != terms[:-1]) | (docs[1:] != docs[:-1]))))
-    tf = np.diff(np.append(starts, len(terms))).astype(np.float32)
-    posting_terms, posting_docs = terms[starts], docs[starts]
-    del terms, docs
-    df = np.bincount(posting_terms, minlength=n_vocab)
-    idf = np.array([idf_fn(d, N=n_docs) for d in df.tolist()], dtype=np.float32)
-    avg_len = lengths.mean()
-    tfc = tfc_fn(tf_array=tf, l_d=lengths.astype(np.float64)[posting_docs], l_avg=avg_len, k1=k1, b=b, delta=delta)
-    scores = idf[posting_terms] * tfc
-    nonoccurrence = None
-    if method in index.methods_requiring_nonoccurrence:
-        nonoccurrence = nonoccurrence_fn(
-            doc_frequencies=dict(enumerate(df.tolist())),
-            n_docs=n_docs,
-            compute_idf_fn=idf_fn,
-            calculate_tfc_fn=tfc_fn,
-            l_d=avg_len,
-            l_avg=avg_len,
-            k1=k1,
-            b=b,
-            delta=delta,
-            dtype=index.dtype,
-        )
-        scores -= nonoccurrence[posting_terms]
-    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
-    np.cumsum(df, out=indptr[1:])
-    index.scores = {
-        "data": scores.astype(index.dtype),
-        "indices": posting_docs.astype(index.int_dtype),
-        "indptr": indptr,
-        "num_docs": n_docs,
-    }
-    index.nonoccurrence_array = nonoccurrence
-    index.vocab_dict = vocab
-    index.unique_token_ids_set = set(vocab.values())
-    return index
+def _load_bm25s_folder(path: Path) -> Postings:
+    """The postings of a version-1 index folder (bm25s's own format, memory-mapped)."""
+    bm25s = require("bm25s", extra="core", feature="The bm25s BM25 backend", install="pip install bm25s")
+    index = bm25s.BM25.load(path / "bm25s", mmap=True, show_progress=False)
+    scores = index.scores
+    return Postings(scores["data"], scores["indices"], scores["indptr"], index.vocab_dict,
+                    getattr(index, "nonoccurrence_array", None), int(scores["num_docs"]))
 
 
 def _top_k(values: np.ndarray, k: int) -> np.ndarray:

@@ -21,10 +21,11 @@ import gzip
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+from searchgym.corpora.mapped import open_corpus
 from searchgym.corpora.types import Corpus, Passage
 from searchgym.error import ConfigError, DataFileNotFoundError, DataFormatError
 
@@ -72,12 +73,13 @@ def _open_binary(path: Path):
 
 
 def iter_jsonl_objects(
-    path: str | os.PathLike, *, expected: str, what: str = "data"
+    path: str | os.PathLike, *, expected: str, what: str = "data", on_bytes: Callable[[int], Any] | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for every non-blank line of a (gzipped) JSON-lines file.
 
     Line numbers are 1-based. A line that is not UTF-8, not JSON or not a JSON object
     raises :class:`DataFormatError` naming the file, the line and ``expected``.
+    ``on_bytes``, if given, is called with the size of every line read (for progress bars).
     """
     path = Path(path)
     if not path.is_file():
@@ -85,6 +87,8 @@ def iter_jsonl_objects(
     with _open_binary(path) as f:
         try:
             for line_number, raw in enumerate(f, start=1):
+                if on_bytes is not None:
+                    on_bytes(len(raw))
                 try:
                     line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")  # -sig: a byte-order mark
                 except UnicodeDecodeError as e:
@@ -150,7 +154,8 @@ def split_contents(contents: str) -> tuple[str, str]:
     return title, text
 
 
-def _passage_from(obj: dict[str, Any], path: Path, line_number: int) -> Passage:
+def passage_from(obj: dict[str, Any], path: Path, line_number: int) -> Passage:
+    """The :class:`Passage` of one parsed line of a passage file (either layout)."""
     passage_id = read_id(obj, path, line_number, PASSAGE_LINE_FORMAT)
     if "title" in obj and "text" in obj:
         title, text = obj["title"], obj["text"]
@@ -166,7 +171,8 @@ def _passage_from(obj: dict[str, Any], path: Path, line_number: int) -> Passage:
     raise DataFormatError(path, line_number, PASSAGE_LINE_FORMAT, describe_value(obj))
 
 
-def _default_name(path: Path) -> str:
+def default_corpus_name(path: Path) -> str:
+    """A passage file's name without ``.jsonl`` / ``.json`` / ``.gz``."""
     name = path.name
     for suffix in (".gz", ".jsonl", ".json"):
         name = name.removesuffix(suffix)
@@ -174,32 +180,32 @@ def _default_name(path: Path) -> str:
 
 
 def read_passages(path: str | os.PathLike, *, name: str | None = None) -> Corpus:
-    """Read a passage file (see the module docstring for the layouts) into a :class:`Corpus`.
+    """Open a passage file (see the module docstring for the layouts) as a :class:`Corpus`.
 
-    ``name`` defaults to the file name without ``.jsonl``/``.gz``. Raises
-    :class:`DataFormatError` naming the file and line for a malformed line or a repeated
-    id, and ``FileNotFoundError`` if the file does not exist.
+    The passages stay on disk: the first open of a file checks every line and writes a
+    memory-mapped passage store beside it (:mod:`searchgym.corpora.mapped`); later opens, in
+    any process, map that store in milliseconds. ``name`` defaults to the file name without
+    ``.jsonl``/``.gz``. Raises :class:`DataFormatError` naming the file and line for a
+    malformed line or a repeated id, and ``FileNotFoundError`` if the file does not exist.
     """
     path = Path(path)
-    passages: list[Passage] = []
-    first_line: dict[str, int] = {}
-    for line_number, obj in iter_jsonl_objects(path, expected=PASSAGE_LINE_FORMAT, what="passage"):
-        passage = _passage_from(obj, path, line_number)
-        check_new_id(first_line, passage.id, path, line_number, "passage")
-        passages.append(passage)
-    return Corpus(passages, name=name or _default_name(path))
+    if not path.is_file():
+        raise missing_file_error(path, "passage")
+    return open_corpus(path, name=name)
 
 
 def check_new_id(first_line: dict[str, int], item_id: str, path: Path, line_number: int, what: str) -> None:
     """Record that ``item_id`` is on ``line_number``; ``DataFormatError`` if an earlier line had it."""
     if item_id in first_line:
-        raise DataFormatError(
-            path,
-            line_number,
-            f"unique {what} ids",
-            f"id {item_id!r} again (first on line {first_line[item_id]}); rename or drop one",
-        )
+        raise repeated_id_error(item_id, path, line_number, first_line[item_id], what)
     first_line[item_id] = line_number
+
+
+def repeated_id_error(item_id: str, path: Path, line_number: int, first_line: int, what: str) -> DataFormatError:
+    """The error for an id on ``line_number`` that ``first_line`` already had."""
+    return DataFormatError(
+        path, line_number, f"unique {what} ids", f"id {item_id!r} again (first on line {first_line}); rename or drop one"
+    )
 
 
 def _open_for_writing(path: Path):

@@ -6,6 +6,7 @@ import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, overload
 
 from searchgym.error import ConfigError
@@ -60,7 +61,14 @@ class Hit:
 
 
 class Corpus(Sequence[Passage]):
-    """An ordered, immutable collection of passages with lookup by id."""
+    """An ordered, immutable collection of passages with lookup by id.
+
+    ``Corpus(passages)`` holds them in memory; a passage file opened with ``load_corpus(path)``
+    is a :class:`~searchgym.corpora.mapped.MappedCorpus`, whose passages stay on disk.
+    """
+
+    #: The passage file the corpus was opened from; None for a corpus held in memory.
+    path: Path | None = None
 
     def __init__(self, passages: Iterable[Passage], name: str = "custom"):
         self.name = name

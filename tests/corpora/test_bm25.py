@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from searchgym.corpora.bm25 import BM25_METHODS, BM25Retriever
+from searchgym.corpora.postings import build_postings, passage_text
 from searchgym.corpora.tokenize import STOPWORDS, Analyzer, tokenize
 from searchgym.corpora.types import Corpus, Passage
 from searchgym.error import ConfigError, UnknownNameError
@@ -262,18 +263,31 @@ def test_backends_agree_on_real_questions(wiki_vital, wiki_bm25s, sub_questions)
     assert accuracy >= 0.55, accuracy
 
 
+def bm25s_reference(passages, method):
+    """bm25s's own index of ``passages`` (its Python build, from our analyzer's term ids)."""
+    import bm25s
+
+    vocab: dict[str, int] = {}
+    terms, lengths = Analyzer().index_terms([passage_text(p) for p in passages], vocab)
+    ids = [part.tolist() for part in np.split(terms, np.cumsum(lengths)[:-1])]
+    reference = bm25s.BM25(k1=0.9, b=0.4, delta=0.5, method=method)
+    reference.index((ids, vocab), create_empty_token=False, show_progress=False)
+    return reference, vocab
+
+
 @pytest.mark.parametrize("method", BM25_METHODS["bm25s"])
 def test_kernel_matches_bm25s_retrieve(wiki_vital, sub_questions, method):
     retriever = BM25Retriever(wiki_vital, backend="bm25s", method=method)
+    reference, vocab = bm25s_reference(wiki_vital, method)
     questions = [q for q, _ in sub_questions[:40]]
     ours = retriever.search(questions, 10)
-    term_ids = retriever.analyzer.token_ids(questions, retriever._vocab, grow=False)
-    reference = retriever._index.retrieve(term_ids, k=10, show_progress=False)
-    for hits, ids, ref_scores in zip(ours, term_ids, reference.scores):
+    term_ids = retriever.analyzer.token_ids(questions, vocab, grow=False)
+    found = reference.retrieve(term_ids, k=10, show_progress=False)
+    for hits, ids, ref_scores in zip(ours, term_ids, found.scores):
         # Same top-k score values, and every hit carries its passage's own bm25s score
         # (which passage wins a tie at the k-th place may differ).
         np.testing.assert_allclose([h.score for h in hits], ref_scores, rtol=1e-5)
-        every = retriever._index.get_scores(ids)
+        every = reference.get_scores(ids)
         np.testing.assert_allclose([h.score for h in hits], every[[int(h.passage.id) for h in hits]], rtol=1e-5)
         assert len({h.passage.id for h in hits}) == len(hits)
 
@@ -292,23 +306,20 @@ def test_real_save_load_round_trip(wiki_bm25s, wiki_vital, sub_questions, tmp_pa
 
 
 @pytest.mark.parametrize("method", BM25_METHODS["bm25s"])
-def test_vectorised_build_equals_bm25s_index(wiki_vital, method):
-    import bm25s
+def test_sharded_build_equals_bm25s_index(wiki_vital, method):
+    passages = Corpus(wiki_vital[:3000], name="wiki-3000")
+    reference, vocab = bm25s_reference(passages, method)
+    for shard_size in (3000, 700):  # one shard, and five of them merged
+        ours = build_postings(passages, k1=0.9, b=0.4, delta=0.5, method=method, shard_size=shard_size)
+        assert dict(ours.vocab) == vocab
+        np.testing.assert_array_equal(ours.indptr, reference.scores["indptr"])
+        np.testing.assert_array_equal(ours.indices, reference.scores["indices"])
+        np.testing.assert_allclose(ours.data, reference.scores["data"], rtol=1e-6)
+        assert ours.data.dtype == reference.scores["data"].dtype == np.float32
+        assert ours.num_docs == reference.scores["num_docs"] == 3000
+        if reference.nonoccurrence_array is None:
+            assert ours.nonoccurrence is None
+        else:
+            np.testing.assert_allclose(ours.nonoccurrence, reference.nonoccurrence_array, rtol=1e-6)
 
-    from searchgym.corpora.bm25 import build_bm25s_index, passage_text
 
-    vocab: dict[str, int] = {}
-    terms, lengths = Analyzer().index_terms([passage_text(p) for p in wiki_vital[:3000]], vocab)
-    ours = build_bm25s_index(bm25s, terms, lengths, vocab, k1=0.9, b=0.4, delta=0.5, method=method)
-    ids = [part.tolist() for part in np.split(terms, np.cumsum(lengths)[:-1])]
-    reference = bm25s.BM25(k1=0.9, b=0.4, delta=0.5, method=method)
-    reference.index((ids, vocab), create_empty_token=False, show_progress=False)
-    np.testing.assert_array_equal(ours.scores["indptr"], reference.scores["indptr"])
-    np.testing.assert_array_equal(ours.scores["indices"], reference.scores["indices"])
-    np.testing.assert_allclose(ours.scores["data"], reference.scores["data"], rtol=1e-6)
-    assert ours.scores["data"].dtype == reference.scores["data"].dtype == np.float32
-    assert ours.scores["num_docs"] == reference.scores["num_docs"] == 3000
-    if reference.nonoccurrence_array is None:
-        assert ours.nonoccurrence_array is None
-    else:
-        np.testing.assert_allclose(ours.nonoccurrence_array, reference.nonoccurrence_array, rtol=1e-6)

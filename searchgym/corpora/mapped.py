@@ -1,0 +1,340 @@
+"""Passage files opened, not loaded: a memory-mapped passage store built once beside the file.
+
+The first time a passage file is opened, its lines are read and checked once (the same checks
+and errors as :func:`searchgym.corpora.store.read_passages` always made) and written as a
+*passage store*: a folder ``<file>.searchgym/`` beside the file (or, where that folder cannot
+be written, under the cache dir) holding
+
+* ``blob.bin``: the UTF-8 bytes of every passage's id, title and text, back to back;
+* ``offsets.bin``: where each of them starts (little-endian int64, three per passage, then the end);
+* ``id_hash.npy`` / ``id_pos.npy``: sorted 64-bit hashes of the ids and their positions, for
+  lookup by id (absent when every id is its own line position, ``"0"``, ``"1"``, ..., as in
+  wiki-18, where the position is the id);
+* ``meta.json``: the passage count, the corpus fingerprint (the same content hash an in-memory
+  :class:`~searchgym.corpora.types.Corpus` of these passages has) and what identifies the
+  source file (size, modification time, inode, a hash of its first and last MiB).
+
+Every later open, in any process, maps these files: no passage becomes a Python object until
+it is asked for, so a process holds almost nothing per passage (the pages the OS caches are
+shared by every process on the machine). A store whose source file changed is rebuilt. One
+store per file per process: every corpus opened on the same file shares it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import mmap
+import os
+import shutil
+import sys
+import threading
+import time
+import uuid
+from array import array
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from searchgym.cache import cache_dir
+from searchgym.corpora.types import Corpus, Passage
+from searchgym.error import DataFormatError
+
+__all__ = ["STORE_SUFFIX", "MappedCorpus", "PassageStore", "open_corpus", "store_folder"]
+
+STORE_SUFFIX = ".searchgym"
+_FORMAT_VERSION = 1
+_SAMPLE = 1 << 20  # bytes hashed at each end of the source file to notice a change
+_FLUSH = 1 << 20  # offsets kept in memory before they are written out while building
+_PROGRESS_BYTES = 64 << 20  # files larger than this show a progress bar while the store is built
+_ITER_CHUNK = 4096  # passages decoded per read while iterating
+
+
+def _hash_id(passage_id: str) -> int:
+    """A 64-bit hash of an id, the same in every process (unlike ``hash``)."""
+    digest = hashlib.blake2b(passage_id.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def source_signature(path: Path) -> dict[str, Any]:
+    """What identifies the content of a file without reading all of it: size, mtime, inode and
+    a hash of its first and last MiB (all of it when smaller than 2 MiB)."""
+    stat = path.stat()
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        h.update(f.read(_SAMPLE))
+        if stat.st_size > 2 * _SAMPLE:
+            f.seek(-_SAMPLE, os.SEEK_END)
+        h.update(f.read())
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino, "sample_sha256": h.hexdigest()}
+
+
+def store_folder(path: str | os.PathLike) -> Path:
+    """Where the passage store of ``path`` lives: beside the file when its folder is writable,
+    else under ``cache_dir()/corpora``."""
+    path = Path(path).resolve()
+    if os.access(path.parent, os.W_OK):
+        return path.with_name(path.name + STORE_SUFFIX)
+    key = hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    return cache_dir() / "corpora" / f"{path.name}-{key}{STORE_SUFFIX}"
+
+
+class PassageStore:
+    """The mapped files of one passage store (read-only; shared by threads)."""
+
+    def __init__(self, folder: Path, meta: dict[str, Any]):
+        self.folder = folder
+        self.meta = meta
+        self.source = Path(meta["source"]["path"])
+        self.size: int = meta["passages"]
+        self.fingerprint: str = meta["fingerprint"]
+        self.positional: bool = meta["ids"] == "positional"
+        self._blob = _map(folder / "blob.bin")
+        self._offsets = memoryview(_map(folder / "offsets.bin") or b"\0" * 8).cast("q")
+        if not self.positional:
+            self._id_hash = np.load(folder / "id_hash.npy", mmap_mode="r")
+            self._id_pos = np.load(folder / "id_pos.npy", mmap_mode="r")
+
+    def _field(self, start: int, end: int) -> str:
+        return self._blob[start:end].decode("utf-8", "surrogatepass")
+
+    def passage(self, i: int) -> Passage:
+        o = self._offsets
+        j = 3 * i
+        a, b, c, d = o[j], o[j + 1], o[j + 2], o[j + 3]
+        blob = self._blob
+        return Passage(
+            blob[a:b].decode("utf-8", "surrogatepass"),
+            blob[b:c].decode("utf-8", "surrogatepass"),
+            blob[c:d].decode("utf-8", "surrogatepass"),
+        )
+
+    def passage_id(self, i: int) -> str:
+        o = self._offsets
+        return self._field(o[3 * i], o[3 * i + 1])
+
+    def position(self, passage_id: str) -> int | None:
+        """The position of the passage with this id, or None."""
+        if self.positional:
+            # Only the canonical decimal form is an id ("7", not "07" or " 7").
+            if passage_id.isascii() and passage_id.isdigit() and (passage_id == "0" or passage_id[0] != "0"):
+                i = int(passage_id)
+                return i if i < self.size else None
+            return None
+        h = np.uint64(_hash_id(passage_id))
+        hashes = self._id_hash
+        lo = int(np.searchsorted(hashes, h, side="left"))
+        while lo < len(hashes) and hashes[lo] == h:
+            i = int(self._id_pos[lo])
+            if self.passage_id(i) == passage_id:
+                return i
+            lo += 1
+        return None
+
+
+def _map(path: Path) -> Any:
+    """A read-only map of a file (an empty ``bytes`` for an empty file, which mmap refuses)."""
+    with path.open("rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+class MappedCorpus(Corpus):
+    """A :class:`~searchgym.corpora.types.Corpus` whose passages stay in a memory-mapped store.
+
+    It answers everything a Corpus does (``len``, by position, by id, iteration, ``in``,
+    ``fingerprint``), building each :class:`Passage` when asked for. Open one with
+    :func:`open_corpus` (or ``load_corpus(path)``). Pickling it pickles the file's path: the
+    other process maps the same store.
+    """
+
+    def __init__(self, store: PassageStore, name: str):  # noqa: D107 -- no call to Corpus.__init__: nothing is loaded
+        self.name = name
+        self.path = store.source
+        self._store = store
+        self._fingerprint = store.fingerprint
+
+    def __len__(self) -> int:
+        return self._store.size
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._store.passage(j) for j in range(*i.indices(self._store.size))]
+        try:
+            j = i.__index__()
+        except AttributeError:
+            raise TypeError(f"Corpus indices must be integers or slices, not {type(i).__name__}") from None
+        n = self._store.size
+        if j < 0:
+            j += n
+        if not 0 <= j < n:
+            raise IndexError(f"passage index {i} out of range for corpus {self.name!r} of {n} passages")
+        return self._store.passage(j)
+
+    def __iter__(self) -> Iterator[Passage]:
+        passage = self._store.passage
+        for i in range(self._store.size):
+            yield passage(i)
+
+    def __repr__(self) -> str:
+        return f"Corpus(name={self.name!r}, passages={len(self)}, file={str(self.path)!r})"
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return open_corpus, (str(self.path), self.name)
+
+    def index_of(self, passage_id: str) -> int:
+        position = self._store.position(passage_id) if isinstance(passage_id, str) else None
+        if position is None:
+            raise KeyError(f"No passage with id {passage_id!r} in corpus {self.name!r}")
+        return position
+
+    def get(self, passage_id: str) -> Passage:
+        return self._store.passage(self.index_of(passage_id))
+
+    def __contains__(self, item: object) -> bool:
+        if isinstance(item, Passage):
+            position = self._store.position(item.id)
+            return position is not None and self._store.passage(position) == item
+        return isinstance(item, str) and self._store.position(item) is not None
+
+
+# ------------------------------------------------------------------------ opening
+
+_STORES: dict[str, PassageStore] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def open_corpus(path: str | os.PathLike, name: str | None = None) -> MappedCorpus:
+    """The passage file at ``path`` as a :class:`MappedCorpus` named ``name``.
+
+    The first open of a file builds its passage store (reading every line once; a progress
+    bar for large files); later opens, in this process or any other, map it. Raises
+    :class:`~searchgym.error.DataFormatError` naming the file and line for a malformed line or
+    a repeated id, as :func:`~searchgym.corpora.store.read_passages` documents.
+    """
+    from searchgym.corpora.store import default_corpus_name
+
+    source = Path(path).resolve()
+    signature = source_signature(source)
+    key = str(source)
+    with _STORES_LOCK:
+        store = _STORES.get(key)
+        if store is None or store.meta["source"]["signature"] != signature:
+            store = _STORES[key] = _open_store(source, signature)
+    return MappedCorpus(store, name or default_corpus_name(source))
+
+
+def _read_meta(folder: Path) -> dict[str, Any] | None:
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) and meta.get("format_version") == _FORMAT_VERSION else None
+
+
+def _open_store(source: Path, signature: dict[str, Any]) -> PassageStore:
+    folder = store_folder(source)
+    meta = _read_meta(folder)
+    if meta is not None and meta["source"]["signature"] == signature:
+        return PassageStore(folder, meta)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    # One builder at a time: a second process waits here, then maps what the first wrote.
+    with open(folder.with_name(folder.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        meta = _read_meta(folder)
+        if meta is None or meta["source"]["signature"] != signature:
+            meta = _build_store(source, signature, folder)
+    return PassageStore(folder, meta)
+
+
+def _build_store(source: Path, signature: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """Read the passage file once and write its store to ``folder`` (replacing a stale one)."""
+    from searchgym.corpora.store import PASSAGE_LINE_FORMAT, iter_jsonl_objects, passage_from, repeated_id_error
+
+    started = time.perf_counter()
+    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp.mkdir()
+    try:
+        fingerprint = hashlib.sha256()
+        offsets = array("q")
+        lines = array("q")
+        positional = True
+        position = 0
+        bar = _progress(source)
+        with open(tmp / "blob.bin", "wb") as blob, open(tmp / "offsets.bin", "wb") as offsets_file:
+            for line_number, obj in iter_jsonl_objects(source, expected=PASSAGE_LINE_FORMAT, what="passage",
+                                                       on_bytes=bar.update if bar else None):
+                passage = passage_from(obj, source, line_number)
+                fields = [s.encode("utf-8", "surrogatepass") for s in (passage.id, passage.title, passage.text)]
+                for field in fields:
+                    offsets.append(position)
+                    blob.write(field)
+                    position += len(field)
+                fingerprint.update(b"\x00".join(fields) + b"\x01")
+                if positional and passage.id != str(len(lines)):
+                    positional = False
+                lines.append(line_number)
+                if len(offsets) >= _FLUSH:
+                    offsets_file.write(offsets.tobytes())
+                    del offsets[:]
+            offsets.append(position)
+            offsets_file.write(offsets.tobytes())
+        if bar:
+            bar.close()
+        count = len(lines)
+        if not positional:
+            _write_id_index(tmp, count, lines, source, repeated_id_error)
+        meta = {
+            "format_version": _FORMAT_VERSION,
+            "source": {"path": str(source), "signature": signature},
+            "passages": count,
+            "fingerprint": fingerprint.hexdigest()[:16],
+            "ids": "positional" if positional else "hashed",
+            "build_seconds": round(time.perf_counter() - started, 2),
+        }
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+        if folder.exists():  # stale: the source changed since it was built
+            stale = folder.with_name(f".{folder.name}.{uuid.uuid4().hex[:8]}.stale")
+            os.rename(folder, stale)
+            shutil.rmtree(stale, ignore_errors=True)
+        os.rename(tmp, folder)
+        return meta
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write_id_index(tmp: Path, count: int, lines: array, source: Path, repeated_id_error: Any) -> None:
+    """Sorted id hashes and their positions; a repeated id is reported at its second line."""
+    store = PassageStore.__new__(PassageStore)  # read the ids back from the blob just written
+    store._blob = _map(tmp / "blob.bin")
+    store._offsets = memoryview(_map(tmp / "offsets.bin")).cast("q")
+    hashes = np.fromiter((_hash_id(store.passage_id(i)) for i in range(count)), dtype=np.uint64, count=count)
+    order = np.argsort(hashes, kind="stable")  # equal hashes keep file order
+    hashes = hashes[order]
+    same = np.flatnonzero(hashes[1:] == hashes[:-1])
+    repeats = []
+    for j in same.tolist():  # equal hashes: the same id, or (rarely) a collision
+        first, second = int(order[j]), int(order[j + 1])
+        if store.passage_id(first) == store.passage_id(second):
+            repeats.append((second, first))
+    if repeats:
+        second, first = min(repeats)
+        raise repeated_id_error(store.passage_id(second), source, lines[second], lines[first], "passage")
+    np.save(tmp / "id_hash.npy", hashes)
+    np.save(tmp / "id_pos.npy", order.astype(np.int64))
+
+
+def _progress(source: Path) -> Any:
+    size = source.stat().st_size
+    if size < _PROGRESS_BYTES:
+        return None
+    from tqdm.auto import tqdm
+
+    with source.open("rb") as f:
+        compressed = f.read(2) == b"\x1f\x8b"  # lines are counted uncompressed: no total then
+    return tqdm(total=None if compressed else size, unit="B", unit_scale=True, desc=f"Opening {source.name} (once: building its passage store)",
+                file=sys.stderr)

@@ -1,0 +1,336 @@
+"""The BM25 posting matrix: built in shards on several processes, saved and mapped from disk.
+
+A BM25 index is a (term x passage) score matrix in compressed sparse rows: for term ``t``,
+``indices[indptr[t]:indptr[t+1]]`` are the passages containing it (ascending) and ``data`` the
+same slice of their precomputed scores, with bm25s's own idf and tf formulas. A query adds the
+rows of its terms (see :class:`~searchgym.corpora.bm25.BM25Retriever`).
+
+**Building in bounded memory.** :func:`build_postings` cuts the corpus into shards of
+``shard_size`` passages. Each shard is tokenized on its own (in ``workers`` processes at once;
+a memory-mapped corpus is passed by its path, so nothing is copied) into the shard's term ids,
+passage lengths and (term, passage, tf) postings, written to a scratch folder. The parent then
+gives every term its global id (in order of first occurrence in the corpus, as one pass would),
+adds up document frequencies and lengths, and scatters each shard's scores into the final
+arrays: memory-mapped files of the index folder when ``out`` is given. No step holds more than
+one shard's tokens; the scores are the same float32 values a single pass computes.
+
+**On disk** (:func:`save_postings` / :func:`load_postings`): ``data.npy`` (float32),
+``indices.npy`` (int32), ``indptr.npy`` (int64), ``nonoccurrence.npy`` (BM25L / BM25+ only)
+and the vocabulary as sorted 64-bit hashes of the terms with their ids (``vocab_hash.npy``,
+``vocab_ids.npy``), so that loading maps every array and builds no Python object per term.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from searchgym.corpora.tokenize import default_analyzer
+from searchgym.corpora.types import Corpus, Passage
+from searchgym.error import SearchGymError, require
+
+__all__ = ["HashedVocab", "Postings", "build_postings", "load_postings", "save_postings", "stable_hash"]
+
+#: Passages per shard by default: about 0.5 GB of working memory per worker on wiki-18-like text.
+DEFAULT_SHARD_SIZE = 250_000
+
+
+def stable_hash(text: str) -> int:
+    """A 64-bit hash of a string, the same in every process and run (unlike ``hash``)."""
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def passage_text(passage: Passage) -> str:
+    """The text indexed for a passage: title, newline, text."""
+    return f"{passage.title}\n{passage.text}"
+
+
+@dataclass
+class Postings:
+    """A BM25 score matrix (see the module docstring) and the vocabulary mapping terms to rows."""
+
+    data: np.ndarray  # [P] float32
+    indices: np.ndarray  # [P] int32
+    indptr: np.ndarray  # [V + 1] int64
+    vocab: Mapping[str, int]
+    nonoccurrence: np.ndarray | None  # [V] float32, BM25L / BM25+ only
+    num_docs: int
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.data.nbytes + self.indices.nbytes + self.indptr.nbytes)
+
+
+class HashedVocab(Mapping[str, int]):
+    """A read-only term -> id mapping kept as sorted 64-bit term hashes (memory-mapped).
+
+    Loading it builds nothing per term; a lookup is a binary search. The build checks that no
+    two terms of the vocabulary share a hash (:func:`save_postings` keeps a plain list otherwise).
+    """
+
+    def __init__(self, hashes: np.ndarray, ids: np.ndarray):
+        self._hashes = hashes  # [V] uint64, sorted
+        self._ids = ids  # [V] int32, the id of each hash
+
+    def get(self, term: str, default: Any = None) -> Any:
+        h = np.uint64(stable_hash(term))
+        i = int(np.searchsorted(self._hashes, h))
+        if i < len(self._hashes) and self._hashes[i] == h:
+            return int(self._ids[i])
+        return default
+
+    def __getitem__(self, term: str) -> int:
+        i = self.get(term)
+        if i is None:
+            raise KeyError(term)
+        return i
+
+    def __contains__(self, term: object) -> bool:
+        return isinstance(term, str) and self.get(term) is not None
+
+    def __len__(self) -> int:
+        return len(self._hashes)
+
+    def __iter__(self) -> Iterator[str]:
+        raise TypeError("HashedVocab keeps hashes of its terms, not the terms; it can be looked up but not listed.")
+
+
+# ------------------------------------------------------------------------------ building
+
+
+def build_postings(
+    corpus: Corpus,
+    *,
+    k1: float,
+    b: float,
+    delta: float,
+    method: str,
+    workers: int = 1,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    out: Path | None = None,
+    progress: bool = False,
+) -> Postings | None:
+    """The BM25 postings of ``corpus`` with bm25s's formulas for ``method``, or None when no
+    passage has an indexable term. With ``out`` the arrays are written there and mapped."""
+    bm25s = require("bm25s", extra="core", feature="The bm25s BM25 backend", install="pip install bm25s")
+    scoring = bm25s.scoring
+    formulas = bm25s.BM25(k1=k1, b=b, delta=delta, method=method)
+    n = len(corpus)
+    bounds = [(start, min(start + shard_size, n)) for start in range(0, n, shard_size)]
+    with tempfile.TemporaryDirectory(prefix="searchgym-bm25-", dir=out) as scratch:
+        shards = _tokenize_shards(corpus, bounds, Path(scratch), workers, progress)
+
+        # Global term ids in order of first occurrence, as one pass over the corpus would give.
+        vocab: dict[str, int] = {}
+        to_global = [np.fromiter((vocab.setdefault(s, len(vocab)) for s in stems), np.int64, len(stems)) for stems, _ in shards]
+        if not vocab:
+            return None
+        lengths = np.concatenate([shard_lengths for _, shard_lengths in shards])  # [N] int64
+        n_vocab = len(vocab)
+        df = np.zeros(n_vocab, dtype=np.int64)
+        for s, (start, _) in enumerate(bounds):
+            df += np.bincount(to_global[s][np.load(Path(scratch) / f"{start}.terms.npy")], minlength=n_vocab)
+
+        idf_fn = scoring._select_idf_scorer(formulas.idf_method)
+        tfc_fn = scoring._select_tfc_scorer(method)
+        idf = np.array([idf_fn(d, N=n) for d in df.tolist()], dtype=np.float32)  # [V]
+        avg_len = lengths.mean()
+        nonoccurrence = None
+        if method in formulas.methods_requiring_nonoccurrence:
+            nonoccurrence = scoring._build_nonoccurrence_array(
+                doc_frequencies=dict(enumerate(df.tolist())), n_docs=n, compute_idf_fn=idf_fn, calculate_tfc_fn=tfc_fn,
+                l_d=avg_len, l_avg=avg_len, k1=k1, b=b, delta=delta, dtype=formulas.dtype,
+            )
+        indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+        np.cumsum(df, out=indptr[1:])
+        total = int(indptr[-1])
+        data = _array(out, "data.npy", total, np.float32)
+        indices = _array(out, "indices.npy", total, np.int32)
+
+        lengths_f = lengths.astype(np.float64)  # [N], what bm25s's tf formulas read
+        fill = indptr[:-1].copy()  # [V] where each term's next posting goes
+        bar = _bar(progress, len(bounds), "Scoring shards")
+        for s, (start, _) in enumerate(bounds):
+            terms = np.load(Path(scratch) / f"{start}.terms.npy")  # [p] shard term ids, grouped by term
+            docs = np.load(Path(scratch) / f"{start}.docs.npy") + np.int32(start)  # [p] global passage positions
+            tf = np.load(Path(scratch) / f"{start}.tf.npy")  # [p] float32
+            group = np.flatnonzero(np.concatenate(([True], terms[1:] != terms[:-1])))[: len(terms)]  # first posting of each term
+            counts = np.diff(np.append(group, len(terms)))
+            rows = to_global[s][terms[group]]  # [g] global id of each group's term
+            dest = np.repeat(fill[rows] - group, counts) + np.arange(len(terms))  # [p]
+            fill[rows] += counts
+            terms = to_global[s][terms]
+            tfc = tfc_fn(tf_array=tf, l_d=lengths_f[docs], l_avg=avg_len, k1=k1, b=b, delta=delta)
+            scores = idf[terms] * tfc
+            if nonoccurrence is not None:
+                scores -= nonoccurrence[terms]
+            data[dest] = scores
+            indices[dest] = docs
+            if bar:
+                bar.update()
+        if bar:
+            bar.close()
+    for array in (data, indices):
+        if isinstance(array, np.memmap):
+            array.flush()
+    return Postings(data, indices, indptr, vocab, nonoccurrence, n)
+
+
+def _array(out: Path | None, name: str, size: int, dtype: Any) -> np.ndarray:
+    if out is None:
+        return np.empty(size, dtype=dtype)
+    return np.lib.format.open_memmap(out / name, mode="w+", dtype=dtype, shape=(size,))
+
+
+def _bar(progress: bool, total: int, desc: str) -> Any:
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="shard", file=sys.stderr)
+
+
+def _tokenize_shards(
+    corpus: Corpus, bounds: Sequence[tuple[int, int]], scratch: Path, workers: int, progress: bool
+) -> list[tuple[list[str], np.ndarray]]:
+    """``(terms of the shard in order of first occurrence, passage lengths)`` of every shard,
+    with its postings written to ``scratch``.
+
+    A corpus opened from a file is tokenized by up to ``workers`` processes at once
+    (``python -m searchgym.corpora.postings``: each maps the same passage store, so nothing is
+    copied, and the caller's script is never re-imported as multiprocessing's spawn would).
+    A corpus held in memory is tokenized here, one shard after the other.
+    """
+    bar = _bar(progress, len(bounds), f"Tokenizing {len(corpus):,} passages")
+    results: list[Any] = [None] * len(bounds)
+    if workers > 1 and len(bounds) > 1 and corpus.path is not None:
+        running: dict[int, tuple[subprocess.Popen, Any]] = {}
+        todo = list(range(len(bounds)))
+        try:
+            while todo or running:
+                while todo and len(running) < workers:
+                    s = todo.pop(0)
+                    start, stop = bounds[s]
+                    log = tempfile.TemporaryFile()
+                    command = [sys.executable, "-m", "searchgym.corpora.postings", str(corpus.path), str(start),
+                               str(stop - start), str(scratch / str(start))]
+                    running[s] = (subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log), log)
+                s = _wait_any(running)
+                process, log = running.pop(s)
+                if process.returncode != 0:
+                    log.seek(0)
+                    raise SearchGymError(
+                        f"Tokenizing passages {bounds[s][0]}-{bounds[s][1]} of {corpus.path} failed in a worker process "
+                        f"(exit {process.returncode}): {log.read().decode(errors='replace')[-2000:]}"
+                    )
+                log.close()
+                results[s] = _read_shard(str(scratch / str(bounds[s][0])))
+                if bar:
+                    bar.update()
+        finally:
+            for process, log in running.values():
+                process.kill()
+                process.wait()
+                log.close()
+    else:
+        for s, (start, stop) in enumerate(bounds):
+            prefix = str(scratch / str(start))
+            tokenize_shard(corpus, start, stop - start, prefix)
+            results[s] = _read_shard(prefix)
+            if bar:
+                bar.update()
+    if bar:
+        bar.close()
+    return results
+
+
+def _wait_any(running: Mapping[int, tuple[subprocess.Popen, Any]]) -> int:
+    """The shard of a worker that has ended (waits for one)."""
+    while True:
+        for s, (process, _) in running.items():
+            if process.poll() is not None:
+                return s
+        time.sleep(0.02)
+
+
+def tokenize_shard(passages: Sequence[Passage], start: int, count: int, prefix: str) -> None:
+    """Tokenize ``passages[start:start+count]`` and write to ``prefix.*``: its postings
+    (``terms``, ``docs``, ``tf``: term-major, passages ascending within a term, term ids local
+    to the shard), its passage ``lengths`` and its terms in id order (``stems.txt``)."""
+    vocab: dict[str, int] = {}
+    texts = (passage_text(passages[i]) for i in range(start, start + count))
+    terms, lengths = default_analyzer().index_terms(texts, vocab)  # [T] int32, [n] int64
+    docs = np.repeat(np.arange(count, dtype=np.int32), lengths)  # [T]
+    order = np.argsort(terms, kind="stable")  # term-major; passages stay ascending within a term
+    terms, docs = terms[order], docs[order]
+    del order
+    # Equal (term, passage) pairs are now adjacent: each run is one posting, its length the tf.
+    starts = np.flatnonzero(np.concatenate(([True], (terms[1:] != terms[:-1]) | (docs[1:] != docs[:-1]))))
+    starts = starts[: len(terms)]  # no term at all: no posting
+    np.save(f"{prefix}.terms.npy", terms[starts])
+    np.save(f"{prefix}.docs.npy", docs[starts])
+    np.save(f"{prefix}.tf.npy", np.diff(np.append(starts, len(terms))).astype(np.float32))
+    np.save(f"{prefix}.lengths.npy", lengths)
+    # Terms are runs of word characters, so a newline never occurs in one.
+    Path(f"{prefix}.stems.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8", errors="surrogatepass")
+
+
+def _read_shard(prefix: str) -> tuple[list[str], np.ndarray]:
+    stems = Path(f"{prefix}.stems.txt").read_text(encoding="utf-8", errors="surrogatepass").split("\n")[:-1]
+    return stems, np.load(f"{prefix}.lengths.npy")
+
+
+# ------------------------------------------------------------------------------ disk
+
+
+def save_postings(postings: Postings, folder: Path) -> dict[str, Any]:
+    """Write ``postings`` into ``folder`` (arrays already there, from a build with ``out``, are
+    kept); returns what the index's metadata records about them."""
+    for name, array in (("data.npy", postings.data), ("indices.npy", postings.indices), ("indptr.npy", postings.indptr)):
+        if not (isinstance(array, np.memmap) and Path(array.filename) == (folder / name).resolve()):
+            np.save(folder / name, array)
+    if postings.nonoccurrence is not None:
+        np.save(folder / "nonoccurrence.npy", postings.nonoccurrence)
+    vocab = postings.vocab
+    if isinstance(vocab, HashedVocab):
+        hashes, ids = vocab._hashes, vocab._ids
+    else:
+        terms = list(vocab)
+        hashes = np.fromiter((stable_hash(t) for t in terms), np.uint64, len(terms))
+        ids = np.fromiter((vocab[t] for t in terms), np.int32, len(terms))
+        order = np.argsort(hashes, kind="stable")
+        hashes, ids = hashes[order], ids[order]
+        if len(hashes) > 1 and bool((hashes[1:] == hashes[:-1]).any()):  # two terms, one hash: keep the terms
+            (folder / "vocab.txt").write_text("\n".join(terms) + "\n", encoding="utf-8", errors="surrogatepass")
+    np.save(folder / "vocab_hash.npy", hashes)
+    np.save(folder / "vocab_ids.npy", ids)
+    return {"num_docs": postings.num_docs, "num_terms": len(vocab), "num_postings": len(postings.data)}
+
+
+def load_postings(folder: Path, num_docs: int) -> Postings:
+    """Map the postings :func:`save_postings` wrote to ``folder``."""
+    mapped = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in ("data", "indices", "indptr")}
+    if (folder / "vocab.txt").is_file():
+        terms = (folder / "vocab.txt").read_text(encoding="utf-8", errors="surrogatepass").split("\n")[:-1]
+        vocab: Mapping[str, int] = {t: i for i, t in enumerate(terms)}
+    else:
+        vocab = HashedVocab(np.load(folder / "vocab_hash.npy", mmap_mode="r"), np.load(folder / "vocab_ids.npy", mmap_mode="r"))
+    nonoccurrence = np.load(folder / "nonoccurrence.npy") if (folder / "nonoccurrence.npy").is_file() else None
+    return Postings(mapped["data"], mapped["indices"], mapped["indptr"], vocab, nonoccurrence, num_docs)
+
+
+if __name__ == "__main__":  # a worker of _tokenize_shards: FILE START COUNT PREFIX
+    from searchgym.corpora.mapped import open_corpus
+
+    _file, _start, _count, _prefix = sys.argv[1:]
+    tokenize_shard(open_corpus(_file), int(_start), int(_count), _prefix)
