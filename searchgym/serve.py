@@ -289,7 +289,7 @@ def is_loopback(host: str) -> bool:
 
 
 def serve(
-    corpus: str,
+    corpus: str | None = None,
     retriever: str = "bm25",
     *,
     host: str = "127.0.0.1",
@@ -302,12 +302,16 @@ def serve(
     window_ms: float = 0.0,
     coalesce: bool = True,
 ) -> None:
-    """Load ``corpus``, build (or load the cached) ``retriever`` and serve it until
-    SIGINT / SIGTERM (uvicorn finishes the requests in flight, then exits).
-    ``index_file``: a faiss index file built elsewhere for ``corpus`` (e.g. Search-R1's
-    ``e5_Flat.index``), served with the dense encoder of ``retriever_options["model"]``."""
+    """Open ``corpus``, load or build ``retriever`` and serve it until SIGINT / SIGTERM
+    (uvicorn finishes the requests in flight, then exits).
+
+    ``index_file``: an index folder built by ``searchgym index`` (memory-mapped; ``corpus``
+    defaults to the file it records), or a faiss index file built elsewhere for ``corpus``
+    (e.g. Search-R1's ``e5_Flat.index``), served with the dense encoder of
+    ``retriever_options["model"]``. Without either, ``corpus`` defaults to synthwiki."""
     uvicorn = require("uvicorn", extra="serve", feature="searchgym serve")
 
+    from searchgym.corpora.indexes import index_meta, is_index_folder, load_index, open_index_corpus
     from searchgym.corpora.registry import load_corpus
     from searchgym.corpora.retrievers import make_retriever
 
@@ -319,8 +323,17 @@ def serve(
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ConfigError(f"searchgym serve expects a port between 0 and 65535, got {port!r}.")
     start = time.perf_counter()
-    loaded: Corpus = load_corpus(corpus, **dict(corpus_options or {}))
-    if index_file is not None:
+    folder = index_file is not None and is_index_folder(index_file)
+    if corpus is None and folder:
+        loaded: Corpus = open_index_corpus(index_file)
+    else:
+        loaded = load_corpus(corpus or "synthwiki", **dict(corpus_options or {}))
+    built: dict[str, Any] = {}
+    if folder:
+        index = load_index(index_file, loaded, **dict(retriever_options or {}))
+        built = {k: v for k, v in index_meta(index_file).items() if k not in ("analyzer", "format_version")}
+        retriever = built.get("retriever", built["kind"])
+    elif index_file is not None:
         from searchgym.corpora.dense import DenseRetriever
 
         if retriever not in ("dense", "dense-hnsw"):
@@ -331,16 +344,18 @@ def serve(
     info = {
         "corpus": loaded.name,
         "corpus_options": corpus_options or {},
+        "corpus_path": None if loaded.path is None else str(loaded.path),
         "passages": len(loaded),
         "fingerprint": loaded.fingerprint,
         "retriever": retriever if isinstance(retriever, str) else type(retriever).__name__,
         "retriever_class": type(index).__name__,
         "retriever_options": {k: str(v) for k, v in (retriever_options or {}).items()},
         "index_file": index_file,
+        "index": built or None,
     }
     # The build parameters each retriever keeps (BM25's backend and constants, the dense encoder and index).
     parameters = ("backend", "method", "k1", "b", "delta", "model_spec", "dtype", "index_type", "hnsw_m", "ef_construction",
-                  "ef_search", "query_prefix", "passage_prefix")
+                  "ef_search", "query_prefix", "passage_prefix", "nbytes")
     info["parameters"] = {key.removesuffix("_spec"): getattr(index, key) for key in parameters if isinstance(getattr(index, key, None), (str, int, float))}
     app = create_app(index, info=info, limits=limits, token=token, window_ms=window_ms, coalesce=coalesce)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=10)

@@ -12,16 +12,16 @@ from __future__ import annotations
 import functools
 import numbers
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from searchgym.corpora.datasets import read_qa
 from searchgym.corpora.store import missing_file_error, read_passages
-from searchgym.corpora.types import Corpus, QAExample
+from searchgym.corpora.types import Corpus, Passage, QAExample
 from searchgym.error import ConfigError, UnknownNameError, check_name
 
-__all__ = ["CORPORA", "DATASETS", "default_dataset_for", "load_corpus", "load_dataset"]
+__all__ = ["CORPORA", "DATASETS", "DeferredCorpus", "default_dataset_for", "load_corpus", "load_dataset"]
 
 CORPORA = ("wiki-vital", "synthwiki")
 DATASETS = ("wiki-vital", "wiki-vital-answerable", "synthwiki")
@@ -94,6 +94,56 @@ def load_corpus(name_or_path: str | os.PathLike | Corpus, **options: Any) -> Cor
     if _looks_like_path(name_or_path):
         raise missing_file_error(path, "passage")
     raise UnknownNameError("corpus", name_or_path, CORPORA)
+
+
+class DeferredCorpus(Corpus):
+    """A corpus opened the first time anything asks for it (its length, a passage, its name).
+
+    Envs whose retriever is a ``/retrieve`` server hold one: the server returns the documents,
+    so the corpus file need not even exist where the env runs until some code reads it.
+    """
+
+    def __init__(self, name_or_path: str | os.PathLike, options: Mapping[str, Any]):  # noqa: D107 -- nothing is opened yet
+        self._spec = (name_or_path, dict(options))
+        self._opened: Corpus | None = None
+
+    def _corpus(self) -> Corpus:
+        if self._opened is None:
+            self._opened = load_corpus(self._spec[0], **self._spec[1])
+        return self._opened
+
+    @property
+    def opened(self) -> bool:
+        """Whether the corpus has been opened yet."""
+        return self._opened is not None
+
+    name = property(lambda self: self._corpus().name)
+    path = property(lambda self: self._corpus().path)
+    fingerprint = property(lambda self: self._corpus().fingerprint)
+
+    def __len__(self) -> int:
+        return len(self._corpus())
+
+    def __getitem__(self, i):
+        return self._corpus()[i]
+
+    def __iter__(self) -> Iterator[Passage]:
+        return iter(self._corpus())
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._corpus()
+
+    def get(self, passage_id: str) -> Passage:
+        return self._corpus().get(passage_id)
+
+    def index_of(self, passage_id: str) -> int:
+        return self._corpus().index_of(passage_id)
+
+    def __repr__(self) -> str:
+        return repr(self._opened) if self._opened is not None else f"Corpus({self._spec[0]!r}, not opened yet)"
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return DeferredCorpus, self._spec
 
 
 def load_dataset(

@@ -10,11 +10,15 @@ Retrievers are read-only once built and safe to share between environments and t
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
 import threading
 from collections.abc import Callable, Mapping
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
+from searchgym.corpora.indexes import is_index_folder, load_index
 from searchgym.corpora.types import Corpus, Retriever
 from searchgym.error import ConfigError, UnknownNameError
 
@@ -84,7 +88,13 @@ def make_retriever(name: str | Retriever, corpus: Corpus, *, cache: bool = True,
     ``"dense-hnsw"`` (same encoder, approximate HNSW index), or the URL of a server
     speaking Search-R1's ``/retrieve`` API (``"http://127.0.0.1:8000/retrieve"``,
     :class:`searchgym.corpora.http.HTTPRetriever`; options such as ``timeout``, ``token``
-    go to it). A :class:`Retriever` instance is returned as it is (``options`` must then be empty).
+    go to it), or the path of an index folder built by ``searchgym index``
+    (:func:`searchgym.corpora.indexes.load_index`: memory-mapped, refused for another corpus).
+    A :class:`Retriever` instance is returned as it is (``options`` must then be empty).
+
+    ``"bm25"`` over a corpus opened from a file (``load_corpus(path)``) is built once and kept
+    in a ``bm25-<options>`` folder beside the corpus's passage store; every later process maps
+    it instead of building it again.
 
     Sharing: with ``cache=True`` (default) the result is remembered per process under
     ``(name, corpus.fingerprint, options)``, and a later call with the same key returns the
@@ -105,6 +115,11 @@ def make_retriever(name: str | Retriever, corpus: Corpus, *, cache: bool = True,
 
     if is_url(name):  # a /retrieve server: one client (one connection pool) per URL and options
         return _cached(_key(name, None, options) if cache else None, lambda: HTTPRetriever(name, corpus, **options))
+    if is_index_folder(name):  # built once by `searchgym index`
+        if not isinstance(corpus, Corpus):
+            raise ConfigError(f"make_retriever expects a Corpus, got {type(corpus).__name__}; wrap passages in Corpus(...).")
+        folder = str(Path(name).resolve())
+        return _cached(_key(folder, corpus.fingerprint, options) if cache else None, lambda: load_index(folder, corpus, **options))
     if not isinstance(name, str) or name not in _BUILDERS:
         raise UnknownNameError("retriever", name, [*RETRIEVERS, "http://HOST:PORT/retrieve"])
     if not isinstance(corpus, Corpus):
@@ -116,7 +131,36 @@ def make_retriever(name: str | Retriever, corpus: Corpus, *, cache: bool = True,
             f"Retriever {name!r} fixes the option {fixed!r}, got {fixed}={options[fixed]!r}; choose it by name "
             f"instead (one of {others})."
         )
+    if name == "bm25" and corpus.path is not None:
+        # A corpus opened from a file keeps its BM25 index beside its passage store: built
+        # once, memory-mapped by every later process.
+        return _cached(_key(name, corpus.fingerprint, options) if cache else None, lambda: _stored_bm25(corpus, options))
     return _cached(_key(name, corpus.fingerprint, options) if cache else None, lambda: builder(corpus, **options))
+
+
+#: BM25 options that change how an index is built or searched, not what it holds.
+_RUNTIME_OPTIONS = ("n_threads", "workers", "shard_size", "show_progress")
+
+
+def _stored_bm25(corpus: Corpus, options: dict[str, Any]) -> Retriever:
+    """The BM25 index of a file corpus with these options, from its store folder (built there
+    the first time)."""
+    from searchgym.corpora.bm25 import BM25Retriever
+    from searchgym.corpora.indexes import build_index
+    from searchgym.corpora.mapped import store_folder
+
+    content = {k: v for k, v in sorted(options.items()) if k not in _RUNTIME_OPTIONS}
+    key = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    folder = store_folder(corpus.path) / f"bm25-{key}"
+    runtime = {"n_threads": options["n_threads"]} if "n_threads" in options else {}
+    with open(folder.with_name(folder.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time; the others then map it
+        if is_index_folder(folder):
+            try:
+                return BM25Retriever.load(folder, corpus, **runtime)
+            except ConfigError:  # built for an earlier version of the file, or of searchgym: build again
+                pass
+        return build_index(corpus, "bm25", folder, overwrite=True, **options)
 
 
 def _key(name: str, fingerprint: str | None, options: dict[str, Any]) -> Any:

@@ -150,7 +150,8 @@ class SearchEnv(gym.Env[str, str]):
 
         self.protocol: Protocol = make_protocol(protocol)
         self.corpus: Corpus
-        self.corpus, examples = load_task_data(corpus, dataset, split=split, corpus_options=corpus_options, dataset_options=dataset_options)
+        self.corpus, examples = load_task_data(corpus, dataset, split=split, corpus_options=corpus_options,
+                                               dataset_options=dataset_options, retriever=retriever)
         self.examples: list[QAExample] = examples[:limit]
         self._by_id = {ex.id: i for i, ex in enumerate(self.examples)}
         retriever = make_retriever(retriever, self.corpus, **dict(retriever_options or {}))

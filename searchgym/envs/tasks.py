@@ -8,7 +8,8 @@ import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from searchgym.corpora.registry import CORPORA, default_dataset_for, load_corpus, load_dataset
+from searchgym.corpora.http import is_url
+from searchgym.corpora.registry import CORPORA, DeferredCorpus, default_dataset_for, load_corpus, load_dataset
 from searchgym.corpora.types import Corpus, Passage, QAExample
 from searchgym.error import ConfigError, SearchGymError
 
@@ -70,13 +71,19 @@ def load_task_data(
     corpus_options: Mapping[str, Any] | None,
     dataset_options: Mapping[str, Any] | None,
     owner: str = "SearchEnv",
+    retriever: Any = None,
 ) -> tuple[Corpus, list[QAExample]]:
     """The corpus and the questions of an env's arguments (shared by every env over a corpus).
 
     ``dataset=None`` picks the built-in corpus's own questions; ``dataset_options=None``
     reuses ``corpus_options`` for a built-in dataset drawn from the same generated world.
+    When ``retriever`` is the URL of a ``/retrieve`` server the corpus is not opened (the
+    server returns the documents) until some code reads it.
     """
-    loaded = load_corpus(corpus, **dict(corpus_options or {}))
+    if is_url(retriever) and not isinstance(corpus, Corpus):
+        loaded: Corpus = DeferredCorpus(corpus, corpus_options or {})
+    else:
+        loaded = load_corpus(corpus, **dict(corpus_options or {}))
     examples = load_examples(corpus, dataset, split=split, corpus_options=corpus_options, dataset_options=dataset_options, owner=owner)
     return loaded, examples
 

@@ -115,7 +115,8 @@ class TeamGame:
             )
 
         self.corpus, self.examples = load_task_data(
-            corpus, dataset, split=split, corpus_options=corpus_options, dataset_options=dataset_options, owner=owner
+            corpus, dataset, split=split, corpus_options=corpus_options, dataset_options=dataset_options, owner=owner,
+            retriever=retriever,
         )
         self._by_id = {ex.id: i for i, ex in enumerate(self.examples)}
         self.retriever: Retriever = make_retriever(retriever, self.corpus, **dict(retriever_options or {}))

@@ -1,0 +1,126 @@
+"""Index folders: a retriever built once (``searchgym index``), loaded in seconds everywhere.
+
+An index folder holds one retriever's arrays and a JSON file saying what it is: the retriever
+and its parameters, and the corpus it was built for (name, fingerprint, passage count, file).
+``BM25Retriever.save`` writes ``searchgym_bm25.json``, ``DenseRetriever.save``
+``searchgym_dense.json``. :func:`load_index` maps either back for the same corpus (and refuses
+another one with a clear error); ``gym.make(..., retriever=DIR)``, ``make_retriever(DIR,
+corpus)`` and ``searchgym serve --index DIR`` all go through it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+from searchgym.corpora.types import Corpus, Retriever
+from searchgym.error import ConfigError, DataFormatError, UnknownNameError
+
+__all__ = ["INDEX_RETRIEVERS", "build_index", "index_meta", "is_index_folder", "load_index"]
+
+#: What ``searchgym index --retriever`` builds.
+INDEX_RETRIEVERS = ("bm25", "rank-bm25", "dense", "dense-hnsw")
+_META_FILES = {"searchgym_bm25.json": "bm25", "searchgym_dense.json": "dense"}
+
+
+def is_index_folder(name: Any) -> bool:
+    """Whether ``name`` is a path to a folder holding a saved index."""
+    if not isinstance(name, (str, os.PathLike)):
+        return False
+    path = Path(name)
+    return path.is_dir() and any((path / meta).is_file() for meta in _META_FILES)
+
+
+def index_meta(path: str | os.PathLike) -> dict[str, Any]:
+    """The metadata of the index folder ``path`` plus ``"kind"`` (``"bm25"`` or ``"dense"``)."""
+    path = Path(path)
+    for name, kind in _META_FILES.items():
+        if (path / name).is_file():
+            try:
+                meta = json.loads((path / name).read_text())
+            except ValueError as e:
+                raise DataFormatError(path / name, None, "the JSON metadata of a saved index", f"invalid JSON ({e})") from e
+            if not isinstance(meta, dict):
+                raise DataFormatError(path / name, None, "the JSON metadata of a saved index", type(meta).__name__)
+            return {**meta, "kind": kind}
+    raise ConfigError(
+        f"Expected an index folder written by `searchgym index` (with {' or '.join(_META_FILES)}), got {str(path)!r}. "
+        "Build one: searchgym index --corpus FILE --retriever bm25 --out DIR."
+    )
+
+
+def open_index_corpus(path: str | os.PathLike) -> Corpus:
+    """The corpus an index folder was built for, opened from the file it records."""
+    from searchgym.corpora.registry import load_corpus
+
+    meta = index_meta(path)
+    corpus_path = meta.get("corpus_path")
+    if not corpus_path:
+        raise ConfigError(
+            f"The index at {str(path)!r} was built for corpus {meta.get('corpus_name')!r}, which was not read from a file; "
+            "pass the corpus as well (--corpus NAME, or corpus= to gym.make)."
+        )
+    return load_corpus(corpus_path)
+
+
+def load_index(path: str | os.PathLike, corpus: Corpus | None = None, **options: Any) -> Retriever:
+    """The retriever saved in the folder ``path``, for ``corpus`` (default: the corpus file the
+    index records). ``options`` go to the loader (``n_threads`` for BM25; ``model``,
+    ``device``, ``nprobe``... for dense). Raises :class:`ConfigError` for an index built for
+    another corpus."""
+    meta = index_meta(path)
+    if corpus is None:
+        corpus = open_index_corpus(path)
+    if meta["kind"] == "bm25":
+        from searchgym.corpora.bm25 import BM25Retriever
+
+        return BM25Retriever.load(path, corpus, **options)
+    from searchgym.corpora.dense import DenseRetriever
+
+    options.setdefault("model", meta.get("model", "all-MiniLM-L6-v2"))
+    return DenseRetriever.load(path, corpus, **options)
+
+
+def build_index(corpus: Corpus, retriever: str, out: str | os.PathLike, *, overwrite: bool = False, **options: Any) -> Retriever:
+    """Build ``retriever`` over ``corpus`` into the folder ``out`` and return it loaded from there.
+
+    The index is written to a temporary folder beside ``out`` and renamed into place when
+    complete, so an interrupted build leaves nothing half-written. An existing non-empty
+    ``out`` is refused unless ``overwrite``.
+    """
+    if retriever not in INDEX_RETRIEVERS:
+        raise UnknownNameError("retriever to index", retriever, INDEX_RETRIEVERS)
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        if not overwrite:
+            raise ConfigError(
+                f"searchgym index expects --out to be a new or empty folder, got {str(out)!r}, which holds files; "
+                "pass --overwrite to replace it, or choose another folder."
+            )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.building")
+    try:
+        if retriever == "bm25":
+            from searchgym.corpora.bm25 import BM25Retriever
+
+            BM25Retriever.build(corpus, tmp, backend="bm25s", **options)
+        elif retriever == "rank-bm25":
+            from searchgym.corpora.bm25 import BM25Retriever
+
+            BM25Retriever(corpus, backend="rank_bm25", **options).save(tmp)
+        else:
+            from searchgym.corpora.dense import DenseRetriever
+
+            index = "hnsw" if retriever == "dense-hnsw" else options.pop("index", "flat")
+            DenseRetriever(corpus, index=index, **options).save(tmp)
+        if out.exists():
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        os.rename(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    load_options = {"n_threads": options["n_threads"]} if "n_threads" in options and retriever == "bm25" else {}
+    return load_index(out, corpus, **load_options)
