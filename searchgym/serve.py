@@ -355,8 +355,9 @@ def serve(
     }
     # The build parameters each retriever keeps (BM25's backend and constants, the dense encoder and index).
     parameters = ("backend", "method", "k1", "b", "delta", "model_spec", "dtype", "index_type", "hnsw_m", "ef_construction",
-                  "ef_search", "query_prefix", "passage_prefix", "nbytes")
+                  "ef_search", "query_prefix", "passage_prefix")
     info["parameters"] = {key.removesuffix("_spec"): getattr(index, key) for key in parameters if isinstance(getattr(index, key, None), (str, int, float))}
+    info["index_bytes"] = getattr(index, "nbytes", None)
     app = create_app(index, info=info, limits=limits, token=token, window_ms=window_ms, coalesce=coalesce)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=10)
     server = uvicorn.Server(config)

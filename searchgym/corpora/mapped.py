@@ -243,7 +243,7 @@ def _open_store(source: Path, signature: dict[str, Any]) -> PassageStore:
         return PassageStore(folder, meta)
     folder.parent.mkdir(parents=True, exist_ok=True)
     # One builder at a time: a second process waits here, then maps what the first wrote.
-    with open(folder.with_name(folder.name + ".lock"), "w") as lock:
+    with open(folder.with_name(f".{folder.name}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         meta = _read_meta(folder)
         if meta is None or meta["source"]["signature"] != signature:

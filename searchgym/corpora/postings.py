@@ -40,6 +40,14 @@ from searchgym.error import SearchGymError, require
 
 __all__ = ["HashedVocab", "Postings", "build_postings", "load_postings", "save_postings", "stable_hash"]
 
+# What a worker process runs: ROOT FILE START COUNT PREFIX (ROOT: the folder holding this searchgym).
+_WORKER = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from searchgym.corpora.mapped import open_corpus; "
+    "from searchgym.corpora.postings import tokenize_shard; "
+    "tokenize_shard(open_corpus(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])"
+)
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
 #: Passages per shard by default: about 0.5 GB of working memory per worker on wiki-18-like text.
 DEFAULT_SHARD_SIZE = 250_000
 
@@ -206,9 +214,10 @@ def _tokenize_shards(
     """``(terms of the shard in order of first occurrence, passage lengths)`` of every shard,
     with its postings written to ``scratch``.
 
-    A corpus opened from a file is tokenized by up to ``workers`` processes at once
-    (``python -m searchgym.corpora.postings``: each maps the same passage store, so nothing is
-    copied, and the caller's script is never re-imported as multiprocessing's spawn would).
+    A corpus opened from a file is tokenized by up to ``workers`` processes at once (fresh
+    interpreters running :func:`tokenize_shard` from this very copy of searchgym: each maps
+    the same passage store, so nothing is copied, and the caller's script is never re-imported
+    as multiprocessing's spawn would).
     A corpus held in memory is tokenized here, one shard after the other.
     """
     bar = _bar(progress, len(bounds), f"Tokenizing {len(corpus):,} passages")
@@ -222,16 +231,17 @@ def _tokenize_shards(
                     s = todo.pop(0)
                     start, stop = bounds[s]
                     log = tempfile.TemporaryFile()
-                    command = [sys.executable, "-m", "searchgym.corpora.postings", str(corpus.path), str(start),
-                               str(stop - start), str(scratch / str(start))]
+                    command = [sys.executable, "-c", _WORKER, _PACKAGE_ROOT, str(corpus.path), str(start), str(stop - start),
+                               str(scratch / str(start))]
                     running[s] = (subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log), log)
                 s = _wait_any(running)
                 process, log = running.pop(s)
                 if process.returncode != 0:
                     log.seek(0)
+                    lines = log.read().decode(errors="replace").strip().splitlines() or ["no output"]
                     raise SearchGymError(
                         f"Tokenizing passages {bounds[s][0]}-{bounds[s][1]} of {corpus.path} failed in a worker process "
-                        f"(exit {process.returncode}): {log.read().decode(errors='replace')[-2000:]}"
+                        f"(exit {process.returncode}): {lines[-1]}"
                     )
                 log.close()
                 results[s] = _read_shard(str(scratch / str(bounds[s][0])))
@@ -327,10 +337,3 @@ def load_postings(folder: Path, num_docs: int) -> Postings:
         vocab = HashedVocab(np.load(folder / "vocab_hash.npy", mmap_mode="r"), np.load(folder / "vocab_ids.npy", mmap_mode="r"))
     nonoccurrence = np.load(folder / "nonoccurrence.npy") if (folder / "nonoccurrence.npy").is_file() else None
     return Postings(mapped["data"], mapped["indices"], mapped["indptr"], vocab, nonoccurrence, num_docs)
-
-
-if __name__ == "__main__":  # a worker of _tokenize_shards: FILE START COUNT PREFIX
-    from searchgym.corpora.mapped import open_corpus
-
-    _file, _start, _count, _prefix = sys.argv[1:]
-    tokenize_shard(open_corpus(_file), int(_start), int(_count), _prefix)

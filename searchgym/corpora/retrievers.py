@@ -153,7 +153,7 @@ def _stored_bm25(corpus: Corpus, options: dict[str, Any]) -> Retriever:
     key = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:12]
     folder = store_folder(corpus.path) / f"bm25-{key}"
     runtime = {"n_threads": options["n_threads"]} if "n_threads" in options else {}
-    with open(folder.with_name(folder.name + ".lock"), "w") as lock:
+    with open(folder.with_name(f".{folder.name}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time; the others then map it
         if is_index_folder(folder):
             try:
