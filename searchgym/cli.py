@@ -193,6 +193,9 @@ def _add_index(sub) -> None:
     index.add_argument("--workers", type=_positive, default=None, help="BM25: processes tokenizing at once (default: every core)")
     index.add_argument("--shard-size", type=_positive, default=None,
                        help="BM25: passages per shard; memory per worker grows with it (default 250000, ~0.5 GB a worker)")
+    index.add_argument("--shards", type=_positive, default=1,
+                       help="BM25: split the index into N serving shards of consecutive passages (OUT/shard-0 ...), one "
+                       "`searchgym serve --index OUT/shard-i` each; their merged answers equal the whole index's (default 1)")
     index.add_argument("--overwrite", action="store_true", help="replace what --out holds")
 
 
@@ -211,7 +214,7 @@ def _index(args) -> int:
         for name, value in (("workers", args.workers), ("shard_size", args.shard_size)):
             if value is not None and args.retriever == "bm25":
                 options[name] = value
-    build_index(corpus, args.retriever, args.out, overwrite=args.overwrite, **options)
+    build_index(corpus, args.retriever, args.out, overwrite=args.overwrite, shards=args.shards, **options)
     built = time.perf_counter() - started - opened
     size = sum(f.stat().st_size for f in args.out.rglob("*") if f.is_file())
     meta = index_meta(args.out)
@@ -219,8 +222,14 @@ def _index(args) -> int:
         f"searchgym index: {args.retriever} over {corpus.name} ({len(corpus):,} passages, fingerprint {corpus.fingerprint}) "
         f"in {args.out}: {size / 1e6:,.1f} MB, built in {built:.1f} s (corpus opened in {opened:.1f} s)."
     )
-    served = f"searchgym serve --index {args.out}" + ("" if meta.get("corpus_path") else f" --corpus {args.corpus}")
-    print(f"Serve it: {served}")
+    corpus_flag = "" if meta.get("corpus_path") else f" --corpus {args.corpus}"
+    if meta["kind"] == "shards":
+        for i, shard in enumerate(meta["shards"]):
+            print(f"Serve shard {i}: searchgym serve --index {args.out / shard}{corpus_flag} --port {8001 + i}")
+        urls = ",".join(f"http://HOST{i}:{8001 + i}/retrieve" for i in range(len(meta["shards"])))
+        print(f"Then search them as one: retriever=\"{urls}\", or route them: searchgym serve --shards {urls}")
+    else:
+        print(f"Serve it: searchgym serve --index {args.out}{corpus_flag}")
     return 0
 
 
@@ -251,6 +260,9 @@ def _add_serve(sub) -> None:
                        help="an index folder built by `searchgym index` (memory-mapped; loads in seconds), or a faiss index "
                        "file built elsewhere (e.g. Search-R1's e5_Flat.index) whose rows are the --corpus file's passages, "
                        "served with the dense encoder --retriever-option model=... and --retriever dense")
+    serve.add_argument("--shards", default=None, metavar="URL,URL,...",
+                       help="route: serve the merged answers of the /retrieve servers of an index's shards (in shard order, "
+                       "joined by ','; replicas of a shard joined by '|'); no corpus or index is loaded here")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; any other needs --token)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one, printed at start)")
     serve.add_argument("--token", default=None, help="bearer token clients must send (default: $SEARCHGYM_SERVE_TOKEN if set, else none)")
@@ -272,7 +284,7 @@ def _serve(args) -> int:
     serve(
         args.corpus, args.retriever, host=args.host, port=args.port, token=args.token or os.environ.get("SEARCHGYM_SERVE_TOKEN"),
         corpus_options=_key_values(args.corpus_option, "corpus-option"),
-        retriever_options=_key_values(args.retriever_option, "retriever-option"), index_file=args.index,
+        retriever_options=_key_values(args.retriever_option, "retriever-option"), index_file=args.index, shards=args.shards,
         limits=limits, window_ms=args.window_ms, coalesce=not args.no_coalesce,
     )
     return 0

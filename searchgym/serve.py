@@ -301,6 +301,7 @@ def serve(
     limits: Limits | None = None,
     window_ms: float = 0.0,
     coalesce: bool = True,
+    shards: str | None = None,
 ) -> None:
     """Open ``corpus``, load or build ``retriever`` and serve it until SIGINT / SIGTERM
     (uvicorn finishes the requests in flight, then exits).
@@ -308,7 +309,9 @@ def serve(
     ``index_file``: an index folder built by ``searchgym index`` (memory-mapped; ``corpus``
     defaults to the file it records), or a faiss index file built elsewhere for ``corpus``
     (e.g. Search-R1's ``e5_Flat.index``), served with the dense encoder of
-    ``retriever_options["model"]``. Without either, ``corpus`` defaults to synthwiki."""
+    ``retriever_options["model"]``. Without either, ``corpus`` defaults to synthwiki.
+    ``shards``: the URLs of shard servers (``"URL,URL"``, replicas ``"URL|URL"``): this server
+    then routes, answering with their merged top-k, and opens no corpus."""
     uvicorn = require("uvicorn", extra="serve", feature="searchgym serve")
 
     from searchgym.corpora.indexes import index_meta, is_index_folder, load_index, open_index_corpus
@@ -324,6 +327,17 @@ def serve(
         raise ConfigError(f"searchgym serve expects a port between 0 and 65535, got {port!r}.")
     start = time.perf_counter()
     folder = index_file is not None and is_index_folder(index_file)
+    if shards is not None:
+        if corpus is not None or index_file is not None:
+            raise ConfigError("searchgym serve --shards routes to shard servers, which hold the corpus and index; drop --corpus and --index.")
+        from searchgym.corpora.sharded import ShardedRetriever
+
+        sharded = ShardedRetriever.from_spec(shards, None, **dict(retriever_options or {}))
+        info = {"corpus": None, "passages": None, "retriever": "shards", "shards": [[r.url for r in s] for s in sharded.shards]}
+        _run(create_app(sharded, info=info, limits=limits, token=token, window_ms=window_ms, coalesce=coalesce), host, port, token,
+             f"router over {len(sharded.shards)} shards ({sum(map(len, sharded.shards))} servers)", time.perf_counter() - start,
+             window_ms, coalesce, uvicorn)
+        return
     if corpus is None and folder:
         loaded: Corpus = open_index_corpus(index_file)
     else:
@@ -358,10 +372,17 @@ def serve(
                   "ef_search", "query_prefix", "passage_prefix")
     info["parameters"] = {key.removesuffix("_spec"): getattr(index, key) for key in parameters if isinstance(getattr(index, key, None), (str, int, float))}
     info["index_bytes"] = getattr(index, "nbytes", None)
-    app = create_app(index, info=info, limits=limits, token=token, window_ms=window_ms, coalesce=coalesce)
+    what = (f"{info['retriever']} ({info['retriever_class']}) over {loaded.name} ({len(loaded):,} passages, "
+            f"fingerprint {loaded.fingerprint})")
+    _run(create_app(index, info=info, limits=limits, token=token, window_ms=window_ms, coalesce=coalesce), host, port, token, what,
+         time.perf_counter() - start, window_ms, coalesce, uvicorn)
+
+
+def _run(app: Any, host: str, port: int, token: str | None, what: str, ready: float, window_ms: float, coalesce: bool,
+         uvicorn: Any) -> None:
+    """Serve ``app`` until SIGINT / SIGTERM, printing one line once the socket listens."""
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=10)
     server = uvicorn.Server(config)
-    ready = time.perf_counter() - start
 
     original = server.startup
 
@@ -370,8 +391,7 @@ def serve(
         bound = [s.getsockname() for srv in getattr(server, "servers", []) for s in srv.sockets]
         where = ", ".join(f"http://{a[0]}:{a[1]}" for a in bound) or f"http://{host}:{port}"
         print(
-            f"searchgym serve: {info['retriever']} ({info['retriever_class']}) over {loaded.name} ({len(loaded):,} passages, "
-            f"fingerprint {loaded.fingerprint}) at {where}/retrieve; loaded in {ready:.1f} s; "
+            f"searchgym serve: {what} at {where}/retrieve; loaded in {ready:.1f} s; "
             f"{'token required' if token else 'no token'}; coalescing {('on, window ' + str(window_ms) + ' ms') if coalesce else 'off'}",
             flush=True,
         )

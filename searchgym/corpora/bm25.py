@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from searchgym.corpora.postings import DEFAULT_SHARD_SIZE, Postings, build_postings, load_postings, passage_text, save_postings
+from searchgym.corpora.postings import (
+    DEFAULT_SHARD_SIZE, Postings, build_postings, load_postings, passage_text, save_postings, split_postings,
+)
 from searchgym.corpora.tokenize import Analyzer, default_analyzer
 from searchgym.corpora.types import Corpus, Hit, Retriever
 from searchgym.error import ConfigError, DataFormatError, UnknownNameError, require
@@ -354,7 +356,30 @@ class BM25Retriever(Retriever):
             else:
                 with open(path / "rank_bm25.pkl", "wb") as f:
                     pickle.dump(self._index, f, protocol=pickle.HIGHEST_PROTOCOL)
-        meta = {
+        (path / _META).write_text(json.dumps(self._meta(arrays), indent=2))
+        return path
+
+    def save_shards(self, path: str | os.PathLike, count: int) -> list[Path]:
+        """Split the index into ``count`` serving shards of consecutive passages, written to
+        ``path/shard-0`` ... (each an index folder :meth:`load` maps, for the whole corpus).
+
+        A shard keeps the whole index's scores (its term statistics are the corpus's), so the
+        merged top-k of the shards (:class:`~searchgym.corpora.sharded.ShardedRetriever`)
+        equals this index's, scores and ties included."""
+        if self.backend != "bm25s" or self._index is None:
+            raise ConfigError(f"BM25Retriever.save_shards expects a non-empty bm25s-backend index, got backend {self.backend!r}.")
+        n = len(self.corpus)
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= n:
+            raise ConfigError(f"BM25Retriever.save_shards expects a shard count between 1 and the {n} passages, got {count!r}.")
+        bounds = [(n * i // count, n * (i + 1) // count) for i in range(count)]
+        folders = [Path(path) / f"shard-{i}" for i in range(count)]
+        for i, (arrays, folder) in enumerate(zip(split_postings(self._index, bounds, folders), folders)):
+            shard = {"index": i, "count": count, "start": bounds[i][0], "stop": bounds[i][1]}
+            (folder / _META).write_text(json.dumps({**self._meta(arrays), "shard": shard}, indent=2))
+        return folders
+
+    def _meta(self, arrays: dict[str, Any]) -> dict[str, Any]:
+        return {
             "format_version": _FORMAT_VERSION,
             "retriever": "bm25" if self.backend == "bm25s" else "rank-bm25",
             "backend": self.backend,
@@ -370,8 +395,6 @@ class BM25Retriever(Retriever):
             "analyzer": {"language": self.analyzer.language, "stopwords": sorted(self.analyzer.stopwords)},
             **arrays,
         }
-        (path / _META).write_text(json.dumps(meta, indent=2))
-        return path
 
     @staticmethod
     def read_meta(path: str | os.PathLike) -> dict[str, Any]:

@@ -24,7 +24,7 @@ __all__ = ["INDEX_RETRIEVERS", "build_index", "index_meta", "is_index_folder", "
 
 #: What ``searchgym index --retriever`` builds.
 INDEX_RETRIEVERS = ("bm25", "rank-bm25", "dense", "dense-hnsw")
-_META_FILES = {"searchgym_bm25.json": "bm25", "searchgym_dense.json": "dense"}
+_META_FILES = {"searchgym_bm25.json": "bm25", "searchgym_dense.json": "dense", "searchgym_shards.json": "shards"}
 
 
 def is_index_folder(name: Any) -> bool:
@@ -75,6 +75,10 @@ def load_index(path: str | os.PathLike, corpus: Corpus | None = None, **options:
     meta = index_meta(path)
     if corpus is None:
         corpus = open_index_corpus(path)
+    if meta["kind"] == "shards":  # every shard in this process (each is usually served by its own machine)
+        from searchgym.corpora.sharded import ShardedRetriever
+
+        return ShardedRetriever([load_index(Path(path) / name, corpus, **options) for name in meta["shards"]], corpus)
     if meta["kind"] == "bm25":
         from searchgym.corpora.bm25 import BM25Retriever
 
@@ -85,8 +89,14 @@ def load_index(path: str | os.PathLike, corpus: Corpus | None = None, **options:
     return DenseRetriever.load(path, corpus, **options)
 
 
-def build_index(corpus: Corpus, retriever: str, out: str | os.PathLike, *, overwrite: bool = False, **options: Any) -> Retriever:
+def build_index(
+    corpus: Corpus, retriever: str, out: str | os.PathLike, *, overwrite: bool = False, shards: int = 1, **options: Any
+) -> Retriever:
     """Build ``retriever`` over ``corpus`` into the folder ``out`` and return it loaded from there.
+
+    ``shards > 1`` (BM25): the index is split into ``out/shard-0`` ... of consecutive passages,
+    each served by its own ``searchgym serve --index out/shard-i``, whose merged answers equal
+    the whole index's (:mod:`searchgym.corpora.sharded`); ``out`` itself loads them all.
 
     The index is written to a temporary folder beside ``out`` and renamed into place when
     complete, so an interrupted build leaves nothing half-written. An existing non-empty
@@ -104,7 +114,20 @@ def build_index(corpus: Corpus, retriever: str, out: str | os.PathLike, *, overw
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.building")
     try:
-        if retriever == "bm25":
+        if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
+            raise ConfigError(f"searchgym index expects --shards to be a positive integer, got {shards!r}.")
+        if shards > 1 and retriever != "bm25":
+            raise ConfigError(f"searchgym index --shards splits BM25 indexes (retriever bm25), got retriever {retriever!r}.")
+        if retriever == "bm25" and shards > 1:
+            from searchgym.corpora.bm25 import BM25Retriever
+
+            whole = BM25Retriever.build(corpus, tmp / "whole", backend="bm25s", **options)
+            folders = whole.save_shards(tmp, shards)
+            del whole
+            shutil.rmtree(tmp / "whole")
+            meta = {key: index_meta(folders[0]).get(key) for key in ("corpus_name", "corpus_fingerprint", "corpus_path", "num_passages")}
+            (tmp / "searchgym_shards.json").write_text(json.dumps({**meta, "retriever": "bm25", "shards": [f.name for f in folders]}, indent=2))
+        elif retriever == "bm25":
             from searchgym.corpora.bm25 import BM25Retriever
 
             BM25Retriever.build(corpus, tmp, backend="bm25s", **options)

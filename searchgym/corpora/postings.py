@@ -307,7 +307,7 @@ def save_postings(postings: Postings, folder: Path) -> dict[str, Any]:
     """Write ``postings`` into ``folder`` (arrays already there, from a build with ``out``, are
     kept); returns what the index's metadata records about them."""
     for name, array in (("data.npy", postings.data), ("indices.npy", postings.indices), ("indptr.npy", postings.indptr)):
-        if not (isinstance(array, np.memmap) and Path(array.filename) == (folder / name).resolve()):
+        if not (isinstance(array, np.memmap) and Path(array.filename).resolve() == (folder / name).resolve()):
             np.save(folder / name, array)
     if postings.nonoccurrence is not None:
         np.save(folder / "nonoccurrence.npy", postings.nonoccurrence)
@@ -337,3 +337,67 @@ def load_postings(folder: Path, num_docs: int) -> Postings:
         vocab = HashedVocab(np.load(folder / "vocab_hash.npy", mmap_mode="r"), np.load(folder / "vocab_ids.npy", mmap_mode="r"))
     nonoccurrence = np.load(folder / "nonoccurrence.npy") if (folder / "nonoccurrence.npy").is_file() else None
     return Postings(mapped["data"], mapped["indices"], mapped["indptr"], vocab, nonoccurrence, num_docs)
+
+
+# ------------------------------------------------------------------------------ serving shards
+
+_SPLIT_BLOCK = 1 << 25  # postings read at once while splitting (~256 MB of data and indices)
+
+
+def split_postings(postings: Postings, bounds: Sequence[tuple[int, int]], folders: Sequence[Path]) -> list[dict[str, Any]]:
+    """Write, for every passage range ``bounds[i]``, the postings of its passages to ``folders[i]``.
+
+    Each shard keeps the global scores (computed with the whole corpus's document frequencies
+    and mean length) and the global passage positions, so a query's scores on a shard are the
+    very float32 values the whole index gives, and the merged top-k of the shards is the whole
+    index's top-k. Works through the postings a block at a time (bounded memory).
+    """
+    indptr = np.asarray(postings.indptr)
+    n_vocab = len(indptr) - 1
+    blocks = _term_blocks(indptr)
+    counts = [np.zeros(n_vocab, dtype=np.int64) for _ in bounds]
+    for t0, t1 in blocks:  # pass 1: how many postings of each term fall in each shard
+        p0, p1 = indptr[t0], indptr[t1]
+        docs = np.asarray(postings.indices[p0:p1])
+        starts, ends = indptr[t0:t1] - p0, indptr[t0 + 1 : t1 + 1] - p0
+        for counted, (a, b) in zip(counts, bounds):
+            inside = np.concatenate(([0], np.cumsum((docs >= a) & (docs < b))))
+            counted[t0:t1] = inside[ends] - inside[starts]
+    outputs = []
+    for counted, folder in zip(counts, folders):
+        folder.mkdir(parents=True, exist_ok=True)
+        shard_indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+        np.cumsum(counted, out=shard_indptr[1:])
+        total = int(shard_indptr[-1])
+        outputs.append((shard_indptr, _array(folder, "data.npy", total, np.float32), _array(folder, "indices.npy", total, np.int32)))
+    filled = [0] * len(bounds)
+    for t0, t1 in blocks:  # pass 2: copy them, in term order (postings stay ascending within a term)
+        p0, p1 = indptr[t0], indptr[t1]
+        docs = np.asarray(postings.indices[p0:p1])
+        data = np.asarray(postings.data[p0:p1])
+        for s, (a, b) in enumerate(bounds):
+            keep = (docs >= a) & (docs < b)
+            n = int(keep.sum())
+            _, shard_data, shard_indices = outputs[s]
+            shard_data[filled[s] : filled[s] + n] = data[keep]
+            shard_indices[filled[s] : filled[s] + n] = docs[keep]
+            filled[s] += n
+    metas = []
+    for (shard_indptr, shard_data, shard_indices), folder in zip(outputs, folders):
+        shard_data.flush()
+        shard_indices.flush()
+        shard = Postings(shard_data, shard_indices, shard_indptr, postings.vocab, postings.nonoccurrence, postings.num_docs)
+        metas.append(save_postings(shard, folder))
+    return metas
+
+
+def _term_blocks(indptr: np.ndarray) -> list[tuple[int, int]]:
+    """Consecutive term ranges of at most about ``_SPLIT_BLOCK`` postings each."""
+    blocks = []
+    t0, n_vocab = 0, len(indptr) - 1
+    while t0 < n_vocab:
+        t1 = int(np.searchsorted(indptr, indptr[t0] + _SPLIT_BLOCK, side="right")) - 1
+        t1 = min(max(t1, t0 + 1), n_vocab)
+        blocks.append((t0, t1))
+        t0 = t1
+    return blocks

@@ -19,6 +19,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from searchgym.corpora.indexes import is_index_folder, load_index
+from searchgym.corpora.sharded import ShardedRetriever, is_shard_spec
 from searchgym.corpora.types import Corpus, Retriever
 from searchgym.error import ConfigError, UnknownNameError
 
@@ -88,7 +89,8 @@ def make_retriever(name: str | Retriever, corpus: Corpus, *, cache: bool = True,
     ``"dense-hnsw"`` (same encoder, approximate HNSW index), or the URL of a server
     speaking Search-R1's ``/retrieve`` API (``"http://127.0.0.1:8000/retrieve"``,
     :class:`searchgym.corpora.http.HTTPRetriever`; options such as ``timeout``, ``token``
-    go to it), or the path of an index folder built by ``searchgym index``
+    go to it), the URLs of the shards of one index joined by ``,`` (replicas by ``|``;
+    :class:`searchgym.corpora.sharded.ShardedRetriever`), or the path of an index folder built by ``searchgym index``
     (:func:`searchgym.corpora.indexes.load_index`: memory-mapped, refused for another corpus).
     A :class:`Retriever` instance is returned as it is (``options`` must then be empty).
 
@@ -113,6 +115,8 @@ def make_retriever(name: str | Retriever, corpus: Corpus, *, cache: bool = True,
         return name
     from searchgym.corpora.http import HTTPRetriever, is_url
 
+    if is_shard_spec(name):  # shards (and replicas) of one index on several servers
+        return _cached(_key(name, None, options) if cache else None, lambda: ShardedRetriever.from_spec(name, corpus, **options))
     if is_url(name):  # a /retrieve server: one client (one connection pool) per URL and options
         return _cached(_key(name, None, options) if cache else None, lambda: HTTPRetriever(name, corpus, **options))
     if is_index_folder(name):  # built once by `searchgym index`
