@@ -265,16 +265,26 @@ def _build_store(source: Path, signature: dict[str, Any], folder: Path) -> dict[
         positional = True
         position = 0
         bar = _progress(source)
+        read = [0, 0]  # bytes and lines since the bar last moved: one update per 4096 lines
+
+        def on_bytes(size: int) -> None:
+            read[0] += size
+            read[1] += 1
+            if read[1] == 4096:
+                bar.update(read[0])
+                read[0] = read[1] = 0
+
         with open(tmp / "blob.bin", "wb") as blob, open(tmp / "offsets.bin", "wb") as offsets_file:
             for line_number, obj in iter_jsonl_objects(source, expected=PASSAGE_LINE_FORMAT, what="passage",
-                                                       on_bytes=bar.update if bar else None):
+                                                       on_bytes=on_bytes if bar else None):
                 passage = passage_from(obj, source, line_number)
-                fields = [s.encode("utf-8", "surrogatepass") for s in (passage.id, passage.title, passage.text)]
-                for field in fields:
-                    offsets.append(position)
-                    blob.write(field)
-                    position += len(field)
-                fingerprint.update(b"\x00".join(fields) + b"\x01")
+                pid = passage.id.encode("utf-8", "surrogatepass")
+                title = passage.title.encode("utf-8", "surrogatepass")
+                text = passage.text.encode("utf-8", "surrogatepass")
+                offsets.extend((position, position + len(pid), position + len(pid) + len(title)))
+                blob.write(pid + title + text)
+                position += len(pid) + len(title) + len(text)
+                fingerprint.update(b"%s\x00%s\x00%s\x01" % (pid, title, text))
                 if positional and passage.id != str(len(lines)):
                     positional = False
                 lines.append(line_number)
@@ -284,6 +294,7 @@ def _build_store(source: Path, signature: dict[str, Any], folder: Path) -> dict[
             offsets.append(position)
             offsets_file.write(offsets.tobytes())
         if bar:
+            bar.update(read[0])
             bar.close()
         count = len(lines)
         if not positional:
