@@ -149,16 +149,13 @@ class Analyzer:
         surface: dict[str, int] = {}
         flat = array("i")
         lengths = []
+        add = surface.setdefault
         for text in texts:
             words = find(text)
-            try:
-                ids = [surface[w] for w in words]
-            except KeyError:
-                for w in words:
-                    surface.setdefault(w, len(surface))
-                ids = [surface[w] for w in words]
-            flat.extend(ids)
-            lengths.append(len(ids))
+            # Real text brings a new word in almost every passage, so there is no fast path
+            # for texts of known words: one setdefault per word (a new word takes the next id).
+            flat.extend([add(w, len(surface)) for w in words])
+            lengths.append(len(words))
         term_of = np.full(len(surface), -1, dtype=np.int32)
         for j, stem in enumerate(self._stems_of(list(surface))):  # dicts keep insertion order
             if stem:
