@@ -1,8 +1,8 @@
 """Scale benchmark: what opening, indexing and serving a wiki-18-sized corpus costs, measured
 on generated corpora of growing size and extrapolated linearly to wiki-18's 21M passages.
 
-    python benchmarks/scale.py --quick                      # 20k and 100k passages (~3 min here)
-    python benchmarks/scale.py                              # 100k, 1M, 3M (~25 min on 2 cores)
+    python benchmarks/scale.py --quick                      # 20k and 100k passages (~2 min here)
+    python benchmarks/scale.py                              # 100k, 1M, 3M (~50 min on 2 cores)
     python benchmarks/scale.py --sizes 1M --sections build,serve
 
 Corpora: wiki-18-shaped FlashRAG lines ``{"id": "0", "contents": "\\"Title\\"\\ntext"}``
@@ -618,6 +618,10 @@ def prepare_corpus(workdir: Path, n: int, seed: int, num_queries: int) -> dict:
         log(f"{n:,} passages: {stats['bytes'] / 1e6:,.0f} MB in {stats['generate_s']:.1f} s, "
             f"mean line {stats['mean_line_bytes']:.0f} B, {stats['word_forms']:,} word forms")
     queries = json.loads((folder / "queries.json").read_text())
+    if len(queries) < num_queries:  # an earlier run asked for fewer
+        queries = write_queries(corpus, num_queries, seed)
+        (folder / "queries.json").write_text(json.dumps(queries))
+    queries = queries[:num_queries]
     return dict(folder=folder, corpus=corpus, qa=folder / "qa.jsonl", queries=queries, stats=stats)
 
 
@@ -678,10 +682,12 @@ def measure_size(n: int, args, use_index: bool) -> dict:
     env_spec = {"path": spec["path"], "qa": str(c["qa"]), "queries": queries[: args.env_steps]} if "env" in args.sections else None
     if "serve" in args.sections or env_spec:
         log(f"{n:,}: searchgym serve ({'--index' if use_index else '--corpus'})" + (" and an env over HTTP" if env_spec else ""))
+        for cold in (sg_index, bm_index):  # both servers start from disk, not from a warm page cache
+            evict_dir(cold)
+        evict(c["corpus"])
         served, env = measure_serve(c["corpus"], sg_index, use_index, args.workdir, queries[0], t, env_spec)
         if "serve" in args.sections:
             log(f"{n:,}: bm25s BM25.load(mmap=True)")
-            evict_dir(bm_index)
             row["serve"] = {"searchgym": served,
                             "bm25s": run_child("load-bm25s", {"index": str(bm_index), "query": queries[0]}, args.workdir, t)}
         if env_spec:
