@@ -784,13 +784,16 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
 
 def fit(sizes: list[int], values: list[float | None], at: int) -> float | None:
     """Least-squares line through the measured points, at ``at`` passages (through the
-    origin when only one size was measured)."""
+    origin when only one size was measured; the largest size's value when the line falls,
+    i.e. the measure does not grow with the corpus beyond the noise)."""
     points = [(n, v) for n, v in zip(sizes, values) if v is not None]
     if not points:
         return None
     if len(points) == 1:
         return points[0][1] * at / points[0][0]
     slope, intercept = np.polyfit([p[0] for p in points], [p[1] for p in points], 1)
+    if slope <= 0:
+        return max(points)[1]
     return float(slope * at + intercept)
 
 
