@@ -192,7 +192,7 @@ def _add_index(sub) -> None:
     index.add_argument("--out", type=Path, required=True, help="the index folder to write (must be new or empty unless --overwrite)")
     index.add_argument("--workers", type=_positive, default=None, help="BM25: processes tokenizing at once (default: every core)")
     index.add_argument("--shard-size", type=_positive, default=None,
-                       help="BM25: passages per shard; memory per worker grows with it (default 250000, ~0.5 GB a worker)")
+                       help="BM25: passages per shard; memory per worker grows with it (default 100000, ~0.3 GB a worker)")
     index.add_argument("--shards", type=_positive, default=1,
                        help="BM25: split the index into N serving shards of consecutive passages (OUT/shard-0 ...), one "
                        "`searchgym serve --index OUT/shard-i` each; their merged answers equal the whole index's (default 1)")

@@ -153,6 +153,9 @@ class BM25Retriever(Retriever):
         self.b = float(b)
         self.delta = 0.5 if delta is None else float(delta)
         self.n_threads = n_threads or _cpu_count()
+        #: The index folder this retriever maps (set by :meth:`load`); None when built in memory.
+        #: A mapped retriever pickles as its folder: the other process maps the same files.
+        self.folder: Path | None = None
         self.analyzer: Analyzer = default_analyzer()
         self._init_runtime()
         if _prebuilt:  # BM25Retriever.load; None stands for a corpus without any indexable term
@@ -209,12 +212,18 @@ class BM25Retriever(Retriever):
         state = self.__dict__.copy()
         for name in ("_pool", "_pool_lock", "_local", "analyzer"):
             state.pop(name, None)
+        if self.folder is not None:  # mapped from a folder: the other process maps it too
+            for name in ("_index", "_data", "_indices", "_indptr", "_vocab", "_nonoccurrence"):
+                state.pop(name, None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self.analyzer = default_analyzer()
         self._init_runtime()
+        if self.folder is not None:
+            self._index = load_postings(self.folder, len(self.corpus)) if self.__dict__.get("_format", 2) >= 2 else _load_bm25s_folder(self.folder)
+            self._bind_index()
 
     # ------------------------------------------------------------------ searching
     @property
@@ -453,7 +462,7 @@ class BM25Retriever(Retriever):
                     index = pickle.load(f)
             else:
                 raise UnknownNameError("BM25 backend", backend, BM25_BACKENDS)
-        return cls(
+        retriever = cls(
             corpus,
             backend=backend,
             k1=meta["k1"],
@@ -464,6 +473,9 @@ class BM25Retriever(Retriever):
             _index=index,
             _prebuilt=True,
         )
+        if backend == "bm25s" and index is not None:
+            retriever.folder, retriever._format = path.resolve(), meta["format_version"]
+        return retriever
 
 
 def _load_bm25s_folder(path: Path) -> Postings:

@@ -48,8 +48,8 @@ _WORKER = (
 )
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
-#: Passages per shard by default: about 0.5 GB of working memory per worker on wiki-18-like text.
-DEFAULT_SHARD_SIZE = 250_000
+#: Passages per shard by default: about 0.3 GB of working memory per worker on wiki-18-like text.
+DEFAULT_SHARD_SIZE = 100_000
 
 
 def stable_hash(text: str) -> int:

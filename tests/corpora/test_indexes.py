@@ -71,6 +71,11 @@ def test_saved_index_is_memory_mapped_and_answers_the_same(world, queries, tmp_p
     assert meta["kind"] == "bm25" and meta["num_passages"] == 3000 and meta["corpus_fingerprint"] == world.fingerprint
     assert meta["format_version"] == 2 and meta["num_postings"] == len(built._data)
     assert not list((tmp_path / "ix").glob("searchgym-bm25-*"))  # the build's scratch folder is gone
+    import pickle
+
+    data = pickle.dumps(built)  # a mapped index pickles as its folder, not its arrays
+    assert len(data) < 5_000 + len(pickle.dumps(world))
+    assert pickle.loads(data).search(queries[:100], 5) == built.search(queries[:100], 5)
 
 
 def test_version_one_folders_still_load(world, queries, tmp_path):
