@@ -96,8 +96,10 @@ def test_embeddings_are_cached_once_and_reused(flat, cache_dir, monkeypatch):
     assert not list(path.parent.glob("*.tmp"))  # the atomic write left no temporary file
 
     calls = []
-    original = DenseRetriever.encode
-    monkeypatch.setattr(DenseRetriever, "encode", lambda self, texts, **kw: calls.append(len(texts)) or original(self, texts, **kw))
+    original = DenseRetriever._encode_chunks  # queries and passages alike go through it
+    monkeypatch.setattr(
+        DenseRetriever, "_encode_chunks", lambda self, texts, **kw: calls.append(len(texts) - kw.get("start", 0)) or original(self, texts, **kw)
+    )
     again = DenseRetriever(PETS, cache_dir=cache_dir, show_progress=False)
     assert calls == []  # built from the cache without running the encoder
     assert again.search(["feline"], 1)[0][0].passage.id == "cat"
