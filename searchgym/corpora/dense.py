@@ -424,6 +424,7 @@ class DenseRetriever(Retriever):
     def _install(self, index: Any, nprobe: int) -> None:
         """Serve ``index``: moved to the GPUs when there are, with the search parameters set."""
         self._gpu_resources = None
+        self._description = describe(self._faiss, index)  # read before a move to the GPUs changes the classes
         if self.resolved_device.startswith("cuda"):
             index, self._gpu_resources = to_gpus(self._faiss, index)
         self._index = index
@@ -453,7 +454,7 @@ class DenseRetriever(Retriever):
     def index_description(self) -> str:
         """What the faiss index really is, from its class chain: ``IndexFlatIP``,
         ``IndexHNSWFlat(M=32)``, ``IndexIVFPQ(nlist=4096, M=64)``."""
-        return describe(self._faiss, self._cpu_index() if self._gpu_resources is None else self._index)
+        return self._description
 
     @property
     def dimension(self) -> int:
@@ -473,7 +474,7 @@ class DenseRetriever(Retriever):
     def nbytes(self) -> int:
         """Bytes of the faiss index as faiss writes it (vectors or codes, lists, graph): the
         file's size for an index read from a file, counted otherwise."""
-        if self.index_file is not None:
+        if self.index_file is not None and os.path.isfile(self.index_file):
             return os.path.getsize(self.index_file)
         return serialized_size(self._faiss, self._cpu_index())
 
