@@ -7,14 +7,13 @@ cached on disk, keyed by the corpus fingerprint and the identity of the encoder:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
 import os
 import re
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from searchgym.corpora.faiss_index import (
     to_gpus,
     train_and_add,
 )
+from searchgym.corpora.embedding_file import exclusive, stream_to_npy, write_json_atomically
 from searchgym.corpora.types import Corpus, Hit, Retriever
 from searchgym.error import ConfigError, DataFormatError, UnknownNameError, require
 
@@ -109,67 +109,6 @@ def model_key(model: str | os.PathLike) -> str:
         h.update(spec.encode())
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "model"
     return f"{name}-{h.hexdigest()[:12]}"
-
-
-def _write_json_atomically(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=2))
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-@contextlib.contextmanager
-def _exclusive(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock named after ``path`` (POSIX ``flock``; no lock elsewhere), so
-    that two processes encoding the same corpus take turns and the second finds the cache."""
-    try:
-        import fcntl
-    except ImportError:  # Windows
-        yield
-        return
-    lock = path.with_name(f".{path.name}.lock")
-    with open(lock, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _stream_to_npy(path: Path, shape: tuple[int, int], chunks: Callable[[int], Iterator[np.ndarray]]) -> None:
-    """Fill the .npy ``path`` with the float32 rows ``chunks(start)`` yields from row ``start``.
-
-    Rows go into a memory-mapped ``.<name>.partial`` file beside ``path`` and are flushed
-    chunk by chunk, with the count of rows done written after each flush to
-    ``.<name>.partial.json``; the complete file is renamed to ``path``. An interrupted run
-    leaves no ``path`` (readers never see half a file), and the next run resumes after the
-    last flushed chunk.
-    """
-    partial = path.with_name(f".{path.name}.partial")
-    progress = path.with_name(f".{path.name}.partial.json")
-    done, out = 0, None
-    try:
-        record = json.loads(progress.read_text())
-        earlier = np.lib.format.open_memmap(partial, mode="r+")
-        if record.get("shape") == list(shape) and earlier.shape == shape and earlier.dtype == np.float32:
-            done, out = min(int(record["rows"]), shape[0]), earlier
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # nothing to resume: start over
-    if out is None:
-        out = np.lib.format.open_memmap(partial, mode="w+", dtype=np.float32, shape=shape)
-    for emb in chunks(done):
-        out[done : done + len(emb)] = emb
-        out.flush()
-        done += len(emb)
-        _write_json_atomically(progress, {"shape": list(shape), "rows": done})
-    if done != shape[0]:
-        raise RuntimeError(f"the encoder gave {done} embeddings for {shape[0]} passages")
-    del out  # unmapped before the rename
-    os.replace(partial, path)
-    progress.unlink()
 
 
 def encoding_devices(device: str | Sequence[str] | None, cuda_count: int) -> list[str]:
@@ -404,7 +343,7 @@ class DenseRetriever(Retriever):
             return emb
         path = self.cache_path
         path.parent.mkdir(parents=True, exist_ok=True)
-        with _exclusive(path):
+        with exclusive(path):
             if self._cached_embeddings() is None:  # not written meanwhile by another process
                 texts = [f"{self.passage_prefix}{p.title}\n{p.text}" for p in self.corpus]
                 devices = self.encoding_devices
@@ -412,9 +351,7 @@ class DenseRetriever(Retriever):
                 def chunks(start: int) -> Iterator[np.ndarray]:
                     return self._encode_chunks(texts, devices=devices, start=start, progress=self.show_progress)
 
-                _stream_to_npy(path, (len(texts), self._dimension()), chunks)
-        with contextlib.suppress(OSError):
-            path.with_name(f".{path.name}.lock").unlink()
+                stream_to_npy(path, (len(texts), self._dimension()), chunks)
         emb = self._cached_embeddings()
         if emb is None:
             raise DataFormatError(path, None, f"{len(self.corpus)} float32 embeddings", "a file that cannot be read back")
@@ -554,7 +491,7 @@ class DenseRetriever(Retriever):
         finally:
             if tmp.exists():
                 tmp.unlink()
-        _write_json_atomically(path / _META, {"format_version": _FORMAT_VERSION, **self.build_parameters()})
+        write_json_atomically(path / _META, {"format_version": _FORMAT_VERSION, **self.build_parameters()})
         return path
 
     @classmethod
