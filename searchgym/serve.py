@@ -367,11 +367,12 @@ def serve(
         "index_file": index_file,
         "index": built or None,
     }
-    # The build parameters each retriever keeps (BM25's backend and constants, the dense encoder and index).
-    parameters = ("backend", "method", "k1", "b", "delta", "model_spec", "dtype", "index_type", "hnsw_m", "ef_construction",
-                  "ef_search", "query_prefix", "passage_prefix")
+    # The build parameters each retriever keeps (BM25's backend and constants, the dense encoder and index: what the
+    # faiss index really is, its size, whether it is memory-mapped, its search-time knobs).
+    parameters = ("backend", "method", "k1", "b", "delta", "model_spec", "dtype", "index_type", "index_description",
+                  "dimension", "nbytes", "index_storage", "index_device", "hnsw_m", "ef_construction", "ef_search", "nprobe",
+                  "train_size", "query_prefix", "passage_prefix")
     info["parameters"] = {key.removesuffix("_spec"): getattr(index, key) for key in parameters if isinstance(getattr(index, key, None), (str, int, float))}
-    info["index_bytes"] = getattr(index, "nbytes", None)
     what = (f"{info['retriever']} ({info['retriever_class']}) over {loaded.name} ({len(loaded):,} passages, "
             f"fingerprint {loaded.fingerprint})")
     _run(create_app(index, info=info, limits=limits, token=token, window_ms=window_ms, coalesce=coalesce), host, port, token, what,

@@ -92,7 +92,8 @@ def test_search_r1_shapes_with_and_without_scores(server, local):
     info = httpx.get(server.url + "/info").json()
     assert info["corpus"] == "synthwiki-s7-n400" and info["passages"] == 400 and info["retriever"] == "bm25"
     assert info["fingerprint"] == local.corpus.fingerprint and info["limits"]["max_queries"] == 8
-    assert info["parameters"] == {"backend": "bm25s", "method": local.method, "k1": 0.9, "b": 0.4, "delta": local.delta}
+    assert info["parameters"] == {"backend": "bm25s", "method": local.method, "k1": 0.9, "b": 0.4, "delta": local.delta,
+                                  "nbytes": local.nbytes}  # the index's size, as for dense indexes
 
 
 @pytest.mark.parametrize(

@@ -82,6 +82,9 @@ def test_searchgym_serve_loads_the_file_and_answers_as_in_process(prebuilt):
         assert info["index_file"] == str(index_file)
         assert info["parameters"]["query_prefix"] == "" and info["parameters"]["index_type"] == "flat"
         assert info["parameters"]["model"] == "all-MiniLM-L6-v2"
+        truth = {k: info["parameters"].get(k) for k in ("index_description", "dimension", "nbytes", "index_storage", "nprobe")}
+        assert truth == {"index_description": "IndexFlatIP", "dimension": 384, "nbytes": index_file.stat().st_size,
+                         "index_storage": "mmap", "nprobe": None}  # a flat index has no lists to probe
         remote = HTTPRetriever(url + "/retrieve").search(QUERIES, 4)
         local = DenseRetriever.from_faiss_file(index_file, corpus).search(QUERIES, 4)
         assert [[h.passage for h in row] for row in remote] == [[h.passage for h in row] for row in local]

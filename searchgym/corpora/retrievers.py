@@ -38,10 +38,10 @@ def _rank_bm25(corpus: Corpus, **options: Any) -> Retriever:
     return BM25Retriever(corpus, backend="rank_bm25", **options)
 
 
-def _dense(corpus: Corpus, **options: Any) -> Retriever:
+def _dense(corpus: Corpus, index: str = "flat", **options: Any) -> Retriever:
     from searchgym.corpora.dense import DenseRetriever
 
-    return DenseRetriever(corpus, index="flat", **options)
+    return DenseRetriever(corpus, index=index, **options)
 
 
 def _dense_hnsw(corpus: Corpus, **options: Any) -> Retriever:
@@ -50,13 +50,13 @@ def _dense_hnsw(corpus: Corpus, **options: Any) -> Retriever:
     return DenseRetriever(corpus, index="hnsw", **options)
 
 
-#: name -> (builder, the option its name already fixes). Options go to the class's constructor:
+#: name -> (builder, the option its name already fixes, if any). Options go to the class's constructor:
 #: :class:`~searchgym.corpora.bm25.BM25Retriever` (k1, b, method, delta, n_threads, ...) or
 #: :class:`~searchgym.corpora.dense.DenseRetriever` (model, cache_dir, batch_size, device, ...).
-_BUILDERS: dict[str, tuple[Callable[..., Retriever], str]] = {
+_BUILDERS: dict[str, tuple[Callable[..., Retriever], str | None]] = {
     "bm25": (_bm25, "backend"),
     "rank-bm25": (_rank_bm25, "backend"),
-    "dense": (_dense, "index"),
+    "dense": (_dense, None),  # index="flat" by default, or any faiss factory string ("IVF4096,PQ64")
     "dense-hnsw": (_dense_hnsw, "index"),
 }
 
@@ -85,7 +85,8 @@ def make_retriever(name: str | Retriever, corpus: Corpus, *, cache: bool = True,
     """The retriever called ``name`` over ``corpus``, built with ``options``.
 
     Names: ``"bm25"`` (BM25 with the bm25s backend), ``"rank-bm25"`` (BM25 with the
-    rank-bm25 backend), ``"dense"`` (sentence-transformers + exact faiss inner product),
+    rank-bm25 backend), ``"dense"`` (sentence-transformers + exact faiss inner product, or the faiss index
+    factory string given as ``index=``),
     ``"dense-hnsw"`` (same encoder, approximate HNSW index), or the URL of a server
     speaking Search-R1's ``/retrieve`` API (``"http://127.0.0.1:8000/retrieve"``,
     :class:`searchgym.corpora.http.HTTPRetriever`; options such as ``timeout``, ``token``

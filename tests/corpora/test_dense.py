@@ -96,8 +96,10 @@ def test_embeddings_are_cached_once_and_reused(flat, cache_dir, monkeypatch):
     assert not list(path.parent.glob("*.tmp"))  # the atomic write left no temporary file
 
     calls = []
-    original = DenseRetriever.encode
-    monkeypatch.setattr(DenseRetriever, "encode", lambda self, texts, **kw: calls.append(len(texts)) or original(self, texts, **kw))
+    original = DenseRetriever._encode_chunks  # queries and passages alike go through it
+    monkeypatch.setattr(
+        DenseRetriever, "_encode_chunks", lambda self, texts, **kw: calls.append(len(texts) - kw.get("start", 0)) or original(self, texts, **kw)
+    )
     again = DenseRetriever(PETS, cache_dir=cache_dir, show_progress=False)
     assert calls == []  # built from the cache without running the encoder
     assert again.search(["feline"], 1)[0][0].passage.id == "cat"
@@ -177,3 +179,13 @@ def test_bfloat16_encoder_agrees_with_float32_and_has_its_own_cache(tmp_path):
     assert DenseRetriever.load(saved, corpus, cache_dir=tmp_path).dtype == "bfloat16"
     with pytest.raises(UnknownNameError, match="Unknown encoder dtype 'int8'"):
         DenseRetriever(corpus, cache_dir=tmp_path, dtype="int8")
+
+
+def test_streamed_embeddings_equal_the_encoders(flat, tmp_path, monkeypatch):
+    from searchgym.corpora import dense
+
+    monkeypatch.setattr(dense, "_ENCODE_CHUNK", 2)  # three chunks flushed into the memory-mapped file one by one
+    streamed = DenseRetriever(PETS, cache_dir=tmp_path, show_progress=False).passage_embeddings()
+    encoded = flat.encode([f"{p.title}\n{p.text}" for p in PETS])
+    np.testing.assert_allclose(streamed, encoded, atol=1e-6)
+    np.testing.assert_allclose(streamed, flat.passage_embeddings(), atol=1e-6)
