@@ -359,63 +359,52 @@ def _bench(args) -> int:
     return 0
 
 
+def _train_or_sft(args) -> int:
+    from searchgym.training.cli import sft_main, train_main
+
+    return train_main(args) if args.command == "train" else sft_main(args)
+
+
+def _demo(args) -> int:
+    from searchgym.demo import DemoSFT, run
+
+    run(
+        args.limit, args.backend, args.dtype, args.max_new_tokens, args.num_envs, args.out, resume=not args.no_resume,
+        sft=None if args.no_training else DemoSFT(),
+    )
+    return 0
+
+
+def _oracle_demo(args) -> int:
+    from searchgym.oracle_demo import run
+
+    run(args.num_passages, args.limit, args.retrievers, args.out)
+    return 0
+
+
+def _envs(args) -> int:
+    from searchgym.envs.registration import ENV_SPECS, MULTI_AGENT_ENVS, ROLE_ENV_SPECS
+
+    for env_id, kwargs in (*sorted(ENV_SPECS.items()), *sorted(ROLE_ENV_SPECS.items())):
+        print(env_id, " ".join(f"{k}={v}" for k, v in kwargs.items()))
+    for name, module in sorted(MULTI_AGENT_ENVS.items()):
+        print(f"{name} (PettingZoo: {module}.env(), .parallel_env())")
+    return 0
+
+
+_COMMANDS = {"bench": _bench, "train": _train_or_sft, "sft": _train_or_sft, "demo": _demo, "oracle-demo": _oracle_demo,
+             "index": _index, "serve": _serve, "envs": _envs}
+
+
 def main(argv: list[str] | None = None) -> int:
     from searchgym.error import SearchGymError
 
     args = build_parser().parse_args(argv)
-    if args.command == "bench":
-        try:
-            return _bench(args)
-        except SearchGymError as e:
-            print(f"searchgym bench: error: {e}", file=sys.stderr)
-            return 2
-    if args.command in ("train", "sft"):
-        from searchgym.training.cli import sft_main, train_main
-
-        try:
-            return train_main(args) if args.command == "train" else sft_main(args)
-        except SearchGymError as e:
-            print(f"searchgym {args.command}: error: {e}", file=sys.stderr)
-            return 2
-    if args.command == "demo":
-        from searchgym.demo import DemoSFT, run
-
-        try:
-            run(
-                args.limit, args.backend, args.dtype, args.max_new_tokens, args.num_envs, args.out, resume=not args.no_resume,
-                sft=None if args.no_training else DemoSFT(),
-            )
-        except SearchGymError as e:
-            print(f"searchgym demo: error: {e}", file=sys.stderr)
-            return 2
-    elif args.command == "oracle-demo":
-        from searchgym.oracle_demo import run
-
-        try:
-            run(args.num_passages, args.limit, args.retrievers, args.out)
-        except SearchGymError as e:
-            print(f"searchgym oracle-demo: error: {e}", file=sys.stderr)
-            return 2
-    elif args.command == "index":
-        try:
-            return _index(args)
-        except SearchGymError as e:
-            print(f"searchgym index: error: {e}", file=sys.stderr)
-            return 2
-    elif args.command == "serve":
-        try:
-            return _serve(args)
-        except SearchGymError as e:
-            print(f"searchgym serve: error: {e}", file=sys.stderr)
-            return 2
-    elif args.command == "envs":
-        from searchgym.envs.registration import ENV_SPECS, MULTI_AGENT_ENVS, ROLE_ENV_SPECS
-
-        for env_id, kwargs in (*sorted(ENV_SPECS.items()), *sorted(ROLE_ENV_SPECS.items())):
-            print(env_id, " ".join(f"{k}={v}" for k, v in kwargs.items()))
-        for name, module in sorted(MULTI_AGENT_ENVS.items()):
-            print(f"{name} (PettingZoo: {module}.env(), .parallel_env())")
-    return 0
+    try:
+        return _COMMANDS[args.command](args)
+    except SearchGymError as e:  # one line that says what to fix, never a traceback
+        print(f"searchgym {args.command}: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
