@@ -303,12 +303,13 @@ class BM25Retriever(Retriever):
                 # A passage occurs at most once per query term in ``touched``, so the best
                 # k * len(term_ids) entries hold the best k distinct passages.
                 values = scores[touched]
-                best = np.unique(touched[_top_k(values, min(k * len(term_ids), len(values)))])
-                top = best
-                if len(best) >= k:
-                    best_scores = scores[best]
-                    kth = np.partition(best_scores, len(best) - k)[len(best) - k]
-                    top = np.unique(touched[values >= kth])
+                chosen = _top_k(values, min(k * len(term_ids), len(values)))
+                top = np.unique(touched[chosen])
+                if len(top) >= k and len(chosen) < len(values):
+                    top_scores = scores[top]
+                    kth = np.partition(top_scores, len(top) - k)[len(top) - k]
+                    if kth <= values[chosen].min():  # an entry left out may tie the k-th: take them all
+                        top = np.unique(touched[values >= kth])
             top_scores = scores[top]
             keep = top_scores > 0
             top, top_scores = top[keep], top_scores[keep]

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,14 +136,21 @@ def build_postings(
     n = len(corpus)
     bounds = [(start, min(start + shard_size, n)) for start in range(0, n, shard_size)]
     with tempfile.TemporaryDirectory(prefix="searchgym-bm25-", dir=out) as scratch:
-        shards = _tokenize_shards(corpus, bounds, Path(scratch), workers, progress)
-
-        # Global term ids in order of first occurrence, as one pass over the corpus would give.
+        # Global term ids in order of first occurrence, as one pass over the corpus would give:
+        # each shard's terms are taken in shard order as soon as they are ready, then dropped.
         vocab: dict[str, int] = {}
-        to_global = [np.fromiter((vocab.setdefault(s, len(vocab)) for s in stems), np.int64, len(stems)) for stems, _ in shards]
+        to_global: list[np.ndarray] = []  # per shard: [shard terms] global id of each
+        shard_lengths: list[np.ndarray] = []
+
+        def absorb(stems: list[str], lengths: np.ndarray) -> None:
+            to_global.append(np.fromiter((vocab.setdefault(s, len(vocab)) for s in stems), np.int32, len(stems)))
+            shard_lengths.append(lengths)
+
+        _tokenize_shards(corpus, bounds, Path(scratch), workers, progress, absorb)
         if not vocab:
             return None
-        lengths = np.concatenate([shard_lengths for _, shard_lengths in shards])  # [N] int64
+        lengths = np.concatenate(shard_lengths)  # [N] int64
+        del shard_lengths
         n_vocab = len(vocab)
         df = np.zeros(n_vocab, dtype=np.int64)
         for s, (start, _) in enumerate(bounds):
@@ -209,10 +216,11 @@ def _bar(progress: bool, total: int, desc: str) -> Any:
 
 
 def _tokenize_shards(
-    corpus: Corpus, bounds: Sequence[tuple[int, int]], scratch: Path, workers: int, progress: bool
-) -> list[tuple[list[str], np.ndarray]]:
-    """``(terms of the shard in order of first occurrence, passage lengths)`` of every shard,
-    with its postings written to ``scratch``.
+    corpus: Corpus, bounds: Sequence[tuple[int, int]], scratch: Path, workers: int, progress: bool,
+    absorb: Callable[[list[str], np.ndarray], None],
+) -> None:
+    """Tokenize every shard, writing its postings to ``scratch`` and handing ``absorb`` its terms
+    in order of first occurrence and its passage lengths, shard after shard in corpus order.
 
     A corpus opened from a file is tokenized by up to ``workers`` processes at once (fresh
     interpreters running :func:`tokenize_shard` from this very copy of searchgym: each maps
@@ -221,7 +229,8 @@ def _tokenize_shards(
     A corpus held in memory is tokenized here, one shard after the other.
     """
     bar = _bar(progress, len(bounds), f"Tokenizing {len(corpus):,} passages")
-    results: list[Any] = [None] * len(bounds)
+    ready: dict[int, tuple[list[str], np.ndarray]] = {}
+    absorbed = 0
     if workers > 1 and len(bounds) > 1 and corpus.path is not None:
         running: dict[int, tuple[subprocess.Popen, Any]] = {}
         todo = list(range(len(bounds)))
@@ -244,7 +253,10 @@ def _tokenize_shards(
                         f"(exit {process.returncode}): {lines[-1]}"
                     )
                 log.close()
-                results[s] = _read_shard(str(scratch / str(bounds[s][0])))
+                ready[s] = _read_shard(str(scratch / str(bounds[s][0])))
+                while absorbed in ready:  # in shard order, whatever order the workers end in
+                    absorb(*ready.pop(absorbed))
+                    absorbed += 1
                 if bar:
                     bar.update()
         finally:
@@ -256,12 +268,11 @@ def _tokenize_shards(
         for s, (start, stop) in enumerate(bounds):
             prefix = str(scratch / str(start))
             tokenize_shard(corpus, start, stop - start, prefix)
-            results[s] = _read_shard(prefix)
+            absorb(*_read_shard(prefix))
             if bar:
                 bar.update()
     if bar:
         bar.close()
-    return results
 
 
 def _wait_any(running: Mapping[int, tuple[subprocess.Popen, Any]]) -> int:

@@ -146,15 +146,15 @@ class Analyzer:
         with numpy. No per-word Python objects outlive the first pass.
         """
         find = _WORD.findall
-        surface: dict[str, int] = {}
+        surface = _NextId()
         flat = array("i")
         lengths = []
-        add = surface.setdefault
+        ids = surface.__getitem__
         for text in texts:
             words = find(text)
-            # Real text brings a new word in almost every passage, so there is no fast path
-            # for texts of known words: one setdefault per word (a new word takes the next id).
-            flat.extend([add(w, len(surface)) for w in words])
+            # One C-level lookup per word; only a new word (real text brings one in almost
+            # every passage) runs Python code, to take the next id.
+            flat.extend(map(ids, words))
             lengths.append(len(words))
         term_of = np.full(len(surface), -1, dtype=np.int32)
         for j, stem in enumerate(self._stems_of(list(surface))):  # dicts keep insertion order
@@ -168,6 +168,14 @@ class Analyzer:
             terms = terms[keep]
             counts = np.bincount(doc[keep], minlength=len(counts)).astype(np.int64)
         return terms, counts
+
+
+class _NextId(dict):
+    """word -> provisional id; a word not seen yet gets the next id."""
+
+    def __missing__(self, word: str) -> int:
+        value = self[word] = len(self)
+        return value
 
 
 _DEFAULT: Analyzer | None = None
