@@ -23,10 +23,10 @@ and the vocabulary as sorted 64-bit hashes of the terms with their ids (``vocab_
 from __future__ import annotations
 
 import hashlib
+import selectors
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,10 +41,15 @@ from searchgym.error import SearchGymError, require
 __all__ = ["HashedVocab", "Postings", "build_postings", "load_postings", "save_postings", "stable_hash"]
 
 # What a worker process runs: ROOT FILE START COUNT PREFIX (ROOT: the folder holding this searchgym).
+# What a worker process runs: ROOT FILE PREFIX_DIR START:COUNT ... (ROOT: the folder holding this
+# searchgym). It tokenizes its shards one after the other and prints each one's START when done.
 _WORKER = (
     "import sys; sys.path.insert(0, sys.argv[1]); from searchgym.corpora.mapped import open_corpus; "
-    "from searchgym.corpora.postings import tokenize_shard; "
-    "tokenize_shard(open_corpus(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])"
+    "from searchgym.corpora.postings import tokenize_shard; corpus = open_corpus(sys.argv[2])\n"
+    "for shard in sys.argv[4:]:\n"
+    "    start, count = map(int, shard.split(':'))\n"
+    "    tokenize_shard(corpus, start, count, f'{sys.argv[3]}/{start}')\n"
+    "    print(start, flush=True)"
 )
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -222,47 +227,58 @@ def _tokenize_shards(
     """Tokenize every shard, writing its postings to ``scratch`` and handing ``absorb`` its terms
     in order of first occurrence and its passage lengths, shard after shard in corpus order.
 
-    A corpus opened from a file is tokenized by up to ``workers`` processes at once (fresh
-    interpreters running :func:`tokenize_shard` from this very copy of searchgym: each maps
-    the same passage store, so nothing is copied, and the caller's script is never re-imported
-    as multiprocessing's spawn would).
+    A corpus opened from a file is tokenized by ``workers`` processes (fresh interpreters
+    running :func:`tokenize_shard` from this very copy of searchgym, each over every
+    ``workers``-th shard: each maps the same passage store, so nothing is copied, and the
+    caller's script is never re-imported as multiprocessing's spawn would).
     A corpus held in memory is tokenized here, one shard after the other.
     """
     bar = _bar(progress, len(bounds), f"Tokenizing {len(corpus):,} passages")
     ready: dict[int, tuple[list[str], np.ndarray]] = {}
     absorbed = 0
     if workers > 1 and len(bounds) > 1 and corpus.path is not None:
-        running: dict[int, tuple[subprocess.Popen, Any]] = {}
-        todo = list(range(len(bounds)))
+        # Each worker keeps its interpreter and stem cache across its shards: shard w, w + W, ...
+        count = min(workers, len(bounds))
+        shard_of = {start: s for s, (start, _) in enumerate(bounds)}
+        running = []
         try:
-            while todo or running:
-                while todo and len(running) < workers:
-                    s = todo.pop(0)
-                    start, stop = bounds[s]
-                    log = tempfile.TemporaryFile()
-                    command = [sys.executable, "-c", _WORKER, _PACKAGE_ROOT, str(corpus.path), str(start), str(stop - start),
-                               str(scratch / str(start))]
-                    running[s] = (subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log), log)
-                s = _wait_any(running)
-                process, log = running.pop(s)
-                if process.returncode != 0:
-                    log.seek(0)
-                    lines = log.read().decode(errors="replace").strip().splitlines() or ["no output"]
-                    raise SearchGymError(
-                        f"Tokenizing passages {bounds[s][0]}-{bounds[s][1]} of {corpus.path} failed in a worker process "
-                        f"(exit {process.returncode}): {lines[-1]}"
-                    )
-                log.close()
-                ready[s] = _read_shard(str(scratch / str(bounds[s][0])))
-                while absorbed in ready:  # in shard order, whatever order the workers end in
-                    absorb(*ready.pop(absorbed))
-                    absorbed += 1
-                if bar:
-                    bar.update()
+            for w in range(count):
+                mine = [f"{start}:{stop - start}" for start, stop in bounds[w::count]]
+                log = tempfile.TemporaryFile()
+                command = [sys.executable, "-c", _WORKER, _PACKAGE_ROOT, str(corpus.path), str(scratch), *mine]
+                running.append((subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True), log))
+            with selectors.DefaultSelector() as selector:
+                for process, log in running:
+                    selector.register(process.stdout, selectors.EVENT_READ, (process, log))
+                while selector.get_map():
+                    for key, _ in selector.select():
+                        process, log = key.data
+                        line = process.stdout.readline()
+                        if line:  # a shard is done
+                            s = shard_of[int(line)]
+                            ready[s] = _read_shard(str(scratch / str(bounds[s][0])))
+                            while absorbed in ready:  # in shard order, whatever order the workers end in
+                                absorb(*ready.pop(absorbed))
+                                absorbed += 1
+                            if bar:
+                                bar.update()
+                            continue
+                        selector.unregister(process.stdout)
+                        if process.wait() != 0:
+                            log.seek(0)
+                            lines = log.read().decode(errors="replace").strip().splitlines() or ["no output"]
+                            failed = [bounds[s] for s in range(len(bounds)) if s >= absorbed and s not in ready]
+                            where = f"{failed[0][0]}-{failed[0][1]}" if failed else "its shards"
+                            raise SearchGymError(
+                                f"Tokenizing passages {where} of {corpus.path} failed in a worker process "
+                                f"(exit {process.returncode}): {lines[-1]}"
+                            )
         finally:
-            for process, log in running.values():
-                process.kill()
+            for process, log in running:
+                if process.poll() is None:
+                    process.kill()
                 process.wait()
+                process.stdout.close()
                 log.close()
     else:
         for s, (start, stop) in enumerate(bounds):
@@ -273,15 +289,6 @@ def _tokenize_shards(
                 bar.update()
     if bar:
         bar.close()
-
-
-def _wait_any(running: Mapping[int, tuple[subprocess.Popen, Any]]) -> int:
-    """The shard of a worker that has ended (waits for one)."""
-    while True:
-        for s, (process, _) in running.items():
-            if process.poll() is not None:
-                return s
-        time.sleep(0.02)
 
 
 def tokenize_shard(passages: Sequence[Passage], start: int, count: int, prefix: str) -> None:
