@@ -156,6 +156,7 @@ class BM25Retriever(Retriever):
         #: The index folder this retriever maps (set by :meth:`load`); None when built in memory.
         #: A mapped retriever pickles as its folder: the other process maps the same files.
         self.folder: Path | None = None
+        self._format: int | None = None  # the folder's format version
         self.analyzer: Analyzer = default_analyzer()
         self._init_runtime()
         if _prebuilt:  # BM25Retriever.load; None stands for a corpus without any indexable term
@@ -222,7 +223,7 @@ class BM25Retriever(Retriever):
         self.analyzer = default_analyzer()
         self._init_runtime()
         if self.folder is not None:
-            self._index = load_postings(self.folder, len(self.corpus)) if self.__dict__.get("_format", 2) >= 2 else _load_bm25s_folder(self.folder)
+            self._index = _map_postings(self.folder, self._format, len(self.corpus))
             self._bind_index()
 
     # ------------------------------------------------------------------ searching
@@ -456,7 +457,7 @@ class BM25Retriever(Retriever):
         index = None
         if not meta.get("empty_vocabulary"):
             if backend == "bm25s":
-                index = load_postings(path, len(corpus)) if meta["format_version"] >= 2 else _load_bm25s_folder(path)
+                index = _map_postings(path, meta["format_version"], len(corpus))
             elif backend == "rank_bm25":
                 require("rank_bm25", extra="rank-bm25", feature="The rank-bm25 backend")
                 with open(path / "rank_bm25.pkl", "rb") as f:
@@ -479,8 +480,11 @@ class BM25Retriever(Retriever):
         return retriever
 
 
-def _load_bm25s_folder(path: Path) -> Postings:
-    """The postings of a version-1 index folder (bm25s's own format, memory-mapped)."""
+def _map_postings(path: Path, format_version: int, num_docs: int) -> Postings:
+    """The postings of an index folder, memory-mapped: searchgym's arrays (version 2) or
+    bm25s's own folder (version 1)."""
+    if format_version >= 2:
+        return load_postings(path, num_docs)
     bm25s = require("bm25s", extra="core", feature="The bm25s BM25 backend", install="pip install bm25s")
     index = bm25s.BM25.load(path / "bm25s", mmap=True, show_progress=False)
     scores = index.scores

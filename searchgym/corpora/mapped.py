@@ -40,10 +40,10 @@ from typing import Any
 import numpy as np
 
 from searchgym.cache import cache_dir
-from searchgym.corpora.types import Corpus, Passage
+from searchgym.corpora.types import Corpus, Passage, fingerprint_record
 from searchgym.error import DataFormatError
 
-__all__ = ["STORE_SUFFIX", "MappedCorpus", "PassageStore", "open_corpus", "store_folder"]
+__all__ = ["STORE_SUFFIX", "MappedCorpus", "PassageStore", "open_corpus", "stable_hash", "store_folder"]
 
 STORE_SUFFIX = ".searchgym"
 _FORMAT_VERSION = 1
@@ -53,9 +53,10 @@ _PROGRESS_BYTES = 64 << 20  # files larger than this show a progress bar while t
 _ITER_CHUNK = 4096  # passages decoded per read while iterating
 
 
-def _hash_id(passage_id: str) -> int:
-    """A 64-bit hash of an id, the same in every process (unlike ``hash``)."""
-    digest = hashlib.blake2b(passage_id.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+def stable_hash(text: str) -> int:
+    """A 64-bit hash of a string (a passage id, a BM25 term), the same in every process and
+    run (unlike ``hash``)."""
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return int.from_bytes(digest, "little")
 
 
@@ -124,7 +125,7 @@ class PassageStore:
                 i = int(passage_id)
                 return i if i < self.size else None
             return None
-        h = np.uint64(_hash_id(passage_id))
+        h = np.uint64(stable_hash(passage_id))
         hashes = self._id_hash
         lo = int(np.searchsorted(hashes, h, side="left"))
         while lo < len(hashes) and hashes[lo] == h:
@@ -284,7 +285,7 @@ def _build_store(source: Path, signature: dict[str, Any], folder: Path) -> dict[
                 offsets.extend((position, position + len(pid), position + len(pid) + len(title)))
                 blob.write(pid + title + text)
                 position += len(pid) + len(title) + len(text)
-                fingerprint.update(b"%s\x00%s\x00%s\x01" % (pid, title, text))
+                fingerprint.update(fingerprint_record(pid, title, text))
                 if positional and passage.id != str(len(lines)):
                     positional = False
                 lines.append(line_number)
@@ -323,7 +324,7 @@ def _write_id_index(tmp: Path, count: int, lines: array, source: Path, repeated_
     store = PassageStore.__new__(PassageStore)  # read the ids back from the blob just written
     store._blob = _map(tmp / "blob.bin")
     store._offsets = memoryview(_map(tmp / "offsets.bin")).cast("q")
-    hashes = np.fromiter((_hash_id(store.passage_id(i)) for i in range(count)), dtype=np.uint64, count=count)
+    hashes = np.fromiter((stable_hash(store.passage_id(i)) for i in range(count)), dtype=np.uint64, count=count)
     order = np.argsort(hashes, kind="stable")  # equal hashes keep file order
     hashes = hashes[order]
     same = np.flatnonzero(hashes[1:] == hashes[:-1])

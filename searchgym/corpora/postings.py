@@ -22,7 +22,6 @@ and the vocabulary as sorted 64-bit hashes of the terms with their ids (``vocab_
 
 from __future__ import annotations
 
-import hashlib
 import selectors
 import subprocess
 import sys
@@ -34,11 +33,12 @@ from typing import Any
 
 import numpy as np
 
+from searchgym.corpora.mapped import stable_hash
 from searchgym.corpora.tokenize import default_analyzer
 from searchgym.corpora.types import Corpus, Passage
 from searchgym.error import SearchGymError, require
 
-__all__ = ["HashedVocab", "Postings", "build_postings", "load_postings", "save_postings", "stable_hash"]
+__all__ = ["HashedVocab", "Postings", "build_postings", "load_postings", "save_postings"]
 
 # What a worker process runs: ROOT FILE START COUNT PREFIX (ROOT: the folder holding this searchgym).
 # What a worker process runs: ROOT FILE PREFIX_DIR START:COUNT ... (ROOT: the folder holding this
@@ -55,12 +55,6 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 #: Passages per shard by default: about 0.3 GB of working memory per worker on wiki-18-like text.
 DEFAULT_SHARD_SIZE = 100_000
-
-
-def stable_hash(text: str) -> int:
-    """A 64-bit hash of a string, the same in every process and run (unlike ``hash``)."""
-    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-    return int.from_bytes(digest, "little")
 
 
 def passage_text(passage: Passage) -> str:

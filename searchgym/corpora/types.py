@@ -60,6 +60,12 @@ class Hit:
     score: float
 
 
+def fingerprint_record(passage_id: bytes, title: bytes, text: bytes) -> bytes:
+    """What a corpus fingerprint hashes of one passage (its UTF-8 id, title and text): every
+    kind of corpus hashes the same bytes, so equal passages give equal fingerprints."""
+    return b"%s\x00%s\x00%s\x01" % (passage_id, title, text)
+
+
 class Corpus(Sequence[Passage]):
     """An ordered, immutable collection of passages with lookup by id.
 
@@ -121,12 +127,7 @@ class Corpus(Sequence[Passage]):
             h = hashlib.sha256()
             for p in self._passages:
                 # surrogatepass: a lone surrogate in a passage must not make hashing fail.
-                h.update(p.id.encode("utf-8", "surrogatepass"))
-                h.update(b"\x00")
-                h.update(p.title.encode("utf-8", "surrogatepass"))
-                h.update(b"\x00")
-                h.update(p.text.encode("utf-8", "surrogatepass"))
-                h.update(b"\x01")
+                h.update(fingerprint_record(*(s.encode("utf-8", "surrogatepass") for s in (p.id, p.title, p.text))))
             self._fingerprint = h.hexdigest()[:16]
         return self._fingerprint
 
