@@ -178,12 +178,12 @@ def counts_seen(lm):
 
 
 def test_threads_1_generates_at_one_thread_and_restores_the_caller_count(two_threads):
-    lm = TransformersLM("tiny-random", threads=1)
+    lm = TransformersLM("tiny-random", device="cpu", threads=1)
     seen = counts_seen(lm)
     one = lm.generate(PROMPTS, max_new_tokens=6, temperature=0.0)
     assert set(seen) == {1} and len(seen) == 6 and torch.get_num_threads() == 2 and lm.tuner is None
-    two = TransformersLM("tiny-random", threads=2).generate(PROMPTS, max_new_tokens=6, temperature=0.0)
-    auto = TransformersLM("tiny-random").generate(PROMPTS, max_new_tokens=6, temperature=0.0)
+    two = TransformersLM("tiny-random", device="cpu", threads=2).generate(PROMPTS, max_new_tokens=6, temperature=0.0)
+    auto = TransformersLM("tiny-random", device="cpu").generate(PROMPTS, max_new_tokens=6, temperature=0.0)
     assert [g.token_ids for g in two] == [g.token_ids for g in one] == [g.token_ids for g in auto]
     assert all(len(g.token_ids) == 6 for g in one)
     assert torch.get_num_threads() == 2
@@ -191,7 +191,7 @@ def test_threads_1_generates_at_one_thread_and_restores_the_caller_count(two_thr
 
 def test_auto_measures_every_forward_pass_and_tunes_the_passes_that_follow(two_threads, monkeypatch):
     one_core_clock(monkeypatch)  # every pass measures a CPU share of 0.5 for 2 threads
-    lm = TransformersLM("tiny-random")
+    lm = TransformersLM("tiny-random", device="cpu")
     assert lm.threads == "auto" and lm.tuner is lm.tuner  # one tuner per calling thread
     seen = counts_seen(lm)
     lm.generate(["hello there"], max_new_tokens=12, temperature=0.0)

@@ -48,7 +48,7 @@ def sampled(trainer, prompt, response, observation=()):
     """A trajectory whose generated segment carries the model's own logprobs (old = current)."""
     t = Trajectory(tuple(prompt))
     with torch.no_grad():
-        ids = torch.tensor([[*prompt, *response]])
+        ids = torch.tensor([[*prompt, *response]], device=trainer.device)
         logp = torch.log_softmax(trainer.model(input_ids=ids).logits[0, :-1].float(), -1)
         lps = [float(logp[len(prompt) - 1 + i, tok]) for i, tok in enumerate(response)]
     t.add_generated(tuple(response), tuple(lps), "stop")
@@ -61,7 +61,7 @@ def result(trajectory, reward, group):
 
 
 def seq_logprob(trainer, trajectory):
-    batch = collate([trajectory])
+    batch = collate([trajectory]).to(trainer.device)
     with torch.no_grad():
         lp = forward_logprobs(trainer.model, batch)["logprobs"]
     return float((lp * batch.loss_mask).sum())
@@ -133,7 +133,7 @@ def test_observation_tokens_get_no_gradient(tmp_path):
 
 def test_logprobs_are_computed_from_the_first_trained_target_on_and_equal_the_full_pass(tmp_path):
     trainer = built(tmp_path)
-    batch = collate([sampled(trainer, PROMPT, GOOD, [60, 61]), sampled(trainer, PROMPT[:3], BAD)])
+    batch = collate([sampled(trainer, PROMPT, GOOD, [60, 61]), sampled(trainer, PROMPT[:3], BAD)]).to(trainer.device)
     calls = []
     hook = trainer.model.register_forward_pre_hook(lambda m, a, k: calls.append(k.get("logits_to_keep")), with_kwargs=True)
     out = forward_logprobs(trainer.model, batch, with_entropy=True)
@@ -153,7 +153,7 @@ def test_masked_logprobs_receive_exactly_zero_gradient(tmp_path):
     from searchgym.training.losses import AGGREGATIONS, aggregate, kl_penalty, policy_loss
 
     trainer = built(tmp_path)
-    batch = collate([sampled(trainer, PROMPT, GOOD, [60, 61]), sampled(trainer, PROMPT[:3], BAD)])
+    batch = collate([sampled(trainer, PROMPT, GOOD, [60, 61]), sampled(trainer, PROMPT[:3], BAD)]).to(trainer.device)
     for mode in AGGREGATIONS:
         out = forward_logprobs(trainer.model, batch, with_entropy=True)
         lp, ent = out["logprobs"], out["entropy"]
@@ -341,8 +341,8 @@ def test_lora_trains_only_the_adapters_and_merges_for_export(tmp_path):
     trainer.export(tmp_path / "export")
     from searchgym.lm.hf import TransformersLM
 
-    plain = TransformersLM(str(tmp_path / "export")).model
-    batch = collate([good])
+    plain = TransformersLM(str(tmp_path / "export"), device=trainer.device).model
+    batch = collate([good]).to(trainer.device)
     with torch.no_grad():
         a = forward_logprobs(plain, batch)["logprobs"]
         b = forward_logprobs(trainer.model, batch)["logprobs"]
