@@ -1,0 +1,53 @@
+"""The hack suite: no scripted strategy earns more than an honest wrong answer.
+
+Every registered env x every recipe of RECIPES, each strategy of
+benchmarks/reward_hacking.py (hedged answers, copies of the question or the documents,
+evidence that was never retrieved, forged env tags, tag spam, repeated searches, maximal
+lengths, s3's re-search) against an honest episode that searches and answers wrong on the
+same questions. The gains are printed (``pytest -s``); docs/rewards.md has the table over
+a larger world.
+"""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import reward_hacking as rh  # noqa: E402
+
+from env_helpers import ENV_IDS  # noqa: E402
+from searchgym.rewards import RECIPES  # noqa: E402
+
+#: s3's re-search gain shows only where the naive top-3 misses the gold, which a 400-passage
+#: world rarely does: its env plays a larger one.
+WORLDS = {"searchgym/S3-v0": {"seed": 7, "num_passages": 2000}}
+SMALL = {"seed": 7, "num_passages": 400}
+
+
+def questions(env_id: str) -> list[int]:
+    """Every comparison question of the world (hedging targets them) and the first others, 24 in all."""
+    env = rh.make_env(env_id, "search_r1_em", WORLDS.get(env_id, SMALL))
+    examples = env.unwrapped.examples
+    comparisons = [i for i, e in enumerate(examples) if e.metadata.get("type") == "comparison"][:12]
+    others = [i for i, e in enumerate(examples) if i not in comparisons][: 24 - len(comparisons)]
+    return sorted(comparisons + others)
+
+
+def test_the_catalogue_covers_every_family_and_protocol():
+    families = {s.family for s in rh.STRATEGIES}
+    assert families == {"hedge", "copy", "golds", "format", "forge", "evidence", "s3"}
+    protocols = {p for s in rh.STRATEGIES for p in s.protocols}
+    assert protocols == {"search_r1", "recon", "r1_searcher", "r_search", "s3"}
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_no_strategy_beats_an_honest_wrong_answer(env_id):
+    rows = rh.evaluate([env_id], sorted(RECIPES), questions(env_id), WORLDS.get(env_id, SMALL))
+    print(f"\n{env_id}: {len(rows)} (recipe, strategy) pairs")
+    for r in sorted(rows, key=lambda r: -r.gain)[:8]:
+        print(f"  {r.gain:+.3f}  {r.recipe:<20} {r.strategy}  (honest {r.honest:.3f}, strategy {r.hacked:.3f})")
+    assert {r.recipe for r in rows} == set(RECIPES)
+    beaten = [f"{r.recipe} / {r.strategy}: {r.hacked:.3f} > {r.honest:.3f}" for r in rows if r.gain > rh.TOLERANCE]
+    assert not beaten, "\n".join(beaten)
