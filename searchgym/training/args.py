@@ -71,7 +71,7 @@ class Args:
 
     # -- algorithm
     algorithm: str = "grpo"
-    """ppo (GAE with a value head), grpo (group-normalized outcome), reinforce++ (whitened returns);
+    """ppo (GAE with a critic, see critic), grpo (group-normalized outcome), reinforce++ (whitened returns);
     sb3-ppo / sb3-dqn train a Stable-Baselines3 template policy instead (see the sb3 flags)."""
     n: int = 4
     """Responses sampled per question (a GRPO group; >= 2 for grpo)."""
