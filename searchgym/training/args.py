@@ -17,6 +17,9 @@ from typing import Any
 from searchgym.error import ConfigError, UnknownNameError
 from searchgym.training.losses import AGGREGATIONS, KL_ESTIMATORS
 
+#: PPO critics (``Args.critic``); see :mod:`searchgym.training.critic`.
+CRITICS = ("separate", "shared-head")
+
 #: Policy-gradient algorithms of :class:`~searchgym.training.trainer.Trainer`.
 ALGORITHMS = ("ppo", "grpo", "reinforce++")
 #: The Stable-Baselines3 algorithms ``searchgym train`` also takes (trained by :mod:`searchgym.sb3`).
@@ -68,7 +71,7 @@ class Args:
 
     # -- algorithm
     algorithm: str = "grpo"
-    """ppo (GAE with a value head), grpo (group-normalized outcome), reinforce++ (whitened returns);
+    """ppo (GAE with a critic, see critic), grpo (group-normalized outcome), reinforce++ (whitened returns);
     sb3-ppo / sb3-dqn train a Stable-Baselines3 template policy instead (see the sb3 flags)."""
     n: int = 4
     """Responses sampled per question (a GRPO group; >= 2 for grpo)."""
@@ -84,10 +87,20 @@ class Args:
     """Passes over each rollout batch."""
     lr: float = 1e-6
     """Policy learning rate (AdamW)."""
+    critic: str = "separate"
+    """PPO critic: separate (a value model copied from the policy's base, with its own optimizer; the value loss never
+    reaches the policy) or shared-head (a linear head on the policy's hidden state; cheaper, the value loss trains the policy)."""
     value_lr: float = 1e-5
-    """Learning rate of the PPO value head."""
+    """Learning rate of the PPO critic."""
     warmup_steps: int = 0
-    """Linear learning-rate warmup, in optimizer steps."""
+    """Linear learning-rate warmup of the policy, in optimizer steps."""
+    warmup_ratio: float | None = None
+    """Policy warmup as a fraction of the run's optimizer steps (total_steps * ppo_epochs * mini_batches), fixed when the
+    run starts; overrides warmup_steps (None: use warmup_steps)."""
+    value_warmup_steps: int = 0
+    """Linear learning-rate warmup of the PPO critic, in optimizer steps."""
+    value_warmup_ratio: float | None = None
+    """Critic warmup as a fraction of the run's optimizer steps, fixed when the run starts; overrides value_warmup_steps."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
     max_grad_norm: float = 1.0
@@ -99,7 +112,7 @@ class Args:
     value_clip: float | None = 0.5
     """PPO value clip around the rollout's values (None: no clipping)."""
     value_coef: float = 0.5
-    """Weight of the value loss (the value head sits on the policy's last hidden state)."""
+    """Weight of the value loss (with critic=separate it scales the critic's loss only)."""
     gamma: float = 1.0
     """Discount over generated tokens (GAE, REINFORCE++)."""
     lam: float = 1.0
@@ -113,7 +126,8 @@ class Args:
     entropy_coef: float = 0.0
     """Entropy bonus weight."""
     loss_aggregation: str = "token-mean"
-    """token-mean, seq-mean-token-sum or seq-mean-token-mean."""
+    """token-mean (every generated token of the batch weighs the same), seq-mean-token-sum, or seq-mean-token-mean
+    (each sequence's tokens averaged, then the sequences: Search-R1's Eq. 1-2)."""
 
     # -- rollouts
     engine: str = "transformers"
@@ -160,40 +174,55 @@ class Args:
 
 
 #: The seed repositories' training-script settings (lr, KL coefficient/estimator/placement,
-#: entropy, clip, n, temperature), applied over :class:`Args`' defaults. Batch sizes and
-#: warmup (a fraction of total steps there) are left to the user; top_p stays 1.0 (the
-#: scripts sample at 0.95) so PPO ratios and the logprob check are exact.
+#: entropy, clip, n, temperature, the PPO critic and warm-ups) and the papers' loss
+#: aggregation, applied over :class:`Args`' defaults. Batch sizes are left to the user;
+#: top_p stays 1.0 (the scripts sample at 0.95) so PPO ratios and the logprob check are exact.
+#:
+#: PPO (Search-R1, s3, RECON): a separate critic copied from the base model, critic lr 1e-5,
+#: value clip 0.5, GAE with gamma = lambda = 1; warm-ups as fractions of the run (Search-R1's
+#: train_ppo.sh: actor 0.285, critic 0.015; s3's train_s3: actor 0, critic 0.01; RECON trains
+#: in Search-R1's pipeline and takes its values). Aggregation: Search-R1's Eq. 1 (PPO) and
+#: Eq. 2 (GRPO) average each sequence's tokens, then the sequences (seq-mean-token-mean), and
+#: RECON optimises Search-R1's objective; R-Search writes GRPO's objective with the same
+#: 1/|o_i| average; R1-Searcher trains REINFORCE++ in OpenRLHF, whose policy loss averages
+#: each sequence's tokens first. s3 states no per-sequence average; its trainer (Search-R1's
+#: verl fork, ``masked_mean`` over the batch) averages over every token: token-mean.
 PRESETS: dict[str, dict[str, Any]] = {
     "search-r1-ppo": {
         "env_id": "searchgym/SearchR1-v0", "algorithm": "ppo", "n": 1, "lr": 1e-6, "value_lr": 1e-5,
+        "critic": "separate", "warmup_ratio": 0.285, "value_warmup_ratio": 0.015, "value_clip": 0.5,
         "kl_coef": 0.001, "kl_estimator": "k1", "kl_in_reward": True, "clip": 0.2, "gamma": 1.0, "lam": 1.0,
         "temperature": 1.0, "top_p": 1.0, "entropy_coef": 0.001, "max_new_tokens": 500,
+        "loss_aggregation": "seq-mean-token-mean",
     },
     "search-r1-grpo": {
         "env_id": "searchgym/SearchR1-v0", "algorithm": "grpo", "n": 5, "lr": 1e-6,
         "kl_coef": 0.001, "kl_estimator": "k3", "clip": 0.2, "temperature": 1.0, "top_p": 1.0,
-        "entropy_coef": 0.001, "max_new_tokens": 500,
+        "entropy_coef": 0.001, "max_new_tokens": 500, "loss_aggregation": "seq-mean-token-mean",
     },
     "r1-searcher": {
         "env_id": "searchgym/R1Searcher-v0", "algorithm": "reinforce++", "reinforce_baseline": "group",
         "n": 16, "lr": 2e-6, "kl_coef": 1e-4, "kl_estimator": "k1", "kl_in_reward": True, "temperature": 1.0, "top_p": 1.0,
         "reward": "r1_searcher_stage1", "stage2_reward": "r1_searcher_stage2", "stage2_step": 50,
-        "max_new_tokens": 512,
+        "max_new_tokens": 512, "gamma": 1.0, "loss_aggregation": "seq-mean-token-mean",
     },
     "s3": {
         "env_id": "searchgym/S3-v0", "algorithm": "ppo", "n": 1, "lr": 1e-6, "value_lr": 1e-5,
+        "critic": "separate", "warmup_ratio": 0.0, "value_warmup_ratio": 0.01, "value_clip": 0.5, "gamma": 1.0, "lam": 1.0,
         "kl_coef": 0.001, "kl_estimator": "k1", "kl_in_reward": True, "entropy_coef": 0.001, "temperature": 0.6,
-        "top_p": 1.0, "max_new_tokens": 500,
+        "top_p": 1.0, "max_new_tokens": 500, "loss_aggregation": "token-mean",
     },
     "r-search": {
         "env_id": "searchgym/RSearch-v0", "algorithm": "grpo", "n": 5, "lr": 1e-6,
         "kl_coef": 0.001, "kl_estimator": "k3", "entropy_coef": 0.001, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 500,
+        "loss_aggregation": "seq-mean-token-mean",
     },
     "recon": {
         "env_id": "searchgym/RECON-v0", "algorithm": "ppo", "n": 1, "lr": 1e-6, "value_lr": 1e-5,
+        "critic": "separate", "warmup_ratio": 0.285, "value_warmup_ratio": 0.015, "value_clip": 0.5, "gamma": 1.0, "lam": 1.0,
         "kl_coef": 0.001, "kl_estimator": "k1", "kl_in_reward": True, "entropy_coef": 0.001, "temperature": 1.0,
         "top_p": 1.0, "summarizer": "llm", "frozen_model": "smollm2",
-        "max_new_tokens": 500,
+        "max_new_tokens": 500, "loss_aggregation": "seq-mean-token-mean",
     },
 }
 
@@ -245,6 +274,8 @@ def check_args(args: Args) -> None:
         raise UnknownNameError("KL estimator", args.kl_estimator, KL_ESTIMATORS)
     if args.loss_aggregation not in AGGREGATIONS:
         raise UnknownNameError("loss aggregation", args.loss_aggregation, AGGREGATIONS)
+    if args.critic not in CRITICS:
+        raise UnknownNameError("critic", args.critic, CRITICS)
     if args.reinforce_baseline not in ("batch", "group"):
         raise UnknownNameError("REINFORCE++ baseline", args.reinforce_baseline, ("batch", "group"))
     for name in ("reward", "stage2_reward"):
@@ -258,7 +289,7 @@ def check_args(args: Args) -> None:
         )
     for name in ("n", "questions_per_step", "mini_batches", "micro_batch_size", "ppo_epochs", "num_envs", "max_new_tokens", "total_steps", "save_every", "keep_checkpoints"):
         _positive(name, getattr(args, name))
-    for name in ("eval_every", "warmup_steps", "lora_rank"):
+    for name in ("eval_every", "warmup_steps", "value_warmup_steps", "lora_rank"):
         _positive(name, getattr(args, name), zero=True)
     for name in ("train_limit", "eval_limit", "stage2_step", "threads"):
         _positive(name, getattr(args, name), allow_none=True)
@@ -285,6 +316,10 @@ def check_args(args: Args) -> None:
         value = getattr(args, name)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
             raise ConfigError(f"Args.{name} expects a non-negative number, got {value!r}.")
+    for name in ("warmup_ratio", "value_warmup_ratio"):
+        value = getattr(args, name)
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 1):
+            raise ConfigError(f"Args.{name} expects a fraction of the run's optimizer steps in [0, 1) or None, got {value!r}.")
     if not 0 <= args.gamma <= 1 or not 0 <= args.lam <= 1:
         raise ConfigError(f"Args expects gamma and lam in [0, 1], got gamma={args.gamma}, lam={args.lam}.")
     if args.lora_rank and not args.lora_targets:

@@ -156,37 +156,44 @@ class FixedPass:
 
     old: Any  #: [B, L-1] the model's logprobs before the update; None when the update's own pass gives them
     ref: Any  #: [B, L-1] the reference's logprobs (a KL term)
-    values: Any  #: [B, L-1] the value head's estimates (PPO)
+    values: Any  #: [B, L-1] the critic's estimates (PPO)
 
 
 def fixed_pass(
     model: Any, batch: TokenBatch, *, micro_batch_size: int, temperature: float, device: Any, with_old: bool,
-    reference: Reference | None, value_head: Any,
+    reference: Reference | None, critic: Any = None,
 ) -> FixedPass:
-    """Old logprobs (when ``with_old``), reference logprobs and values of the batch, micro-batch
-    by micro-batch, without gradients; no forward pass at all when none of them is needed."""
+    """Old logprobs (when ``with_old``), reference logprobs and a ``critic``'s values of the batch
+    (:mod:`searchgym.training.critic`), micro-batch by micro-batch, without gradients; no
+    forward pass at all when none of them is needed."""
     import torch
 
     B, L = batch.input_ids.shape
     old = torch.zeros(B, L - 1) if with_old else None  # [B, L-1]
     ref = torch.zeros(B, L - 1) if reference is not None else None  # [B, L-1]
-    values = torch.zeros(B, L - 1) if value_head is not None else None  # [B, L-1]
+    values = torch.zeros(B, L - 1) if critic is not None else None  # [B, L-1]
+    shared_head = critic is not None and critic.needs_policy_hidden
     if old is None and ref is None and values is None:
         return FixedPass(None, None, None)
     model.eval()
+    if critic is not None:
+        critic.eval()
     with torch.no_grad():
         for rows in chunks(list(range(B)), micro_batch_size):
             mb = batch.select(rows).to(device)
             w = mb.input_ids.shape[1] - 1
-            if old is not None or values is not None:
-                out = forward_logprobs(model, mb, temperature=temperature, with_hidden=values is not None)
+            out: dict[str, Any] = {}
+            if old is not None or shared_head:
+                out = forward_logprobs(model, mb, temperature=temperature, with_hidden=shared_head)
             if old is not None:
                 old[rows, :w] = out["logprobs"].cpu()  # [b, w]
             if values is not None:
-                values[rows, :w] = value_head(out["hidden"].float()).squeeze(-1).cpu()  # [b, w, H] -> [b, w]
+                values[rows, :w] = critic.values(mb, out.get("hidden")).cpu()  # [b, w]
             if ref is not None:
                 ref[rows, :w] = reference.logprobs(mb, temperature=temperature).cpu()  # [b, w]
     model.train()
+    if critic is not None:
+        critic.train()
     return FixedPass(old, ref, values)
 
 

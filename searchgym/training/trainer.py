@@ -53,6 +53,7 @@ from searchgym.training.batch import FixedPass, Reference, chunks, collate, fixe
 from searchgym.training.checkpoint import (
     args_record, export_policy, load_checkpoint, merged_weights, prepare_run_folder, rng_state, save_checkpoint, set_rng_state,
 )
+from searchgym.training.critic import build_critic, load_trainable_state, trainable_state
 from searchgym.training.data import DataOrder, check_splits, env_kwargs, reward_at, timed_retriever
 from searchgym.training.losses import aggregate, kl_penalty, policy_loss, value_loss
 from searchgym.training.metrics import MetricsLog, plot_curves
@@ -64,7 +65,7 @@ require("transformers", extra="lm", feature="Training")
 COLUMNS = (
     "step", "stage_reward", "episodes", "dropped", "reward", "reward_std", "em", "f1", "cover_em", "searches",
     "turns", "response_tokens", "generated_tokens", "truncated", "loss", "policy_loss", "value_loss", "kl",
-    "entropy", "clip_fraction", "grad_norm", "lr", "logprob_diff_max", "logprob_diff_mean",
+    "entropy", "clip_fraction", "grad_norm", "lr", "value_grad_norm", "value_lr", "logprob_diff_max", "logprob_diff_mean",
     "time_rollout", "time_retrieval", "time_update", "time_sync", "update_tokens_per_s", "peak_memory_mb",
     "eval_reward", "eval_em", "eval_f1", "eval_cover_em", "eval_searches", "eval_response_tokens",
 )
@@ -101,6 +102,11 @@ def evaluate_policy(
     }
 
 
+def warmup_steps(steps: int, ratio: float | None, run_steps: int) -> int:
+    """Warm-up length in optimizer steps: ``ratio`` of the run's ``run_steps`` when given, else ``steps``."""
+    return steps if ratio is None else int(ratio * run_steps)
+
+
 def peak_memory_mb() -> float:
     """Peak GPU memory allocated (on CUDA), else the process's peak resident memory."""
     if torch.cuda.is_available():
@@ -109,7 +115,8 @@ def peak_memory_mb() -> float:
 
 
 class Warmup:
-    """Linear warmup over ``steps`` optimizer steps, then constant (picklable for checkpoints)."""
+    """Linear warmup over ``steps`` optimizer steps, then constant (picklable for checkpoints;
+    the scheduler's state carries ``steps``, so a resumed run keeps its warm-up length)."""
 
     def __init__(self, steps: int):
         self.steps = steps
@@ -254,6 +261,12 @@ class Trainer:
         self.tokenizer = tokenizer
         self.device = next(model.parameters()).device
         model.float()
+        # PPO's critic, built from the policy before any adapter is added (see searchgym.training.critic).
+        self.critic = None
+        if args.algorithm == "ppo":
+            self.critic = build_critic(
+                args.critic, model, seed=args.seed, lora_rank=args.lora_rank, lora_alpha=args.lora_alpha, lora_targets=args.lora_targets,
+            )
         self.peft_model = None
         if args.lora_rank:
             peft = require("peft", extra="train", feature="LoRA training")  # only LoRA runs need the train extra
@@ -266,16 +279,23 @@ class Trainer:
             model = self.peft_model.get_base_model()
         self.model = model
         self.reference = Reference(model, self.peft_model) if args.kl_coef > 0 else None
-        self.value_head = None
-        if args.algorithm == "ppo":  # the critic: a zero-initialised linear layer on the last hidden state
-            self.value_head = torch.nn.Linear(int(model.config.hidden_size), 1).to(self.device)
-            torch.nn.init.zeros_(self.value_head.weight)
-            torch.nn.init.zeros_(self.value_head.bias)
+        # Optimizers: the policy's (with a shared value head as a second parameter group),
+        # and a separate critic's own, with its own learning rate, warm-up and clipping.
+        run_steps = args.total_steps * args.ppo_epochs * args.mini_batches
+        warmup = warmup_steps(args.warmup_steps, args.warmup_ratio, run_steps)
+        value_warmup = warmup_steps(args.value_warmup_steps, args.value_warmup_ratio, run_steps)
         groups = [{"params": [p for p in model.parameters() if p.requires_grad], "lr": args.lr}]
-        if self.value_head is not None:
-            groups.append({"params": list(self.value_head.parameters()), "lr": args.value_lr})
+        lambdas = [Warmup(warmup)]
+        self.critic_optimizer = self.critic_scheduler = None
+        critic_params = [] if self.critic is None else [p for p in self.critic.parameters() if p.requires_grad]
+        if self.critic is not None and self.critic.needs_policy_hidden:
+            groups.append({"params": critic_params, "lr": args.value_lr})
+            lambdas.append(Warmup(value_warmup))
+        elif self.critic is not None:
+            self.critic_optimizer = torch.optim.AdamW(critic_params, lr=args.value_lr, weight_decay=args.weight_decay)
+            self.critic_scheduler = torch.optim.lr_scheduler.LambdaLR(self.critic_optimizer, Warmup(value_warmup))
         self.optimizer = torch.optim.AdamW(groups, weight_decay=args.weight_decay)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, Warmup(args.warmup_steps))
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambdas)
         self.context_length = int(getattr(model.config, "max_position_embeddings", 0) or 1 << 30)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
 
@@ -359,10 +379,10 @@ class Trainer:
         scores = torch.tensor([float(s.reward) for s in samples])  # [B]
         # One update on the batch (GRPO / REINFORCE++ with ppo_epochs=1, mini_batches=1): the old
         # logprobs are the update's own, detached, so no separate forward pass computes them.
-        single_pass = a.ppo_epochs == 1 and a.mini_batches == 1 and self.value_head is None and not (a.kl_coef > 0 and a.kl_in_reward)
+        single_pass = a.ppo_epochs == 1 and a.mini_batches == 1 and self.critic is None and not (a.kl_coef > 0 and a.kl_in_reward)
         fixed = fixed_pass(
             self.model, batch, micro_batch_size=a.micro_batch_size, temperature=a.temperature, device=self.device,
-            with_old=not single_pass, reference=self.reference, value_head=self.value_head,
+            with_old=not single_pass, reference=self.reference, critic=self.critic,
         )
         stats: dict[str, float] = {}
         if not single_pass:
@@ -375,6 +395,7 @@ class Trainer:
         B = len(samples)
         sums = dict.fromkeys(LOSS_PARTS, 0.0)
         norms: list[float] = []
+        value_norms: list[float] = []
         tokens = 0
         own_logprobs: list[tuple[Any, Any, Any]] = []  # (logprobs, rollout logprobs, mask) per micro-batch: single pass
         generator = torch.Generator().manual_seed(a.seed * 31 + self.step)
@@ -384,20 +405,24 @@ class Trainer:
             for mini in chunks(order, math.ceil(B / a.mini_batches)):
                 mini_tokens = float(mask[mini].sum())
                 self.optimizer.zero_grad(set_to_none=True)
+                if self.critic_optimizer is not None:
+                    self.critic_optimizer.zero_grad(set_to_none=True)
                 for rows in chunks(mini, a.micro_batch_size):
                     mb = batch.select(rows).to(self.device)  # [b, w + 1] ids, [b, w] masks
                     w = mb.input_ids.shape[1] - 1
                     pick = lambda t: None if t is None else t[rows, :w].to(self.device)  # noqa: E731  [B, L-1] -> [b, w]
+                    shared_head = self.critic is not None and self.critic.needs_policy_hidden
                     out = forward_logprobs(
-                        self.model, mb, temperature=a.temperature, with_entropy=True,
-                        entropy_grad=a.entropy_coef > 0, with_hidden=self.value_head is not None,
+                        self.model, mb, temperature=a.temperature, with_entropy=True, entropy_grad=a.entropy_coef > 0, with_hidden=shared_head,
                     )
                     if single_pass:
                         old_logprobs = out["logprobs"].detach()  # [b, w]
                         own_logprobs.append((old_logprobs.cpu(), mb.rollout_logprobs.cpu(), mb.loss_mask.cpu()))
                     else:
                         old_logprobs = pick(fixed.old)  # [b, w]
-                    values = None if self.value_head is None else self.value_head(out["hidden"].float()).squeeze(-1)  # [b, w]
+                    # A separate critic's values come from its own graph: the value loss's gradient
+                    # reaches the critic's weights only. A shared head's flow into the policy too.
+                    values = None if self.critic is None else self.critic.values(mb, out.get("hidden"))  # [b, w]
                     parts = ppo_loss(
                         a, out["logprobs"], out["entropy"], old_logprobs, pick(advantages), mb.loss_mask,
                         ref_logprobs=pick(fixed.ref), values=values, old_values=pick(fixed.values), returns=pick(returns),
@@ -411,12 +436,17 @@ class Trainer:
                     tokens += int(mb.attention_mask.sum())
                 if single_pass:  # checked before the one optimizer step, so a failed check applies nothing
                     stats.update(self._check_logprobs(*(torch.cat([t.flatten() for t in col]) for col in zip(*own_logprobs))))
-                norms.append(self._optimizer_step())
+                norm, value_norm = self._optimizer_step()
+                norms.append(norm)
+                if value_norm is not None:
+                    value_norms.append(value_norm)
         elapsed = time.perf_counter() - t0
         stats.update({k: v / len(norms) for k, v in sums.items()})
         stats.update({
             "grad_norm": sum(norms) / len(norms),
             "lr": float(self.scheduler.get_last_lr()[0]),
+            "value_grad_norm": sum(value_norms) / len(value_norms) if value_norms else None,
+            "value_lr": self._value_lr(),
             "time_update": elapsed,
             "update_tokens_per_s": tokens / elapsed if elapsed > 0 else 0.0,
             "response_tokens": float(mask.sum()) / B,
@@ -432,15 +462,32 @@ class Trainer:
                 f"kl {value['kl']}). The update was not applied. {self._last_good()} Lower lr or check the rewards."
             )
 
-    def _optimizer_step(self) -> float:
-        """Clip the gradients, step the optimizer and the schedule; the gradient norm before clipping."""
+    def _optimizer_step(self) -> tuple[float, float | None]:
+        """Clip the gradients, step the optimizers and their schedules; the gradient norms
+        before clipping (the policy's, and a separate critic's or None). Nothing is applied
+        unless both norms are finite."""
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         norm = torch.nn.utils.clip_grad_norm_(params, self.args.max_grad_norm)
-        if not torch.isfinite(norm):
-            raise TrainingError(f"Step {self.step + 1}: the gradient norm is {float(norm)}; the update was not applied. {self._last_good()}")
+        value_norm = None
+        if self.critic_optimizer is not None:
+            value_norm = torch.nn.utils.clip_grad_norm_(self.critic_optimizer.param_groups[0]["params"], self.args.max_grad_norm)
+        for what, n in (("", norm), ("critic's ", value_norm)):
+            if n is not None and not torch.isfinite(n):
+                raise TrainingError(f"Step {self.step + 1}: the {what}gradient norm is {float(n)}; the update was not applied. {self._last_good()}")
         self.optimizer.step()
         self.scheduler.step()
-        return float(norm)
+        if self.critic_optimizer is not None:
+            self.critic_optimizer.step()
+            self.critic_scheduler.step()
+        return float(norm), None if value_norm is None else float(value_norm)
+
+    def _value_lr(self) -> float | None:
+        """The critic's current learning rate (None without a critic)."""
+        if self.critic_scheduler is not None:
+            return float(self.critic_scheduler.get_last_lr()[0])
+        if self.critic is not None:
+            return float(self.scheduler.get_last_lr()[1])
+        return None
 
     def _check_logprobs(self, trainer_logprobs: Any, rollout_logprobs: Any, mask: Any) -> dict[str, float]:
         """How far the trainer's logprobs of the sampled ids are from the engine's (any
@@ -528,9 +575,11 @@ class Trainer:
         return {
             "step": self.step,
             "trainable": {n: p.detach().clone() for n, p in self.model.named_parameters() if p.requires_grad},
-            "value_head": None if self.value_head is None else self.value_head.state_dict(),
+            "critic": None if self.critic is None else trainable_state(self.critic),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
+            "critic_optimizer": None if self.critic_optimizer is None else self.critic_optimizer.state_dict(),
+            "critic_scheduler": None if self.critic_scheduler is None else self.critic_scheduler.state_dict(),
             "rng": rng_state(),
             "data": self.order.state(),
             "args": args_record(self.args),
@@ -545,10 +594,15 @@ class Trainer:
         with torch.no_grad():
             for name, tensor in state["trainable"].items():
                 params[name].copy_(tensor)
-        if self.value_head is not None:
-            self.value_head.load_state_dict(state["value_head"])
+        if self.critic is not None:
+            if state.get("critic") is None:
+                raise ConfigError("The checkpoint holds no PPO critic; was it written by another algorithm or critic setting?")
+            load_trainable_state(self.critic, state["critic"], what="critic")
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        if self.critic_optimizer is not None:
+            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+            self.critic_scheduler.load_state_dict(state["critic_scheduler"])
         self.order.load(state["data"])
 
     def save(self) -> Path:

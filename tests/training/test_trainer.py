@@ -71,9 +71,9 @@ PROMPT = [5, 6, 7, 8, 9, 10]
 GOOD, BAD = [40, 41, 42, 43], [50, 51, 52, 53]
 
 
-@pytest.mark.parametrize("algorithm,n", [("grpo", 2), ("ppo", 1), ("reinforce++", 2)])
-def test_one_step_raises_the_rewarded_response_and_lowers_the_other(tmp_path, algorithm, n):
-    trainer = built(tmp_path, algorithm=algorithm, n=n, lr=3e-3, kl_coef=0.01, micro_batch_size=1)
+@pytest.mark.parametrize("algorithm,n,critic", [("grpo", 2, None), ("ppo", 1, "separate"), ("ppo", 1, "shared-head"), ("reinforce++", 2, None)])
+def test_one_step_raises_the_rewarded_response_and_lowers_the_other(tmp_path, algorithm, n, critic):
+    trainer = built(tmp_path, algorithm=algorithm, n=n, lr=3e-3, kl_coef=0.01, micro_batch_size=1, **({"critic": critic} if critic else {}))
     good, bad = sampled(trainer, PROMPT, GOOD), sampled(trainer, PROMPT, BAD)
     before = seq_logprob(trainer, good), seq_logprob(trainer, bad)
     stats = trainer.update([result(good, 1.0, 0), result(bad, 0.0, 0)])
