@@ -62,7 +62,7 @@ def test_the_separate_critic_starts_as_a_copy_of_the_policy_base_and_holds_its_o
     critic_params = {id(p) for g in trainer.critic_optimizer.param_groups for p in g["params"]}
     assert not policy_params & critic_params and critic_params == {id(p) for p in trainer.critic.parameters()}
     assert "lm_head.weight" not in dict(trainer.critic.named_parameters())  # the value model has no vocabulary head
-    batch = collate([sampled(trainer, PROMPT, GOOD)])
+    batch = collate([sampled(trainer, PROMPT, GOOD)]).to(trainer.device)
     with torch.no_grad():
         values = trainer.critic.values(batch)
     assert values.shape == batch.loss_mask.shape and torch.isfinite(values).all() and values.abs().sum() > 0
@@ -152,8 +152,8 @@ def test_the_micro_batched_update_has_the_gradient_of_search_r1_eq_2_written_out
     trainer = built(tmp_path, algorithm="grpo", lr=1e-3, micro_batch_size=1, loss_aggregation=mode, max_grad_norm=1e9)  # no clipping of the grads
     samples = [result(sampled(trainer, PROMPT, GOOD), 1.0, 0), result(sampled(trainer, PROMPT, BAD[:2], [60, 61]), 0.0, 0)]
     model = trainer.model
-    batch = collate([s.trajectory for s in samples])
-    advantages = group_advantages(torch.tensor([1.0, 0.0]), [0, 0])  # [G]
+    batch = collate([s.trajectory for s in samples]).to(trainer.device)
+    advantages = group_advantages(torch.tensor([1.0, 0.0]), [0, 0]).to(trainer.device)  # [G]
     model.zero_grad()
     lp = forward_logprobs(model, batch)["logprobs"]  # [G, L-1]
     ratio = torch.exp(lp - lp.detach())  # [G, L-1]
