@@ -81,7 +81,8 @@ class SearchEnv(gym.Env[str, str]):
 
     ## Arguments
     - ``protocol``: ``"search_r1"``, ``"r1_searcher"``, ``"recon"``, ``"s3"``, ``"r_search"`` or a
-      :class:`Protocol`.
+      :class:`Protocol`; ``protocol_options`` go to its constructor (s3: ``docs_per_window``, the
+      most documents one window gives the generator, 3 as in s3's App. C; None: no cap).
     - ``corpus``: a built-in name (``"synthwiki"``, ``"wiki-vital"``), a jsonl path or a
       :class:`Corpus`; ``corpus_options`` go to its loader (synthwiki: ``seed``, ``num_passages``).
     - ``dataset``: a built-in name, a FlashRAG jsonl path or a list of :class:`QAExample`;
@@ -127,6 +128,7 @@ class SearchEnv(gym.Env[str, str]):
         max_searches: int | None = None,
         summarizer: str | Summarizer | None = None,
         summarizer_options: Mapping[str, Any] | None = None,
+        protocol_options: Mapping[str, Any] | None = None,
         reward: Any = "search_r1_em",
         reward_options: Mapping[str, Any] | None = None,
         generator: Any = None,
@@ -148,7 +150,7 @@ class SearchEnv(gym.Env[str, str]):
             check_name("render mode", render_mode, self.metadata["render_modes"])
         self.render_mode = render_mode
 
-        self.protocol: Protocol = make_protocol(protocol)
+        self.protocol: Protocol = make_protocol(protocol, **dict(protocol_options or {}))
         self.corpus: Corpus
         self.corpus, examples = load_task_data(corpus, dataset, split=split, corpus_options=corpus_options,
                                                dataset_options=dataset_options, retriever=retriever)
