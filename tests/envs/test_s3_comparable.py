@@ -128,3 +128,24 @@ def test_the_cap_is_a_protocol_option_checked_on_construction():
         make_protocol("search_r1", docs_per_window=3)
     with pytest.raises(ConfigError, match=re.escape("make_protocol got a protocol object and also options ['docs_per_window']")):
         make_protocol(S3Protocol(), docs_per_window=3)
+
+
+def test_on_s3s_training_questions_no_strategy_beats_an_honest_episode_that_ends_wrong():
+    env = make_small("searchgym/S3-v0", split="train", question_filter="s3")
+    inner = env.unwrapped
+    n = min(len(inner.examples), QUESTIONS)
+    assert n >= 50
+    honest_wrong = []
+    for i in range(n):  # an honest search for the question's words; the generator still ends wrong
+        env.reset(options={"example_index": i})
+        words = " ".join(re.findall(r"\w+", inner.examples[i].question.lower()))
+        env.step(inner.protocol.write([Search(words)]))
+        _, reward, _, _, info = env.step(inner.protocol.write([Select((1, 2)), Complete()]))
+        if info["reward_components"]["gen_acc"] == 0.0:
+            honest_wrong.append(reward)
+    assert honest_wrong and set(honest_wrong) == {0.0}
+    gains = mean_gains(env, n)
+    print(f"\ns3 training questions ({n}): honest wrong earns 0.000")
+    for name, gain in gains.items():
+        print(f"  {name:30s} {gain:+.3f}")
+        assert gain <= 0.0, name
