@@ -13,6 +13,7 @@ from searchgym.envs.frozen import make_frozen
 from searchgym.envs.game import SearchGame
 from searchgym.envs.model_calls import Play, run_play
 from searchgym.envs.protocols import Protocol, make_protocol
+from searchgym.envs.question_filters import QUESTION_FILTERS, filter_questions
 from searchgym.envs.spaces import UnicodeText
 from searchgym.envs.summarizers import Summarizer, make_summarizer
 from searchgym.envs.tasks import EXAMPLE_OPTIONS, load_examples, load_task_data, pick_example, positive_int
@@ -81,13 +82,17 @@ class SearchEnv(gym.Env[str, str]):
 
     ## Arguments
     - ``protocol``: ``"search_r1"``, ``"r1_searcher"``, ``"recon"``, ``"s3"``, ``"r_search"`` or a
-      :class:`Protocol`.
+      :class:`Protocol`; ``protocol_options`` go to its constructor (s3: ``docs_per_window``, the
+      most documents one window gives the generator, 3 as in s3's App. C; None: no cap).
     - ``corpus``: a built-in name (``"synthwiki"``, ``"wiki-vital"``), a jsonl path or a
       :class:`Corpus`; ``corpus_options`` go to its loader (synthwiki: ``seed``, ``num_passages``).
     - ``dataset``: a built-in name, a FlashRAG jsonl path or a list of :class:`QAExample`;
       default: the corpus's own questions. ``split`` and ``dataset_options`` go to its loader
       (``dataset_options`` default to ``corpus_options`` for built-ins sharing a world).
       ``limit``: keep only the first ``limit`` questions of the split (None: all).
+      ``question_filter``: ``"s3"`` plays only s3's training questions (§3.2, §4.1): no yes/no
+      gold, and the env's own naive-RAG baseline wrong (needs ``reward="s3_gbr"``; ``limit``
+      counts kept questions); None: every question.
     - ``retriever``: ``"bm25"`` (bm25s), ``"rank-bm25"``, ``"dense"``, ``"dense-hnsw"`` or a
       :class:`Retriever`; ``retriever_options`` go to its constructor. ``top_k``: documents per
       search; ``initial_top_k``: documents in the first observation of protocols that start
@@ -119,6 +124,7 @@ class SearchEnv(gym.Env[str, str]):
         corpus_options: Mapping[str, Any] | None = None,
         dataset_options: Mapping[str, Any] | None = None,
         limit: int | None = None,
+        question_filter: str | None = None,
         retriever: str | Retriever = "bm25",
         retriever_options: Mapping[str, Any] | None = None,
         top_k: int = 3,
@@ -127,6 +133,7 @@ class SearchEnv(gym.Env[str, str]):
         max_searches: int | None = None,
         summarizer: str | Summarizer | None = None,
         summarizer_options: Mapping[str, Any] | None = None,
+        protocol_options: Mapping[str, Any] | None = None,
         reward: Any = "search_r1_em",
         reward_options: Mapping[str, Any] | None = None,
         generator: Any = None,
@@ -144,16 +151,16 @@ class SearchEnv(gym.Env[str, str]):
             positive_int(name, value)
         for name, value in {"initial_top_k": initial_top_k, "max_searches": max_searches, "limit": limit}.items():
             positive_int(name, value, allow_none=True)
+        if question_filter is not None:
+            check_name("question filter", question_filter, QUESTION_FILTERS)
         if render_mode is not None:
             check_name("render mode", render_mode, self.metadata["render_modes"])
         self.render_mode = render_mode
 
-        self.protocol: Protocol = make_protocol(protocol)
+        self.protocol: Protocol = make_protocol(protocol, **dict(protocol_options or {}))
         self.corpus: Corpus
         self.corpus, examples = load_task_data(corpus, dataset, split=split, corpus_options=corpus_options,
                                                dataset_options=dataset_options, retriever=retriever)
-        self.examples: list[QAExample] = examples[:limit]
-        self._by_id = {ex.id: i for i, ex in enumerate(self.examples)}
         retriever = make_retriever(retriever, self.corpus, **dict(retriever_options or {}))
         self.summarizer: Summarizer = make_summarizer(summarizer, **dict(summarizer_options or {}))
         self.recipe: RewardRecipe = _recipe(reward, reward_options, generator=generator, reader=reader, judge=judge)
@@ -163,6 +170,15 @@ class SearchEnv(gym.Env[str, str]):
             max_observation_chars=max_observation_chars, token_counter=token_counter, owner="SearchEnv",
         )
         self.top_k, self.initial_top_k, self.max_turns = self.game.top_k, self.game.initial_top_k, self.game.max_turns
+        self.examples: list[QAExample] = filter_questions(
+            question_filter, examples, retriever, self.recipe, initial_top_k=self.initial_top_k, limit=limit
+        )
+        if not self.examples:
+            raise ConfigError(
+                f"SearchEnv has no question left: question_filter={question_filter!r} kept none of the "
+                f"{len(examples)} questions of split {split!r}; drop the filter or pick another split or dataset."
+            )
+        self._by_id = {ex.id: i for i, ex in enumerate(self.examples)}
         self.max_searches, self.max_action_chars = self.game.max_searches, self.game.max_action_chars
         self.max_observation_chars, self.token_counter = self.game.max_observation_chars, self.game.token_counter
         self.action_space = UnicodeText(self.max_action_chars)

@@ -31,13 +31,14 @@ class Window:
 
     ``hits`` are what the retriever returned; ``shown`` the documents the searcher reads,
     numbered from 1 (the hits themselves, or one summary document); ``annotated``
-    whether the searcher selected any of them.
+    whether the searcher selected any of them; ``kept`` how many of them it kept.
     """
 
     query: str
     hits: list[Hit]
     shown: list[Hit] = field(default_factory=list)
     annotated: bool = False
+    kept: int = 0
 
 
 class SearchLog:
@@ -47,11 +48,16 @@ class SearchLog:
         max_turns: The searcher's turns; as in Search-R1 and s3 its last turn
             cannot search (a search there is not run).
         max_searches: A lower search budget (None: none).
+        docs_per_window: The most documents one window gives the generator (s3's App. C
+            keeps at most 3 a window): the first that many numbers a selection names, and
+            the top that many documents of a window never annotated. None: no cap (s3's
+            released code: every selected number, unannotated windows whole).
     """
 
-    def __init__(self, *, max_turns: int, max_searches: int | None = None):
+    def __init__(self, *, max_turns: int, max_searches: int | None = None, docs_per_window: int | None = None):
         self.max_turns = max_turns
         self.max_searches = max_searches
+        self.docs_per_window = positive_int("docs_per_window", docs_per_window, allow_none=True, owner="SearchLog")
         self.reset()
 
     def reset(self) -> None:
@@ -85,7 +91,8 @@ class SearchLog:
         """Keep documents of the latest window by number (from 1); returns the newly kept.
 
         Numbers outside the window are ignored, as s3 ignores ids it cannot resolve; a
-        selection, even of nothing valid, marks the window annotated.
+        selection, even of nothing valid, marks the window annotated. Once a window has
+        given ``docs_per_window`` documents, further numbers for it are ignored.
         """
         if not self.windows:
             return []
@@ -93,9 +100,12 @@ class SearchLog:
         window.annotated = True
         kept = []
         for n in numbers:
+            if self.docs_per_window is not None and window.kept >= self.docs_per_window:
+                break
             if 1 <= n <= len(window.shown) and not self.is_selected(window.shown[n - 1].passage):
                 self.selected.append(window.shown[n - 1])
                 kept.append(window.shown[n - 1])
+                window.kept += 1
         return kept
 
     def is_selected(self, passage: Passage) -> bool:
@@ -103,14 +113,15 @@ class SearchLog:
 
     def context(self, *, keep_unannotated: bool = True) -> list[Hit]:
         """The documents a frozen generator answers from: the kept ones, then (s3's rule,
-        with ``keep_unannotated``) every document of each window never annotated."""
+        with ``keep_unannotated``) the documents of each window never annotated (its top
+        ``docs_per_window``, or all of them without a cap)."""
         docs = list(self.selected)
         if keep_unannotated:
             seen = {h.passage.id for h in docs}
             for window in self.windows:
                 if window.annotated:
                     continue
-                for h in window.shown:
+                for h in window.shown[: self.docs_per_window]:
                     if h.passage.id not in seen:
                         docs.append(h)
                         seen.add(h.passage.id)
@@ -161,7 +172,9 @@ class SearchGame:
         self.summarizer = summarizer
         self.recipe = recipe
         self.token_counter = token_counter or count_tokens
-        self.log = SearchLog(max_turns=self.max_turns, max_searches=self.max_searches)
+        self.log = SearchLog(
+            max_turns=self.max_turns, max_searches=self.max_searches, docs_per_window=protocol.docs_per_window
+        )
         self.example: QAExample | None = None
         self.prompt = ""
         self.turns: list[tuple[str, str]] = []
@@ -311,16 +324,21 @@ class SearchGame:
         and answered, so far."""
         if self.example is None:
             raise SearchGymError(f"{self.owner}.episode() was called before reset(); there is no episode yet.")
+        context = self.generator_context()
         naive = None
-        if self.recipe.needs_naive_rag and self.example.id not in getattr(self.recipe, "naive_rag_cache", {}):
-            naive = [doc_text(h.passage) for h in self.retriever.search([self.example.question], self.initial_top_k)[0]]
+        if self.recipe.needs_naive_rag:
+            # s3_gbr's "matched" baseline reads as many documents as the searcher's context.
+            size = getattr(self.recipe, "naive_rag_size", None)
+            k = size(len(context), self.initial_top_k) if size else self.initial_top_k
+            if k != self.initial_top_k or self.example.id not in getattr(self.recipe, "naive_rag_cache", {}):
+                naive = [doc_text(h.passage) for h in self.retriever.search([self.example.question], k)[0]]
         return Episode(
             question=self.example.question,
             answers=tuple(self.example.answers),
             turns=tuple(self.records),
             answer=self.answer,
             retrieved_docs=[[doc_text(p) for p in ps] for ps in self.retrieved],
-            selected_docs=[doc_text(p) for p in self.generator_context()],
+            selected_docs=[doc_text(p) for p in context],
             evidence=self.evidence,
             naive_rag_docs=naive,
             num_searches=self.num_searches,

@@ -124,7 +124,10 @@ class TeamGame:
         self.recipe = team_recipe(generator, judge)
         self.token_counter = token_counter or count_tokens
         self.protocols: dict[str, Protocol] = {"searcher": S3Protocol(), "summarizer": SummarizerProtocol(), "generator": GeneratorProtocol()}
-        self.log = SearchLog(max_turns=self.max_searcher_turns, max_searches=self.max_searches)  # the searcher's side
+        self.log = SearchLog(  # the searcher's side
+            max_turns=self.max_searcher_turns, max_searches=self.max_searches,
+            docs_per_window=self.protocols["searcher"].docs_per_window,
+        )
         self.example: QAExample | None = None
         self.done = True
         self.current: str | None = None

@@ -43,14 +43,19 @@ def check_answer_metric(name: str) -> str:
 
 def team_recipe(generator: Any, judge: Any = None) -> S3GainBeyondRAG:
     """s3's own recipe over the frozen ``generator`` (and ``judge``): it scores the frozen
-    generator's answers and caches the naive-RAG baseline per question."""
+    generator's answers and caches the naive-RAG baseline (the paper's naive top-k) per question."""
     if generator is None:
         raise ConfigError(
             "The multi-agent env expects generator= (the frozen generator of the naive-RAG baseline, and the "
             "answerer when the generator is not an agent): a callable (question, docs) -> str, 'gold-span', a "
             "LanguageModel or a model name, got None."
         )
-    return S3GainBeyondRAG(make_frozen("generator", generator), None if judge is None else make_frozen("judge", judge))
+    # The team's searcher keeps at most 3 documents a window (s3's App. C); its baseline is
+    # the paper's naive top-initial_top_k.
+    return S3GainBeyondRAG(
+        make_frozen("generator", generator), None if judge is None else make_frozen("judge", judge),
+        baseline_docs="initial",
+    )
 
 
 def judge_answer(

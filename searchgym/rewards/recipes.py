@@ -344,8 +344,20 @@ class S3GenAcc(RewardRecipe):
 class S3GainBeyondRAG(S3GenAcc):
     """s3's Gain Beyond RAG: GenAcc(selected docs) - GenAcc(naive top-k RAG docs).
 
-    The naive-RAG term depends only on the question, so it is computed once per
-    ``example_id`` (the question text if the id is empty) and cached in
+    ``baseline_docs`` says how many documents the naive-RAG baseline reads:
+
+    - ``"matched"`` (default): as many as the generator reads from the searcher, and never
+      fewer than the initial retrieval (``max(len(selected_docs), initial_top_k)``; the env
+      fills ``Episode.naive_rag_docs`` with that many). The two sides then compare like with
+      like: a searcher that only retrieves deeper for the question itself (search it again
+      and keep documents 4 to 8) hands the generator the naive top-8, and is measured
+      against the naive top-8. With a context of at most ``initial_top_k`` documents this
+      is the paper's reward exactly. Cached per (example, number of documents).
+    - ``"initial"``: the paper's: always the naive top-``initial_top_k`` (s3 §3.2),
+      whatever the size of the searcher's context.
+
+    The naive-RAG term depends only on the question (and its size), so it is computed once
+    per ``example_id`` (the question text if the id is empty) and cached in
     :attr:`naive_rag_cache`, as s3 precomputes its RAG cache (``scripts/precompute.sh``).
     ``generation_weight`` adds that many times GenAcc(selected) on top: 0 gives the
     paper's reward; 1 gives what s3's released trainer optimizes
@@ -355,6 +367,8 @@ class S3GainBeyondRAG(S3GenAcc):
 
     name = "s3_gbr"
     needs_naive_rag = True
+    #: The values of ``baseline_docs``.
+    BASELINES = ("matched", "initial")
 
     def __init__(
         self,
@@ -362,16 +376,34 @@ class S3GainBeyondRAG(S3GenAcc):
         judge: Judge | None = None,
         *,
         generation_weight: float = 0.0,
+        baseline_docs: str = "matched",
         invalid_action_penalty: float = 0.0,
     ):
         super().__init__(generator, judge, invalid_action_penalty=invalid_action_penalty)
         self.generation_weight = float(generation_weight)
-        #: example id (or question) -> GenAcc of the generator on the naive top-k documents.
-        self.naive_rag_cache: dict[str, float] = {}
+        if baseline_docs not in self.BASELINES:
+            raise ConfigError(
+                f"Reward recipe {self.name!r} expects baseline_docs to be one of {', '.join(map(repr, self.BASELINES))} "
+                f"('matched': the naive-RAG baseline reads as many documents as the searcher's context; 'initial': "
+                f"the paper's naive top-k), got {baseline_docs!r}."
+            )
+        self.baseline_docs = baseline_docs
+        #: example id (or question), with ``"matched"`` also the number of documents ->
+        #: GenAcc of the generator on the naive-RAG documents.
+        self.naive_rag_cache: dict[str | tuple[str, int], float] = {}
 
     def naive_rag_acc(self, episode: Episode) -> float:
-        """GenAcc on ``episode.naive_rag_docs``, computed on the first call per example."""
-        key = episode.example_id or episode.question
+        """GenAcc on ``episode.naive_rag_docs``, computed on the first call per example
+        (per example and number of documents with ``baseline_docs="matched"``)."""
+        key: str | tuple[str, int] = episode.example_id or episode.question
+        if self.baseline_docs == "matched":
+            if episode.naive_rag_docs is None:
+                raise ConfigError(
+                    f"Reward recipe {self.name!r} with baseline_docs='matched' expects Episode.naive_rag_docs (the "
+                    f"question's naive top-n documents, n = the documents of the searcher's context and at least "
+                    f"initial_top_k) for example {key!r}, got None; fill it whenever recipe.needs_naive_rag is true."
+                )
+            key = (key, len(episode.naive_rag_docs))
         if key not in self.naive_rag_cache:
             if episode.naive_rag_docs is None:
                 raise ConfigError(
@@ -381,6 +413,11 @@ class S3GainBeyondRAG(S3GenAcc):
                 )
             self.naive_rag_cache[key] = self._gen_acc(episode.question, episode.naive_rag_docs, episode.answers)
         return self.naive_rag_cache[key]
+
+    def naive_rag_size(self, context_docs: int, initial_top_k: int) -> int:
+        """How many naive-RAG documents the baseline reads for a searcher context of
+        ``context_docs`` documents (the env fills ``Episode.naive_rag_docs`` with that many)."""
+        return max(context_docs, initial_top_k) if self.baseline_docs == "matched" else initial_top_k
 
     def floor(self, episode: Episode) -> float:
         return -self.naive_rag_acc(episode)

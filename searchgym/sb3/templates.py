@@ -156,7 +156,9 @@ class TemplateState:
         self.names = template_names(top_k)
         self.num_actions = len(self.names)
         self.num_features = len(GLOBAL_FEATURES) + top_k * len(SLOT_FEATURES)
-        self.log = SearchLog(max_turns=max_turns, max_searches=max_searches)  # windows, selection, budgets
+        self.log = SearchLog(  # windows, selection, budgets
+            max_turns=max_turns, max_searches=max_searches, docs_per_window=protocol.docs_per_window
+        )
 
     # ---------------------------------------------------------------- episode
     def reset(self, question: str, passages: Sequence[Passage] = (), scores: Sequence[float] = ()) -> None:

@@ -211,6 +211,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         "critic": "separate", "warmup_ratio": 0.0, "value_warmup_ratio": 0.01, "value_clip": 0.5, "gamma": 1.0, "lam": 1.0,
         "kl_coef": 0.001, "kl_estimator": "k1", "kl_in_reward": True, "entropy_coef": 0.001, "temperature": 0.6,
         "top_p": 1.0, "max_new_tokens": 500, "loss_aggregation": "token-mean",
+        # s3 trains only on questions naive RAG gets wrong, without yes/no golds (§3.2, §4.1), and
+        # evaluates on every question.
+        "env_options": {"question_filter": "s3"}, "eval_env_options": {"question_filter": None},
     },
     "r-search": {
         "env_id": "searchgym/RSearch-v0", "algorithm": "grpo", "n": 5, "lr": 1e-6,
@@ -228,10 +231,15 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def preset(name: str, **overrides: Any) -> Args:
-    """:class:`Args` with the preset ``name`` applied, then ``overrides``."""
+    """:class:`Args` with the preset ``name`` applied, then ``overrides`` (``env_options`` and
+    ``eval_env_options`` are merged key by key: ``{"question_filter": None}`` drops s3's filter)."""
     if name not in PRESETS:
         raise UnknownNameError("training preset", name, PRESETS)
-    return Args(**{**PRESETS[name], **overrides})
+    settings = {**PRESETS[name], **overrides}
+    for key in ("env_options", "eval_env_options"):  # merged key by key: --env-options adds to the preset's
+        if isinstance(PRESETS[name].get(key), dict) and isinstance(overrides.get(key), dict):
+            settings[key] = {**PRESETS[name][key], **overrides[key]}
+    return Args(**settings)
 
 
 @functools.cache

@@ -341,7 +341,7 @@ def test_s3_searcher_that_did_not_act_earns_the_floor_without_a_generator_call()
 
 def test_s3_gain_beyond_rag_computes_the_naive_baseline_once_per_example():
     generator = SpyGenerator()
-    recipe = S3GainBeyondRAG(generator)
+    recipe = S3GainBeyondRAG(generator, baseline_docs="initial")
     assert recipe.needs_naive_rag is True
     first = recipe.score(episode(selected_docs=WITH, naive_rag_docs=WITHOUT, example_id="q1"))
     # Later episodes of the same question need not carry the naive documents again.
@@ -362,13 +362,45 @@ def test_s3_gain_beyond_rag_generation_weight_reproduces_the_released_trainer():
 
 
 def test_s3_gain_beyond_rag_needs_the_naive_documents_the_first_time():
-    recipe = S3GainBeyondRAG(GoldSpanReader())
+    recipe = S3GainBeyondRAG(GoldSpanReader(), baseline_docs="initial")
     msg = (
         "Reward recipe 's3_gbr' expects Episode.naive_rag_docs (the top-k documents for the question) the first "
         "time it scores example 'q9', got None; fill it whenever recipe.needs_naive_rag is true."
     )
     with pytest.raises(ConfigError, match=whole(msg)):
         recipe.score(episode(selected_docs=WITH, example_id="q9"))
+
+
+def test_s3_matched_baseline_reads_as_many_naive_documents_as_the_context():
+    generator = SpyGenerator()
+    recipe = S3GainBeyondRAG(generator)
+    assert recipe.baseline_docs == "matched"
+    assert [recipe.naive_rag_size(n, 3) for n in (0, 3, 5)] == [3, 3, 5]
+    assert S3GainBeyondRAG(generator, baseline_docs="initial").naive_rag_size(5, 3) == 3
+    deeper = WITHOUT + WITH  # the naive top-2 holds the gold only at rank 2
+    first = recipe.score(episode(selected_docs=WITH + WITHOUT, naive_rag_docs=deeper, example_id="q1"))
+    assert first.components == {"gen_acc": 1.0, "naive_rag_acc": 1.0, "gain_beyond_rag": 0.0}
+    # A baseline of another size is computed (and cached) on its own.
+    second = recipe.score(episode(selected_docs=WITH, naive_rag_docs=WITHOUT, example_id="q1"))
+    assert second.total == 1.0
+    recipe.score(episode(selected_docs=WITH, naive_rag_docs=WITHOUT, example_id="q1"))
+    assert recipe.naive_rag_cache == {("q1", 2): 1.0, ("q1", 1): 0.0}
+    msg = (
+        "Reward recipe 's3_gbr' with baseline_docs='matched' expects Episode.naive_rag_docs (the question's naive "
+        "top-n documents, n = the documents of the searcher's context and at least initial_top_k) for example "
+        "'q1', got None; fill it whenever recipe.needs_naive_rag is true."
+    )
+    with pytest.raises(ConfigError, match=whole(msg)):
+        recipe.score(episode(selected_docs=WITH, example_id="q1"))
+
+
+def test_s3_gain_beyond_rag_rejects_an_unknown_baseline():
+    msg = (
+        "Reward recipe 's3_gbr' expects baseline_docs to be one of 'matched', 'initial' ('matched': the naive-RAG "
+        "baseline reads as many documents as the searcher's context; 'initial': the paper's naive top-k), got 'top3'."
+    )
+    with pytest.raises(ConfigError, match=whole(msg)):
+        S3GainBeyondRAG(GoldSpanReader(), baseline_docs="top3")
 
 
 # ---------------------------------------------------------------- registry

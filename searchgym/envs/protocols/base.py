@@ -174,6 +174,8 @@ class Protocol(ABC):
     initial_retrieval: bool = False
     #: Whether windows the agent never annotated with a selection reach the generator whole (s3).
     keeps_unannotated_windows: bool = False
+    #: The most documents one window gives a frozen generator (s3: 3, its App. C); None: no cap.
+    docs_per_window: int | None = None
     #: Whether the seed feeds the prompt through the model's chat template (R1-Searcher does not).
     uses_chat_template: bool = True
 

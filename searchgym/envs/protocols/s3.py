@@ -11,6 +11,13 @@ As in s3: a turn is cut after its first ``</query>``; a true ``<search_complete>
 feedback opens a ``<query>`` for the agent, so a turn with ``</query>`` but no
 ``<query>`` continues it. The frozen generator reads the kept documents followed by every
 document of each window the searcher never annotated (normally the initial one).
+
+The cap of App. C: a window gives the generator at most ``docs_per_window`` documents
+(default 3): the first three numbers a selection names, and the top three of a window never
+annotated. s3's prompt asks for "up to 3 documents" but its released reward code keeps
+every number from 1 to 8 and every document of an unannotated window, so a searcher that
+searches the question again and completes hands the generator eight documents against the
+naive-RAG baseline's three; ``docs_per_window=None`` restores that released behaviour.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from collections.abc import Sequence
 
 from searchgym.corpora.types import Hit, QAExample
 from searchgym.envs.protocols.base import Action, Complete, Invalid, Protocol, Search, Select, find_block
+from searchgym.error import ConfigError
 
 # Whole numbers only: "[12345]" is one (out-of-range) number, "1.5" is none.
 _NUMBERS = re.compile(r"(?<!\d)(?<!\d\.)\d{1,9}(?!\d)(?!\.\d)")
@@ -59,6 +67,16 @@ class S3Protocol(Protocol):
     #: Windows the searcher never annotated reach the generator whole (s3's context rule).
     keeps_unannotated_windows = True
     writable = "it writes an optional Select followed by one Search or Complete"
+
+    def __init__(self, docs_per_window: int | None = 3):
+        if docs_per_window is not None and (
+            not isinstance(docs_per_window, int) or isinstance(docs_per_window, bool) or docs_per_window < 1
+        ):
+            raise ConfigError(
+                f"S3Protocol expects docs_per_window to be a positive integer (s3's App. C: 3) or None (no cap), "
+                f"got {docs_per_window!r}."
+            )
+        self.docs_per_window = docs_per_window
 
     def prompt(self, example: QAExample, docs: Sequence[Hit] | None = None) -> str:
         question = example.question.strip()

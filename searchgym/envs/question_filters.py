@@ -1,0 +1,68 @@
+"""Which questions of a split an env plays (``SearchEnv(question_filter=...)``).
+
+``"s3"`` is s3's training filter (§3.2, §4.1 of the paper; ``scripts/data_process`` of its
+repository): a question whose gold answers include yes / no / true / false is dropped, and
+so is every question that the env's own naive-RAG baseline already answers (its recipe's
+GenAcc on the naive top-``initial_top_k`` documents is positive). Gain Beyond RAG can never
+be positive on such a question, so a searcher trained on it only learns not to lose. The
+baseline GenAcc of each kept question is left in the recipe's cache, so training does not
+pay for it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from searchgym.corpora.types import QAExample, Retriever
+from searchgym.envs.tasks import doc_text
+from searchgym.error import ConfigError, check_name
+from searchgym.rewards import Episode, RewardRecipe, normalize_answer
+
+#: Filter name -> what it keeps.
+QUESTION_FILTERS = {
+    "s3": "questions the env's naive-RAG baseline gets wrong, without yes/no golds (s3's training set)",
+}
+#: Golds that make a question yes/no for s3's filter (compared after normalization).
+YES_NO = frozenset({"yes", "no", "true", "false"})
+
+
+def is_yes_no(example: QAExample) -> bool:
+    """Whether any gold answer of ``example`` is yes, no, true or false (s3 drops these)."""
+    return any(normalize_answer(a) in YES_NO for a in example.answers)
+
+
+def s3_training_questions(
+    examples: Iterable[QAExample], retriever: Retriever, recipe: RewardRecipe, *, initial_top_k: int,
+    limit: int | None = None,
+) -> list[QAExample]:
+    """The questions of ``examples`` that s3 trains on: no yes/no gold, and naive RAG (the
+    ``recipe``'s generator on the top ``initial_top_k`` documents ``retriever`` returns for
+    the question) wrong. Stops once ``limit`` questions are kept."""
+    if not getattr(recipe, "needs_naive_rag", False):
+        raise ConfigError(
+            f"question_filter='s3' keeps the questions the env's naive-RAG baseline gets wrong, so it expects a reward "
+            f"with a naive-RAG baseline (s3_gbr), got {getattr(recipe, 'name', type(recipe).__name__)!r}; "
+            "pass reward='s3_gbr' or drop question_filter."
+        )
+    kept: list[QAExample] = []
+    for example in examples:
+        if limit is not None and len(kept) >= limit:
+            break
+        if is_yes_no(example):
+            continue
+        docs = [doc_text(h.passage) for h in retriever.search([example.question], initial_top_k)[0]]
+        episode = Episode(example.question, tuple(example.answers), naive_rag_docs=docs, example_id=example.id)
+        if recipe.naive_rag_acc(episode) <= 0.0:
+            kept.append(example)
+    return kept
+
+
+def filter_questions(
+    name: str | None, examples: list[QAExample], retriever: Retriever, recipe: RewardRecipe, *, initial_top_k: int,
+    limit: int | None = None,
+) -> list[QAExample]:
+    """``examples`` under the filter ``name`` of :data:`QUESTION_FILTERS` (None: all), at most ``limit``."""
+    if name is None:
+        return examples[:limit]
+    check_name("question filter", name, QUESTION_FILTERS)
+    return s3_training_questions(examples, retriever, recipe, initial_top_k=initial_top_k, limit=limit)
