@@ -2,9 +2,11 @@
 
 A benchmark is a list of *runs*, each an (env id, agent) pair, played on the same
 questions (the first ``limit`` of a split) and seeds. Every finished episode is appended
-to ``out_dir/episodes.jsonl`` at once, so an interrupted benchmark resumes where it
-stopped; the summary is written as ``summary.json``, ``summary.csv``, a markdown table
-and ``summary.png``.
+to ``out_dir/episodes.jsonl`` at once (flushed and synced), so an interrupted benchmark
+resumes where it stopped; the summary is written as ``summary.json``, ``summary.csv``, a
+markdown table and ``summary.png``. Every file the bench rewrites (``config.json``, the
+repaired ``episodes.jsonl``, the summary) is replaced atomically (:func:`write_atomically`),
+so a kill at any moment leaves a folder that the same command resumes.
 
     from searchgym.bench import BenchConfig, run_bench
     results = run_bench(BenchConfig(runs=[("SearchR1-v0", "naive-rag"), ("SearchR1-v0", "lm")], limit=20))
@@ -18,7 +20,9 @@ An agent is a name (a built-in, one given to :func:`searchgym.agents.register_ag
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -156,6 +160,56 @@ def check_config(config: BenchConfig) -> None:
 
 
 # ---------------------------------------------------------------- storage
+def write_atomically(path: Path, data: bytes | str) -> None:
+    """Replace ``path`` with ``data`` so that a reader (or a process started after a kill)
+    sees either the old file or the new one, never a part: the bytes go to a temporary
+    file beside it, which is flushed, synced and renamed over ``path``; the folder is synced
+    so the rename itself survives a power cut."""
+    path = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        try:
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except Exception:  # a full disk, say: the old file stays, the part written goes
+        tmp.unlink(missing_ok=True)
+        raise
+    _sync_folder(path.parent)
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one line and sync it: a kill leaves at most this line cut, which
+    :func:`read_episodes` drops (that episode is played again)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        view = memoryview((line + "\n").encode("utf-8"))
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sync_folder(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # a folder that cannot be opened for reading (some filesystems): the rename is still atomic
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 #: What every line of ``episodes.jsonl`` holds (besides the scores).
 _RECORD_KEYS = ("run", "example_id", "seed", "outcome")
 _EXPECTED = "one JSON episode record per line (an object with run, example_id, seed, outcome, ...)"
@@ -191,8 +245,7 @@ def read_episodes(path: Path, *, repair: bool = False) -> list[dict[str, Any]]:
             raise DataFormatError(path, number, _EXPECTED, line[:80])
         records.setdefault((record["run"], record["example_id"], record["seed"]), record)
     if repair and (keep < len(lines) or (data and not data.endswith(b"\n"))):
-        text = "".join(line + "\n" for line in lines[:keep])
-        path.write_text(text, encoding="utf-8")
+        write_atomically(path, "".join(line + "\n" for line in lines[:keep]))
     return list(records.values())
 
 
@@ -310,6 +363,8 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
         except OSError as e:
             raise ConfigError(f"The benchmark's output folder {out} cannot be created ({e.strerror}); pick another --out.") from None
         config_path, episodes_path = out / "config.json", out / "episodes.jsonl"
+        for stale in out.glob(".*.tmp"):  # left by a process killed in write_atomically; never read
+            stale.unlink(missing_ok=True)
         record = _config_record(config)
         previous = _read_config(config_path) if resume else None
         # Episodes of a different benchmark are never mixed in, nor silently deleted.
@@ -328,13 +383,13 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
         kept = [r for r in recorded if r["outcome"] != "backend_error"]
         if len(kept) < len(recorded):  # a server that failed may answer now: those episodes are played again
             recorded = kept
-            episodes_path.write_text("".join(json.dumps(r) + "\n" for r in recorded), encoding="utf-8")
+            write_atomically(episodes_path, "".join(json.dumps(r) + "\n" for r in recorded))
         for r in recorded:
             if r["run"] in done:
                 done[r["run"]].append(r)
         if not resume and episodes_path.exists():
             episodes_path.unlink()
-        config_path.write_text(json.dumps(record, indent=2))
+        write_atomically(config_path, json.dumps(record, indent=2))
 
     needs_lm = any(_run_needs_lm(config, env_id, agent) for env_id, agent in config.runs)
     lm = _load(config.model, config) if needs_lm else None
@@ -358,9 +413,7 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
             record = {"run": label, **result.to_dict()}
             done[label].append(record)
             if out is not None:
-                with open(out / "episodes.jsonl", "a", encoding="utf-8") as f:
-                    f.write(json.dumps(record) + "\n")
-                    f.flush()
+                append_line(out / "episodes.jsonl", json.dumps(record))
 
         run_episodes(envs[: len(tasks)], agent, tasks, on_result=write, progress=progress, desc=label)
 
@@ -420,13 +473,15 @@ def _load(name: Any, config: BenchConfig) -> Any:
 
 # ---------------------------------------------------------------- output
 def write_summary(results: BenchResults, out: Path) -> None:
-    """``summary.json``, ``summary.csv`` and (with matplotlib) ``summary.png`` in ``out``."""
-    (out / "summary.json").write_text(json.dumps({"config": _config_record(results.config), "runs": results.rows}, indent=2))
+    """``summary.json``, ``summary.csv`` and (with matplotlib) ``summary.png`` in ``out``,
+    each replaced atomically."""
+    write_atomically(out / "summary.json", json.dumps({"config": _config_record(results.config), "runs": results.rows}, indent=2))
     keys = [k for k in results.rows[0] if k not in ("outcomes", "flags")]
-    with open(out / "summary.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(results.rows)
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=keys, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(results.rows)
+    write_atomically(out / "summary.csv", table.getvalue())
     plot(results.rows, out / "summary.png")
 
 
@@ -475,7 +530,9 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> Path | None:
     n = max(r["n"] for r in rows)
     fig.suptitle(f"searchgym bench ({n} questions per run)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=120)
     plt.close(fig)
+    write_atomically(Path(path), image.getvalue())
     return path
 

@@ -234,7 +234,7 @@ def _index(args) -> int:
 
 
 def _add_serve(sub) -> None:
-    from searchgym.serve import Limits
+    from searchgym.serve import ConnectionLimits, Limits
 
     serve = sub.add_parser(
         "serve",
@@ -273,19 +273,27 @@ def _add_serve(sub) -> None:
     serve.add_argument("--default-topk", type=_positive, default=d.default_topk, help=f"topk of a request without one (default {d.default_topk})")
     serve.add_argument("--window-ms", type=float, default=0.0, help="how long a batch waits for more requests after its first (default 0: it takes what waits)")
     serve.add_argument("--no-coalesce", action="store_true", help="one search call per request (for comparison)")
+    c = ConnectionLimits()
+    serve.add_argument("--header-timeout", type=float, default=c.header_timeout,
+                       help=f"seconds a connection may take to send a request's headers, then 408 and closed (default {c.header_timeout:g})")
+    serve.add_argument("--body-timeout", type=float, default=c.body_timeout,
+                       help=f"seconds a request may take to send its body, then 408 (default {c.body_timeout:g})")
+    serve.add_argument("--max-connections", type=_positive, default=c.max_connections,
+                       help=f"open connections at most; past it requests get 503 at once (default {c.max_connections})")
 
 
 def _serve(args) -> int:
     import os
 
-    from searchgym.serve import Limits, serve
+    from searchgym.serve import ConnectionLimits, Limits, serve
 
     limits = Limits(args.max_queries, args.max_query_chars, args.max_topk, args.max_body_bytes, args.default_topk)
+    connections = ConnectionLimits(args.header_timeout, args.body_timeout, args.max_connections)
     serve(
         args.corpus, args.retriever, host=args.host, port=args.port, token=args.token or os.environ.get("SEARCHGYM_SERVE_TOKEN"),
         corpus_options=_key_values(args.corpus_option, "corpus-option"),
         retriever_options=_key_values(args.retriever_option, "retriever-option"), index_file=args.index, shards=args.shards,
-        limits=limits, window_ms=args.window_ms, coalesce=not args.no_coalesce,
+        limits=limits, window_ms=args.window_ms, coalesce=not args.no_coalesce, connections=connections,
     )
     return 0
 

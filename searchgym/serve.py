@@ -14,9 +14,13 @@ that arrive wait, and the next search answers all of them at once (one call per
 accepting requests and batches grow with the load.
 
 Safe by default: it binds 127.0.0.1; a non-loopback ``--host`` needs ``--token`` (clients
-send ``Authorization: Bearer TOKEN``); queries per request, query length, ``topk`` and
-body size are bounded, and every bad request gets a 4xx JSON ``{"error": ...}`` naming
-what was expected. A request that waits longer than ``request_timeout`` gets a 503.
+send ``Authorization: Bearer TOKEN``, checked before the body is read); queries per request,
+query length, ``topk`` and body size are bounded, and every bad request gets a 4xx JSON
+``{"error": ...}`` naming what was expected: no client input yields a 5xx. Slow clients
+cannot hold the server: a connection whose request headers are not complete within
+``header_timeout`` seconds, or whose body is not within ``body_timeout``, gets a 408 and
+is closed, and past ``max_connections`` open connections new requests get a 503 (which
+clients retry). A search that waits longer than ``request_timeout`` gets a 503.
 """
 
 import asyncio
@@ -30,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from searchgym.corpora.types import Corpus, Hit, Retriever
+from searchgym.corpora.types import MAX_QUERY_CHARS, Corpus, Hit, Retriever
 from searchgym.error import ConfigError, require
 
 log = logging.getLogger("searchgym.serve")
@@ -42,7 +46,7 @@ class Limits:
 
     max_queries: int = 256
     """Queries per request."""
-    max_query_chars: int = 2048
+    max_query_chars: int = MAX_QUERY_CHARS
     """Characters per query."""
     max_topk: int = 100
     """Documents per query."""
@@ -63,6 +67,38 @@ class Limits:
 # (``request: Request``, imported inside create_app) as objects.
 
 
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """How long and how many connections the server holds (against slow or idle clients)."""
+
+    header_timeout: float = 10.0
+    """Seconds a connection may take to send a request's headers, counted from its opening
+    or from the previous response; then a 408 and the connection is closed."""
+    body_timeout: float = 10.0
+    """Seconds a request may take to send its body once the headers arrived; then a 408."""
+    max_connections: int = 1024
+    """Open connections at most; past it a request is answered 503 at once (uvicorn's
+    ``limit_concurrency``)."""
+
+    def __post_init__(self) -> None:
+        for name in ("header_timeout", "body_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 3600:
+                raise ConfigError(f"ConnectionLimits expects {name} to be a number of seconds in (0, 3600], got {value!r}.")
+        if isinstance(self.max_connections, bool) or not isinstance(self.max_connections, int) or self.max_connections < 1:
+            raise ConfigError(f"ConnectionLimits expects max_connections to be a positive integer, got {self.max_connections!r}.")
+
+
+def shown(value: Any, width: int = 60) -> str:
+    """``repr`` of a client's value for an error message: short, and never an exception
+    (a huge or deeply nested value is cut)."""
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):
+        return f"a {type(value).__name__} too large to show"
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 class RequestError(Exception):
     """A bad request: its HTTP status and the message sent back."""
 
@@ -75,8 +111,9 @@ def parse_request(body: bytes, limits: Limits) -> tuple[list[str], int, bool]:
     """``(queries, topk, return_scores)`` of a ``/retrieve`` body, or :class:`RequestError`."""
     try:
         payload = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise RequestError(400, f"the body must be JSON like {{\"queries\": [\"...\"], \"topk\": 3}}; it did not parse ({e})") from None
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError, an integer past Python's digit limit
+        reason = "it nests too deeply" if isinstance(e, RecursionError) else f"it did not parse ({shown(str(e), 200)[1:-1]})"
+        raise RequestError(400, f"the body must be JSON like {{\"queries\": [\"...\"], \"topk\": 3}}; {reason}") from None
     if not isinstance(payload, dict):
         raise RequestError(422, f"the body must be a JSON object with 'queries', got {type(payload).__name__}")
     # Other fields are ignored, as Search-R1's server does (clients send extras such as request ids).
@@ -94,12 +131,12 @@ def parse_request(body: bytes, limits: Limits) -> tuple[list[str], int, bool]:
     if topk is None:
         topk = limits.default_topk
     if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
-        raise RequestError(422, f"'topk' must be a positive integer, got {topk!r}")
+        raise RequestError(422, f"'topk' must be a positive integer, got {shown(topk)}")
     if topk > limits.max_topk:
-        raise RequestError(422, f"topk={topk} exceeds max_topk={limits.max_topk}")
+        raise RequestError(422, f"topk={shown(topk)} exceeds max_topk={limits.max_topk}")
     scores = payload.get("return_scores", False)
     if not isinstance(scores, bool):
-        raise RequestError(422, f"'return_scores' must be true or false, got {scores!r}")
+        raise RequestError(422, f"'return_scores' must be true or false, got {shown(scores)}")
     return queries, topk, scores
 
 
@@ -192,14 +229,19 @@ def create_app(
     window_ms: float = 0.0,
     request_timeout: float = 60.0,
     coalesce: bool = True,
+    connections: ConnectionLimits | None = None,
 ) -> Any:
     """The ASGI app (FastAPI) serving ``retriever``; ``info`` is what ``/info`` adds
-    about the index. ``coalesce=False`` calls ``search`` once per request, in a thread."""
+    about the index. ``coalesce=False`` calls ``search`` once per request, in a thread.
+    ``connections.body_timeout`` bounds the reading of a body (the header timeout and the
+    connection cap belong to the HTTP protocol: see :func:`serve`)."""
     require("fastapi", extra="serve", feature="searchgym serve")
     from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse, Response
+    from fastapi.responses import Response
+    from starlette.requests import ClientDisconnect
 
     limits = limits or Limits()
+    connections = connections or ConnectionLimits()
     coalescer = Coalescer(retriever, window_ms=window_ms) if coalesce else None
     started = time.time()
     @contextlib.asynccontextmanager
@@ -211,27 +253,31 @@ def create_app(
     app = FastAPI(title="searchgym retrieval server", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     expected = f"Bearer {token}".encode() if token else None
 
-    def error(status: int, message: str) -> JSONResponse:
-        return JSONResponse({"error": message, "status": status}, status_code=status)
+    def error(status: int, message: str, *, close: bool = False) -> Response:
+        # ASCII JSON: a message quoting a client's lone surrogate still encodes. ``close`` for an answer
+        # sent before the body was read: the connection is not reused for what the client still sends.
+        headers = {"Connection": "close"} if close else None
+        return Response(json.dumps({"error": message, "status": status}), status_code=status, media_type="application/json",
+                        headers=headers)
 
-    def refused(request: Request) -> JSONResponse | None:
+    def refused(request: Request) -> Response | None:
         if expected is None:
             return None
         if hmac.compare_digest(request.headers.get("authorization", "").encode(), expected):
             return None
-        return error(401, "missing or wrong bearer token: send 'Authorization: Bearer TOKEN' (the server's --token)")
+        return error(401, "missing or wrong bearer token: send 'Authorization: Bearer TOKEN' (the server's --token)", close=True)
 
     @app.exception_handler(Exception)
-    async def failed(request: Request, exc: Exception) -> JSONResponse:  # a JSON 500, never an HTML page or a dead worker
+    async def failed(request: Request, exc: Exception) -> Response:  # a JSON 500, never an HTML page or a dead worker
         log.error("request failed: %s: %s", type(exc).__name__, exc)
         return error(500, f"the server failed on this request: {type(exc).__name__}: {exc}")
 
     @app.exception_handler(404)
-    async def not_found(request: Request, exc: Any) -> JSONResponse:
+    async def not_found(request: Request, exc: Any) -> Response:
         return error(404, f"no endpoint {request.method} {request.url.path}; expected POST /retrieve, GET /health or GET /info")
 
     @app.exception_handler(405)
-    async def wrong_method(request: Request, exc: Any) -> JSONResponse:
+    async def wrong_method(request: Request, exc: Any) -> Response:
         return error(405, f"{request.method} is not allowed on {request.url.path}; expected POST /retrieve, GET /health or GET /info")
 
     @app.get("/health")
@@ -243,21 +289,34 @@ def create_app(
     async def describe(request: Request) -> Any:
         served = {"batches": coalescer.batches, "queries": coalescer.queries} if coalescer else None
         coalescing = {"window_ms": window_ms, "served": served} if coalescer else None
-        return refused(request) or {**(info or {}), "limits": asdict(limits), "coalescing": coalescing}
+        return refused(request) or {**(info or {}), "limits": asdict(limits), "connections": asdict(connections),
+                                    "coalescing": coalescing}
 
     @app.post("/retrieve")
     async def retrieve(request: Request) -> Any:
         denied = refused(request)
         if denied is not None:
             return denied
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
-            return error(413, f"a body of {declared} bytes exceeds max_body_bytes={limits.max_body_bytes}")
+        declared = request.headers.get("content-length", "").strip()
+        if declared.isdigit() and (len(declared) > 12 or int(declared) > limits.max_body_bytes):
+            return error(413, f"a body of {shown(declared)} bytes exceeds max_body_bytes={limits.max_body_bytes}", close=True)
         body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limits.max_body_bytes:
-                return error(413, f"the body exceeds max_body_bytes={limits.max_body_bytes}")
+
+        async def read() -> bool:
+            async for chunk in request.stream():
+                body.extend(chunk)
+                if len(body) > limits.max_body_bytes:
+                    return False
+            return True
+
+        try:
+            whole = await asyncio.wait_for(read(), connections.body_timeout)
+        except ClientDisconnect:  # the client left: nobody reads this answer
+            return error(400, "the client disconnected before sending the whole body", close=True)
+        except asyncio.TimeoutError:
+            return error(408, f"the body did not arrive within body_timeout={connections.body_timeout} s; send it at once", close=True)
+        if not whole:
+            return error(413, f"the body exceeds max_body_bytes={limits.max_body_bytes}", close=True)
         try:
             queries, topk, scores = parse_request(bytes(body), limits)
         except RequestError as e:
@@ -302,6 +361,7 @@ def serve(
     window_ms: float = 0.0,
     coalesce: bool = True,
     shards: str | None = None,
+    connections: ConnectionLimits | None = None,
 ) -> None:
     """Open ``corpus``, load or build ``retriever`` and serve it until SIGINT / SIGTERM
     (uvicorn finishes the requests in flight, then exits).
@@ -311,7 +371,8 @@ def serve(
     (e.g. Search-R1's ``e5_Flat.index``), served with the dense encoder of
     ``retriever_options["model"]``. Without either, ``corpus`` defaults to synthwiki.
     ``shards``: the URLs of shard servers (``"URL,URL"``, replicas ``"URL|URL"``): this server
-    then routes, answering with their merged top-k, and opens no corpus."""
+    then routes, answering with their merged top-k, and opens no corpus. ``connections``:
+    the header and body read timeouts and the cap on open connections (:class:`ConnectionLimits`)."""
     uvicorn = require("uvicorn", extra="serve", feature="searchgym serve")
 
     from searchgym.corpora.indexes import index_meta, is_index_folder, load_index, open_index_corpus
@@ -334,9 +395,9 @@ def serve(
 
         sharded = ShardedRetriever.from_spec(shards, None, **dict(retriever_options or {}))
         info = {"corpus": None, "passages": None, "retriever": "shards", "shards": [[r.url for r in s] for s in sharded.shards]}
-        _run(create_app(sharded, info=info, limits=limits, token=token, window_ms=window_ms, coalesce=coalesce), host, port, token,
-             f"router over {len(sharded.shards)} shards ({sum(map(len, sharded.shards))} servers)", time.perf_counter() - start,
-             window_ms, coalesce, uvicorn)
+        _run(create_app(sharded, info=info, limits=limits, token=token, window_ms=window_ms, coalesce=coalesce, connections=connections),
+             host, port, token, f"router over {len(sharded.shards)} shards ({sum(map(len, sharded.shards))} servers)",
+             time.perf_counter() - start, window_ms, coalesce, uvicorn, connections)
         return
     if corpus is None and folder:
         loaded: Corpus = open_index_corpus(index_file)
@@ -375,14 +436,76 @@ def serve(
     info["parameters"] = {key.removesuffix("_spec"): getattr(index, key) for key in parameters if isinstance(getattr(index, key, None), (str, int, float))}
     what = (f"{info['retriever']} ({info['retriever_class']}) over {loaded.name} ({len(loaded):,} passages, "
             f"fingerprint {loaded.fingerprint})")
-    _run(create_app(index, info=info, limits=limits, token=token, window_ms=window_ms, coalesce=coalesce), host, port, token, what,
-         time.perf_counter() - start, window_ms, coalesce, uvicorn)
+    _run(create_app(index, info=info, limits=limits, token=token, window_ms=window_ms, coalesce=coalesce, connections=connections),
+         host, port, token, what, time.perf_counter() - start, window_ms, coalesce, uvicorn, connections)
+
+
+class HeaderDeadline:
+    """Mixed into uvicorn's HTTP protocol (httptools or h11): a connection that has not sent
+    a request's complete headers ``header_timeout`` seconds after it opened, or after the
+    previous response, gets a 408 and is closed. uvicorn has no such timeout of its own
+    (its keep-alive timer stops at the first byte of a request), so a client sending one
+    byte a second would hold its connection for as long as it liked."""
+
+    header_timeout = 10.0
+    _deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)  # type: ignore[misc]
+        if self._in_request():
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # type: ignore[misc]
+        if not self.transport.is_closing():  # type: ignore[attr-defined]
+            self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+    def _in_request(self) -> bool:
+        cycle = self.cycle  # type: ignore[attr-defined]
+        return cycle is not None and not cycle.response_complete
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(self.header_timeout, self._expired)  # type: ignore[attr-defined]
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        transport = self.transport  # type: ignore[attr-defined]
+        if transport.is_closing() or self._in_request():
+            return
+        body = json.dumps({"error": f"the request headers did not arrive within header_timeout={self.header_timeout} s; "
+                                    "send each request at once", "status": 408}).encode()
+        transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+                        b"content-length: %d\r\n\r\n%s" % (len(body), body))
+        transport.close()
+
+
+def http_protocol(header_timeout: float) -> type:
+    """uvicorn's default HTTP protocol class with a :class:`HeaderDeadline` of ``header_timeout``."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    return type(f"Deadline{AutoHTTPProtocol.__name__}", (HeaderDeadline, AutoHTTPProtocol), {"header_timeout": header_timeout})
 
 
 def _run(app: Any, host: str, port: int, token: str | None, what: str, ready: float, window_ms: float, coalesce: bool,
-         uvicorn: Any) -> None:
+         uvicorn: Any, connections: ConnectionLimits | None = None) -> None:
     """Serve ``app`` until SIGINT / SIGTERM, printing one line once the socket listens."""
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=10)
+    connections = connections or ConnectionLimits()
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=10,
+                            http=http_protocol(connections.header_timeout), limit_concurrency=connections.max_connections)
     server = uvicorn.Server(config)
 
     original = server.startup

@@ -2,6 +2,8 @@
 
 import csv
 import json
+import warnings
+from pathlib import Path
 
 import pytest
 
@@ -290,3 +292,99 @@ def test_the_demo_explains_its_columns_and_what_its_rows_show():
         "  multi-turn agents (searching 0.75 times per episode on average) reach F1 0.200 at best (R-Search agent); "
         "one retrieved passage in the prompt reaches 0.300 (naive RAG)",
     ]
+
+
+class Killed(BaseException):
+    """The process dying at a write: nothing after it runs, what reached the OS stays."""
+
+
+def _bench_writes(monkeypatch, root, kill_at=None):
+    """Count the bench's writes under ``root`` (each os.write, os.fsync and os.replace of a file
+    there); at write number ``kill_at`` die: half the bytes of a write reach the file, a sync or a
+    rename does not happen. Returns the list the points are recorded in."""
+    import os
+
+    points = []
+    real = {name: getattr(os, name) for name in ("write", "fsync", "replace")}
+
+    def ours(fd_or_path):
+        where = os.readlink(f"/proc/self/fd/{fd_or_path}") if isinstance(fd_or_path, int) else str(fd_or_path)
+        return where.startswith(str(root))
+
+    def write(fd, data):
+        if not ours(fd):
+            return real["write"](fd, data)
+        points.append(("write", os.readlink(f"/proc/self/fd/{fd}")))
+        if len(points) == kill_at:
+            real["write"](fd, bytes(data)[: len(data) // 2])
+            raise Killed
+        return real["write"](fd, data)
+
+    def fsync(fd):
+        if ours(fd):
+            points.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+            if len(points) == kill_at:
+                raise Killed
+        return real["fsync"](fd)
+
+    def replace(src, dst):
+        if ours(dst):
+            points.append(("replace", str(dst)))
+            if len(points) == kill_at:
+                raise Killed
+        return real["replace"](src, dst)
+
+    monkeypatch.setattr(os, "write", write)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    return points
+
+
+def _scores(results):
+    return [{k: v for k, v in row.items() if k != "seconds_per_episode"} for row in results.rows]
+
+
+@pytest.mark.parametrize("start", ["fresh", "resumed"])
+def test_a_kill_at_any_write_leaves_a_run_the_same_command_resumes(tmp_path, start, monkeypatch):
+    import searchgym.bench as bench
+
+    # The chart is drawn once (0.5 s); each run below writes those bytes the way plot() does.
+    drawn = bench.plot([{"label": "x", "n": 1, "em": 1, "f1": 1, "cover_em": 1, "gen_acc": 0, "searches": 1, "context_tokens": 9}], tmp_path / "chart.png")
+    monkeypatch.setattr(bench, "plot", lambda rows, path: bench.write_atomically(path, drawn.read_bytes()))
+    same = lambda: config(runs=[("SearchR1-v0", "oracle"), ("SearchR1-v0", "random")], limit=2, num_envs=2)  # noqa: E731
+    reference = run_bench(same(), tmp_path / "reference", progress=False)
+
+    def prepare(folder):
+        if start == "resumed":  # a run with a lost episode and a backend error: resuming rewrites both files
+            run_bench(same(), folder, progress=False)
+            path = folder / "episodes.jsonl"
+            records = [json.loads(line) for line in path.read_text().splitlines()][:-1]
+            records[0] |= {"outcome": "backend_error", "em": 0.0}
+            path.write_text("".join(json.dumps(r) + "\n" for r in records) + '{"run": "orac')
+
+    with pytest.MonkeyPatch.context() as patch:
+        prepare(tmp_path / "count")
+        points = _bench_writes(patch, tmp_path / "count")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            run_bench(same(), tmp_path / "count", progress=False)
+    kinds = {(kind, Path(where).name.split(".")[1] if Path(where).name.startswith(".") else Path(where).name) for kind, where in points}
+    assert {("replace", "config.json"), ("write", "episodes.jsonl"), ("replace", "summary.png"), ("replace", "summary.csv")} <= kinds
+    if start == "resumed":
+        assert ("replace", "episodes.jsonl") in kinds  # the repair and the backend error's removal
+    for kill_at in range(1, len(points) + 1):
+        folder = tmp_path / f"kill-{kill_at}"
+        prepare(folder)
+        with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _bench_writes(patch, folder, kill_at=kill_at)
+            with pytest.raises(Killed):
+                run_bench(same(), folder, progress=False)
+        config_text = (folder / "config.json").read_text() if (folder / "config.json").exists() else None
+        assert config_text is None or json.loads(config_text)["limit"] == 2  # never half a file
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a cut last line is reported, then played again
+            resumed = run_bench(same(), folder, progress=False)
+        assert _scores(resumed) == _scores(reference), f"killed at write {kill_at} of {len(points)}: {points[kill_at - 1]}"
+        assert len(read_episodes(folder / "episodes.jsonl")) == 4 and not list(folder.glob(".*.tmp"))
+        assert json.loads((folder / "summary.json").read_text())["runs"][0]["n"] == 2

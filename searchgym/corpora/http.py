@@ -11,6 +11,7 @@ documents. ``make_retriever("http://host:port/retrieve", corpus)`` builds one, a
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Sequence
@@ -19,8 +20,15 @@ from typing import Any
 from searchgym.corpora.types import Corpus, Hit, Passage, Retriever
 from searchgym.error import BackendError, ConfigError, require
 
-#: HTTP statuses worth another try: the server is busy, restarting or overloaded.
-RETRIED_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+#: 4xx statuses worth another try: the server timed the request out or asks to slow down. Every
+#: 5xx is retried too (a server failing, restarting or overloaded); any other 4xx is final: the
+#: same request would get the same answer.
+RETRIED_STATUSES = frozenset({408, 429})
+
+
+def is_retried(status: int) -> bool:
+    """Whether a request answered ``status`` may succeed if sent again (408, 429, 5xx)."""
+    return status in RETRIED_STATUSES or 500 <= status <= 599
 
 
 def is_url(name: object) -> bool:
@@ -46,11 +54,17 @@ class HTTPRetriever(Retriever):
         corpus: The corpus the env uses beside it (kept as ``self.corpus``; the server's
             documents are what ``search`` returns).
         timeout: Seconds per request (connect and read).
-        retries: Further tries after a connection error or a status in
-            :data:`RETRIED_STATUSES`, with exponential backoff from ``backoff`` seconds.
+        retries: Further tries after a connection error (refused, reset, timed out) or an
+            answer that may differ next time (408, 429, 5xx: :func:`is_retried`), with
+            exponential backoff from ``backoff`` seconds. Any other 4xx is not retried.
         token: A bearer token, for servers started with ``--token``.
         max_queries: Most queries per request; larger batches are split.
 
+    The server's limits are read once from its ``GET /info`` (:meth:`server_info`, at the
+    first search; a server without ``/info``, such as Search-R1's, has none known): batches
+    are split at its ``max_queries`` and queries cut to its ``max_query_chars``
+    (:attr:`max_query_chars`, which the env reads to cut queries the same way in-process).
+    Any string can be sent: the body is ASCII JSON, so a lone surrogate travels escaped.
     A failure that retries do not cure raises :class:`~searchgym.error.BackendError`
     naming the URL and the server's message. One connection pool serves every thread.
     """
@@ -82,6 +96,7 @@ class HTTPRetriever(Retriever):
         self._httpx = httpx
         self._client = httpx.Client(timeout=timeout, headers=headers, limits=httpx.Limits(max_connections=64, max_keepalive_connections=16))
         self._lock = threading.Lock()
+        self._info: dict[str, Any] | None = None
         self.requests = self.retried = 0
 
     def __repr__(self) -> str:
@@ -90,6 +105,30 @@ class HTTPRetriever(Retriever):
     def close(self) -> None:
         self._client.close()
 
+    def server_info(self) -> dict[str, Any]:
+        """The server's ``GET /info`` (its corpus, retriever and limits), read once; ``{}``
+        for a server that has no ``/info`` (any 4xx, or an answer that is not a JSON object)."""
+        if self._info is None:
+            info_url = self.url.rsplit("/", 1)[0] + "/info"
+            response = self._request("GET", info_url, None, final_4xx=True)
+            try:
+                info = response.json() if response.status_code == 200 else {}
+            except ValueError:
+                info = {}
+            self._info = info if isinstance(info, dict) else {}
+        return self._info
+
+    def _limit(self, name: str) -> int | None:
+        limits = self.server_info().get("limits")
+        value = limits.get(name) if isinstance(limits, dict) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+    @property
+    def max_query_chars(self) -> int | None:  # type: ignore[override]
+        """The server's ``max_query_chars`` (from ``/info``; None when it gives none): longer
+        queries are cut to it, here and by the env before it searches."""
+        return self._limit("max_query_chars")
+
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         k = self._check_k(k)
         queries = list(queries)
@@ -97,30 +136,47 @@ class HTTPRetriever(Retriever):
             raise ConfigError("HTTPRetriever.search expects queries to be strings.")
         results: list[list[Hit]] = [[] for _ in queries]
         asked = [i for i, q in enumerate(queries) if q.strip()]  # an empty query has no hits, as in-process
-        for start in range(0, len(asked), self.max_queries):
-            chunk = asked[start : start + self.max_queries]
-            for i, hits in zip(chunk, self._post([queries[i] for i in chunk], k)):
+        if not asked:
+            return results
+        longest = self.max_query_chars
+        per_request = min(self.max_queries, self._limit("max_queries") or self.max_queries)
+        for start in range(0, len(asked), per_request):
+            chunk = asked[start : start + per_request]
+            for i, hits in zip(chunk, self._post([queries[i][:longest] for i in chunk], k)):
                 results[i] = hits
         return results
 
     def _post(self, queries: list[str], k: int) -> list[list[Hit]]:
-        payload = {"queries": queries, "topk": k, "return_scores": True}
+        # ASCII JSON: a lone surrogate is sent escaped (UTF-8 cannot carry it) and the server reads the same string.
+        body = json.dumps({"queries": queries, "topk": k, "return_scores": True}).encode("ascii")
+        return self._hits(self._request("POST", self.url, body), len(queries))
+
+    def _request(self, method: str, url: str, body: bytes | None, *, final_4xx: bool = False) -> Any:
+        """The 2xx answer of one request, retried after connection errors and 408 / 429 /
+        5xx; :class:`BackendError` once the retries are spent or on any other status (with
+        ``final_4xx``, a 4xx answer is returned instead)."""
+        httpx = self._httpx
+        headers = {"Content-Type": "application/json"} if body is not None else None
+        where = self.url if url == self.url else f"{self.url} ({method} {url.rsplit('/', 1)[1]})"
         delay = self.backoff
         for attempt in range(self.retries + 1):
             last = attempt == self.retries
             with self._lock:
                 self.requests += 1
             try:
-                response = self._client.post(self.url, json=payload)
-            except self._httpx.TransportError as e:  # refused, reset, timed out
+                response = self._client.request(method, url, content=body, headers=headers)
+            except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as e:  # refused, reset, timed out
                 if last:
-                    raise BackendError(f"retrieval server {self.url} unreachable after {attempt + 1} tries: {type(e).__name__}: {e}") from None
+                    raise BackendError(f"retrieval server {where} unreachable after {attempt + 1} tries: {type(e).__name__}: {e}") from None
+            except httpx.HTTPError as e:  # what no retry cures (a proxy refusing, an unsupported scheme)
+                raise BackendError(f"retrieval server {where} could not be asked: {type(e).__name__}: {e}") from None
             else:
-                if response.status_code == 200:
-                    return self._hits(response, len(queries))
-                if response.status_code not in RETRIED_STATUSES or last:
+                status = response.status_code
+                if 200 <= status < 300 or (final_4xx and 400 <= status < 500 and not is_retried(status)):
+                    return response
+                if not is_retried(status) or last:
                     raise BackendError(
-                        f"retrieval server {self.url} answered HTTP {response.status_code}"
+                        f"retrieval server {where} answered HTTP {status}"
                         f"{f' after {attempt + 1} tries' if attempt else ''}: {response.text[:300]}"
                     )
             with self._lock:

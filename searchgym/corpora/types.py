@@ -132,6 +132,11 @@ class Corpus(Sequence[Passage]):
         return self._fingerprint
 
 
+#: The longest query searched by default: the env cuts longer ones to it (``max_query_chars``)
+#: and ``searchgym serve`` accepts up to it, so an env over HTTP searches what it would in-process.
+MAX_QUERY_CHARS = 2048
+
+
 class Retriever(ABC):
     """Batched search over a :class:`Corpus`.
 
@@ -140,6 +145,9 @@ class Retriever(ABC):
     """
 
     corpus: Corpus
+    max_query_chars: int | None = None
+    """The longest query this retriever takes (None: any); the env cuts longer queries to it
+    (a retrieval server's limit, read by :class:`~searchgym.corpora.http.HTTPRetriever`)."""
 
     @abstractmethod
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:

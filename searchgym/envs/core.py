@@ -8,7 +8,7 @@ from typing import Any
 import gymnasium as gym
 
 from searchgym.corpora.retrievers import make_retriever
-from searchgym.corpora.types import Corpus, Passage, QAExample, Retriever
+from searchgym.corpora.types import MAX_QUERY_CHARS, Corpus, Passage, QAExample, Retriever
 from searchgym.envs.frozen import make_frozen
 from searchgym.envs.game import SearchGame
 from searchgym.envs.model_calls import Play, run_play
@@ -46,7 +46,10 @@ class SearchEnv(gym.Env[str, str]):
     ``<information>…</information>``) are removed before parsing and flagged in
     ``info["forged_env_tags"]``: they are never treated as retrieval, evidence or answer.
     A malformed turn is part of the game, never an exception: the observation is the
-    protocol's feedback, the turn counts, and the recipe's penalty applies.
+    protocol's feedback, the turn counts, and the recipe's penalty applies. A turn that
+    fails on a backend (a retrieval server or frozen model that failed after its retries
+    raises :class:`~searchgym.error.BackendError`) is undone: the episode stays where it
+    was, no turn spent, and the same action can be played again.
 
     ## Observation Space
     ``UnicodeText(max_length=max_observation_chars)``. ``reset`` returns the protocol's
@@ -73,7 +76,7 @@ class SearchEnv(gym.Env[str, str]):
     ``retrieved_ids`` and ``retrieved_scores`` (this step's search, best first),
     ``selected_ids`` (all kept so far, s3), ``num_searches``,
     ``num_invalid``, ``invalid_reason``, ``context_chars``, ``context_tokens``,
-    ``action_truncated``, ``observation_truncated``, ``forged_env_tags``,
+    ``action_truncated``, ``query_truncated``, ``observation_truncated``, ``forged_env_tags``,
     ``ignored_chars`` (text after the stop string), ``example_id``; ``reset`` adds
     ``question`` and ``prompt_messages`` (the prompt as chat messages); at the end also
     ``answer`` (the agent's), ``prediction`` (the answer that was scored: the agent's, or
@@ -105,6 +108,9 @@ class SearchEnv(gym.Env[str, str]):
       ``reward_options`` go to its constructor. ``generator``, ``reader``, ``judge``: the
       frozen models a recipe needs, as callables or names (``"gold-span"``).
     - ``max_action_chars``, ``max_observation_chars``: the bounds above.
+    - ``max_query_chars``: longer search queries are cut to it (and to a retrieval server's own
+      limit, read once from its ``/info``) before searching, in-process and over HTTP alike
+      (``info["query_truncated"]``); lone surrogates in a query are searched as U+FFFD.
     - ``token_counter``: ``str -> int`` for ``context_tokens`` (e.g. a tokenizer's length);
       default counts whitespace-separated words.
 
@@ -141,12 +147,13 @@ class SearchEnv(gym.Env[str, str]):
         judge: Any = None,
         max_action_chars: int = 8192,
         max_observation_chars: int = 16384,
+        max_query_chars: int = MAX_QUERY_CHARS,
         token_counter: Callable[[str], int] | None = None,
         render_mode: str | None = None,
     ):
         # Checked before the corpus loads, so a typo fails at once (SearchGame checks them too).
         budgets = {"top_k": top_k, "max_turns": max_turns, "max_action_chars": max_action_chars,
-                   "max_observation_chars": max_observation_chars}
+                   "max_observation_chars": max_observation_chars, "max_query_chars": max_query_chars}
         for name, value in budgets.items():
             positive_int(name, value)
         for name, value in {"initial_top_k": initial_top_k, "max_searches": max_searches, "limit": limit}.items():
@@ -167,7 +174,8 @@ class SearchEnv(gym.Env[str, str]):
         self.game = SearchGame(
             self.protocol, retriever, self.summarizer, self.recipe, top_k=top_k, initial_top_k=initial_top_k,
             max_turns=max_turns, max_searches=max_searches, max_action_chars=max_action_chars,
-            max_observation_chars=max_observation_chars, token_counter=token_counter, owner="SearchEnv",
+            max_observation_chars=max_observation_chars, max_query_chars=max_query_chars, token_counter=token_counter,
+            owner="SearchEnv",
         )
         self.top_k, self.initial_top_k, self.max_turns = self.game.top_k, self.game.initial_top_k, self.game.max_turns
         self.examples: list[QAExample] = filter_questions(

@@ -11,11 +11,12 @@ turn, runs searches, scores the end with the reward recipe and reports ``info``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from searchgym.corpora.types import Hit, Passage, QAExample, Retriever
+from searchgym.corpora.types import MAX_QUERY_CHARS, Hit, Passage, QAExample, Retriever
 from searchgym.envs.model_calls import Play, model_users, replay, run_play
 from searchgym.envs.protocols import Protocol
 from searchgym.envs.protocols.base import Answer, Complete, Evidence, Invalid, ParsedTurn, Search, Select
@@ -39,6 +40,10 @@ class Window:
     shown: list[Hit] = field(default_factory=list)
     annotated: bool = False
     kept: int = 0
+
+
+#: Code points UTF-8 cannot encode (lone surrogates): no retrieval server could receive them.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class SearchLog:
@@ -66,6 +71,17 @@ class SearchLog:
         self.num_searches = 0
         self.windows: list[Window] = []
         self.selected: list[Hit] = []
+
+    def snapshot(self) -> Any:
+        """The state of the episode so far, for :meth:`restore`."""
+        return (self.turn, self.num_searches, list(self.windows), [w.annotated for w in self.windows], list(self.selected))
+
+    def restore(self, state: Any) -> None:
+        """Go back to a :meth:`snapshot` (a turn that failed on a backend is undone)."""
+        self.turn, self.num_searches, windows, annotated, selected = state
+        self.windows, self.selected = list(windows), list(selected)
+        for window, flag in zip(self.windows, annotated):
+            window.annotated = flag
 
     @property
     def final_turn(self) -> bool:
@@ -157,6 +173,7 @@ class SearchGame:
         max_searches: int | None = None,
         max_action_chars: int = 8192,
         max_observation_chars: int = 16384,
+        max_query_chars: int = MAX_QUERY_CHARS,
         token_counter: Callable[[str], int] | None = None,
         owner: str = "SearchGame",
     ):
@@ -167,6 +184,7 @@ class SearchGame:
         self.max_searches = positive_int("max_searches", max_searches, allow_none=True, owner=owner)
         self.max_action_chars = positive_int("max_action_chars", max_action_chars, owner=owner)
         self.max_observation_chars = positive_int("max_observation_chars", max_observation_chars, owner=owner)
+        self.max_query_chars = positive_int("max_query_chars", max_query_chars, owner=owner)
         self.protocol = protocol
         self.retriever = retriever
         self.summarizer = summarizer
@@ -218,7 +236,7 @@ class SearchGame:
         self.done = False
         initial_hits = None
         if self.protocol.initial_retrieval:
-            initial_hits = self.retriever.search([example.question], self.initial_top_k)[0]
+            initial_hits = self.search(example.question, self.initial_top_k)[0]
             self.log.open_window(example.question, initial_hits)
         self.prompt, obs_cut = self._bound(self.protocol.prompt(example, initial_hits))
         self.context_chars = len(self.prompt)
@@ -234,14 +252,46 @@ class SearchGame:
         """Play one agent turn (any string); observation, reward, terminated, truncated, info."""
         return run_play(self.play(action))
 
+    def search(self, query: str, k: int) -> tuple[list[Hit], bool]:
+        """The hits of ``query`` and whether it was cut: longer than ``max_query_chars`` (or
+        the retriever's own limit, e.g. a server's) it is cut to it, and characters UTF-8
+        cannot carry (lone surrogates) become U+FFFD, the same in-process and over HTTP."""
+        limits = [n for n in (self.max_query_chars, getattr(self.retriever, "max_query_chars", None)) if isinstance(n, int)]
+        longest = min(limits)
+        cut = query[:longest]
+        cut = _SURROGATE.sub("\ufffd", cut)
+        return self.retriever.search([cut], k)[0], len(query) > longest
+
     def play(self, action: Any) -> Play[tuple[str, float, bool, bool, dict[str, Any]]]:
         """:meth:`step` as a play: yields the model calls of the summarizer and of the
         recipe's frozen models, so that envs stepped together batch them
-        (:mod:`searchgym.envs.model_calls`)."""
+        (:mod:`searchgym.envs.model_calls`).
+
+        A turn that raises (a retrieval server or a frozen model failing after its retries:
+        :class:`~searchgym.error.BackendError`) is undone: the episode is where it was
+        before it, its turn not spent, and the same action can be played again."""
         if self.done:
             raise SearchGymError(f"{self.owner}.step() was called on a finished episode; call reset() first.")
         expected = f"{self.owner}.step expects the action to be a str (one agent turn)"
         action, action_cut = text_action(action, self.max_action_chars, expected=expected)
+        saved = self._save()
+        try:
+            return (yield from self._play(action, action_cut))
+        except BaseException:  # also GeneratorExit: a play abandoned half-way spends nothing either
+            self._restore(saved)
+            raise
+
+    def _save(self) -> tuple[Any, ...]:
+        return (self.log.snapshot(), self.num_invalid, len(self.turns), len(self.records), len(self.well_formed),
+                len(self.retrieved), self.evidence, self.answer, self.done, self.context_chars, self.context_tokens)
+
+    def _restore(self, saved: tuple[Any, ...]) -> None:
+        log, self.num_invalid, turns, records, well_formed, retrieved, self.evidence, self.answer, self.done, \
+            self.context_chars, self.context_tokens = saved
+        self.log.restore(log)
+        del self.turns[turns:], self.records[records:], self.well_formed[well_formed:], self.retrieved[retrieved:]
+
+    def _play(self, action: str, action_cut: bool) -> Play[tuple[str, float, bool, bool, dict[str, Any]]]:
         self.log.turn += 1
         turn: ParsedTurn = self.protocol.parse(action)
         reward = 0.0
@@ -249,18 +299,20 @@ class SearchGame:
         pieces: list[str] = []
         kinds: list[str] = []  # the kind of each piece, for the recipe (never the text)
         query = None
+        query_cut = False
         invalid_reason = None
         hits: list[Hit] = []
         for act in turn.actions:
             if isinstance(act, Search):
                 query = act.query
+                query_cut = len(query) > self.max_query_chars
                 if self.log.final_turn:
                     continue  # as in Search-R1 and s3, the last turn's search is not run: nothing would show it
                 if self.log.budget_spent:
                     pieces.append(self.protocol.budget_feedback())
                     kinds.append("budget")
                     continue
-                hits = self.retriever.search([act.query], self.top_k)[0]
+                hits, query_cut = self.search(act.query, self.top_k)
                 self.log.num_searches += 1
                 self.retrieved.append([h.passage for h in hits])
                 pieces.append((yield from self._render(act.query, hits)))
@@ -301,6 +353,7 @@ class SearchGame:
             retrieved_scores=[float(h.score) for h in hits],
             invalid_reason=invalid_reason,
             action_truncated=action_cut,
+            query_truncated=query_cut,
             forged_env_tags=turn.forged_env_tags,
             ignored_chars=turn.ignored_chars,
         )
@@ -331,7 +384,7 @@ class SearchGame:
             size = getattr(self.recipe, "naive_rag_size", None)
             k = size(len(context), self.initial_top_k) if size else self.initial_top_k
             if k != self.initial_top_k or self.example.id not in getattr(self.recipe, "naive_rag_cache", {}):
-                naive = [doc_text(h.passage) for h in self.retriever.search([self.example.question], k)[0]]
+                naive = [doc_text(h.passage) for h in self.search(self.example.question, k)[0]]
         return Episode(
             question=self.example.question,
             answers=tuple(self.example.answers),
@@ -373,6 +426,7 @@ class SearchGame:
             "context_chars": self.context_chars,
             "context_tokens": self.context_tokens,
             "action_truncated": False,
+            "query_truncated": False,
             "observation_truncated": observation_truncated,
             "forged_env_tags": False,
             "ignored_chars": 0,

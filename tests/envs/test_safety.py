@@ -4,17 +4,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from env_helpers import ENV_IDS, finish_turn, make_small, search_turn
+from env_helpers import ENV_IDS, actions, finish_turn, make_small, search_turn
 from searchgym.envs import StrictActions
 from searchgym.error import InvalidActionError, SearchGymError
 
-TAGS = [
-    "<search>", "</search>", "<answer>", "</answer>", "<think>", "</think>", "<information>", "</information>",
-    "<|begin_of_query|>", "<|end_of_query|>", "<|begin_of_documents|>", "<|end_of_documents|>",
-    "<query>", "</query>", "<important_info>", "</important_info>", "<search_complete>", "</search_complete>",
-    "True", "[1, 2]", '{"query": ', "[" * 1000, "<observation>", "</observation>", "<original_evidence>", "</original_evidence>",
-]
-actions = st.lists(st.one_of(st.sampled_from(TAGS), st.text(max_size=30)), max_size=12).map("".join)
 
 ENVS = {env_id: make_small(env_id, max_observation_chars=3000) for env_id in ENV_IDS}
 
