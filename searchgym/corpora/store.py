@@ -124,7 +124,7 @@ def check_data_file(path: str | os.PathLike, what: str) -> Path:
         return path
     if stat.S_ISDIR(mode):
         inside = sorted(p.name for p in path.glob("*.jsonl*") if p.is_file())[:3]
-        hint = f"; did you mean a file in it: {', '.join(inside)}?" if inside else "; pass the .jsonl or .jsonl.gz file itself"
+        hint = f"; pass one of the JSON-lines files in it ({', '.join(inside)})" if inside else "; pass the .jsonl or .jsonl.gz file itself"
         raise DataFormatError(path, None, _expected_file(what), f"a directory{hint}")
     kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
             else "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode) else "not a regular file")
@@ -176,11 +176,13 @@ def _parse_line(line: str, path: Path, line_number: int, expected: str) -> Any:
     """A line's JSON value; any way it fails to be one is a DataFormatError naming the line."""
     too_deep = f"JSON nested more than {MAX_JSON_DEPTH} levels deep"
     try:
-        obj = json.loads(line)
+        obj = json.loads(line.rstrip())  # a line cut short ends where its text ends, not after its newline
     except json.JSONDecodeError as e:
         snippet = line.strip()
         snippet = snippet if len(snippet) <= 60 else snippet[:57] + "..."
-        raise DataFormatError(path, line_number, expected, f"invalid JSON ({e.msg} at column {e.colno}): {snippet!r}") from e
+        # The column counts from the line's start (colno would count on from its newline).
+        message = e.msg.removesuffix(" at")  # "Invalid control character at"
+        raise DataFormatError(path, line_number, expected, f"invalid JSON ({message} at column {e.pos + 1}): {snippet!r}") from e
     except RecursionError:
         raise DataFormatError(path, line_number, expected, too_deep) from None
     except ValueError as e:  # an integer longer than Python converts (sys.get_int_max_str_digits())
