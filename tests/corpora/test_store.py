@@ -1,10 +1,18 @@
 import gzip
 import json
+import os
 import re
+import sys
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from searchgym.corpora.datasets import QA_LINE_FORMAT, read_qa
+from searchgym.corpora.mapped import open_corpus
+from searchgym.corpora.registry import load_corpus, load_dataset
 from searchgym.corpora.store import (
+    MAX_JSON_DEPTH,
     PASSAGE_LINE_FORMAT,
     chunk_documents,
     read_passages,
@@ -13,7 +21,7 @@ from searchgym.corpora.store import (
     write_passages,
 )
 from searchgym.corpora.types import Corpus, Passage
-from searchgym.error import ConfigError, DataFormatError
+from searchgym.error import ConfigError, DataFileNotFoundError, DataFormatError
 
 
 def write_lines(path, lines):
@@ -252,18 +260,6 @@ def test_chunk_arguments_are_checked(words, overlap, message):
 
 
 # --------------------------------------------------------------------------- hostile files (issue 36)
-
-import os  # noqa: E402
-import sys  # noqa: E402
-
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from searchgym.corpora.datasets import QA_LINE_FORMAT, read_qa  # noqa: E402
-from searchgym.corpora.mapped import open_corpus  # noqa: E402
-from searchgym.corpora.registry import load_corpus, load_dataset  # noqa: E402
-from searchgym.corpora.store import MAX_JSON_DEPTH  # noqa: E402
-from searchgym.error import DataFileNotFoundError  # noqa: E402
 
 GOOD_PASSAGE = json.dumps({"id": "first", "contents": "T\nx"})
 GOOD_QUESTION = json.dumps({"id": "first", "question": "Q?", "golden_answers": ["a"]})
