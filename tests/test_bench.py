@@ -388,3 +388,69 @@ def test_a_kill_at_any_write_leaves_a_run_the_same_command_resumes(tmp_path, sta
         assert _scores(resumed) == _scores(reference), f"killed at write {kill_at} of {len(points)}: {points[kill_at - 1]}"
         assert len(read_episodes(folder / "episodes.jsonl")) == 4 and not list(folder.glob(".*.tmp"))
         assert json.loads((folder / "summary.json").read_text())["runs"][0]["n"] == 2
+
+
+# ---------------------------------------------------------------- a hostile OpenAI-compatible server (issue 36)
+def hostile_completions_server(replies):
+    """A loopback server answering /completions with ``replies(n)`` in turn (n: the prompts asked)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    turn = iter(range(10**6))
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            n = len(body["prompt"]) if isinstance(body["prompt"], list) and not isinstance(body["prompt"][0], int) else 1
+            status, payload, headers = replies[next(turn) % len(replies)](n)
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_a_hostile_openai_server_is_recorded_as_each_episodes_outcome_never_a_traceback(tmp_path, capsys):
+    from searchgym.lm.testing import tiny_model_folder
+
+    def choices(n, **fields):
+        return {"choices": [{"index": i, "text": "<answer> x </answer>", "finish_reason": "stop", "logprobs": None} | fields for i in range(n)]}
+
+    replies = [
+        lambda n: (200, choices(n, logprobs="not an object"), {}),  # was a bare AttributeError and a traceback
+        lambda n: (200, choices(n, index=n), {}),  # an index past the last prompt
+        lambda n: (302, choices(n), {"Location": "http://elsewhere.example/v1/completions"}),  # was taken as the answer
+    ]
+    server = hostile_completions_server(replies)
+    url = f"http://127.0.0.1:{server.server_port}/v1"
+    try:
+        code = main(["bench", "--run", "SearchR1-v0:lm", "--limit", "3", "--num-envs", "1", "--backend", "openai",
+                     "--model", str(tiny_model_folder()), "--backend-option", f"base_url={url}", "--backend-option", "max_retries=0",
+                     "--corpus-option", "seed=7", "--corpus-option", "num_passages=400", "--out", str(tmp_path)])
+    finally:
+        server.shutdown()
+        server.server_close()
+    captured = capsys.readouterr()
+    assert code == 0 and "Traceback" not in captured.err
+    records = read_episodes(tmp_path / "episodes.jsonl")
+    assert [r["outcome"] for r in records] == ["backend_error"] * 3
+    malformed = f"The server at {url}/completions answered with a malformed completion: expected "
+    assert [r["error"] for r in records] == [
+        malformed + 'choices[0].logprobs to be an object or null, got a string "not an object".',
+        malformed + "choices[0].index to be an integer in 0..0, got 1.",
+        f"The server at {url}/completions answered HTTP 302, a redirect to http://elsewhere.example/v1/completions; "
+        "redirects are not followed. Expected a 2xx answer: set base_url to the server's API root.",
+    ]
+    assert "backend_error 3" in captured.out
+    # A backend that cannot even be set up stops the bench with one line.
+    assert main(["bench", "--run", "SearchR1-v0:lm", "--backend", "openai", "--backend-option", "timeout=0", "--out", str(tmp_path / "b")]) == 2
+    assert capsys.readouterr().err == "searchgym bench: error: OpenAILM expects timeout to be a finite number > 0, got 0.\n"

@@ -215,11 +215,14 @@ def open_corpus(path: str | os.PathLike, name: str | None = None) -> MappedCorpu
     The first open of a file builds its passage store (reading every line once; a progress
     bar for large files); later opens, in this process or any other, map it. Raises
     :class:`~searchgym.error.DataFormatError` naming the file and line for a malformed line or
-    a repeated id, as :func:`~searchgym.corpora.store.read_passages` documents.
+    a repeated id, as :func:`~searchgym.corpora.store.read_passages` documents, and for a
+    path that is not a regular file (a directory, a named pipe).
     """
-    from searchgym.corpora.store import default_corpus_name
+    from searchgym.corpora.store import check_data_file, default_corpus_name
 
-    source = Path(path).resolve()
+    # Before anything reads it: a named pipe would block the signature's read, and a
+    # directory is no passage file.
+    source = check_data_file(path, "passage").resolve()
     signature = source_signature(source)
     key = str(source)
     with _STORES_LOCK:

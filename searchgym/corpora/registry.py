@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.corpora.datasets import read_qa
-from searchgym.corpora.store import missing_file_error, read_passages
+from searchgym.corpora.store import read_passages
 from searchgym.corpora.types import Corpus, Passage, QAExample
 from searchgym.error import ConfigError, UnknownNameError, check_name
 
@@ -88,11 +88,9 @@ def load_corpus(name_or_path: str | os.PathLike | Corpus, **options: Any) -> Cor
             f"load_corpus expects a corpus name, a path or a Corpus, got {type(name_or_path).__name__}."
         )
     path = Path(name_or_path)
-    if path.is_file():
+    if path.exists() or _looks_like_path(name_or_path):  # read_passages says what is wrong with it
         _check_options("passage file", str(path), options, ("name",))
         return read_passages(path, **options)
-    if _looks_like_path(name_or_path):
-        raise missing_file_error(path, "passage")
     raise UnknownNameError("corpus", name_or_path, CORPORA)
 
 
@@ -177,11 +175,9 @@ def load_dataset(
             f"load_dataset expects a dataset name, a path or a list of QAExample, got {type(name_or_path).__name__}."
         )
     path = Path(name_or_path)
-    if path.is_file():
+    if path.exists() or _looks_like_path(name_or_path):  # read_qa says what is wrong with it
         _check_options("QA file", str(path), options, ())
         return read_qa(path)
-    if _looks_like_path(name_or_path):
-        raise missing_file_error(path, "QA dataset")
     raise UnknownNameError("dataset", name_or_path, DATASETS)
 
 

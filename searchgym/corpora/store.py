@@ -12,6 +12,13 @@ The layout is detected per line, so a file may mix both (a line with ``title`` a
 ``text`` uses them even if it also has ``contents``). ``id`` is required (a string
 or an integer, which is converted to its decimal string) and must be unique in the file.
 Other keys are ignored.
+
+Whatever a file holds, reading it either succeeds or raises
+:class:`~searchgym.error.DataFormatError` naming the file (and the line, for a bad line):
+a line that is not UTF-8, not JSON, nested more than :data:`MAX_JSON_DEPTH` levels, holding
+an integer too long for Python to convert or a lone surrogate, or not an object of the
+layout; a directory, a named pipe or another file that is not a regular file; and a file
+of another kind (Parquet, zip, a JSON array, UTF-16 text, ...), named as what it is.
 """
 
 from __future__ import annotations
@@ -21,6 +28,9 @@ import gzip
 import json
 import os
 import re
+import stat
+import sys
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -29,7 +39,7 @@ from searchgym.corpora.mapped import open_corpus
 from searchgym.corpora.types import Corpus, Passage
 from searchgym.error import ConfigError, DataFileNotFoundError, DataFormatError
 
-__all__ = ["PASSAGE_FORMATS", "chunk_documents", "read_passages", "write_passages"]
+__all__ = ["MAX_JSON_DEPTH", "PASSAGE_FORMATS", "check_data_file", "chunk_documents", "read_passages", "write_passages"]
 
 PASSAGE_FORMATS = ("flashrag", "title_text")
 
@@ -39,6 +49,25 @@ PASSAGE_LINE_FORMAT = (
 )
 
 _GZIP_MAGIC = b"\x1f\x8b"
+
+#: Deepest nesting of arrays and objects a line may have (records are flat; deeper nesting
+#: is refused before it can reach Python's recursion limit anywhere else).
+MAX_JSON_DEPTH = 100
+
+# Files that are something else, by their first bytes (after gzip, if compressed).
+_OTHER_KINDS = (
+    (b"PAR1", "a Parquet file; export it as JSON lines (pandas: df.to_json(path, orient='records', lines=True))"),
+    (b"PK\x03\x04", "a zip archive; unpack it and pass the .jsonl file inside"),
+    (b"BZh", "a bzip2-compressed file; decompress it or recompress it with gzip"),
+    (b"\xfd7zXZ\x00", "an xz-compressed file; decompress it or recompress it with gzip"),
+    (b"\x28\xb5\x2f\xfd", "a zstd-compressed file; decompress it or recompress it with gzip"),
+    (b"SQLite format 3\x00", "an SQLite database; export its rows as JSON lines"),
+    (b"\x93NUMPY", "a NumPy array file"),
+    (b"ARROW1", "an Arrow file; export it as JSON lines"),
+    (b"\x89HDF", "an HDF5 file; export it as JSON lines"),
+    (b"\xff\xfe", "UTF-16 text (little-endian byte-order mark); save it as UTF-8"),
+    (b"\xfe\xff", "UTF-16 text (big-endian byte-order mark); save it as UTF-8"),
+)
 
 
 # ---------------------------------------------------------------------------- JSON lines
@@ -72,6 +101,100 @@ def _open_binary(path: Path):
     return gzip.open(path, "rb") if compressed else path.open("rb")
 
 
+def _expected_file(what: str) -> str:
+    return f"a JSON-lines {what} file (one JSON object per line, plain or gzip-compressed)"
+
+
+def check_data_file(path: str | os.PathLike, what: str) -> Path:
+    """``path`` if it is a regular file; else the error saying what it is instead.
+
+    :class:`DataFileNotFoundError` when nothing is there; :class:`DataFormatError` for a
+    directory (naming the JSON-lines files in it, if any), a named pipe, a socket or a
+    device: a data file is read more than once (its kind is sniffed, a passage file is
+    hashed and then read), so a stream must first be saved to a file.
+    """
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise missing_file_error(path, what) from None
+    except NotADirectoryError:  # a file used as a folder on the way
+        raise missing_file_error(path, what) from None
+    if stat.S_ISREG(mode):
+        return path
+    if stat.S_ISDIR(mode):
+        inside = sorted(p.name for p in path.glob("*.jsonl*") if p.is_file())[:3]
+        hint = f"; pass one of the JSON-lines files in it ({', '.join(inside)})" if inside else "; pass the .jsonl or .jsonl.gz file itself"
+        raise DataFormatError(path, None, _expected_file(what), f"a directory{hint}")
+    kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode) else "not a regular file")
+    raise DataFormatError(path, None, _expected_file(what), f"{kind}, which can be read only once; save what it sends to a regular file and pass that")
+
+
+def _check_kind(path: Path, what: str) -> None:
+    """Refuse a file of another kind (by its first bytes) before its lines are read."""
+    with _open_binary(path) as f:
+        try:
+            head = f.read(512)
+        except (EOFError, OSError, zlib.error):
+            return  # a damaged gzip file: reported when its lines are read
+    for magic, kind in _OTHER_KINDS:
+        if head.startswith(magic):
+            raise DataFormatError(path, None, _expected_file(what), kind)
+    if head[257:262] == b"ustar":
+        raise DataFormatError(path, None, _expected_file(what), "a tar archive; unpack it and pass the .jsonl file inside")
+    first = head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")
+    line = first.split(b"\n", 1)[0].strip()
+    if first.startswith(b"[") and first[1:].lstrip(b" \t\r\n")[:1] in (b"{", b""):  # an array of objects
+        raise DataFormatError(
+            path, None, _expected_file(what),
+            f"a JSON array (one document, not one object per line); convert it with: jq -c '.[]' {path.name} > {default_corpus_name(path)}-lines.jsonl",
+        )
+    if line == b"{" and b"\n" in first:
+        raise DataFormatError(
+            path, None, _expected_file(what),
+            f"a JSON document spread over several lines (its first line is '{{'); convert it with: jq -c . {path.name} > {default_corpus_name(path)}-lines.jsonl",
+        )
+
+
+def _json_depth(value: Any) -> int:
+    """How deeply arrays and objects nest in a parsed JSON value (without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > MAX_JSON_DEPTH:
+            return deepest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _parse_line(line: str, path: Path, line_number: int, expected: str) -> Any:
+    """A line's JSON value; any way it fails to be one is a DataFormatError naming the line."""
+    too_deep = f"JSON nested more than {MAX_JSON_DEPTH} levels deep"
+    try:
+        obj = json.loads(line.rstrip())  # a line cut short ends where its text ends, not after its newline
+    except json.JSONDecodeError as e:
+        snippet = line.strip()
+        snippet = snippet if len(snippet) <= 60 else snippet[:57] + "..."
+        # The column counts from the line's start (colno would count on from its newline).
+        message = e.msg.removesuffix(" at")  # "Invalid control character at"
+        raise DataFormatError(path, line_number, expected, f"invalid JSON ({message} at column {e.pos + 1}): {snippet!r}") from e
+    except RecursionError:
+        raise DataFormatError(path, line_number, expected, too_deep) from None
+    except ValueError as e:  # an integer longer than Python converts (sys.get_int_max_str_digits())
+        limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 0
+        got = f"an integer of more than {limit} digits" if "digits" in str(e) else f"a value JSON cannot hold ({e})"
+        raise DataFormatError(path, line_number, expected, got) from None
+    # Only a line with that many brackets can be that deep: most lines skip the walk.
+    if line.count("[") + line.count("{") > MAX_JSON_DEPTH and _json_depth(obj) > MAX_JSON_DEPTH:
+        raise DataFormatError(path, line_number, expected, too_deep)
+    return obj
+
+
 def iter_jsonl_objects(
     path: str | os.PathLike, *, expected: str, what: str = "data", on_bytes: Callable[[int], Any] | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -81,9 +204,8 @@ def iter_jsonl_objects(
     raises :class:`DataFormatError` naming the file, the line and ``expected``.
     ``on_bytes``, if given, is called with the size of every line read (for progress bars).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise missing_file_error(path, what)
+    path = check_data_file(path, what)
+    _check_kind(path, what)
     with _open_binary(path) as f:
         try:
             for line_number, raw in enumerate(f, start=1):
@@ -97,14 +219,7 @@ def iter_jsonl_objects(
                     ) from e
                 if not line.strip():
                     continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    snippet = line.strip()
-                    snippet = snippet if len(snippet) <= 60 else snippet[:57] + "..."
-                    raise DataFormatError(
-                        path, line_number, expected, f"invalid JSON ({e.msg} at column {e.colno}): {snippet!r}"
-                    ) from e
+                obj = _parse_line(line, path, line_number, expected)
                 if not isinstance(obj, dict):
                     raise DataFormatError(path, line_number, expected, describe_value(obj))
                 if "\\ud" in line.lower() and _has_lone_surrogate(obj):
@@ -113,7 +228,7 @@ def iter_jsonl_objects(
                         "a lone UTF-16 surrogate escape (\\ud800-\\udfff) that no UTF-8 text can hold; re-export the file as UTF-8",
                     )
                 yield line_number, obj
-        except (EOFError, gzip.BadGzipFile) as e:
+        except (EOFError, gzip.BadGzipFile, zlib.error) as e:
             raise DataFormatError(path, None, "a complete gzip file", f"a damaged one ({e})") from e
 
 
@@ -188,10 +303,7 @@ def read_passages(path: str | os.PathLike, *, name: str | None = None) -> Corpus
     ``.jsonl``/``.gz``. Raises :class:`DataFormatError` naming the file and line for a
     malformed line or a repeated id, and ``FileNotFoundError`` if the file does not exist.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise missing_file_error(path, "passage")
-    return open_corpus(path, name=name)
+    return open_corpus(check_data_file(path, "passage"), name=name)
 
 
 def check_new_id(first_line: dict[str, int], item_id: str, path: Path, line_number: int, what: str) -> None:

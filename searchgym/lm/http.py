@@ -10,7 +10,24 @@ token ids (``return_tokens_as_token_ids``) and keeps the stop string in the text
 string is appended when the server says which one matched (or, for a server that sends
 no ``stop_reason``, when only one was given), and token ids come from re-tokenizing the
 text (their logprobs are NaN when the counts differ). A ``max_new_tokens`` the server
-refuses as above the model's length is capped to that length and the request sent again.
+refuses as above the model's length is capped to that length and the request sent again
+(at most twice: a server that keeps naming lower caps is an error).
+
+What the server may do is bounded, so that a broken or hostile server costs a call at most
+``timeout`` seconds per attempt and never an exception other than
+:class:`~searchgym.error.BackendError`:
+
+* One deadline per request: ``timeout`` covers connecting, sending, the status line and
+  headers and the whole body together (a server that trickles bytes is cut off at it), and
+  a body larger than ``max_response_bytes`` is refused.
+* Only HTTP 2xx is an answer. A redirect is not followed: it is an error naming where the
+  server points, so that ``base_url`` can be set to it.
+* Every field of a reply is checked: as many choices as prompts, their indices each of
+  ``0..n-1`` once, ``text`` a string, ``finish_reason`` and ``stop_reason`` of the types the
+  API defines, ``logprobs`` an object whose ``tokens`` are strings (vLLM's ``token_id:<n>``
+  form in all of them or none) and whose ``token_logprobs`` are numbers <= 0 or null, as
+  many as the tokens. The error names the URL and the field.
+
 Connection errors, timeouts and HTTP 408, 409, 429, 500, 502, 503 and 504 are retried
 with exponential backoff; anything else, and every failure after the last retry, raises
 :class:`~searchgym.error.BackendError` with the server's own message.
@@ -18,14 +35,17 @@ with exponential backoff; anything else, and every failure after the last retry,
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
 import threading
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from searchgym.error import BackendError, ConfigError, require
 from searchgym.lm.base import Generation, LanguageModel, SamplingParams
@@ -37,7 +57,14 @@ _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _TOO_LONG = ("maximum context length", "context length", "too long", "maximum model length", "max_tokens must be at least 1")
 # vLLM refuses a max_tokens above the model's length ("max_tokens=1000 cannot be greater than
 # max_model_len=512"): the request is retried with that many tokens, as the local backends cap it.
-_MAX_TOKENS_CAP = re.compile(r"max_tokens=\d+ cannot be greater than \w+=(\d+)")
+_MAX_TOKENS_CAP = re.compile(r"max_tokens=\d+ cannot be greater than \w+=(\d{1,12})")
+# Requests one call may send for one batch while the server names caps on max_tokens: the
+# first and one capped retry are what a vLLM server needs; a third covers a second, lower
+# cap. A server that still refuses is answering something other than its length.
+_MAX_TOKENS_ROUNDS = 3
+# vLLM's form of a sampled token ("token_id:1234"), with return_tokens_as_token_ids.
+_TOKEN_ID = re.compile(r"token_id:(0|[1-9][0-9]{0,11})")
+_TOKEN_ID_FORM = '"token_id:<n>" with n a token id (vLLM\'s form, in every token or in none)'
 
 
 class OpenAILM(LanguageModel):
@@ -50,10 +77,15 @@ class OpenAILM(LanguageModel):
         tokenizer: A Hugging Face tokenizer for token-id prompts, chat templates and
             re-tokenizing replies. By default one is loaded offline for ``model`` if
             possible; without one, only text prompts work.
-        timeout: Seconds per request.
+        timeout: Seconds one attempt of a request may take in all: connecting, sending,
+            and receiving the headers and the whole body.
         max_retries: Retries after the first attempt of a retryable failure.
         backoff: Seconds before the first retry, doubled each time.
         max_batch_size: Most prompts per request (larger calls are split).
+        max_response_bytes: Largest reply body accepted (default 256 MiB).
+
+    The proxy settings of the environment (``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY``,
+    ``NO_PROXY``) apply as for any HTTP client.
     """
 
     def __init__(
@@ -67,25 +99,34 @@ class OpenAILM(LanguageModel):
         max_retries: int = 3,
         backoff: float = 0.5,
         max_batch_size: int = 64,
+        max_response_bytes: int = 256 << 20,
     ):
-        httpx = require("httpx", extra="http", feature="OpenAILM")
+        httpcore = require("httpcore", extra="http", feature="OpenAILM")
         if not isinstance(model, str) or not model:
             raise ConfigError(f"OpenAILM expects the served model's name, got {model!r}.")
-        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+        parts = urlsplit(base_url) if isinstance(base_url, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"OpenAILM expects base_url to be an http(s) URL such as http://127.0.0.1:8000/v1, got {base_url!r}.")
-        for name, value in (("timeout", timeout), ("backoff", backoff)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ConfigError(f"OpenAILM expects {name} to be a number >= 0, got {value!r}.")
-        for name, value, low in (("max_retries", max_retries, 0), ("max_batch_size", max_batch_size, 1)):
+        for name, value, low in (("timeout", timeout, "> 0"), ("backoff", backoff, ">= 0")):
+            number = not isinstance(value, bool) and isinstance(value, (int, float))
+            if not number or not math.isfinite(value) or value < 0 or (value == 0 and low == "> 0"):
+                raise ConfigError(f"OpenAILM expects {name} to be a finite number {low}, got {value!r}.")
+        for name, value, low in (("max_retries", max_retries, 0), ("max_batch_size", max_batch_size, 1), ("max_response_bytes", max_response_bytes, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(f"OpenAILM expects {name} to be an integer >= {low}, got {value!r}.")
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.timeout, self.max_retries, self.backoff, self.max_batch_size = float(timeout), max_retries, float(backoff), max_batch_size
+        self.max_response_bytes = max_response_bytes
         self.tokenizer = tokenizer if tokenizer is not None else _try_tokenizer(model)
         key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
-        self._client = httpx.Client(timeout=self.timeout, headers={"Authorization": f"Bearer {key}"})
-        self._httpx = httpx
+        host = parts.netloc.rpartition("@")[2]
+        self._headers = [("Host", host), ("Authorization", f"Bearer {key}"), ("Content-Type", "application/json"),
+                         ("Accept", "application/json"), ("User-Agent", "searchgym")]
+        self._httpcore = httpcore
+        self._pool = httpcore.ConnectionPool(
+            max_connections=2 * self.max_concurrent, network_backend=_DeadlineBackend(httpcore), proxy=_proxy(httpcore, parts),
+        )
         #: The most attempts any request of the last ``generate`` call made (1 when all
         #: succeeded at once; seeded sampling sends several requests concurrently).
         self.last_attempts = 0
@@ -134,20 +175,30 @@ class OpenAILM(LanguageModel):
         if len({isinstance(p, str) for p in prompts}) > 1:
             # Servers take a list of texts or a list of id lists, not both: one request each.
             return [g for p in prompts for g in self._batch([p], params)]
-        try:
-            reply = self._post("/completions", body)
-        except _TooLong:
-            if len(prompts) == 1:
-                return [Generation("", (), (), "prompt_too_long")]
-            return [g for p in prompts for g in self._batch([p], params)]  # find which prompt does not fit
-        except _MaxTokensAbove as e:
-            if not 0 < e.limit < params.max_new_tokens:
-                raise BackendError(f"The server at {self.base_url} refused max_tokens={params.max_new_tokens}: {e.message[:200]}") from None
-            return self._batch(prompts, replace(params, max_new_tokens=e.limit))
-        return self._parse(reply, len(prompts), params)
+        refused: list[str] = []
+        for _ in range(_MAX_TOKENS_ROUNDS):
+            try:
+                reply = self._post("/completions", body)
+            except _TooLong:
+                if len(prompts) == 1:
+                    return [Generation("", (), (), "prompt_too_long")]
+                return [g for p in prompts for g in self._batch([p], params)]  # find which prompt does not fit
+            except _MaxTokensAbove as e:
+                asked = body["max_tokens"]
+                if not 0 < e.limit < asked:
+                    raise BackendError(f"The server at {self.base_url}/completions refused max_tokens={asked}: {e.message[:200]}") from None
+                refused.append(f"{asked} -> {e.limit}")
+                body["max_tokens"] = e.limit  # the model's length, as the local backends cap it
+                continue
+            return self._parse(reply, len(prompts), params)
+        raise BackendError(
+            f"The server at {self.base_url}/completions refused max_tokens {len(refused)} times, naming a lower cap each time "
+            f"({', '.join(refused)}); expected it to accept the cap it names. Lower max_new_tokens or check the server's --max-model-len."
+        )
 
     def _post(self, path: str, body: dict[str, Any]) -> Any:
         url = self.base_url + path
+        data = json.dumps(body).encode("utf-8")
         error = "no attempt"
         attempts = 0
         for attempt in range(self.max_retries + 1):
@@ -157,77 +208,256 @@ class OpenAILM(LanguageModel):
             if attempt:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
             try:
-                response = self._client.post(url, json=body)
-            except self._httpx.TimeoutException:
+                status, headers, content = self._send(url, data)
+            except self._httpcore.TimeoutException:
                 error = f"timed out after {self.timeout:g} s"
                 continue
-            except self._httpx.TransportError as e:
+            except self._httpcore.ConnectError as e:
                 error = f"could not connect ({type(e).__name__}: {e})"
                 continue
-            if response.status_code in _RETRY_STATUS:
-                error = f"answered HTTP {response.status_code}: {response.text[:200]}"
+            except (self._httpcore.NetworkError, self._httpcore.ProtocolError) as e:
+                error = f"broke off the exchange ({type(e).__name__}: {e})"
                 continue
-            if response.status_code >= 400:
-                if response.status_code == 400:
-                    cap = _MAX_TOKENS_CAP.search(response.text)
+            text = content[:400].decode("utf-8", "replace")
+            if status in _RETRY_STATUS:
+                error = f"answered HTTP {status}: {text[:200]}"
+                continue
+            if 300 <= status < 400:
+                location = headers.get("location", "nowhere (no Location header)")
+                raise BackendError(
+                    f"The server at {url} answered HTTP {status}, a redirect to {location[:200]}; redirects are not followed. "
+                    "Expected a 2xx answer: set base_url to the server's API root."
+                )
+            if status >= 400:
+                if status == 400:
+                    cap = _MAX_TOKENS_CAP.search(text)
                     if cap:
-                        raise _MaxTokensAbove(int(cap.group(1)), response.text)
-                    if any(s in response.text.lower() for s in _TOO_LONG):
-                        raise _TooLong(response.text)
-                raise BackendError(f"The server at {url} refused the request with HTTP {response.status_code}: {response.text[:200]}")
+                        raise _MaxTokensAbove(int(cap.group(1)), text)
+                    if any(s in text.lower() for s in _TOO_LONG):
+                        raise _TooLong(text)
+                raise BackendError(f"The server at {url} refused the request with HTTP {status}: {text[:200]}")
+            if not 200 <= status < 300:
+                raise BackendError(f"The server at {url} answered HTTP {status}; expected a 2xx answer with a JSON body.")
             try:
-                return response.json()
-            except ValueError:
-                raise BackendError(f"The server at {url} answered with something that is not JSON: {response.text[:200]!r}") from None
+                return json.loads(content)
+            except (ValueError, RecursionError):  # not UTF-8, not JSON, nested too deep, a number too long
+                raise BackendError(f"The server at {url} answered with something that is not JSON: {text[:200]!r}") from None
         raise BackendError(f"The server at {url} {error} ({attempts} attempts); is it running and serving {self.model!r}?")
+
+    def _send(self, url: str, data: bytes) -> tuple[int, dict[str, str], bytes]:
+        """One attempt: the status, the headers (lower-case names) and the body, all within
+        one deadline of ``timeout`` seconds; a body past ``max_response_bytes`` is an error."""
+        timeouts = dict.fromkeys(("connect", "read", "write", "pool"), self.timeout)
+        _DEADLINE.at = time.monotonic() + self.timeout
+        try:
+            with self._pool.stream(
+                "POST", url, headers=[*self._headers, ("Content-Length", str(len(data)))], content=data,
+                extensions={"timeout": timeouts},
+            ) as response:
+                headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in response.headers}
+                chunks, size = [], 0
+                for chunk in response.iter_stream():
+                    size += len(chunk)
+                    if size > self.max_response_bytes:
+                        raise BackendError(
+                            f"The server at {url} sent a body larger than max_response_bytes={self.max_response_bytes}; "
+                            "expected a completion reply (raise max_response_bytes if the replies are really this large)."
+                        )
+                    chunks.append(chunk)
+                return response.status, headers, b"".join(chunks)
+        finally:
+            _DEADLINE.at = None
 
     def _parse(self, reply: Any, n: int, params: SamplingParams) -> list[Generation]:
         url = self.base_url + "/completions"
-        choices = reply.get("choices") if isinstance(reply, dict) else None
-        if not isinstance(choices, list) or len(choices) != n:
-            got = f"{len(choices)} choices" if isinstance(choices, list) else repr(reply)[:200]
-            raise BackendError(f"The server at {url} answered with an unexpected body: expected {n} choices, got {got}.")
         try:
-            ordered = sorted(choices, key=lambda c: c["index"])
-            return [self._generation(c, params) for c in ordered]
-        except (KeyError, TypeError, ValueError) as e:
-            raise BackendError(f"The server at {url} answered with a malformed choice ({type(e).__name__}: {e}): {repr(choices[0])[:200]}") from e
+            choices = _check_choices(reply, n)
+            return [self._generation(choices[i], f"choices[{i}]", params) for i in range(n)]
+        except _Malformed as e:
+            raise BackendError(f"The server at {url} answered with a malformed completion: expected {e.field} to be {e.expected}, got {e.got}.") from None
 
-    def _generation(self, choice: dict[str, Any], params: SamplingParams) -> Generation:
-        text = choice["text"]
-        if not isinstance(text, str):
-            raise ValueError("text is not a string")
-        reason = "length" if choice.get("finish_reason") == "length" else "stop"
-        matched = choice.get("stop_reason")
+    def _generation(self, choice: dict[str, Any], field: str, params: SamplingParams) -> Generation:
+        text = _field(choice, field, "text", (str,), "a string", required=True)
+        finish = _field(choice, field, "finish_reason", (str, type(None)), "a string or null")
+        matched = _field(choice, field, "stop_reason", (str, int, type(None)), "a string, a token id or null")
+        reason = "length" if finish == "length" else "stop"
         if reason == "stop" and params.stop and not any(text.endswith(s) for s in params.stop):
             # The server dropped the stop string (the OpenAI API does); put it back.
             if isinstance(matched, str) and matched in params.stop:
                 text += matched
-            elif len(params.stop) == 1 and "stop_reason" not in choice and choice.get("finish_reason") == "stop":
+            elif len(params.stop) == 1 and "stop_reason" not in choice and finish == "stop":
                 # A server that does not say what stopped it (OpenAI): with one stop string,
                 # that string. vLLM sends stop_reason, None when the end-of-sequence token
                 # ended the text: nothing was cut then.
                 text += params.stop[0]
-        logprobs = choice.get("logprobs") or {}
-        tokens = logprobs.get("tokens") or []
-        values = logprobs.get("token_logprobs") or []
-        if tokens and all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
-            ids = tuple(int(t.removeprefix("token_id:")) for t in tokens)
+        tokens, values = _check_logprobs(choice, field)
+        if any(token.startswith("token_id:") for token in tokens):  # vLLM's exact sampled ids: all of them or none
+            ids = []
+            for i, token in enumerate(tokens):
+                match = _TOKEN_ID.fullmatch(token)
+                if match is None:
+                    raise _Malformed(f"{field}.logprobs.tokens[{i}]", _TOKEN_ID_FORM, _describe(token))
+                ids.append(int(match.group(1)))
+            token_ids = tuple(ids)
         elif self.tokenizer is not None:
-            ids = tuple(self.tokenizer.encode(text, add_special_tokens=False))
+            token_ids = tuple(self.tokenizer.encode(text, add_special_tokens=False))
         else:
-            ids = ()
-        if len(values) == len(ids):
+            token_ids = ()
+        if values is not None and len(values) == len(token_ids):
             lps = tuple(float(v) if v is not None else math.nan for v in values)
         else:
-            lps = (math.nan,) * len(ids)
-        return Generation(text, ids, lps, reason)
+            lps = (math.nan,) * len(token_ids)
+        return Generation(text, token_ids, lps, reason)
 
     def close(self) -> None:
-        self._client.close()
+        self._pool.close()
 
     def __repr__(self) -> str:
         return f"OpenAILM(model={self.model!r}, base_url={self.base_url!r})"
+
+
+# ---------------------------------------------------------------------------- checking a reply
+class _Malformed(Exception):
+    """A field of a reply is not what the API defines (turned into a BackendError naming the URL)."""
+
+    def __init__(self, field: str, expected: str, got: str):
+        super().__init__(field)
+        self.field, self.expected, self.got = field, expected, got
+
+
+def _describe(value: Any) -> str:
+    try:
+        shown = json.dumps(value, allow_nan=True)
+    except (ValueError, RecursionError):  # pragma: no cover -- parsed JSON always dumps
+        shown = "..."
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    kind = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
+    return f"{kind} {shown}" if value is not None else "null"
+
+
+def _field(obj: dict[str, Any], where: str, key: str, types: tuple[type, ...], expected: str, *, required: bool = False) -> Any:
+    if key not in obj:
+        if required:
+            raise _Malformed(f"{where}.{key}", expected, "nothing (the key is missing)")
+        return None
+    value = obj[key]
+    if isinstance(value, bool) or not isinstance(value, types):
+        raise _Malformed(f"{where}.{key}", expected, _describe(value))
+    return value
+
+
+def _check_choices(reply: Any, n: int) -> list[dict[str, Any]]:
+    """The choices of a reply in index order: a list of n objects whose indices are 0..n-1, each once."""
+    if not isinstance(reply, dict):
+        raise _Malformed("the body", 'a JSON object with "choices"', _describe(reply))
+    choices = _field(reply, "the body", "choices", (list,), f"a list of {n} choices", required=True)
+    if len(choices) != n:
+        raise _Malformed("choices", f"a list of {n} (one per prompt)", f"a list of {len(choices)}")
+    ordered: list[Any] = [None] * n
+    for position, choice in enumerate(choices):
+        if not isinstance(choice, dict):
+            raise _Malformed(f"choices[{position}]", "an object", _describe(choice))
+        index = _field(choice, f"choices[{position}]", "index", (int,), f"an integer in 0..{n - 1}", required=True)
+        if not 0 <= index < n:
+            raise _Malformed(f"choices[{position}].index", f"an integer in 0..{n - 1}", str(index))
+        if ordered[index] is not None:
+            first = next(i for i, c in enumerate(choices) if c is ordered[index])
+            raise _Malformed(f"choices[{position}].index", f"each of 0..{n - 1} once", f"{index} again (choices[{first}] has it)")
+        ordered[index] = choice
+    return ordered
+
+
+def _check_logprobs(choice: dict[str, Any], field: str) -> tuple[list[str], list[float | None] | None]:
+    """The ``tokens`` and ``token_logprobs`` of a choice (empty and None when absent)."""
+    logprobs = _field(choice, field, "logprobs", (dict, type(None)), "an object or null")
+    if not logprobs:
+        return [], None
+    where = f"{field}.logprobs"
+    tokens = _field(logprobs, where, "tokens", (list, type(None)), "a list of strings or null") or []
+    for i, token in enumerate(tokens):
+        if not isinstance(token, str):
+            raise _Malformed(f"{where}.tokens[{i}]", "a string", _describe(token))
+    values = _field(logprobs, where, "token_logprobs", (list, type(None)), "a list of numbers or null")
+    if values is None:
+        return tokens, None
+    for i, value in enumerate(values):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value <= 0):
+            raise _Malformed(f"{where}.token_logprobs[{i}]", "a log-probability (a number <= 0) or null", _describe(value))
+    if tokens and len(values) != len(tokens):
+        raise _Malformed(f"{where}.token_logprobs", f"as many values as tokens ({len(tokens)})", f"{len(values)}")
+    return tokens, values
+
+
+# ---------------------------------------------------------------------------- one deadline per request
+class _Deadline(threading.local):
+    """When the request this thread is sending must be done (``time.monotonic()``), or None."""
+
+    at: float | None = None
+
+
+_DEADLINE = _Deadline()
+
+
+def _within_deadline(timeout: float | None, error: type[Exception]) -> float | None:
+    # Each socket operation waits at most what is left of the request's deadline, so the
+    # deadline holds however the server spreads its bytes.
+    at = _DEADLINE.at
+    if at is None:
+        return timeout
+    left = at - time.monotonic()
+    if left <= 0:
+        raise error("the request's deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream:
+    """A connection whose reads and writes end at the deadline of the request using it."""
+
+    def __init__(self, stream: Any, httpcore: Any):
+        self._stream, self._httpcore = stream, httpcore
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _within_deadline(timeout, self._httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _within_deadline(timeout, self._httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:
+        tls = self._stream.start_tls(ssl_context, server_hostname, _within_deadline(timeout, self._httpcore.ConnectTimeout))
+        return _DeadlineStream(tls, self._httpcore)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend:
+    """httpcore's synchronous network backend with every wait cut at the request's deadline."""
+
+    def __init__(self, httpcore: Any):
+        self._backend, self._httpcore = httpcore.SyncBackend(), httpcore
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None, socket_options: Any = None) -> Any:
+        timeout = _within_deadline(timeout, self._httpcore.ConnectTimeout)
+        return _DeadlineStream(self._backend.connect_tcp(host, port, timeout, local_address, socket_options), self._httpcore)
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> Any:
+        timeout = _within_deadline(timeout, self._httpcore.ConnectTimeout)
+        return _DeadlineStream(self._backend.connect_unix_socket(path, timeout, socket_options), self._httpcore)
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+def _proxy(httpcore: Any, parts: Any) -> Any:
+    """The proxy the environment names for this URL (``HTTPS_PROXY`` ...), unless ``NO_PROXY`` exempts it."""
+    proxies = urllib.request.getproxies()
+    url = proxies.get(parts.scheme) or proxies.get("all")
+    if not url or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return httpcore.Proxy(url)
 
 
 class _TooLong(Exception):
@@ -251,4 +481,3 @@ def _try_tokenizer(model: str) -> Any:
         return transformers.AutoTokenizer.from_pretrained(model_folder(model), local_files_only=True)
     except Exception:  # no local tokenizer: text prompts still work
         return None
-

@@ -1,10 +1,18 @@
 import gzip
 import json
+import os
 import re
+import sys
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from searchgym.corpora.datasets import QA_LINE_FORMAT, read_qa
+from searchgym.corpora.mapped import open_corpus
+from searchgym.corpora.registry import load_corpus, load_dataset
 from searchgym.corpora.store import (
+    MAX_JSON_DEPTH,
     PASSAGE_LINE_FORMAT,
     chunk_documents,
     read_passages,
@@ -13,7 +21,7 @@ from searchgym.corpora.store import (
     write_passages,
 )
 from searchgym.corpora.types import Corpus, Passage
-from searchgym.error import ConfigError, DataFormatError
+from searchgym.error import ConfigError, DataFileNotFoundError, DataFormatError
 
 
 def write_lines(path, lines):
@@ -249,3 +257,139 @@ def test_empty_documents_produce_nothing_and_ids_must_be_unique():
 def test_chunk_arguments_are_checked(words, overlap, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         chunk_documents([("a", "T", "x")], words=words, overlap=overlap)
+
+
+# --------------------------------------------------------------------------- hostile files (issue 36)
+
+GOOD_PASSAGE = json.dumps({"id": "first", "contents": "T\nx"})
+GOOD_QUESTION = json.dumps({"id": "first", "question": "Q?", "golden_answers": ["a"]})
+DIGITS = sys.get_int_max_str_digits()
+
+# (line 2 of the file, what the error says was got); the same for passage and QA files.
+HOSTILE_LINES = [
+    ("[" * 100_000 + "]" * 100_000, f"JSON nested more than {MAX_JSON_DEPTH} levels deep"),  # past Python's recursion limit
+    ('{"id": "x", "m": ' + "[" * 500 + "]" * 500 + "}", f"JSON nested more than {MAX_JSON_DEPTH} levels deep"),  # parses, too deep to use
+    ('{"id": "x", "m": ' + '{"a": ' * 101 + "1" + "}" * 101 + "}", f"JSON nested more than {MAX_JSON_DEPTH} levels deep"),
+    ('{"id": ' + "7" * (DIGITS + 1) + "}", f"an integer of more than {DIGITS} digits"),
+    ('{"id": "x", "golden_answers": [' + "9" * 100_000 + "]}", f"an integer of more than {DIGITS} digits"),
+    ('{"id": "x", "contents": "a\x00b\x1fc"}', "invalid JSON (Invalid control character at column 27): '{\"id\": \"x\", \"contents\": \"a\\x00b\\x1fc\"}'"),
+    ('{"id": "x"', "invalid JSON (Expecting ',' delimiter at column 11): '{\"id\": \"x\"'"),
+]
+
+
+@pytest.mark.parametrize("line, got", HOSTILE_LINES, ids=[f"hostile-{i}" for i in range(len(HOSTILE_LINES))])
+@pytest.mark.parametrize("reader, good, expected", [(read_passages, GOOD_PASSAGE, PASSAGE_LINE_FORMAT), (read_qa, GOOD_QUESTION, QA_LINE_FORMAT)],
+                         ids=["passages", "qa"])
+def test_a_hostile_line_is_a_data_format_error_naming_file_and_line(tmp_path, reader, good, expected, line, got):
+    path = write_lines(tmp_path / "hostile.jsonl", [good, line])
+    with pytest.raises(DataFormatError) as e:
+        reader(path)
+    assert str(e.value) == f"{path}, line 2: expected {expected}, got {got}."
+    assert (e.value.path, e.value.line) == (str(path), 2)
+
+
+def test_nesting_up_to_the_limit_is_read(tmp_path):
+    deep = "[" * (MAX_JSON_DEPTH - 1) + "]" * (MAX_JSON_DEPTH - 1)
+    path = write_lines(tmp_path / "deep.jsonl", [json.dumps({"id": "q", "question": "Q?", "golden_answers": "a"})[:-1] + f', "m": {deep}}}'])
+    assert read_qa(path)[0].metadata["m"] == json.loads(deep)
+
+
+# Lines an adversary might write: random bytes, random JSON values, records of the right
+# shape with hostile values, and deep or long numbers.
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+records = st.fixed_dictionaries(
+    {}, optional={key: json_values for key in ("id", "contents", "title", "text", "question", "golden_answers", "metadata")}
+)
+hostile_lines = st.one_of(
+    st.binary(max_size=200).map(lambda b: b.replace(b"\n", b" ")),
+    json_values.map(lambda v: json.dumps(v).encode()),
+    records.map(lambda r: json.dumps(r, ensure_ascii=False).encode("utf-8", "surrogatepass")),
+    st.integers(1, 3000).map(lambda n: ("[" * n + "]" * n).encode()),
+    st.integers(1, 3 * DIGITS).map(lambda n: b'{"id": ' + b"1" * n + b', "question": "q", "golden_answers": "a"}'),
+    st.text(max_size=50).map(lambda t: t.replace("\n", " ").encode("utf-8", "surrogatepass")),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(line=hostile_lines, gzipped=st.booleans())
+def test_any_line_reads_or_is_a_data_format_error_naming_its_line(tmp_path_factory, line, gzipped):
+    folder = tmp_path_factory.mktemp("hostile")
+    for reader, good in ((read_passages, GOOD_PASSAGE), (read_qa, GOOD_QUESTION)):
+        data = good.encode() + b"\n" + line + b"\n" + good.replace('"first"', '"last"').encode() + b"\n"
+        path = folder / f"{reader.__name__}.jsonl"
+        path.write_bytes(gzip.compress(data, mtime=0) if gzipped else data)
+        try:
+            reader(path)
+        except DataFormatError as e:
+            # The hostile line, or the line after it when it took that line's id first.
+            assert e.line in (2, 3) and str(e).startswith(f"{path}, line {e.line}: expected ")
+
+
+def test_a_directory_is_named_as_one_with_the_files_inside(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    expected = "expected a JSON-lines passage file (one JSON object per line, plain or gzip-compressed)"
+    with pytest.raises(DataFormatError) as e:
+        read_passages(folder)
+    assert str(e.value) == f"{folder}: {expected}, got a directory; pass the .jsonl or .jsonl.gz file itself."
+    write_lines(folder / "wiki.jsonl", [GOOD_PASSAGE])
+    for load in (read_passages, load_corpus, open_corpus):
+        with pytest.raises(DataFormatError) as e:
+            load(folder)
+        assert str(e.value) == f"{folder}: {expected}, got a directory; pass one of the JSON-lines files in it (wiki.jsonl)."
+    with pytest.raises(DataFormatError, match=r"expected a JSON-lines QA dataset file .*, got a directory; pass one of the JSON-lines files in it \(wiki\.jsonl\)\.$"):
+        load_dataset(str(folder))
+
+
+def test_a_named_pipe_is_refused_without_reading_it(tmp_path):
+    pipe = tmp_path / "stream.jsonl"
+    os.mkfifo(pipe)  # nothing ever writes to it: opening it for reading would block forever
+    got = "a named pipe (FIFO), which can be read only once; save what it sends to a regular file and pass that"
+    for load, what in ((read_passages, "passage"), (open_corpus, "passage"), (load_corpus, "passage"), (read_qa, "QA dataset"), (load_dataset, "QA dataset")):
+        with pytest.raises(DataFormatError) as e:
+            load(pipe)
+        assert str(e.value) == f"{pipe}: expected a JSON-lines {what} file (one JSON object per line, plain or gzip-compressed), got {got}."
+
+
+def test_a_missing_file_on_a_path_through_a_file_is_not_found(tmp_path):
+    path = write_lines(tmp_path / "a.jsonl", [GOOD_PASSAGE]) / "b.jsonl"
+    with pytest.raises(DataFileNotFoundError, match=re.escape(f"No such passage file: {str(path)!r}")):
+        read_passages(path)
+
+
+OTHER_KINDS = [
+    (b"PAR1\x15\x04" + bytes(50), "a Parquet file; export it as JSON lines (pandas: df.to_json(path, orient='records', lines=True))"),
+    (b"PK\x03\x04" + bytes(50), "a zip archive; unpack it and pass the .jsonl file inside"),
+    (b"BZh91AY&SY" + bytes(50), "a bzip2-compressed file; decompress it or recompress it with gzip"),
+    (b"\x93NUMPY\x01\x00" + bytes(50), "a NumPy array file"),
+    ("\ufeff" + GOOD_PASSAGE, "UTF-16 text (little-endian byte-order mark); save it as UTF-8"),
+    (bytes(257) + b"ustar\x0000" + bytes(250), "a tar archive; unpack it and pass the .jsonl file inside"),
+    (b'[\n  {"id": "0", "contents": "x"}\n]\n', "a JSON array (one document, not one object per line); convert it with: jq -c '.[]' data.jsonl > data-lines.jsonl"),
+    (b'[{"id": "0", "contents": "x"}, {"id": "1", "contents": "y"}]\n', "a JSON array (one document, not one object per line); convert it with: jq -c '.[]' data.jsonl > data-lines.jsonl"),
+    (b'{\n  "id": "0",\n  "contents": "x"\n}\n', "a JSON document spread over several lines (its first line is '{'); convert it with: jq -c . data.jsonl > data-lines.jsonl"),
+]
+
+
+@pytest.mark.parametrize("content, got", OTHER_KINDS, ids=[f"kind-{i}" for i in range(len(OTHER_KINDS))])
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_a_file_of_another_kind_is_named_as_what_it_is(tmp_path, content, got, gzipped):
+    data = content.encode("utf-16-le") if isinstance(content, str) else content
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(gzip.compress(data) if gzipped else data)
+    for reader, what in ((read_passages, "passage"), (read_qa, "QA dataset")):
+        with pytest.raises(DataFormatError) as e:
+            reader(path)
+        assert str(e.value) == f"{path}: expected a JSON-lines {what} file (one JSON object per line, plain or gzip-compressed), got {got}."
+
+
+def test_a_damaged_gzip_stream_is_a_data_format_error(tmp_path):
+    data = bytearray(gzip.compress("".join(json.dumps({"id": str(i), "contents": f"T\nword {i} " * 20}) + "\n" for i in range(200)).encode(), mtime=0))
+    data[10:18] = b"\xff" * 8  # the first deflate block: a block type that does not exist (zlib.error)
+    path = tmp_path / "damaged.jsonl.gz"
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataFormatError, match=rf"^{re.escape(str(path))}: expected a complete gzip file, got a damaged one \("):
+        read_passages(path)

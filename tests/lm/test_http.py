@@ -2,6 +2,7 @@
 a small local server that misbehaves on purpose (timeouts, 5xx, garbage, 4xx)."""
 
 import json
+import math
 import os
 import signal
 import socket
@@ -22,8 +23,9 @@ from searchgym.lm.testing import tiny_tokenizer
 
 # ---------------------------------------------------------------- a misbehaving server
 class Script:
-    """Replies handed out in turn: (status, body) or ("hang", seconds); a reply may also
-    be a function of the request body that returns one."""
+    """Replies handed out in turn: (status, body), ("hang", seconds), ("raw", write) where
+    ``write(wfile)`` writes the whole response itself, or (status, body, headers); a reply
+    may also be a function of the request body that returns one."""
 
     def __init__(self, replies):
         self.replies, self.requests = list(replies), []
@@ -37,13 +39,22 @@ def serve(script):
             with script.lock:
                 script.requests.append(body)
                 reply = script.replies.pop(0) if len(script.replies) > 1 else script.replies[0]
-            status, payload = reply(body) if callable(reply) else reply
+            status, payload, *headers = reply(body) if callable(reply) else reply
+            if status == "raw":
+                try:
+                    payload(self.wfile)
+                except OSError:
+                    pass  # the client gave up (its deadline)
+                self.close_connection = True
+                return
             if status == "hang":
                 time.sleep(payload)
                 status, payload = 200, "{}"
             data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
             try:
                 self.send_response(status)
+                for name, value in (headers[0] if headers else {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -113,10 +124,10 @@ def test_client_errors_are_not_retried_and_garbage_is_an_error(fake):
     with pytest.raises(BackendError, match=r"something that is not JSON: '<html>not json</html>'"):
         lm.generate(["Q"])
     lm, _ = fake((200, completion(["a"])))
-    with pytest.raises(BackendError, match="expected 2 choices, got 1 choices"):
+    with pytest.raises(BackendError, match=r"malformed completion: expected choices to be a list of 2 \(one per prompt\), got a list of 1\.$"):
         lm.generate(["Q", "R"])
     lm, _ = fake((200, {"choices": [{"index": 0}]}))
-    with pytest.raises(BackendError, match="malformed choice"):
+    with pytest.raises(BackendError, match=r"malformed completion: expected choices\[0\]\.text to be a string, got nothing \(the key is missing\)\.$"):
         lm.generate(["Q"])
 
 
@@ -213,11 +224,173 @@ def test_mixed_text_and_token_id_prompts_go_in_separate_requests(fake):
     assert [g.text for g in out] == ["fine", "fine"] and [r["prompt"] for r in script.requests] == ["text prompt", [5, 6, 7]]
 
 
+# ---------------------------------------------------------------- a hostile server (issue 36)
+def trickle(head: bytes, body: bytes, seconds: float):
+    """A response written one byte at a time over ``seconds``: every read gets a byte long
+    before any per-read timeout, so only a deadline on the whole request cuts it off."""
+    data = head + body
+
+    def write(wfile):
+        for byte in data:
+            wfile.write(bytes([byte]))
+            wfile.flush()
+            time.sleep(seconds / len(data))
+
+    return "raw", write
+
+
+def test_one_deadline_covers_a_server_that_trickles_its_headers_or_its_body(fake):
+    body = json.dumps(completion(["Paris"])).encode()
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+    slow_head = head.replace(b"\r\n\r\n", b"\r\nX-Padding: " + b"a" * 300 + b"\r\n\r\n") % len(body), body
+    slow_body = head % (len(body) + 300), body + b" " * 300  # JSON may end in spaces
+    for h, b in (slow_head, slow_body):
+        lm, _ = fake(trickle(h, b, 10.0), timeout=1.0, max_retries=0)
+        started = time.monotonic()
+        with pytest.raises(BackendError) as e:
+            lm.generate(["Q"])
+        elapsed = time.monotonic() - started
+        assert str(e.value) == f"The server at {lm.base_url}/completions timed out after 1 s (1 attempts); is it running and serving 'm'?"
+        assert elapsed < 1.6, elapsed  # a per-read timeout would wait out the whole 10 s trickle
+    # The same trickle, well within the deadline, is a normal answer.
+    lm, _ = fake(trickle(*slow_body, 0.3), timeout=5.0)
+    assert lm.generate(["Q"])[0].text == "Paris"
+
+
+def bad_choice(**fields):
+    return {"choices": [{"index": 0, "text": "x", "finish_reason": "stop", "logprobs": None} | fields]}
+
+
+MALFORMED = [
+    # (reply body, prompts, the field and what was wrong, as the error says it)
+    ([completion(["a"])], 1, 'the body to be a JSON object with "choices", got a list [{"choices": [{"index": 0, "text": "a", "finish_reason": ...'),
+    ({"id": "x"}, 1, "the body.choices to be a list of 1 choices, got nothing (the key is missing)"),
+    ({"choices": "a"}, 1, 'the body.choices to be a list of 1 choices, got a string "a"'),
+    ({"choices": ["a"]}, 1, 'choices[0] to be an object, got a string "a"'),
+    (bad_choice(logprobs="token_logprobs"), 1, 'choices[0].logprobs to be an object or null, got a string "token_logprobs"'),
+    (bad_choice(logprobs=[-0.5, -1.0]), 1, "choices[0].logprobs to be an object or null, got a list [-0.5, -1.0]"),
+    (bad_choice(logprobs={"tokens": "ab"}), 1, 'choices[0].logprobs.tokens to be a list of strings or null, got a string "ab"'),
+    (bad_choice(logprobs={"tokens": [3]}), 1, "choices[0].logprobs.tokens[0] to be a string, got a number 3"),
+    (bad_choice(logprobs={"tokens": ["a"], "token_logprobs": ["-1"]}), 1,
+     'choices[0].logprobs.token_logprobs[0] to be a log-probability (a number <= 0) or null, got a string "-1"'),
+    (bad_choice(logprobs={"tokens": ["a"], "token_logprobs": [0.7]}), 1,
+     "choices[0].logprobs.token_logprobs[0] to be a log-probability (a number <= 0) or null, got a number 0.7"),
+    (bad_choice(logprobs={"tokens": ["a"], "token_logprobs": [True]}), 1,
+     "choices[0].logprobs.token_logprobs[0] to be a log-probability (a number <= 0) or null, got a boolean true"),
+    ('{"choices": [{"index": 0, "text": "x", "logprobs": {"tokens": ["a"], "token_logprobs": [NaN]}}]}', 1,
+     "choices[0].logprobs.token_logprobs[0] to be a log-probability (a number <= 0) or null, got a number NaN"),
+    (bad_choice(logprobs={"tokens": ["a", "b"], "token_logprobs": [-1.0]}), 1,
+     "choices[0].logprobs.token_logprobs to be as many values as tokens (2), got 1"),
+    (bad_choice(logprobs={"tokens": ["token_id:5", "b"], "token_logprobs": [-1.0, -2.0]}), 1,
+     'choices[0].logprobs.tokens[1] to be "token_id:<n>" with n a token id (vLLM\'s form, in every token or in none), got a string "b"'),
+    (bad_choice(logprobs={"tokens": ["token_id:" + "9" * 5001]}), 1,
+     'choices[0].logprobs.tokens[0] to be "token_id:<n>" with n a token id (vLLM\'s form, in every token or in none), '
+     'got a string "token_id:' + "9" * 47 + "..."),
+    (bad_choice(logprobs={"tokens": ["token_id:-3"]}), 1,
+     'choices[0].logprobs.tokens[0] to be "token_id:<n>" with n a token id (vLLM\'s form, in every token or in none), got a string "token_id:-3"'),
+    (bad_choice(text=7), 1, "choices[0].text to be a string, got a number 7"),
+    (bad_choice(finish_reason=1), 1, "choices[0].finish_reason to be a string or null, got a number 1"),
+    (bad_choice(stop_reason=[1]), 1, "choices[0].stop_reason to be a string, a token id or null, got a list [1]"),
+    (bad_choice(index="0"), 1, 'choices[0].index to be an integer in 0..0, got a string "0"'),
+    (bad_choice(index=True), 1, "choices[0].index to be an integer in 0..0, got a boolean true"),
+    (bad_choice(index=1), 1, "choices[0].index to be an integer in 0..0, got 1"),
+    (completion(["a", "b", "c"]) | {"choices": completion(["a", "b"])["choices"] + [{"index": 0, "text": "c"}]}, 3,
+     "choices[2].index to be each of 0..2 once, got 0 again (choices[0] has it)"),
+    ({"choices": [{"index": -1, "text": "a"}, {"index": 1, "text": "b"}]}, 2, "choices[0].index to be an integer in 0..1, got -1"),
+]
+
+
+@pytest.mark.parametrize("reply, n, problem", MALFORMED, ids=[f"malformed-{i}" for i in range(len(MALFORMED))])
+def test_every_field_of_a_reply_is_checked_and_named(fake, reply, n, problem):
+    lm, script = fake((200, reply))
+    with pytest.raises(BackendError) as e:
+        lm.generate(["Q", "R", "S"][:n])
+    assert str(e.value) == f"The server at {lm.base_url}/completions answered with a malformed completion: expected {problem}."
+    assert len(script.requests) == 1  # a malformed reply is not a transient failure
+
+
+def test_choices_out_of_order_are_put_in_order_and_valid_logprobs_are_kept(fake):
+    reply = {"choices": [
+        {"index": 1, "text": "b", "finish_reason": "length", "logprobs": {"tokens": ["token_id:4", "token_id:9"], "token_logprobs": [-0.5, None]}},
+        {"index": 0, "text": "a", "finish_reason": "stop", "stop_reason": 17, "logprobs": {"tokens": ["token_id:3"], "token_logprobs": [-1e308 * 10]}},
+    ]}
+    lm, _ = fake((200, reply))
+    a, b = lm.generate(["Q", "R"])
+    assert (a.text, a.token_ids, a.logprobs, a.finish_reason) == ("a", (3,), (-math.inf,), "stop")
+    assert (b.text, b.token_ids, b.finish_reason) == ("b", (4, 9), "length") and b.logprobs[0] == -0.5 and math.isnan(b.logprobs[1])
+
+
+def test_a_body_that_is_not_json_however_hostile_is_a_backend_error(fake):
+    for body in ("[" * 100_000 + "]" * 100_000, '{"choices": ' + "1" * 5001 + "}", "\udcff"):
+        lm, _ = fake((200, body.encode("utf-8", "surrogateescape").decode("latin-1") if body == "\udcff" else body))
+        with pytest.raises(BackendError, match=r"^The server at \S+/completions answered with something that is not JSON: "):
+            lm.generate(["Q"])
+
+
+def test_only_2xx_is_an_answer_and_a_redirect_is_not_followed(fake):
+    lm, script = fake((302, completion(["from a redirect"]), {"Location": "http://elsewhere.example/v1/completions"}))
+    with pytest.raises(BackendError) as e:
+        lm.generate(["Q"])
+    assert str(e.value) == (
+        f"The server at {lm.base_url}/completions answered HTTP 302, a redirect to http://elsewhere.example/v1/completions; "
+        "redirects are not followed. Expected a 2xx answer: set base_url to the server's API root."
+    )
+    assert len(script.requests) == 1
+    lm, _ = fake((304, ""))
+    with pytest.raises(BackendError, match=r"answered HTTP 304, a redirect to nowhere \(no Location header\)"):
+        lm.generate(["Q"])
+    lm, _ = fake((201, completion(["created"])))  # any 2xx with a valid body is an answer
+    assert lm.generate(["Q"])[0].text == "created"
+
+
+def test_a_body_larger_than_max_response_bytes_is_refused(fake):
+    lm, _ = fake((200, completion(["x" * 5000])), max_response_bytes=4096)
+    with pytest.raises(BackendError) as e:
+        lm.generate(["Q"])
+    assert str(e.value) == (
+        f"The server at {lm.base_url}/completions sent a body larger than max_response_bytes=4096; "
+        "expected a completion reply (raise max_response_bytes if the replies are really this large)."
+    )
+
+
+def test_a_connection_cut_mid_body_is_retried_then_reported(fake):
+    def cut(wfile):
+        wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{\"choices\": [")
+
+    lm, script = fake(("raw", cut), max_retries=1)
+    with pytest.raises(BackendError, match=r"broke off the exchange \(RemoteProtocolError: .*\) \(2 attempts\); is it running and serving 'm'\?$"):
+        lm.generate(["Q"])
+    assert len(script.requests) == 2
+
+
+def test_a_server_that_always_refuses_the_max_tokens_cap_is_asked_a_bounded_number_of_times(fake):
+    def refuse(body):  # names a cap one below whatever it is asked for, forever
+        return 400, f"max_tokens={body['max_tokens']} cannot be greater than max_model_len={body['max_tokens'] - 1}."
+
+    lm, script = fake(refuse)
+    started = time.monotonic()
+    with pytest.raises(BackendError) as e:
+        lm.generate(["Q"], max_new_tokens=1000)
+    assert time.monotonic() - started < 2
+    assert [r["max_tokens"] for r in script.requests] == [1000, 999, 998]
+    assert str(e.value) == (
+        f"The server at {lm.base_url}/completions refused max_tokens 3 times, naming a lower cap each time "
+        "(1000 -> 999, 999 -> 998, 998 -> 997); expected it to accept the cap it names. "
+        "Lower max_new_tokens or check the server's --max-model-len."
+    )
+
+
 def test_bad_arguments():
     with pytest.raises(ConfigError, match="base_url to be an http"):
         OpenAILM("m", base_url="localhost:8000")
     with pytest.raises(ConfigError, match="max_retries to be an integer >= 0, got -1"):
         OpenAILM("m", max_retries=-1)
+    with pytest.raises(ConfigError, match=r"^OpenAILM expects timeout to be a finite number > 0, got 0\.$"):
+        OpenAILM("m", timeout=0)
+    with pytest.raises(ConfigError, match=r"^OpenAILM expects backoff to be a finite number >= 0, got inf\.$"):
+        OpenAILM("m", backoff=float("inf"))
+    with pytest.raises(ConfigError, match=r"^OpenAILM expects max_response_bytes to be an integer >= 1, got 0\.$"):
+        OpenAILM("m", max_response_bytes=0)
 
 
 
