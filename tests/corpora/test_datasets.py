@@ -75,7 +75,7 @@ def test_invalid_json(tmp_path):
 def test_duplicate_ids_name_both_lines(tmp_path):
     path = write_lines(
         tmp_path / "dup.jsonl",
-        [{"id": "q", "question": "A?", "golden_answers": "a"}, {"id": "q", "question": "B?", "golden_answers": "b"}],
+        [{"id": "q", "question": "A?", "golden_answers": "x"}, {"id": "q", "question": "B?", "golden_answers": "y"}],
     )
     message = f"{path}, line 2: expected unique example ids, got id 'q' again (first on line 1); rename or drop one."
     with pytest.raises(DataFormatError, match=re.escape(message)):
