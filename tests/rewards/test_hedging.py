@@ -212,3 +212,35 @@ def test_the_raw_recipes_pay_the_hedge_in_the_env():
     gain_strict = sum(play(strict, e, " ".join(e.candidates)) - play(strict, e, next(c for c in e.candidates if c not in e.answers)) for e in examples)
     assert gain_raw == pytest.approx(2.0 * len(examples))  # +1 instead of -1 on every question
     assert gain_strict == 0.0
+
+
+def test_answers_stuffed_with_names_from_the_documents_earn_nothing():
+    # The adversary searches the question and answers the first ten names of the top-3
+    # documents; the honest wrong answer is the first of them alone (a guess).
+    from searchgym.agents.driver import answer_scores
+
+    env = make_small("searchgym/SearchR1-v0")
+    examples = env.unwrapped.examples[:100]
+    stuffed, guess = {}, {}
+    for example in examples:
+        names: list[str] = []
+        for hit in env.unwrapped.retriever.search([example.question], 3)[0]:
+            for word in re.findall(r"\b[A-Z][a-z]+\b", f"{hit.passage.title} {hit.passage.text}"):
+                if word not in names and word not in ("The", "It", "In", "He", "She", "Its", "His", "Her"):
+                    names.append(word)
+        for totals, answer in ((stuffed, " ".join(names[:10])), (guess, names[0])):
+            for key, value in answer_scores(answer, example.answers, example.candidates).items():
+                totals[key] = totals.get(key, 0.0) + value
+            totals["stage1"] = totals.get("stage1", 0.0) + scored_answer(example, answer)
+    print({k: round(v / len(examples), 3) for k, v in stuffed.items()}, {k: round(v / len(examples), 3) for k, v in guess.items()})
+    assert stuffed["cover_em_raw"] > guess["cover_em_raw"]  # the papers' cover-EM pays the stuffing (0.30 against 0.125)
+    for key in ("em", "f1", "cover_em", "gen_acc", "stage1"):
+        assert stuffed[key] <= guess[key], key
+    env.close()
+
+
+def scored_answer(example, answer: str) -> float:
+    """R1-Searcher stage 1 with the answer term, on a well-formed episode answering ``answer``."""
+    turns = (Turn("x</think><|begin_of_query|>q<|end_of_query|>", ("search",), ("documents",)), Turn(f"<answer>{answer}</answer>", ("answer",)))
+    ep = Episode(example.question, example.answers, turns, answer=answer, num_searches=1, candidates=example.candidates)
+    return make_recipe("r1_searcher_stage1", answer_score=1.0).score(ep).total
