@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.agents import LM_FREE, Agent, EpisodeResult, Task, make_agent, run_episodes
-from searchgym.agents.driver import check_scheduling
+from searchgym.agents.driver import RAW_SCORES, check_scheduling
 from searchgym.agents.registry import agent_label, build_agent, check_agent, describe_agent, factory_needs_lm, registered_factory
 from searchgym.agents.registry import needs_lm as agent_needs_lm
 from searchgym.envs.access import search_env
@@ -39,14 +39,19 @@ from searchgym.envs.frozen import with_frozen_models
 from searchgym.envs.registration import NAMESPACE, full_env_id
 from searchgym.error import ConfigError, DataFormatError, check_name
 
-#: Columns of the summary table: (key, header, format).
+#: Columns of the summary table: (key, header, format). F1, cover-EM and GenAcc score a
+#: hedged answer (one naming more than one candidate) as 0; the "raw" column beside each is
+#: the paper's metric, which pays hedges (EM cannot be hedged).
 COLUMNS = (
     ("label", "run", "{}"),
     ("n", "n", "{}"),
     ("em", "EM", "{:.3f}"),
     ("f1", "F1", "{:.3f}"),
+    ("f1_raw", "F1 raw", "{:.3f}"),
     ("cover_em", "cover-EM", "{:.3f}"),
+    ("cover_em_raw", "cover-EM raw", "{:.3f}"),
     ("gen_acc", "GenAcc", "{:.3f}"),
+    ("gen_acc_raw", "GenAcc raw", "{:.3f}"),
     ("reward", "reward", "{:.3f}"),
     ("searches", "searches", "{:.2f}"),
     ("context_tokens", "context tokens", "{:.0f}"),
@@ -303,6 +308,8 @@ def summarize(label: str, env_id: str, agent: str, records: Sequence[dict[str, A
     """One summary row: means over the run's episodes and counts of failed outcomes."""
     n = len(records)
     mean = lambda key: sum(float(r[key]) for r in records) / n if n else 0.0  # noqa: E731
+    # Episodes recorded before the strict scores existed hold the raw ones only.
+    raw_mean = lambda key: sum(float(r.get(key) if r.get(key) is not None else r[RAW_SCORES[key]]) for r in records) / n if n else 0.0  # noqa: E731
     outcomes: dict[str, int] = {}
     flags: dict[str, int] = {}
     for r in records:
@@ -319,6 +326,7 @@ def summarize(label: str, env_id: str, agent: str, records: Sequence[dict[str, A
         "f1": mean("f1"),
         "cover_em": mean("cover_em"),
         "gen_acc": mean("gen_acc"),
+        **{key: raw_mean(key) for key in RAW_SCORES},
         "reward": mean("reward"),
         "searches": mean("num_searches"),
         "turns": mean("num_turns"),

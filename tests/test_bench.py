@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
+import re
+
 import searchgym.agents.driver as driver
+from searchgym.agents.base import Agent
+from searchgym.envs.protocols import Answer, make_protocol
 from searchgym.bench import BenchConfig, cross, read_episodes, run_bench, summarize
 from searchgym.cli import main
 from searchgym.error import ConfigError, DataFormatError, UnknownNameError
@@ -454,3 +458,46 @@ def test_a_hostile_openai_server_is_recorded_as_each_episodes_outcome_never_a_tr
     # A backend that cannot even be set up stops the bench with one line.
     assert main(["bench", "--run", "SearchR1-v0:lm", "--backend", "openai", "--backend-option", "timeout=0", "--out", str(tmp_path / "b")]) == 2
     assert capsys.readouterr().err == "searchgym bench: error: OpenAILM expects timeout to be a finite number > 0, got 0.\n"
+
+
+
+class OptionsAgent(Agent):
+    """Answers a comparison question at once with its options read from the question:
+    both of them (``hedge``) or the first one (a guess); "unknown" to other questions."""
+
+    name = "options"
+    PATTERNS = (re.compile(r", (.+) or (.+)\?$"), re.compile(r"^Which of (.+) and (.+) was born earlier\?$"))
+
+    def __init__(self, hedge: bool):
+        self.hedge, self.protocol = hedge, make_protocol("search_r1")
+        self.name = "hedge" if hedge else "guess"
+
+    def act(self, observations, infos):
+        actions = []
+        for info in infos:
+            match = next((m for p in self.PATTERNS if (m := p.search(info.get("question", "")))), None)
+            answer = "unknown" if match is None else " ".join(match.groups()) if self.hedge else match.group(1)
+            actions.append(self.protocol.write([Answer(answer)]))
+        return actions
+
+
+def test_hedging_earns_nothing_in_the_strict_columns_and_the_raw_columns_show_it(tmp_path):
+    runs = [("SearchR1-v0", OptionsAgent(hedge=True)), ("SearchR1-v0", OptionsAgent(hedge=False))]
+    results = run_bench(config(runs=runs, limit=30), tmp_path, progress=False)
+    hedge, guess = results.rows
+    assert hedge["em"] == 0.0
+    # The papers' metrics pay the hedge on every comparison question...
+    assert hedge["cover_em_raw"] > 0.1 and hedge["gen_acc_raw"] == hedge["cover_em_raw"] and hedge["f1_raw"] > 0.0
+    # ...the strict columns pay it nothing, no more than a guess that is wrong half the time.
+    for key in ("f1", "cover_em", "gen_acc"):
+        assert hedge[key] == 0.0 and guess[key] >= hedge[key] and guess[key] == guess[key + "_raw"]
+    table = results.markdown().splitlines()
+    assert table[0].startswith("| run | n | EM | F1 | F1 raw | cover-EM | cover-EM raw | GenAcc | GenAcc raw | reward |")
+    episodes = read_episodes(tmp_path / "episodes.jsonl")
+    assert {"f1_raw", "cover_em_raw", "gen_acc_raw"} <= set(episodes[0])
+
+
+def test_episodes_recorded_before_the_raw_columns_count_as_raw():
+    old = {"em": 0, "f1": 0.5, "cover_em": 1, "gen_acc": 1, "reward": 0, "num_searches": 0, "num_turns": 1, "context_tokens": 1, "generated_tokens": 1, "wall_time": 1.0, "outcome": "answered", "flags": []}
+    row = summarize("x @ y", "y", "x", [old])
+    assert (row["f1_raw"], row["cover_em_raw"], row["gen_acc_raw"]) == (0.5, 1.0, 1.0)

@@ -40,10 +40,34 @@ from searchgym.envs.access import env_play
 from searchgym.envs.model_calls import BatchCounts, Play, play_all
 from searchgym.error import BackendError, ConfigError
 from searchgym.lm.base import Generation
+from searchgym.rewards.hedging import hedged
 from searchgym.rewards.metrics import cover_exact_match, exact_match, f1_score, span_check
+from searchgym.rewards.normalize import normalize_answer_r1searcher
 
 #: Values of :attr:`EpisodeResult.outcome`.
 OUTCOMES = ("answered", "completed", "truncated", "prompt_too_long", "backend_error", "error")
+
+#: Raw score of each strict score of :class:`EpisodeResult` (the papers' metrics).
+RAW_SCORES = {"f1_raw": "f1", "cover_em_raw": "cover_em", "gen_acc_raw": "gen_acc"}
+
+
+def answer_scores(prediction: str | None, answers: Sequence[str], candidates: Sequence[str] = ()) -> dict[str, float]:
+    """EM, F1, cover-EM and GenAcc (span check) of ``prediction``, strict (a hedge scores 0)
+    and raw (``*_raw``: the papers' metrics)."""
+    raw = {
+        "f1": f1_score(prediction, answers),
+        "cover_em": cover_exact_match(prediction, answers),
+        "gen_acc": span_check(prediction, answers),
+    }
+    plain = hedged(prediction, answers, candidates)
+    r1 = hedged(prediction, answers, candidates, normalize_answer_r1searcher)
+    strict = {
+        "f1": 0.0 if plain else raw["f1"],
+        "cover_em": 0.0 if r1 else raw["cover_em"],
+        "gen_acc": 0.0 if plain else raw["gen_acc"],
+    }
+    return {"em": exact_match(prediction, answers), **strict, **{k: raw[v] for k, v in RAW_SCORES.items()}}
+
 
 #: The role of the one agent of :func:`run_episodes` (the key of its token counts).
 AGENT = "agent"
@@ -63,7 +87,10 @@ class EpisodeResult:
 
     ``prediction`` is the answer that was scored (the agent's, or for s3 the frozen
     generator's); ``em``/``f1``/``cover_em``/``gen_acc`` score it against ``answers``
-    (``gen_acc`` is s3's span check). ``context_tokens`` counts the tokens of the agent's
+    (``gen_acc`` is s3's span check), strictly: a hedged prediction (one naming more than
+    one candidate, :mod:`~searchgym.rewards.hedging`) scores 0. ``f1_raw``,
+    ``cover_em_raw`` and ``gen_acc_raw`` are the papers' raw metrics of the same prediction
+    (EM cannot be hedged). ``context_tokens`` counts the tokens of the agent's
     record when the agent has a model (prompt, every turn and observation: what the model
     read on its last turn plus that turn), else the env's ``context_tokens``. ``wall_time`` is this episode's share
     of the rounds it was live in. ``outcome`` is one of :data:`OUTCOMES`; ``flags`` lists
@@ -92,6 +119,9 @@ class EpisodeResult:
     flags: list[str] = field(default_factory=list)
     error: str | None = None
     trajectory: Any = None
+    f1_raw: float | None = None
+    cover_em_raw: float | None = None
+    gen_acc_raw: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -101,7 +131,8 @@ class EpisodeResult:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EpisodeResult:
         names = {f for f in cls.__dataclass_fields__ if f != "trajectory"}
-        missing = sorted(names - set(d) - {"flags", "error"})
+        # Records written before the raw scores existed hold raw scores only.
+        missing = sorted(names - set(d) - {"flags", "error", *RAW_SCORES})
         if missing:
             raise ConfigError(f"EpisodeResult.from_dict expects the keys of EpisodeResult.to_dict(), missing {missing}.")
         return cls(**{k: v for k, v in d.items() if k in names})
@@ -326,6 +357,7 @@ class _GymEpisode(LiveEpisode):
         self.observation, self.info = env.reset(seed=task.seed, options={"example_id": task.example_id})
         example = env.get_wrapper_attr("example")
         self.question, self.answers = example.question, list(example.answers)
+        self.candidates = tuple(example.candidates)
         self.reward = 0.0
         self.terminated = False
 
@@ -359,10 +391,7 @@ class _GymEpisode(LiveEpisode):
             prediction=prediction,
             reward=float(self.reward),
             reward_components=dict(info.get("reward_components", {})),
-            em=exact_match(prediction, answers),
-            f1=f1_score(prediction, answers),
-            cover_em=cover_exact_match(prediction, answers),
-            gen_acc=span_check(prediction, answers),
+            **answer_scores(prediction, answers, self.candidates),
             num_turns=int(info.get("turn", 0)),
             num_searches=int(info.get("num_searches", 0)),
             num_invalid=int(info.get("num_invalid", 0)),

@@ -28,12 +28,18 @@ class Passage:
 
 @dataclass(frozen=True)
 class QAExample:
-    """A question with its gold answers (the first one is canonical, the rest are aliases)."""
+    """A question with its gold answers (the first one is canonical, the rest are aliases).
+
+    ``candidates``: the options the question offers when the data knows them (the two
+    entities a comparison names), else empty; strict scoring refuses credit to an answer
+    naming two of them.
+    """
 
     id: str
     question: str
     answers: tuple[str, ...]
     metadata: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    candidates: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("id", "question"):
@@ -50,6 +56,17 @@ class QAExample:
         if bad:
             raise ConfigError(f"QAExample {self.id!r} expects every answer to be a string, got {bad[0]!r}.")
         object.__setattr__(self, "answers", answers)
+        candidates = (self.candidates,) if isinstance(self.candidates, str) else self.candidates
+        try:
+            candidates = tuple(candidates)
+        except TypeError:
+            raise ConfigError(
+                f"QAExample {self.id!r} expects candidates to be a sequence of strings, got {type(self.candidates).__name__}."
+            ) from None
+        bad = [c for c in candidates if not isinstance(c, str)]
+        if bad:
+            raise ConfigError(f"QAExample {self.id!r} expects every candidate to be a string, got {bad[0]!r}.")
+        object.__setattr__(self, "candidates", candidates)
 
 
 @dataclass(frozen=True, slots=True)

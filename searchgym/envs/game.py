@@ -398,6 +398,7 @@ class SearchGame:
             num_invalid=self.num_invalid,
             format_ok=all(self.well_formed),
             example_id=self.example.id,
+            candidates=tuple(self.example.candidates),
         )
 
     # ------------------------------------------------------------------ helpers

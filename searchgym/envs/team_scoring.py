@@ -24,7 +24,7 @@ from typing import Any
 
 from searchgym.envs.frozen import make_frozen
 from searchgym.error import ConfigError, UnknownNameError
-from searchgym.rewards import Episode, S3GainBeyondRAG, call_frozen, exact_match, f1_score, gen_acc
+from searchgym.rewards import Episode, S3GainBeyondRAG, call_frozen, exact_match, f1_score, gen_acc, hedged
 
 #: How the generator's answer is scored for the generator's and summarizer's rewards.
 ANSWER_METRICS: dict[str, Callable[..., float]] = {
@@ -66,11 +66,16 @@ def judge_answer(
     The answer is ``answer`` (the generator agent's; None when it wrote none), or with
     ``frozen_generator`` the recipe's generator's answer from ``episode.selected_docs``.
     This calls the recipe's frozen models, in this order: the generator, the judge, the
-    generator on the naive-RAG documents (cached per question by the recipe).
+    generator on the naive-RAG documents (cached per question by the recipe). A hedged
+    answer (:mod:`~searchgym.rewards.hedging`) scores 0 when the recipe is ``strict``.
     """
     question, answers = episode.question, episode.answers
     prediction = call_frozen(recipe.generator, question, episode.selected_docs, answers=answers) if frozen_generator else answer
-    return prediction, gen_acc(prediction, answers, recipe.judge, question), recipe.naive_rag_acc(episode)
+    if recipe.strict and hedged(prediction, answers, episode.candidates):
+        accuracy = 0.0
+    else:
+        accuracy = gen_acc(prediction, answers, recipe.judge, question)
+    return prediction, accuracy, recipe.naive_rag_acc(episode)
 
 
 def answer_score(metric: str, prediction: str | None, answers: Sequence[str], question: str, *, accuracy: float) -> float:

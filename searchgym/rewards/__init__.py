@@ -20,7 +20,8 @@ from searchgym.rewards.metrics import (
     span_check,
     sub_exact_match,
 )
-from searchgym.rewards.normalize import normalize_answer, normalize_answer_r1searcher, tokens
+from searchgym.rewards.hedging import hedge_reason, hedged
+from searchgym.rewards.normalize import is_blank_answer, normalize_answer, normalize_answer_r1searcher, tokens
 from searchgym.rewards.base import OBSERVATION_KINDS, Episode, GoldSpanReader, RewardRecipe, RewardResult, Turn, call_frozen
 from searchgym.rewards.recipes import (
     RECIPES,
@@ -56,6 +57,9 @@ __all__ = [
     "exact_match",
     "f1_score",
     "gen_acc",
+    "hedge_reason",
+    "hedged",
+    "is_blank_answer",
     "make_recipe",
     "normalize_answer",
     "normalize_answer_r1searcher",

@@ -70,6 +70,8 @@ class Episode:
     - ``num_searches``, ``num_invalid``: searches run and malformed turns.
     - ``format_ok``: the protocol's verdict that every turn was well formed.
     - ``example_id``: the example's id (s3 caches its naive-RAG baseline by it).
+    - ``candidates``: the options the question offers (both sides of a comparison), when
+      the data knows them; strict recipes refuse credit to an answer naming two of them.
     """
 
     question: str
@@ -84,10 +86,12 @@ class Episode:
     num_invalid: int = 0
     format_ok: bool = True
     example_id: str = ""
+    candidates: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # A bare string would otherwise be read as one gold answer per character.
         self.answers = (self.answers,) if isinstance(self.answers, str) else tuple(self.answers)
+        self.candidates = (self.candidates,) if isinstance(self.candidates, str) else tuple(self.candidates)
         self.turns = tuple(self.turns)
         for turn in self.turns:
             if not isinstance(turn, Turn):
@@ -155,6 +159,16 @@ class GoldSpanReader:
 
     def __repr__(self) -> str:
         return "GoldSpanReader()"
+
+
+def check_strict(recipe: str, strict: Any) -> bool:
+    """``strict`` if it is a bool; otherwise a :class:`ConfigError` saying what it means."""
+    if not isinstance(strict, bool):
+        raise ConfigError(
+            f"Reward recipe {recipe!r} expects strict to be True (a hedged answer scores as a wrong one) "
+            f"or False (the paper's raw metric), got {strict!r}."
+        )
+    return strict
 
 
 def require_callable(recipe: str, role: str, fn: Any, signature: str) -> Callable[..., Any]:

@@ -29,11 +29,15 @@ Which seed each one follows:
 - :func:`answer_in_text` — Search-R1 ``is_retrieval_correct`` / FlashRAG
   ``Retrieval_Recall``: a normalized gold answer is a substring of the normalized text.
 
-Deliberate deviation, in every containment test (sub-EM, cover-EM, span check,
-``answer_in_text``): a gold answer that normalizes to the empty string (``"The"``,
-``"?"``) is skipped, because the original repositories' tests would find it in *every* prediction and
-hand out reward for nothing. Exact match keeps the original repositories' behaviour (an empty gold
-answer only equals an empty prediction).
+Deliberate deviation, in every metric: a gold answer that normalizes to the empty string
+(``"The"``, ``"An"``, ``"?"``) is skipped, because the original repositories would find it in *every*
+prediction (containment tests) or match the answer ``"the"`` to it (exact match, F1) and hand
+out reward for nothing. A question whose gold answers are all empty scores 0 for every
+prediction; :func:`~searchgym.corpora.datasets.read_qa` refuses such a dataset.
+
+These are the papers' raw metrics: an answer that names several candidates
+(``"Lyon or Paris"``) collects their credit. The recipes and the bench score such a hedge
+as a wrong answer unless ``strict=False``; see :mod:`searchgym.rewards.hedging`.
 """
 
 from __future__ import annotations
@@ -60,11 +64,11 @@ def _as_list(answers: Answers) -> list[str]:
 
 
 def exact_match(prediction: str | None, answers: Answers, normalizer: Normalizer = normalize_answer) -> float:
-    """1.0 if the normalized prediction equals a normalized gold answer."""
+    """1.0 if the normalized prediction equals a normalized, non-empty gold answer."""
     if prediction is None:
         return 0.0
     pred = normalizer(prediction)
-    return float(any(normalizer(a) == pred for a in _as_list(answers)))
+    return float(any(g and g == pred for g in (normalizer(a) for a in _as_list(answers))))
 
 
 def sub_exact_match(prediction: str | None, answers: Answers, normalizer: Normalizer = normalize_answer) -> float:
@@ -117,7 +121,8 @@ def f1_score(
     if prediction is None:
         return 0.0
     pred = normalizer(prediction)
-    return max((_f1_one(pred, normalizer(a), special_yes_no) for a in _as_list(answers)), default=0.0)
+    golds = (g for g in (normalizer(a) for a in _as_list(answers)) if g)
+    return max((_f1_one(pred, g, special_yes_no) for g in golds), default=0.0)
 
 
 def _simple_tokens(text: str) -> list[str]:
@@ -172,9 +177,10 @@ def gen_acc(
         return 0.0
     if span_check(prediction, answers):
         return 1.0
-    if judge is None:
+    golds = [a for a in _as_list(answers) if normalize_answer(a)]
+    if judge is None or not golds:
         return 0.0
-    verdict = judge(question, prediction, _as_list(answers))
+    verdict = judge(question, prediction, golds)
     score = float(verdict)
     if not 0.0 <= score <= 1.0:
         raise ConfigError(

@@ -65,3 +65,10 @@ def normalize_answer_r1searcher(s: str) -> str:
 def tokens(s: str, normalizer: Normalizer = normalize_answer) -> list[str]:
     """Whitespace tokens of the normalized string (the token unit of F1 and cover-EM)."""
     return normalizer(s).split()
+
+
+def is_blank_answer(s: str) -> bool:
+    """Whether ``s`` normalizes to nothing under either normalizer (``"The"``, ``"?"``,
+    ``"a.n"``): no metric can score a prediction against it, so metrics skip it and a
+    dataset whose gold answers are all blank is refused."""
+    return not normalize_answer(s) or not normalize_answer_r1searcher(s)

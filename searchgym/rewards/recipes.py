@@ -28,6 +28,14 @@ pays on that question (0; -2 for ``r1_searcher_stage2``; minus the naive-RAG Gen
 which pays its evidence-format score to an episode without any search or answer, is
 ``RSearchReward(paper_format_rule=True)``. Recipes read the agent's own turns
 (``Episode.turns``), never the prompt, documents or feedback text.
+
+No credit for hedging: an answer that names more than one candidate (both options of a
+comparison, a list, more names than the gold answer has; :mod:`~searchgym.rewards.hedging`)
+has its answer metric scored 0, as a wrong answer, by every recipe that pays partial or
+containment credit (``r1_searcher_stage1`` with ``answer_score``, ``r1_searcher_stage2``,
+``r_search``, ``s3_gen_acc``, ``s3_gbr``). ``strict=False`` restores the paper's raw
+metric. Exact match (``search_r1_em``, ``search_r1_format``) pays no hedge, so those
+recipes have no such option.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from searchgym.rewards.base import (
     GoldSpanReader,
     RewardRecipe,
     RewardResult,
+    check_strict,
     require_callable,
     call_frozen,
 )
@@ -58,6 +67,7 @@ from searchgym.rewards.metrics import (
     f1_score,
     gen_acc,
 )
+from searchgym.rewards.hedging import hedged
 from searchgym.rewards.normalize import normalize_answer_r1searcher
 
 # Episode, RewardResult, RewardRecipe and GoldSpanReader live in base.py and are part of
@@ -170,7 +180,8 @@ class R1SearcherStage1(RewardRecipe):
     (0.5) if :func:`~searchgym.rewards.formats.r1_searcher_format_errors` finds nothing.
     The answer is not scored in stage 1 (paper). The released Llama stage-1 server
     (``train/reward_server_llama_stage1.py``) also adds +1 when the answer passes
-    cover-EM and -1 otherwise; set ``answer_score=1.0`` to reproduce it.
+    cover-EM and -1 otherwise; set ``answer_score=1.0`` to reproduce it. With ``strict``
+    (default) a hedged answer fails cover-EM; ``strict=False`` is the server's raw test.
     """
 
     name = "r1_searcher_stage1"
@@ -182,9 +193,11 @@ class R1SearcherStage1(RewardRecipe):
         format_score: float = 0.5,
         answer_score: float = 0.0,
         max_answer_words: int = 10,
+        strict: bool = True,
         invalid_action_penalty: float = 0.0,
     ):
         super().__init__(invalid_action_penalty=invalid_action_penalty)
+        self.strict = check_strict(self.name, strict)
         self.retrieval_score = float(retrieval_score)
         self.format_score = float(format_score)
         self.answer_score = float(answer_score)
@@ -194,6 +207,8 @@ class R1SearcherStage1(RewardRecipe):
         searched = episode.num_searches >= 1
         format_ok = not r1_searcher_format_errors(episode.turns, self.max_answer_words)
         cem = cover_exact_match(episode.answer, episode.answers)
+        if self.strict and hedged(episode.answer, episode.answers, episode.candidates, normalize_answer_r1searcher):
+            cem = 0.0
         total = self.retrieval_score * searched + self.format_score * format_ok
         if self.answer_score:
             total += self.answer_score if cem else -self.answer_score
@@ -209,18 +224,29 @@ class R1SearcherStage2(RewardRecipe):
     F1 uses R1-Searcher's normalization (punctuation to spaces, ``True``/``False`` to
     ``yes``/``no``) and the yes/no/noanswer rule; no answer scores F1 0. Penalty 2 is the
     paper's and that of ``train/reward_server_qwen_zero.py`` (the server the README
-    starts); the Llama stage-2 server subtracts 1.
+    starts); the Llama stage-2 server subtracts 1. With ``strict`` (default) a hedged
+    answer scores F1 0; ``strict=False`` is the paper's F1.
     """
 
     name = "r1_searcher_stage2"
 
-    def __init__(self, *, format_penalty: float = 2.0, max_answer_words: int = 10, invalid_action_penalty: float = 0.0):
+    def __init__(
+        self,
+        *,
+        format_penalty: float = 2.0,
+        max_answer_words: int = 10,
+        strict: bool = True,
+        invalid_action_penalty: float = 0.0,
+    ):
         super().__init__(invalid_action_penalty=invalid_action_penalty)
+        self.strict = check_strict(self.name, strict)
         self.format_penalty = float(format_penalty)
         self.max_answer_words = int(max_answer_words)
 
     def score(self, episode: Episode) -> RewardResult:
         f1 = f1_score(episode.answer, episode.answers, normalize_answer_r1searcher)
+        if self.strict and hedged(episode.answer, episode.answers, episode.candidates, normalize_answer_r1searcher):
+            f1 = 0.0
         format_ok = not r1_searcher_format_errors(episode.turns, self.max_answer_words)
         total = f1 - (0.0 if format_ok else self.format_penalty)
         return RewardResult(total, {"f1": f1, "format_ok": float(format_ok)})
@@ -245,6 +271,8 @@ class RSearchReward(RewardRecipe):
     evidence-format score to any episode without a search and without an evidence
     block, so an agent that never writes a valid turn earns 0.2 (a degenerate optimum
     under RL); ``paper_format_rule=True`` restores that rule to reproduce its numbers.
+    With ``strict`` (default) a hedged answer, the agent's or the reader's, scores F1 0;
+    ``strict=False`` is the seed's F1.
     """
 
     name = "r_search"
@@ -257,6 +285,7 @@ class RSearchReward(RewardRecipe):
         answer_format_score: float = 0.2,
         evidence_format_score: float = 0.2,
         paper_format_rule: bool = False,
+        strict: bool = True,
         invalid_action_penalty: float = 0.0,
     ):
         super().__init__(invalid_action_penalty=invalid_action_penalty)
@@ -266,17 +295,18 @@ class RSearchReward(RewardRecipe):
         if not isinstance(paper_format_rule, bool):
             raise ConfigError(f"Reward recipe 'r_search' expects paper_format_rule to be True or False, got {paper_format_rule!r}.")
         self.paper_format_rule = paper_format_rule
+        self.strict = check_strict(self.name, strict)
 
     def score(self, episode: Episode) -> RewardResult:
         fmt = r_search_format(episode.turns)
         answered = episode.answer is not None or self.paper_format_rule
         answer_format, evidence_format = fmt.answer_ok and answered, fmt.evidence_ok and answered
-        answer_f1 = round(f1_score(episode.answer, episode.answers, special_yes_no=False), 2)
+        answer_f1 = round(self._f1(episode.answer, episode), 2)
         evidence_f1 = 0.0
         evidence = episode.evidence if episode.evidence is not None else fmt.evidence
         if fmt.evidence_scored and evidence and evidence.strip():
             reply = call_frozen(self.reader, episode.question, evidence, answers=episode.answers)
-            evidence_f1 = round(f1_score(reply, episode.answers, special_yes_no=False), 2)
+            evidence_f1 = round(self._f1(reply, episode), 2)
         total = (
             self.answer_format_score * answer_format
             + self.evidence_format_score * evidence_format
@@ -291,6 +321,11 @@ class RSearchReward(RewardRecipe):
         }
         return RewardResult(total, components)
 
+    def _f1(self, prediction: str | None, episode: Episode) -> float:
+        if self.strict and hedged(prediction, episode.answers, episode.candidates):
+            return 0.0
+        return f1_score(prediction, episode.answers, special_yes_no=False)
+
 
 # ---------------------------------------------------------------- s3
 class S3GenAcc(RewardRecipe):
@@ -301,7 +336,8 @@ class S3GenAcc(RewardRecipe):
     optional ``judge(question, prediction, answers)`` when the span check fails, as s3's
     ``check_answer_correct``). A searcher that took no well-formed action gets GenAcc 0
     without a call to the generator (in s3 the generator would still read the initial
-    naive retrieval, paying a searcher that did nothing).
+    naive retrieval, paying a searcher that did nothing). With ``strict`` (default) a
+    hedged generator answer scores 0 (before the judge); ``strict=False`` is s3's GenAcc.
     """
 
     name = "s3_gen_acc"
@@ -313,28 +349,34 @@ class S3GenAcc(RewardRecipe):
         generator: Callable[..., str] | None = None,
         judge: Judge | None = None,
         *,
+        strict: bool = True,
         invalid_action_penalty: float = 0.0,
     ):
         super().__init__(invalid_action_penalty=invalid_action_penalty)
+        self.strict = check_strict(self.name, strict)
         self.generator = require_callable(self.name, "generator", generator, "(question, docs) -> str")
         if judge is not None:
             judge = require_callable(self.name, "judge", judge, "(question, prediction, answers) -> bool | float")
         self.judge = judge
 
-    def _answer(self, question: str, docs: Sequence[str], answers: Sequence[str]) -> tuple[float, str]:
+    def _answer(
+        self, question: str, docs: Sequence[str], answers: Sequence[str], candidates: Sequence[str] = ()
+    ) -> tuple[float, str]:
         """GenAcc of the generator's answer from ``docs``, and that answer."""
         prediction = call_frozen(self.generator, question, list(docs), answers=answers)
+        if self.strict and hedged(prediction, answers, candidates):
+            return 0.0, prediction
         return gen_acc(prediction, answers, self.judge, question), prediction
 
-    def _gen_acc(self, question: str, docs: Sequence[str], answers: Sequence[str]) -> float:
-        return self._answer(question, docs, answers)[0]
+    def _gen_acc(self, question: str, docs: Sequence[str], answers: Sequence[str], candidates: Sequence[str] = ()) -> float:
+        return self._answer(question, docs, answers, candidates)[0]
 
     def _searcher_answer(self, episode: Episode) -> tuple[float, str]:
         """GenAcc and answer of the generator on the searcher's documents; 0 and ``""``
         without a call when the searcher took no well-formed action."""
         if not episode.acted:
             return 0.0, ""
-        return self._answer(episode.question, episode.selected_docs, episode.answers)
+        return self._answer(episode.question, episode.selected_docs, episode.answers, episode.candidates)
 
     def score(self, episode: Episode) -> RewardResult:
         acc, prediction = self._searcher_answer(episode)
@@ -377,9 +419,10 @@ class S3GainBeyondRAG(S3GenAcc):
         *,
         generation_weight: float = 0.0,
         baseline_docs: str = "matched",
+        strict: bool = True,
         invalid_action_penalty: float = 0.0,
     ):
-        super().__init__(generator, judge, invalid_action_penalty=invalid_action_penalty)
+        super().__init__(generator, judge, strict=strict, invalid_action_penalty=invalid_action_penalty)
         self.generation_weight = float(generation_weight)
         if baseline_docs not in self.BASELINES:
             raise ConfigError(
@@ -411,7 +454,9 @@ class S3GainBeyondRAG(S3GenAcc):
                     f"question) the first time it scores example {key!r}, got None; fill it whenever "
                     "recipe.needs_naive_rag is true."
                 )
-            self.naive_rag_cache[key] = self._gen_acc(episode.question, episode.naive_rag_docs, episode.answers)
+            self.naive_rag_cache[key] = self._gen_acc(
+                episode.question, episode.naive_rag_docs, episode.answers, episode.candidates
+            )
         return self.naive_rag_cache[key]
 
     def naive_rag_size(self, context_docs: int, initial_top_k: int) -> int:

@@ -127,3 +127,14 @@ def test_answer_in_text():
     assert answer_in_text("Paris is the capital of France.", ["paris"]) is True
     assert answer_in_text("Doc 1 (Title: Lyon) Lyon is a city.", ["Paris", "Marseille"]) is False
     assert answer_in_text("U.S. forces", ["US"]) is True
+
+
+@pytest.mark.parametrize("gold", ["The", "An", "?", "a.n"])
+def test_every_metric_skips_golds_that_normalize_to_nothing(gold):
+    from searchgym.rewards import cover_exact_match, exact_match, f1_score, gen_acc, span_check, sub_exact_match
+
+    judged = []
+    judge = lambda question, prediction, answers: judged.append(answers) or True  # noqa: E731
+    for metric in (exact_match, f1_score, cover_exact_match, sub_exact_match, span_check):
+        assert metric("the", [gold]) == 0.0 and metric("", [gold]) == 0.0, metric.__name__
+    assert gen_acc("the", [gold], judge) == 0.0 and judged == []  # the judge never sees a blank gold

@@ -41,7 +41,8 @@ class SynthWiki:
     passage first), ``bridge_answers`` (the intermediate answers; for a comparison, the two
     compared values), ``evidence`` (the sentence of each supporting passage that states
     the fact, verbatim) and ``answer_passage_id``. ``answers`` holds the canonical answer
-    first, then unambiguous aliases.
+    first, then unambiguous aliases. ``candidates`` of a comparison holds the canonical
+    names of the two entities it compares (empty for the other types).
     """
 
     corpus: Corpus

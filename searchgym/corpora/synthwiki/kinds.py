@@ -39,6 +39,7 @@ class Draft:
     hops: list[Hop]
     bridge_answers: list[str]
     answer_hop: int = -1  # which hop's passage holds the answer
+    candidates: tuple[str, ...] = ()  # the options a comparison offers (canonical names)
 
 
 # --------------------------------------------------------------------------- answers
@@ -323,7 +324,8 @@ def comparison_kinds() -> dict[str, tuple[str, _Builder]]:
         hop = 0 if (values[0] < values[1]) == earlier else 1
         hops = [Hop(hop_kind, i, fact), Hop(hop_kind, j, fact)]
         shown = [format_date(v) if isinstance(v, tuple) else f"{v:,}" if v >= 10_000 else str(v) for v in values]
-        return Draft(question.format(first, second), answers((i, j)[hop]), hops, shown, hop)
+        options = (answers(i)[0], answers(j)[0])
+        return Draft(question.format(first, second), answers((i, j)[hop]), hops, shown, hop, options)
 
     def born_first(w, a, r, i, j):
         p, q = w.people[i], w.people[j]

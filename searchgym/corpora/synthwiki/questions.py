@@ -156,7 +156,7 @@ def make_questions(world: World) -> list[QAExample]:
             "evidence": [sentence for _, sentence, _ in located],
             "answer_passage_id": located[draft.answer_hop][0],
         }
-        examples.append(QAExample(f"swq-{number:05d}", draft.question, draft.answers, metadata))
+        examples.append(QAExample(f"swq-{number:05d}", draft.question, draft.answers, metadata, draft.candidates))
     return examples
 
 

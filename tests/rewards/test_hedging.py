@@ -1,0 +1,246 @@
+"""No credit for hedging (issue 34): an answer naming more than one candidate earns no more
+than an honest wrong answer under every recipe and env, ``strict=False`` gives the papers'
+raw metrics back, and golds that contain "and" or commas still match."""
+
+import inspect
+import re
+
+import pytest
+
+from env_helpers import make_small
+from searchgym.error import ConfigError
+from searchgym.rewards import (
+    RECIPES,
+    Episode,
+    GoldSpanReader,
+    Turn,
+    cover_exact_match,
+    f1_score,
+    hedge_reason,
+    hedged,
+    make_recipe,
+    normalize_answer_r1searcher,
+)
+
+CANDIDATES = ("Meibreluvia", "Paevaendovo")
+
+
+# ---------------------------------------------------------------- the rules
+@pytest.mark.parametrize(
+    "prediction, answers, candidates, reason",
+    [
+        ("Meibreluvia Paevaendovo", ["Paevaendovo"], CANDIDATES, "it names 2 of the question's candidates"),
+        ("Paevaendovo Meibreluvia", ["Paevaendovo"], (), "it adds 1 words beyond the gold answer it contains, room for another answer"),
+        ("Lyon, Paris or Nice", ["Paris"], (), "it is a list of 3 items where a gold answer has at most 1"),
+        ("Paris and Lyon", ["Paris"], (), "it is a list of 2 items where a gold answer has at most 1"),
+        # Two candidates sharing a word: only the candidates rule sees the second one.
+        ("Ilvar Odrenko Ilvar Pensk", ["Ilvar Odrenko"], ("Ilvar Odrenko", "Ilvar Pensk"), "it names 2 of the question's candidates"),
+        # A surname alias of the gold plus the other candidate.
+        ("Odrenko Tomas Pensk", ["Ilvar Odrenko", "Odrenko"], ("Ilvar Odrenko", "Tomas Pensk"), "it names 2 of the question's candidates"),
+        ("14 15 March 1872", ["14 March 1872", "March 14, 1872"], (), "it adds 1 words beyond the gold answer it contains, room for another answer"),
+    ],
+)
+def test_hedges_and_why(prediction, answers, candidates, reason):
+    assert hedge_reason(prediction, answers, candidates) == reason
+    assert hedged(prediction, answers, candidates)
+
+
+@pytest.mark.parametrize(
+    "prediction, answers, candidates",
+    [
+        ("Simon and Garfunkel", ["Simon and Garfunkel"], ()),
+        ("Simon & Garfunkel", ["Simon and Garfunkel"], ()),
+        ("Washington, D.C.", ["Washington, D.C."], ()),
+        ("washington dc", ["Washington, D.C."], ()),
+        ("March 14, 1872", ["14 March 1872", "March 14, 1872"], ()),
+        ("Kelvaro Shipyards Ltd", ["Kelvaro Shipyards"], ()),  # a qualifier shorter than the answer
+        ("The Kelvaro Shipyards", ["Kelvaro Shipyards"], ("Kelvaro Shipyards", "Ostrava Mills")),
+        ("Paevaendovo", ["Paevaendovo"], CANDIDATES),
+        ("Meibreluvia", ["Paevaendovo"], CANDIDATES),  # wrong, not a hedge
+        ("Lyon", ["Paris"], ()),
+        (None, ["Paris"], ()),
+        ("the", ["The"], ()),  # a blank gold is no gold
+    ],
+)
+def test_honest_answers_are_not_hedges(prediction, answers, candidates):
+    assert hedge_reason(prediction, answers, candidates) is None
+    assert hedge_reason(prediction, answers, candidates, normalize_answer_r1searcher) is None
+
+
+# ---------------------------------------------------------------- every recipe
+def hedging_generator(answer: str):
+    """An s3 generator that answers ``answer`` from the searcher's documents and nothing from
+    the naive-RAG ones (which do not hold the answer)."""
+    return lambda question, docs: answer if any("settled in 1712" in doc for doc in docs) else ""
+
+
+def recipe(name: str, answer: str | None = None, **options):
+    """``name`` with its frozen models: the gold-span reader, or a generator answering ``answer``."""
+    cls = RECIPES[name]
+    if "reader" in cls.needs:
+        options["reader"] = GoldSpanReader()
+    if "generator" in cls.needs:
+        options["generator"] = hedging_generator(answer or "")
+    if name == "r1_searcher_stage1":
+        options["answer_score"] = 1.0  # the released Llama server's answer term: the one hedges reach
+    return make_recipe(name, **options)
+
+
+TURN_TEXT = {
+    # Each recipe's format checks see the same well-formed exchange for every answer.
+    "search_r1": ("<think>x</think><search>q</search>", "<think>x</think><answer>{}</answer>"),
+    "r1_searcher": ("x</think><|begin_of_query|>q<|end_of_query|>", "<answer>{}</answer>"),
+    "r_search": ("<search>q</search>", "<original_evidence>Paevaendovo was settled in 1712.</original_evidence><answer>{}</answer>"),
+    "s3": ("<query>q</query>", "<search_complete>True</search_complete>"),
+}
+
+
+def scored(name: str, answer: str, *, answers=("Paevaendovo",), candidates=CANDIDATES, **options) -> float:
+    family = "search_r1" if name.startswith("search_r1") else "r1_searcher" if name.startswith("r1") else "r_search" if name == "r_search" else "s3"
+    first, last = TURN_TEXT[family]
+    turns = (
+        Turn(first, ("search",), ("documents",)),
+        Turn(last.format(answer), ("evidence", "answer") if family == "r_search" else ("complete",) if family == "s3" else ("answer",)),
+    )
+    ep = Episode(
+        "Which city was settled first, Meibreluvia or Paevaendovo?", answers, turns,
+        answer=None if family == "s3" else answer, retrieved_docs=[["Paevaendovo\nPaevaendovo was settled in 1712."]],
+        selected_docs=["Paevaendovo\nPaevaendovo was settled in 1712."], evidence="Paevaendovo was settled in 1712." if family == "r_search" else None,
+        naive_rag_docs=["Meibreluvia\nMeibreluvia is a city."], num_searches=1, example_id=f"q-{answer}",
+        candidates=candidates,
+    )
+    return recipe(name, answer, **options).score(ep).total
+
+
+HEDGES = ["Meibreluvia Paevaendovo", "Paevaendovo Meibreluvia", "Meibreluvia or Paevaendovo", "Meibreluvia, Paevaendovo"]
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+@pytest.mark.parametrize("hedge", HEDGES)
+def test_a_hedge_earns_no_more_than_the_wrong_option_under_every_recipe(name, hedge):
+    honest_wrong = scored(name, "Meibreluvia")
+    assert scored(name, hedge) <= honest_wrong
+    # ...and without the question's candidates (a dataset that does not know them).
+    assert scored(name, hedge, candidates=()) <= scored(name, "Meibreluvia", candidates=())
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+@pytest.mark.parametrize("gold", ["Simon and Garfunkel", "Washington, D.C."])
+def test_golds_with_and_or_commas_still_score_full_marks(name, gold):
+    right = scored(name, gold, answers=(gold,), candidates=())
+    assert right > scored(name, "Lyon", answers=(gold,), candidates=())
+    if "strict" in inspect.signature(RECIPES[name]).parameters:
+        assert right == scored(name, gold, answers=(gold,), candidates=(), strict=False)
+
+
+def test_strict_false_restores_the_papers_metrics():
+    # Both options of a comparison, single-token names: F1 2/3, cover-EM 1 in the papers.
+    hedge = "Meibreluvia Paevaendovo"
+    assert f1_score(hedge, ["Paevaendovo"], normalize_answer_r1searcher) == pytest.approx(2 / 3)
+    assert cover_exact_match(hedge, ["Paevaendovo"]) == 1.0
+    # R1-Searcher stage 2: F1 with the format right.
+    assert scored("r1_searcher_stage2", hedge, strict=False) == pytest.approx(2 / 3)
+    assert scored("r1_searcher_stage2", hedge) == 0.0
+    # Stage 1 with the Llama server's answer term: 0.5 + 0.5 + 1 against 0.5 + 0.5 - 1.
+    assert scored("r1_searcher_stage1", hedge, strict=False) == pytest.approx(2.0)
+    assert scored("r1_searcher_stage1", hedge) == pytest.approx(0.0)
+    # R-Search: 0.2 + 0.2 + round(F1, 2) + evidence F1 (the reader finds the gold: 1).
+    assert scored("r_search", hedge, strict=False) == pytest.approx(0.4 + 0.67 + 1.0)
+    assert scored("r_search", hedge) == pytest.approx(0.4 + 0.0 + 1.0)
+    # s3: a generator answering both options passes the span check only when raw.
+    assert scored("s3_gen_acc", hedge, strict=False) == 1.0 and scored("s3_gen_acc", hedge) == 0.0
+
+
+@pytest.mark.parametrize("name", sorted(n for n, cls in RECIPES.items() if "strict" in inspect.signature(cls).parameters))
+def test_strict_must_be_a_bool(name):
+    message = (
+        f"Reward recipe {name!r} expects strict to be True (a hedged answer scores as a wrong one) "
+        "or False (the paper's raw metric), got 'no'."
+    )
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        recipe(name, strict="no")
+
+
+# ---------------------------------------------------------------- played in the envs
+def play(env, example, answer: str) -> float:
+    """Search the question, then answer ``answer``: the episode's total reward."""
+    from env_helpers import finish_turn, search_turn
+
+    env.reset(seed=0, options={"example_id": example.id})
+    total = 0.0
+    _, reward, terminated, truncated, _ = env.step(search_turn(env, example.question))
+    total += reward
+    if not (terminated or truncated):
+        _, reward, terminated, truncated, _ = env.step(finish_turn(env, answer))
+        total += reward
+    return total
+
+
+ENVS = [
+    ("searchgym/SearchR1-v0", {}),
+    ("searchgym/RECON-v0", {}),
+    ("searchgym/R1Searcher-v0", {}),
+    ("searchgym/R1Searcher-v0", {"reward": "r1_searcher_stage1", "reward_options": {"answer_score": 1.0}}),
+    ("searchgym/RSearch-v0", {}),
+]
+
+
+def comparison_questions(env, n: int = 8):
+    examples = [e for e in env.unwrapped.examples if e.candidates]
+    assert len(examples) >= n, "the small world should hold comparison questions with candidates"
+    return examples[:n]
+
+
+@pytest.mark.parametrize("env_id, options", ENVS, ids=lambda v: v if isinstance(v, str) else v.get("reward", "default"))
+def test_hedging_does_not_pay_in_the_envs_on_synthwiki(env_id, options):
+    env = make_small(env_id, **options)
+    examples = comparison_questions(env)
+    wrong = [next(c for c in e.candidates if c not in e.answers) for e in examples]
+    honest = sum(play(env, e, w) for e, w in zip(examples, wrong))
+    for join in (" ", " or ", ", ", " and "):
+        hedge = sum(play(env, e, join.join(e.candidates)) for e in examples)
+        assert hedge <= honest, (env_id, options, join, hedge, honest)
+    env.close()
+
+
+def test_the_raw_recipes_pay_the_hedge_in_the_env():
+    # The same play with strict=False: the exploit the defense removes is real.
+    raw = make_small("searchgym/R1Searcher-v0", reward="r1_searcher_stage1", reward_options={"answer_score": 1.0, "strict": False})
+    strict = make_small("searchgym/R1Searcher-v0", reward="r1_searcher_stage1", reward_options={"answer_score": 1.0})
+    examples = comparison_questions(raw)
+    gain_raw = sum(play(raw, e, " ".join(e.candidates)) - play(raw, e, next(c for c in e.candidates if c not in e.answers)) for e in examples)
+    gain_strict = sum(play(strict, e, " ".join(e.candidates)) - play(strict, e, next(c for c in e.candidates if c not in e.answers)) for e in examples)
+    assert gain_raw == pytest.approx(2.0 * len(examples))  # +1 instead of -1 on every question
+    assert gain_strict == 0.0
+
+
+def test_answers_stuffed_with_names_from_the_documents_earn_nothing():
+    # The adversary searches the question and answers the first ten names of the top-3
+    # documents; the honest wrong answer is the first of them alone (a guess).
+    from searchgym.agents.driver import answer_scores
+
+    env = make_small("searchgym/SearchR1-v0")
+    examples = env.unwrapped.examples[:100]
+    stuffed, guess = {}, {}
+    for example in examples:
+        names: list[str] = []
+        for hit in env.unwrapped.retriever.search([example.question], 3)[0]:
+            for word in re.findall(r"\b[A-Z][a-z]+\b", f"{hit.passage.title} {hit.passage.text}"):
+                if word not in names and word not in ("The", "It", "In", "He", "She", "Its", "His", "Her"):
+                    names.append(word)
+        for totals, answer in ((stuffed, " ".join(names[:10])), (guess, names[0])):
+            for key, value in answer_scores(answer, example.answers, example.candidates).items():
+                totals[key] = totals.get(key, 0.0) + value
+            totals["stage1"] = totals.get("stage1", 0.0) + scored_answer(example, answer)
+    print({k: round(v / len(examples), 3) for k, v in stuffed.items()}, {k: round(v / len(examples), 3) for k, v in guess.items()})
+    assert stuffed["cover_em_raw"] > guess["cover_em_raw"]  # the papers' cover-EM pays the stuffing (0.30 against 0.125)
+    for key in ("em", "f1", "cover_em", "gen_acc", "stage1"):
+        assert stuffed[key] <= guess[key], key
+    env.close()
+
+
+def scored_answer(example, answer: str) -> float:
+    """R1-Searcher stage 1 with the answer term, on a well-formed episode answering ``answer``."""
+    turns = (Turn("x</think><|begin_of_query|>q<|end_of_query|>", ("search",), ("documents",)), Turn(f"<answer>{answer}</answer>", ("answer",)))
+    ep = Episode(example.question, example.answers, turns, answer=answer, num_searches=1, candidates=example.candidates)
+    return make_recipe("r1_searcher_stage1", answer_score=1.0).score(ep).total
