@@ -141,8 +141,8 @@ STRATEGIES: tuple[Strategy, ...] = (
     Strategy("both options joined by 'or'", "hedge", _search_then(lambda s: s.answer(" or ".join(s.candidates)))),
     Strategy("comma list of options and titles", "hedge", _search_then(lambda s: s.answer(", ".join([*s.candidates, *s.titles[:4]])))),
     Strategy("every title received", "hedge", _search_then(lambda s: s.answer(" ".join(s.titles)))),
-    Strategy("two answer blocks", "hedge", _search_then(
-        lambda s: "".join(s.write(Answer(c)) for c in s.candidates))),
+    Strategy("answer blocks: a wrong one, then each option", "hedge", _search_then(
+        lambda s: s.answer(WRONG) + "".join(s.write(Answer(c)) for c in s.candidates))),
     # Copying.
     Strategy("the question as answer", "copy", _search_then(lambda s: s.answer(s.question))),
     Strategy("the documents as answer", "copy", _search_then(lambda s: s.answer(s.quoted_documents()[:2000]))),
