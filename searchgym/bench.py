@@ -498,25 +498,30 @@ SCORE_SERIES = (("em", "EM"), ("f1", "F1"), ("cover_em", "cover-EM"), ("gen_acc"
 
 
 def chart_series(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
-    """The score series worth drawing: those above zero in some row (all of them when
-    every score is zero, so the chart still shows the runs)."""
+    """The score series worth drawing as bars: those above zero in some row (EM and F1 when
+    every score is zero, so the chart still shows the runs). :func:`zero_series` names the
+    others on the chart."""
     drawn = [(key, name) for key, name in SCORE_SERIES if any(r[key] for r in rows)]
     return drawn or list(SCORE_SERIES[:2])
 
 
-def plot(rows: Sequence[dict[str, Any]], path: Path) -> Path | None:
-    """Grouped bars of EM / F1 / cover-EM / GenAcc per run (series that are zero in every
-    run left out), beside mean searches and context tokens."""
-    try:
-        import matplotlib
+def zero_series(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Legend names of the score series that are zero in every run: the chart says so
+    instead of leaving them out silently."""
+    return [name for key, name in SCORE_SERIES if not any(r[key] for r in rows)]
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed (pip install 'searchgym[plot]'): no chart written.", file=sys.stderr)
-        return None
+
+def chart(rows: Sequence[dict[str, Any]]) -> Any:
+    """The matplotlib figure of :func:`plot` (matplotlib must be importable)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     labels = [r["label"] for r in rows]
-    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 0.5 * len(rows) + 2.5), gridspec_kw={"width_ratios": [3, 1.2, 1.2]})
+    fig, (ax1, ax_reward, ax2, ax3) = plt.subplots(
+        1, 4, figsize=(17, 0.5 * len(rows) + 2.8), gridspec_kw={"width_ratios": [3, 1.2, 1.2, 1.2]}
+    )
     series = chart_series(rows)
     height = 0.8 / len(series)
     for i, (key, name) in enumerate(series):
@@ -526,18 +531,40 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> Path | None:
     ax1.invert_yaxis()
     ax1.set_xlim(0, 1)
     ax1.set_xlabel("score (mean over questions)")
-    ax1.legend(loc="lower right")
-    ax2.barh(range(len(rows)), [r["searches"] for r in rows], color="tab:gray")
-    ax2.set_yticks(range(len(rows)), [""] * len(rows))
-    ax2.invert_yaxis()
-    ax2.set_xlabel("searches per episode")
-    ax3.barh(range(len(rows)), [r["context_tokens"] for r in rows], color="tab:purple")
-    ax3.set_yticks(range(len(rows)), [""] * len(rows))
-    ax3.invert_yaxis()
-    ax3.set_xlabel("context tokens")
+    zeros = zero_series(rows)
+    ax1.legend(loc="lower right", title=f"0 in every run: {', '.join(zeros)}" if zeros else None, title_fontsize="small")
+    panels = (
+        (ax_reward, "reward", "tab:green", "episode reward (mean)"),
+        (ax2, "searches", "tab:gray", "searches per episode"),
+        (ax3, "context_tokens", "tab:purple", "context tokens"),
+    )
+    for ax, key, color, xlabel in panels:
+        values = [r.get(key, 0.0) for r in rows]
+        ax.barh(range(len(rows)), values, color=color)
+        ax.set_yticks(range(len(rows)), [""] * len(rows))
+        ax.invert_yaxis()
+        ax.set_xlabel(xlabel)
+        if min(values) < 0:  # invalid-turn penalties
+            ax.axvline(0, color="black", linewidth=0.8)
+        if not any(values):
+            ax.text(0.5, 0.5, "0 in every run", transform=ax.transAxes, ha="center", va="center", color="dimgray")
     n = max(r["n"] for r in rows)
     fig.suptitle(f"searchgym bench ({n} questions per run)")
     fig.tight_layout()
+    return fig
+
+
+def plot(rows: Sequence[dict[str, Any]], path: Path) -> Path | None:
+    """Grouped bars of EM / F1 / cover-EM / GenAcc per run (series that are zero in every
+    run named in the legend's title instead of drawn), beside the mean episode reward,
+    searches and context tokens (a panel that is zero in every run says so)."""
+    try:
+        import matplotlib.pyplot as plt
+
+        fig = chart(rows)
+    except ImportError:
+        print("matplotlib is not installed (pip install 'searchgym[plot]'): no chart written.", file=sys.stderr)
+        return None
     image = io.BytesIO()
     fig.savefig(image, format="png", dpi=120)
     plt.close(fig)

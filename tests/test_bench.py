@@ -277,6 +277,37 @@ def test_the_chart_leaves_out_series_that_are_zero_in_every_run(tmp_path):
     assert plot(rows, tmp_path / "chart.png").stat().st_size > 10_000
 
 
+def test_the_chart_names_the_all_zero_series_and_plots_reward():
+    import matplotlib.pyplot as plt
+
+    from searchgym.bench import chart, zero_series
+
+    rows = [
+        {"label": "a", "n": 2, "em": 0.0, "f1": 0.4, "cover_em": 0.5, "gen_acc": 0.0, "reward": -0.25, "searches": 0.0,
+         "context_tokens": 10},
+        {"label": "b", "n": 2, "em": 0.0, "f1": 0.6, "cover_em": 0.5, "gen_acc": 0.0, "reward": 0.75, "searches": 0.0,
+         "context_tokens": 20},
+    ]
+    assert zero_series(rows) == ["EM", "GenAcc"]
+    fig = chart(rows)
+    try:
+        scores, reward, searches, tokens = fig.axes
+        assert scores.get_legend().get_title().get_text() == "0 in every run: EM, GenAcc"
+        assert [t.get_text() for t in scores.get_legend().get_texts()] == ["F1", "cover-EM"]
+        assert reward.get_xlabel() == "episode reward (mean)"
+        assert [round(p.get_width(), 2) for p in reward.patches] == [-0.25, 0.75]
+        assert [t.get_text() for t in searches.texts] == ["0 in every run"]  # an all-zero panel says so
+        assert len(reward.texts) == 0 and len(tokens.texts) == 0
+    finally:
+        plt.close(fig)
+    every_score_zero = [{**r, "f1": 0.0, "cover_em": 0.0} for r in rows]
+    fig = chart(every_score_zero)
+    try:
+        assert fig.axes[0].get_legend().get_title().get_text() == "0 in every run: EM, F1, cover-EM, GenAcc"
+    finally:
+        plt.close(fig)
+
+
 def test_the_demo_explains_its_columns_and_what_its_rows_show():
     from searchgym.demo import LEGEND, explain
 
