@@ -415,13 +415,54 @@ def verdict(runs: dict[str, dict]) -> list[str]:
     return lines
 
 
+#: The sampled train reward the "sooner per second" claim is measured at: a trailing mean
+#: over REACH_WINDOW steps reaching REACH_LEVEL (0.1 is the format credit of this env).
+REACH_LEVEL, REACH_WINDOW = 0.08, 5
+
+
+def reach(run: dict, level: float = REACH_LEVEL, window: int = REACH_WINDOW) -> tuple[int, float] | None:
+    """(first step whose trailing ``window``-step mean of the sampled train reward is at
+    least ``level``, training seconds to that step), or None if the run never gets there."""
+    rewards = run["train_reward"]
+    per_step = run["train_seconds"] / max(len(run["step_seconds"]), 1)
+    for step in range(window, len(rewards) + 1):
+        if sum(rewards[step - window:step]) / window >= level:
+            return step, step * per_step
+    return None
+
+
+def plot_reach(ax, pairs: list[tuple[str, float | None, float | None]]) -> None:
+    """Bars of the training seconds each trainer took to reach the level, per run
+    (``(label, searchgym seconds, TRL seconds)``), each pair annotated with TRL / searchgym."""
+    width = 0.38
+    for i, (label, ours, theirs) in enumerate(pairs):
+        ax.bar(i - width / 2, ours or 0, width, color="C0", label="searchgym" if i == 0 else None)
+        ax.bar(i + width / 2, theirs or 0, width, color="C1", label="trl" if i == 0 else None)
+        top = max(ours or 0, theirs or 0)
+        if ours and theirs:
+            text = f"{theirs / ours:.1f}x sooner" if theirs >= ours else f"{ours / theirs:.1f}x later"
+        else:
+            text = "searchgym never" if not ours else "TRL never"
+        ax.annotate(text, (i, top), xytext=(0, 4), textcoords="offset points", ha="center", fontsize=9, fontweight="bold")
+    ax.set_xticks(range(len(pairs)), [label for label, _, _ in pairs])
+    ax.set_ylabel(f"training s to a {REACH_WINDOW}-step mean of {REACH_LEVEL}")
+    ax.set_ylim(0, 1.2 * max([max(a or 0, b or 0) for _, a, b in pairs] + [1]))
+    ax.set_title("searchgym vs TRL: seconds to reach it", fontsize=10)
+    ax.legend(fontsize=8)
+
+
 def plot(runs: dict[str, dict], out: Path) -> None:
+    """Sampled train reward by step and by training second, the seconds each trainer took
+    to reach REACH_LEVEL (per seed, with the ratio written on it) and, when it is not zero
+    in every evaluation of every run, the greedy dev reward by step."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (by_step, by_time, sampled) = plt.subplots(1, 3, figsize=(13, 3.6))
+    dev_zero = not any(v for r in runs.values() for _, v, _ in r["evals"])
+    fig, axes = plt.subplots(1, 3 if dev_zero else 4, figsize=(13 if dev_zero else 17, 3.8))
+    by_step, by_time, reached = axes[:3]
     colours = {}
     for name, r in runs.items():
         trainer = name.split()[0]  # "searchgym", "searchgym seed 1", "searchgym mean": one colour per trainer
@@ -429,22 +470,31 @@ def plot(runs: dict[str, dict], out: Path) -> None:
         seed_line = " seed " in name  # one seed among several: thin; its mean and a lone run: bold
         style = {"color": colours[trainer], "alpha": 0.35 if seed_line else 1.0, "linewidth": 1.0 if seed_line else 2.0}
         label = None if seed_line else name
-        steps = [s for s, _, _ in r["evals"]]
-        rewards = [v for _, v, _ in r["evals"]]
         per_step = r["train_seconds"] / max(len(r["step_seconds"]), 1)
-        by_step.plot(steps, rewards, marker="o", markersize=3, label=label, **style)
-        by_time.plot([s * per_step for s in steps], rewards, marker="o", markersize=3, label=label, **style)
-        sampled.plot(range(1, len(r["train_reward"]) + 1), r["train_reward"], label=label, **style)
+        steps = range(1, len(r["train_reward"]) + 1)
+        by_step.plot(steps, r["train_reward"], label=label, **style)
+        by_time.plot([s * per_step for s in steps], r["train_reward"], label=label, **style)
+        if not dev_zero:
+            axes[3].plot([s for s, _, _ in r["evals"]], [v for _, v, _ in r["evals"]], marker="o", markersize=3,
+                         label=label, **style)
     by_step.set_xlabel("GRPO step")
     by_time.set_xlabel("training wall time, s (evaluation excluded)")
-    sampled.set_xlabel("GRPO step")
     for ax in (by_step, by_time):
-        ax.set_ylabel("dev reward (greedy)")
-    sampled.set_ylabel("train batch reward (sampled)")
-    for ax in (by_step, by_time, sampled):
+        ax.set_ylabel("train batch reward (sampled)")
+        ax.axhline(REACH_LEVEL, color="gray", linestyle=":", linewidth=1)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle("GRPO on synthwiki Search-R1 from the same SFT warm start")
+    # One pair of bars per seed ("searchgym seed 1" / "trl seed 1"), or one for a lone run.
+    seeds = sorted({name.split(" seed ")[1] for name in runs if " seed " in name})
+    keys = [(f"seed {s}", f"searchgym seed {s}", f"trl seed {s}") for s in seeds] or [("run", "searchgym", "trl")]
+    pairs = [(label, *((reach(runs[k]) or (None, None))[1] if k in runs else None for k in (a, b))) for label, a, b in keys]
+    plot_reach(reached, pairs)
+    if not dev_zero:
+        axes[3].set_xlabel("GRPO step")
+        axes[3].set_ylabel("dev reward (greedy)")
+        axes[3].grid(alpha=0.3)
+    note = "; greedy dev reward 0 at every evaluation of every run (not drawn)" if dev_zero else ""
+    fig.suptitle(f"GRPO on synthwiki Search-R1 from the same SFT warm start{note}", fontsize=11)
     fig.tight_layout()
     fig.savefig(out / "trainers.png", dpi=110)
     plt.close(fig)

@@ -139,3 +139,35 @@ def test_matched_sampling_hands_trl_searchgyms_seeds_and_counts_identical_sample
     a = [[[5, [1, 2]], [6, [3]]], [[7, [4]], [8, [9]]]]
     b = [[[5, [1, 2]], [6, [3]]], [[7, [4]], [8, [8]]]]
     assert identical_samples(a, b) == [1.0, 0.5]
+
+
+def test_the_chart_shows_the_seconds_to_the_reward_level_and_their_ratio(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    import trainers
+    from trainers import plot, reach
+
+    def run_of(rewards, seconds, dev=0.0):
+        return {"evals": [(0, 0.0, 0.0), (8, dev, 0.0)], "train_reward": rewards, "train_seconds": seconds,
+                "generated_tokens": 100, "step_seconds": [seconds / len(rewards)] * len(rewards)}
+
+    rising = [0.0, 0.0, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]  # the trailing 5-step mean reaches 0.08 at step 6
+    assert reach(run_of(rising, 8.0)) == (6, 6.0)
+    assert reach(run_of([0.0] * 8, 8.0)) is None
+    runs = {"searchgym seed 0": run_of(rising, 8.0), "trl seed 0": run_of(rising, 20.0),
+            "searchgym seed 1": run_of(rising, 8.0), "trl seed 1": run_of([0.0] * 8, 20.0)}
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to read it
+    plot(runs, tmp_path)
+    assert (tmp_path / "trainers.png").stat().st_size > 10_000
+    fig = figures[0]
+    assert len(fig.axes) == 3 and "greedy dev reward 0 at every evaluation" in fig._suptitle.get_text()
+    reached = fig.axes[2]
+    assert [t.get_text() for t in reached.texts] == ["2.5x sooner", "TRL never"]
+    assert [round(p.get_height(), 1) for p in reached.patches] == [6.0, 15.0, 6.0, 0.0]
+    figures.clear()
+    plot({"searchgym": run_of(rising, 8.0, dev=0.1), "trl": run_of(rising, 4.0)}, tmp_path)
+    assert len(figures[0].axes) == 4  # a dev reward above zero is drawn
+    assert [t.get_text() for t in figures[0].axes[2].texts] == ["2.0x later"]
+    plt.close("all")
+    assert trainers.REACH_LEVEL == 0.08
