@@ -559,9 +559,8 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> Path | None:
     run named in the legend's title instead of drawn), beside the mean episode reward,
     searches and context tokens (a panel that is zero in every run says so)."""
     try:
+        fig = chart(rows)  # sets the Agg backend before pyplot is imported
         import matplotlib.pyplot as plt
-
-        fig = chart(rows)
     except ImportError:
         print("matplotlib is not installed (pip install 'searchgym[plot]'): no chart written.", file=sys.stderr)
         return None

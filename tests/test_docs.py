@@ -82,3 +82,43 @@ def test_the_sections_of_results_md_that_the_docs_name_exist():
     assert len(named) >= 8
     for page, section in named:
         assert section in headings, f'docs/{page} names section "{section}" of benchmarks/RESULTS.md, which has no such heading'
+
+
+#: A stated duration: "~3 s", "11.5 min", "15+ min", "hours", or a command that needs GPUs
+#: and says it is not timed on a CPU.
+DURATION = re.compile(r"(\d+(\.\d+)?\+? ?(ms|s|min|minutes|seconds)\b|\bhours\b|needs GPUs: not timed on a CPU)")
+SHELL_BLOCK = re.compile(r"^```(?:bash|sh|shell)\n(.*?)^```", re.S | re.M)
+
+
+def undated_commands(text: str) -> list[str]:
+    """The first line of every command of ``text``'s shell blocks that states no duration,
+    neither on its own lines (a trailing comment; a command continued with a backslash is
+    one command) nor in a comment line above it in the same paragraph of the block."""
+    missing = []
+    for block in SHELL_BLOCK.findall(text):
+        comments, command = "", []
+        for line in block.splitlines():
+            if not command and not line.strip():
+                comments = ""  # a blank line ends the paragraph its comments date
+            elif not command and line.lstrip().startswith("#"):
+                comments += line + "\n"
+            else:
+                command.append(line)
+                if not line.endswith("\\"):
+                    if not DURATION.search("\n".join(command) + "\n" + comments):
+                        missing.append(command[0])
+                    command = []
+    return missing
+
+
+def test_every_shell_command_of_the_readme_and_docs_states_its_duration():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    missing = {p.name: undated_commands(p.read_text(encoding="utf-8")) for p in pages}
+    assert {name: cmds for name, cmds in missing.items() if cmds} == {}
+
+
+def test_the_duration_check_finds_an_undated_command():
+    text = "```bash\nmake install   # ~2 min\nmake test\n# ~3 s\nsearchgym bench \\\n    --limit 2\n```\n"
+    assert undated_commands(text) == ["make test"]
+    assert undated_commands("```bash\n# ~1 min each\nfoo\nbar\n\nbaz\n```\n") == ["baz"]  # a blank line ends it
+    assert undated_commands("```python\nprint(1)\n```\n") == []
