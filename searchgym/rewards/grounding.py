@@ -8,13 +8,17 @@ without any retrieval behind it. :func:`ground_evidence` keeps only what occurs 
 episode's observations.
 
 The unit is the evidence *sentence*: the evidence is cut after ``.``, ``!``, ``?`` and
-``;`` and at line breaks, and a leading ``(Title: …)`` marker (how R-Search renders a
-document's title) is dropped from each piece. A piece is grounded when, after
-normalization (case folded, every punctuation or symbol character read as a space,
-whitespace collapsed), its words occur contiguously inside one observation and either
+``;`` and at line breaks. A piece is grounded when, after normalization (case folded,
+every punctuation or symbol character read as a space, whitespace collapsed), its words
+occur contiguously inside one retrieved document and either
 
 - it has at least ``min_span_words`` words (a quoted fragment of a sentence), or
 - it is a whole sentence of that observation (short sentences such as "He died in 1907.").
+
+A piece may start with the ``(Title: …)`` marker R-Search renders before each document
+(sentences such as "It was founded in 1872." name their subject only through it): the
+marker is kept in what the reader reads, and the rest must then quote the document of
+that title, so a title cannot be attached to another document's sentence.
 
 So a list of names fails (the names are not contiguous in any document), and so does a
 fragment of one or two words cut out around a name (``"Meibreluvia."``), while a
@@ -44,7 +48,8 @@ DEFAULT_MIN_SPAN_WORDS = 6
 
 _PIECE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-_TITLE_MARK = re.compile(r"^\s*\(\s*title\s*:[^)]*\)\s*", re.IGNORECASE)
+_TITLE_MARK = re.compile(r"^\s*\(\s*title\s*:([^)]*)\)\s*", re.IGNORECASE)
+_DOC_TITLE = re.compile(r"\(\s*title\s*:([^)]*)\)", re.IGNORECASE)
 # The protocol's own tags around documents (``<observation>``, ``<information>``): sentence breaks.
 _TAG = re.compile(r"</?[A-Za-z_|]+>")
 
@@ -78,9 +83,19 @@ class GroundedEvidence:
 
 
 def evidence_pieces(evidence: str) -> list[str]:
-    """The evidence cut into sentence pieces (see the module docstring), title markers dropped."""
-    pieces = (_TITLE_MARK.sub("", p).strip() for p in _PIECE_END.split(evidence))
-    return [p for p in pieces if normalize_span(p)]
+    """The evidence cut into sentence pieces (see the module docstring); a piece that is
+    only a title marker is dropped."""
+    pieces = (p.strip() for p in _PIECE_END.split(evidence))
+    return [p for p in pieces if normalize_span(_TITLE_MARK.sub("", p))]
+
+
+def observed_documents(observation: str) -> list[tuple[str, str]]:
+    """``(title, text)`` of each document of an observation, both normalized: a document
+    starts at a ``(Title: …)`` marker; text before the first marker (or a whole summary
+    without markers) is a document without a title (``""``)."""
+    parts = _DOC_TITLE.split(_TAG.sub("\n", observation))
+    docs = [("", parts[0])] + list(zip(parts[1::2], parts[2::2]))
+    return [(normalize_span(title), text) for title, text in docs if normalize_span(text)]
 
 
 def ground_evidence(
@@ -98,20 +113,21 @@ def ground_evidence(
     for name, value in (("max_words", max_words), ("min_span_words", min_span_words)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"ground_evidence expects {name} to be a positive int, got {value!r}.")
-    texts = [_TAG.sub("\n", o) for o in observations]
-    docs = [f" {normalize_span(t)} " for t in texts]
-    sentences = {normalize_span(_TITLE_MARK.sub("", s)) for t in texts for s in _SENTENCE_END.split(t)}
+    docs = [(title, f" {normalize_span(text)} ", text) for o in observations for title, text in observed_documents(o)]
+    sentences = {normalize_span(s) for _, _, text in docs for s in _SENTENCE_END.split(text)}
     sentences.discard("")
     pieces = evidence_pieces(evidence)
     kept: list[str] = []
     seen: set[str] = set()
     for piece in pieces:
-        norm = normalize_span(piece)
-        if norm in seen:
+        mark = _TITLE_MARK.match(piece)
+        title = normalize_span(mark.group(1)) if mark else None
+        norm = normalize_span(piece[mark.end():] if mark else piece)
+        if (title, norm) in seen:
             continue
         long_enough = len(norm.split()) >= min_span_words or norm in sentences
-        if long_enough and any(f" {norm} " in doc for doc in docs):
-            seen.add(norm)
+        if long_enough and any(f" {norm} " in body and title in (None, doc_title) for doc_title, body, _ in docs):
+            seen.add((title, norm))
             kept.append(piece)
     words = sum(len(p.split()) for p in kept)
     over = words > max_words

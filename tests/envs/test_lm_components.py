@@ -102,9 +102,11 @@ def test_envs_take_language_models_as_frozen_generator_reader_and_judge():
     rs = make_small("searchgym/RSearch-v0", reader=Recorder(gold))
     ex = rs.unwrapped.examples[0]
     rs.reset(options={"example_index": 0})
-    rs.step(f"<search> {ex.question} </search>")
-    *_, info = rs.step(f"<original_evidence> {gold} </original_evidence>\n<answer> {gold} </answer>")
+    observation, *_ = rs.step(f"<search> {ex.question} </search>")
+    quote = observation.split(") ", 1)[1].split(". ")[0] + "."  # the first sentence shown: grounded evidence
+    *_, info = rs.step(f"<original_evidence> {quote} </original_evidence>\n<answer> {gold} </answer>")
     assert info["reward_components"]["evidence_f1"] == 1.0
+    assert rs.unwrapped.recipe.reader.lm.prompts[-1].count(quote) == 1
 
 
 def test_frozen_names_resolve_to_lm_versions_and_unknown_names_fail_early():

@@ -14,9 +14,17 @@ def test_normalize_span_folds_case_punctuation_and_spaces():
     assert normalize_span("  Vivia  SINREMANDER (1850–1913), a banker!") == "vivia sinremander 1850 1913 a banker"
 
 
-def test_evidence_pieces_are_sentences_without_title_markers():
+def test_evidence_pieces_are_sentences_and_a_bare_title_marker_is_none():
     text = "(Title: A) First one. Second; third\nfourth?  (Title: B)"
-    assert evidence_pieces(text) == ["First one.", "Second;", "third", "fourth?"]
+    assert evidence_pieces(text) == ["(Title: A) First one.", "Second;", "third", "fourth?"]
+
+
+def test_a_title_marker_is_read_when_the_sentence_quotes_that_documents():
+    quote = "(Title: Vivia Sinremander) She died in 1913."
+    assert ground_evidence(quote, [OBS]).text == quote
+    # The marker of another document: the title cannot be attached to this sentence.
+    assert ground_evidence("(Title: Mostokivo College) She died in 1913.", [OBS]).text == ""
+    assert ground_evidence("(Title: Prolthunar) She died in 1913.", [OBS]).text == ""
 
 
 def test_quoted_sentences_are_kept_in_the_agents_wording():
@@ -24,7 +32,7 @@ def test_quoted_sentences_are_kept_in_the_agents_wording():
     g = ground_evidence(evidence, [OBS])
     assert g.text == (
         "she studied botany at mostokivo college , graduating in 1875 "
-        "Mostokivo College is a private university located in Prolthunar."
+        "(Title: Mostokivo College) Mostokivo College is a private university located in Prolthunar."
     )
     assert (g.pieces, g.grounded, g.fraction, g.over_budget) == (2, 2, 1.0, False)
 
