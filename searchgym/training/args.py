@@ -193,6 +193,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "r-search": {
         "env_id": "searchgym/RSearch-v0", "algorithm": "grpo", "n": 5, "lr": 1e-6,
         "kl_coef": 0.001, "kl_estimator": "k3", "entropy_coef": 0.001, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 500,
+        # Trained on top-3 (scripts/train_*.sh retriever.topk=3), evaluated on top-5 (§4.3; src/eval/main.py).
+        "eval_env_options": {"top_k": 5},
     },
     "recon": {
         "env_id": "searchgym/RECON-v0", "algorithm": "ppo", "n": 1, "lr": 1e-6, "value_lr": 1e-5,

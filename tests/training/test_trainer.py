@@ -216,6 +216,8 @@ def test_presets_and_field_docs():
     for name in ("search-r1-ppo", "search-r1-grpo", "r1-searcher", "s3", "r-search", "recon"):
         check_args(preset(name))
     assert preset("r1-searcher").stage2_reward == "r1_searcher_stage2"
+    # R-Search trains on top-3 and evaluates on top-5 (§4.3).
+    assert preset("r-search").eval_env_options == {"top_k": 5} and preset("r-search").env_options == {}
     with pytest.raises(SearchGymError, match="Unknown training preset 'search-r2'"):
         preset("search-r2")
 
