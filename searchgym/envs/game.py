@@ -231,6 +231,7 @@ class SearchGame:
         self.records: list[Turn] = []  # what the recipe reads of each turn
         self.well_formed: list[bool] = []
         self.retrieved: list[list[Passage]] = []  # the documents of each search the agent ran
+        self.observed: list[str] = []  # the text of each retrieval as the agent saw it
         self.evidence: str | None = None
         self.answer: str | None = None
         self.done = False
@@ -340,6 +341,8 @@ class SearchGame:
         ended = terminated or truncated
         observation, obs_cut = self._bound("" if ended else "".join(pieces))
         self.turns.append((turn.text, observation))
+        if "documents" in kinds and observation:
+            self.observed.append(observation)
         self.records.append(Turn(turn.text, turn.kinds, () if ended else tuple(kinds)))
         self.well_formed.append(turn.well_formed)
         self.context_chars += len(turn.text) + len(observation)
@@ -393,6 +396,7 @@ class SearchGame:
             retrieved_docs=[[doc_text(p) for p in ps] for ps in self.retrieved],
             selected_docs=[doc_text(p) for p in context],
             evidence=self.evidence,
+            observations=list(self.observed),
             naive_rag_docs=naive,
             num_searches=self.num_searches,
             num_invalid=self.num_invalid,

@@ -65,6 +65,10 @@ class Episode:
     - ``retrieved_docs``: per search, the retrieved passages as ``"title\\ntext"``.
     - ``selected_docs``: the passages the s3 searcher kept.
     - ``evidence``: the evidence the R-Search agent wrote (``None`` if none).
+    - ``observations``: the text of each retrieval the env showed the agent, in order,
+      as shown (rendered or summarized, cut at ``max_observation_chars``). Recipes read it
+      only to check what the agent quoted (R-Search's grounded evidence), never to
+      extract an answer.
     - ``naive_rag_docs``: top-k passages for the question itself; filled only for recipes
       with ``needs_naive_rag``.
     - ``num_searches``, ``num_invalid``: searches run and malformed turns.
@@ -81,6 +85,7 @@ class Episode:
     retrieved_docs: list[list[str]] = field(default_factory=list)
     selected_docs: list[str] = field(default_factory=list)
     evidence: str | None = None
+    observations: list[str] = field(default_factory=list)
     naive_rag_docs: list[str] | None = None
     num_searches: int = 0
     num_invalid: int = 0

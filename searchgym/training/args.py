@@ -54,6 +54,11 @@ class Args:
     frozen_model: str | None = None
     """Frozen model of the env's generator (s3), reader (R-Search) or LLM summarizer (RECON):
     a model name loaded once and never trained ("gold-span" is the LM-free stand-in)."""
+    frozen_backend: str = "transformers"
+    """Backend that loads frozen_model: transformers, vllm, or openai (a model served behind an
+    OpenAI-compatible URL, given as frozen_options={"base_url": ...})."""
+    frozen_options: dict[str, Any] = field(default_factory=dict)
+    """Options of frozen_backend's constructor (e.g. base_url, api_key, device)."""
     summarizer: str | None = None
     """RECON: the env's summarizer (e.g. "llm" uses frozen_model with RECON's prompt)."""
 
@@ -219,6 +224,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "env_id": "searchgym/RSearch-v0", "algorithm": "grpo", "n": 5, "lr": 1e-6,
         "kl_coef": 0.001, "kl_estimator": "k3", "entropy_coef": 0.001, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 500,
         "loss_aggregation": "seq-mean-token-mean",
+        # Trained on top-3 (scripts/train_*.sh retriever.topk=3), evaluated on top-5 (§4.3; src/eval/main.py).
+        "eval_env_options": {"top_k": 5},
     },
     "recon": {
         "env_id": "searchgym/RECON-v0", "algorithm": "ppo", "n": 1, "lr": 1e-6, "value_lr": 1e-5,
@@ -332,6 +339,10 @@ def check_args(args: Args) -> None:
         raise ConfigError(f"Args expects gamma and lam in [0, 1], got gamma={args.gamma}, lam={args.lam}.")
     if args.lora_rank and not args.lora_targets:
         raise ConfigError("Args.lora_targets must name at least one module when lora_rank > 0.")
-    for name in ("env_options", "eval_env_options", "engine_options"):
+    from searchgym.lm.registry import BACKENDS
+
+    if args.frozen_backend not in BACKENDS:
+        raise UnknownNameError("frozen_backend", args.frozen_backend, BACKENDS)
+    for name in ("env_options", "eval_env_options", "engine_options", "frozen_options"):
         if not isinstance(getattr(args, name), dict):
             raise ConfigError(f"Args.{name} expects a dict, got {type(getattr(args, name)).__name__}.")

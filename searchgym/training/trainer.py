@@ -301,7 +301,7 @@ class Trainer:
 
         self.frozen = None
         if args.frozen_model is not None and args.frozen_model != "gold-span":
-            self.frozen = load_lm(args.frozen_model)
+            self.frozen = load_lm(args.frozen_model, backend=args.frozen_backend, **args.frozen_options)
         self._stage = None
         self.envs: list[Any] = []
         self.retrieval = timed_retriever(args.env_id, args.env_options)

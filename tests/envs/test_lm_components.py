@@ -9,7 +9,7 @@ from searchgym.envs.frozen import make_frozen
 from searchgym.envs.lm_frozen import LMGenerator, LMJudge, LMReader, generator_messages
 from searchgym.envs.lm_summarizer import ASPECTS, LLMSummarizer, recon_prompt
 from searchgym.envs.summarizers import make_summarizer
-from searchgym.error import UnknownNameError
+from searchgym.error import ConfigError, UnknownNameError
 from searchgym.lm.base import Generation, LanguageModel
 from searchgym.lm.scripted import ScriptedLM
 from searchgym.lm.testing import tiny_tokenizer
@@ -102,9 +102,11 @@ def test_envs_take_language_models_as_frozen_generator_reader_and_judge():
     rs = make_small("searchgym/RSearch-v0", reader=Recorder(gold))
     ex = rs.unwrapped.examples[0]
     rs.reset(options={"example_index": 0})
-    rs.step(f"<search> {ex.question} </search>")
-    *_, info = rs.step(f"<original_evidence> {gold} </original_evidence>\n<answer> {gold} </answer>")
+    observation, *_ = rs.step(f"<search> {ex.question} </search>")
+    quote = observation.split(") ", 1)[1].split(". ")[0] + "."  # the first sentence shown: grounded evidence
+    *_, info = rs.step(f"<original_evidence> {quote} </original_evidence>\n<answer> {gold} </answer>")
     assert info["reward_components"]["evidence_f1"] == 1.0
+    assert rs.unwrapped.recipe.reader.lm.prompts[-1].count(quote) == 1
 
 
 def test_frozen_names_resolve_to_lm_versions_and_unknown_names_fail_early():
@@ -115,3 +117,15 @@ def test_frozen_names_resolve_to_lm_versions_and_unknown_names_fail_early():
         make_frozen("reader", "smolm2")
     assert str(e.value) == "Unknown reader model 'smolm2'. Did you mean 'smollm2'? Expected one of: gold-span, smollm2, tiny-random."
     assert "could not be loaded offline" in str(e.value.__cause__)
+
+
+def test_a_frozen_model_mapping_names_model_backend_options_and_sampling():
+    reader = make_frozen("reader", {"model": "tiny-random", "temperature": 0.1, "top_p": 0.9, "max_new_tokens": 3})
+    assert isinstance(reader, LMReader) and (reader.temperature, reader.top_p, reader.max_new_tokens) == (0.1, 0.9, 3)
+    assert isinstance(reader("Q?", "Some evidence."), str)
+    with pytest.raises(ConfigError, match=r"^SearchEnv expects reader= as a mapping to name its model, e\.g\. "):
+        make_frozen("reader", {"backend": "openai"})
+    with pytest.raises(ConfigError, match="^The transformers backend does not take the option 'base_ur'"):
+        make_frozen("reader", {"model": "tiny-random", "base_ur": "http://127.0.0.1:1/v1"})
+    with pytest.raises(UnknownNameError, match="^Unknown language-model backend 'olama'"):
+        make_frozen("reader", {"model": "tiny-random", "backend": "olama"})
