@@ -7,17 +7,30 @@
 whose passages carry the server's ids, so ``info["retrieved_ids"]`` names the server's
 documents. ``make_retriever("http://host:port/retrieve", corpus)`` builds one, and so does
 ``gym.make(..., retriever="http://...")``.
+
+Before its first search it reads the server's ``GET /info`` once and compares the corpus
+fingerprint published there with the env's corpus: a server over another corpus would answer
+with documents the env's questions are not about, so ``corpus_check="error"`` (default) refuses
+with :class:`~searchgym.error.CorpusMismatchError`, ``"warn"`` warns and goes on, ``"off"`` skips
+the check. The env's fingerprint is taken without opening a large corpus: a passage file whose
+passage store is current has it in its ``meta.json``; a file without a current store (or not
+present where the env runs), a server without ``/info`` (Search-R1's own) and a router over shards
+(which publishes no fingerprint) are not checked.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from searchgym.corpora.types import Corpus, Hit, Passage, Retriever
-from searchgym.error import BackendError, ConfigError, require
+from searchgym.error import BackendError, ConfigError, CorpusMismatchError, check_name, require
+
+#: What :class:`HTTPRetriever` does when the server's corpus is not the env's.
+CORPUS_CHECKS = ("error", "warn", "off")
 
 #: HTTP statuses worth another try: the server is busy, restarting or overloaded.
 RETRIED_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -50,6 +63,8 @@ class HTTPRetriever(Retriever):
             :data:`RETRIED_STATUSES`, with exponential backoff from ``backoff`` seconds.
         token: A bearer token, for servers started with ``--token``.
         max_queries: Most queries per request; larger batches are split.
+        corpus_check: One of :data:`CORPUS_CHECKS`: what to do when the server's ``/info``
+            names another corpus (by fingerprint) than ``corpus`` (see the module docstring).
 
     A failure that retries do not cure raises :class:`~searchgym.error.BackendError`
     naming the URL and the server's message. One connection pool serves every thread.
@@ -65,6 +80,7 @@ class HTTPRetriever(Retriever):
         backoff: float = 0.25,
         token: str | None = None,
         max_queries: int = 256,
+        corpus_check: str = "error",
     ):
         httpx = require("httpx", extra="http", feature="HTTPRetriever")
         if not is_url(url):
@@ -75,8 +91,12 @@ class HTTPRetriever(Retriever):
         for name, value, least in (("retries", retries, 0), ("max_queries", max_queries, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ConfigError(f"HTTPRetriever expects {name} to be an integer >= {least}, got {value!r}.")
+        check_name("corpus_check", corpus_check, CORPUS_CHECKS)
         self.url = url
         self.corpus = corpus  # type: ignore[assignment]
+        self.corpus_check = corpus_check
+        self._corpus_checked = corpus_check == "off" or corpus is None
+        self._check_lock = threading.Lock()
         self.timeout, self.retries, self.backoff, self.max_queries = timeout, retries, backoff, max_queries
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._httpx = httpx
@@ -97,11 +117,50 @@ class HTTPRetriever(Retriever):
             raise ConfigError("HTTPRetriever.search expects queries to be strings.")
         results: list[list[Hit]] = [[] for _ in queries]
         asked = [i for i, q in enumerate(queries) if q.strip()]  # an empty query has no hits, as in-process
+        if asked and not self._corpus_checked:
+            self.check_corpus()
         for start in range(0, len(asked), self.max_queries):
             chunk = asked[start : start + self.max_queries]
             for i, hits in zip(chunk, self._post([queries[i] for i in chunk], k)):
                 results[i] = hits
         return results
+
+    def check_corpus(self) -> dict[str, Any] | None:
+        """Compare the server's corpus (``GET /info``, read once) with ``self.corpus``; act as
+        ``corpus_check`` says on a difference. Returns what ``/info`` answered (``None`` when the
+        server has no ``/info`` or the URL does not end in ``/retrieve``). An unreachable server
+        leaves the check for the next search, which reports the connection error itself."""
+        with self._check_lock:
+            if self._corpus_checked:
+                return None
+            if not self.url.rstrip("/").endswith("/retrieve"):
+                self._corpus_checked = True
+                return None
+            try:
+                response = self._client.get(self.url.rstrip("/").removesuffix("/retrieve") + "/info")
+            except self._httpx.TransportError:
+                return None
+            self._corpus_checked = True
+            try:
+                info = response.json() if response.status_code == 200 else None
+            except ValueError:
+                info = None
+            served = info.get("fingerprint") if isinstance(info, dict) else None
+            if not isinstance(served, str):  # Search-R1's server (no /info) or a router over shards
+                return info
+            ours = env_fingerprint(self.corpus)
+            if ours is None or ours == served:
+                return info
+            message = (
+                f"The retrieval server {self.url} serves the corpus {info.get('corpus')!r} (fingerprint {served}), but the "
+                f"env's corpus is {corpus_label(self.corpus)} (fingerprint {ours}): its documents would not be the ones the "
+                "env's questions are about. Point retriever= at a server of the env's corpus or give the env the server's "
+                "corpus= and corpus_options=; retriever_options={'corpus_check': 'warn'} only warns."
+            )
+            if self.corpus_check == "error":
+                raise CorpusMismatchError(message)
+            warnings.warn(message, stacklevel=4)
+            return info
 
     def _post(self, queries: list[str], k: int) -> list[list[Hit]]:
         payload = {"queries": queries, "topk": k, "return_scores": True}
@@ -148,3 +207,19 @@ class HTTPRetriever(Retriever):
                 f"retrieval server {self.url} answered what is not Search-R1's /retrieve shape "
                 f"({type(e).__name__}: {e}): {response.text[:300]}"
             ) from None
+
+
+def env_fingerprint(corpus: Corpus) -> str | None:
+    """``corpus.fingerprint``, or for a corpus not opened yet (an env whose retriever is a URL
+    holds a :class:`~searchgym.corpora.registry.DeferredCorpus`) what it knows without opening a
+    large file (``None`` when it does not know)."""
+    known = getattr(corpus, "known_fingerprint", None)
+    return known() if callable(known) else corpus.fingerprint
+
+
+def corpus_label(corpus: Corpus) -> str:
+    """A corpus's name for messages, without opening one that is deferred."""
+    spec = getattr(corpus, "spec", None)
+    if spec is not None and not getattr(corpus, "opened", True):
+        return repr(str(spec[0]))
+    return repr(corpus.name)
