@@ -397,13 +397,19 @@ _COMMANDS = {"bench": _bench, "train": _train_or_sft, "sft": _train_or_sft, "dem
 
 
 def main(argv: list[str] | None = None) -> int:
-    from searchgym.error import SearchGymError
+    from searchgym.error import SearchGymError, missing_optional
 
     args = build_parser().parse_args(argv)
     try:
         return _COMMANDS[args.command](args)
     except SearchGymError as e:  # one line that says what to fix, never a traceback
         print(f"searchgym {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:  # an optional dependency imported plainly deep inside a command
+        missing = missing_optional(e, f"searchgym {args.command}")
+        if missing is None:
+            raise
+        print(f"searchgym {args.command}: error: {missing}", file=sys.stderr)
         return 2
 
 

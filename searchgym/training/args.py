@@ -14,7 +14,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
-from searchgym.error import ConfigError, UnknownNameError
+from searchgym.error import ConfigError, UnknownNameError, check_keywords
 from searchgym.training.losses import AGGREGATIONS, KL_ESTIMATORS
 
 #: Policy-gradient algorithms of :class:`~searchgym.training.trainer.Trainer`.
@@ -202,6 +202,7 @@ def preset(name: str, **overrides: Any) -> Args:
     """:class:`Args` with the preset ``name`` applied, then ``overrides``."""
     if name not in PRESETS:
         raise UnknownNameError("training preset", name, PRESETS)
+    check_keywords(f"preset({name!r})", overrides, (f.name for f in dataclasses.fields(Args)))
     return Args(**{**PRESETS[name], **overrides})
 
 
