@@ -120,6 +120,8 @@ def test_an_env_over_another_corpus_is_refused_or_warned(server):
     with pytest.raises(CorpusMismatchError, match=r"serves the corpus 'synthwiki-s7-n400' \(fingerprint [0-9a-f]{16}\), but the env's "
                        r"corpus is 'synthwiki-s8-n400' \(fingerprint [0-9a-f]{16}\).*corpus_check': 'warn'\} only warns"):
         step_search(env)
+    with pytest.raises(CorpusMismatchError):  # every later search too: catching the first error does not let a run go on
+        step_search(env)
     env = gym.make("searchgym/SearchR1-v0", retriever=url, corpus_options=other, retriever_options={"corpus_check": "warn"})
     with pytest.warns(UserWarning, match="serves the corpus 'synthwiki-s7-n400'"):
         info = step_search(env)[4]

@@ -162,3 +162,17 @@ def test_gitignore_covers_what_documented_commands_write():
     kept = subprocess.run(["git", "check-ignore", "--no-index", "searchgym/corpora/registry.py", "docs/data.md"], capture_output=True, text=True, cwd=ROOT)
     assert kept.stdout == ""
     assert re.search(r"^/runs/$", (ROOT / ".gitignore").read_text(), re.M)
+
+
+def test_a_misspelled_flag_of_a_command_is_suggested(capsys):
+    from searchgym.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--preset", "search-r1-grpo", "--kl-coeff", "0.1", "--totl-steps=3"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "searchgym: error: unrecognized arguments: --kl-coeff (did you mean --kl-coef?) 0.1 --totl-steps=3 (did you mean --total-steps?)"
+    )
+    with pytest.raises(SystemExit):
+        main(["serve", "--prot", "9000", "--xyzzy"])
+    assert capsys.readouterr().err.splitlines()[-1] == "searchgym: error: unrecognized arguments: --prot (did you mean --port?) 9000 --xyzzy"

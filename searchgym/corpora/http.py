@@ -96,6 +96,7 @@ class HTTPRetriever(Retriever):
         self.corpus = corpus  # type: ignore[assignment]
         self.corpus_check = corpus_check
         self._corpus_checked = corpus_check == "off" or corpus is None
+        self._refusal: str | None = None  # the mismatch, refused again at every search once found
         self._check_lock = threading.Lock()
         self.timeout, self.retries, self.backoff, self.max_queries = timeout, retries, backoff, max_queries
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -117,6 +118,8 @@ class HTTPRetriever(Retriever):
             raise ConfigError("HTTPRetriever.search expects queries to be strings.")
         results: list[list[Hit]] = [[] for _ in queries]
         asked = [i for i, q in enumerate(queries) if q.strip()]  # an empty query has no hits, as in-process
+        if self._refusal is not None:
+            raise CorpusMismatchError(self._refusal)
         if asked and not self._corpus_checked:
             self.check_corpus()
         for start in range(0, len(asked), self.max_queries):
@@ -127,7 +130,9 @@ class HTTPRetriever(Retriever):
 
     def check_corpus(self) -> dict[str, Any] | None:
         """Compare the server's corpus (``GET /info``, read once) with ``self.corpus``; act as
-        ``corpus_check`` says on a difference. Returns what ``/info`` answered (``None`` when the
+        ``corpus_check`` says on a difference (``"error"``: every later :meth:`search` raises
+        :class:`~searchgym.error.CorpusMismatchError`, so a caller that catches one cannot go on
+        with the wrong documents). Returns what ``/info`` answered (``None`` when the
         server has no ``/info`` or the URL does not end in ``/retrieve``). An unreachable server
         leaves the check for the next search, which reports the connection error itself."""
         with self._check_lock:
@@ -158,6 +163,7 @@ class HTTPRetriever(Retriever):
                 "corpus= and corpus_options=; retriever_options={'corpus_check': 'warn'} only warns."
             )
             if self.corpus_check == "error":
+                self._refusal = message
                 raise CorpusMismatchError(message)
             warnings.warn(message, stacklevel=4)
             return info
