@@ -37,7 +37,7 @@ from searchgym.agents.registry import needs_lm as agent_needs_lm
 from searchgym.envs.access import search_env
 from searchgym.envs.frozen import with_frozen_models
 from searchgym.envs.registration import NAMESPACE, full_env_id
-from searchgym.error import ConfigError, DataFormatError, check_name
+from searchgym.error import ConfigError, DataFormatError, check_keywords, check_name, install_command
 
 #: Columns of the summary table: (key, header, format). F1, cover-EM and GenAcc score a
 #: hedged answer (one naming more than one candidate) as 0; the "raw" column beside each is
@@ -159,9 +159,29 @@ def check_config(config: BenchConfig) -> None:
             "(command line: --agent-option sb3:policy=runs/sb3), a run folder of `searchgym train --algorithm sb3-ppo`."
         )
     check_name("language-model backend", config.backend, BACKENDS)
+    _check_env_options(config)
     if config.summarizer is not None:
         check_name("summarizer", config.summarizer, SUMMARIZERS)
     config.run_labels()
+
+
+def _check_env_options(config: BenchConfig) -> None:
+    """The corpus and dataset names and, for the single-agent envs, the keyword names of every
+    run's env options, checked before the resume check compares configurations (a typo is then
+    reported as a typo, not as "a different configuration") and before any model loads."""
+    import inspect
+
+    from searchgym.corpora.registry import check_data_name
+    from searchgym.envs.core import SearchEnv
+    from searchgym.envs.registration import ENV_SPECS
+
+    accepted = inspect.signature(SearchEnv).parameters
+    for env_id, _ in config.runs:
+        options = {**config.env_options.get("*", {}), **config.env_options.get(env_id.removeprefix(NAMESPACE), config.env_options.get(env_id, {}))}
+        check_data_name("corpus", options.get("corpus"))
+        check_data_name("dataset", options.get("dataset"))
+        if full_env_id(env_id) in ENV_SPECS:
+            check_keywords(f"{env_id}'s env options", options, accepted)
 
 
 # ---------------------------------------------------------------- storage
@@ -513,7 +533,7 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> Path | None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib is not installed (pip install 'searchgym[plot]'): no chart written.", file=sys.stderr)
+        print(f"matplotlib is not installed ({install_command('plot')}): no chart written.", file=sys.stderr)
         return None
     labels = [r["label"] for r in rows]
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 0.5 * len(rows) + 2.5), gridspec_kw={"width_ratios": [3, 1.2, 1.2]})

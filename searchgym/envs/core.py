@@ -17,7 +17,7 @@ from searchgym.envs.question_filters import QUESTION_FILTERS, filter_questions
 from searchgym.envs.spaces import UnicodeText
 from searchgym.envs.summarizers import Summarizer, make_summarizer
 from searchgym.envs.tasks import EXAMPLE_OPTIONS, load_examples, load_task_data, pick_example, positive_int
-from searchgym.error import ConfigError, check_name
+from searchgym.error import ConfigError, check_name, suggest_keywords
 from searchgym.rewards import RECIPES, Episode, RewardRecipe, make_recipe
 
 __all__ = ["SearchEnv", "load_examples"]  # load_examples lives in searchgym.envs.tasks; importable here too
@@ -123,6 +123,7 @@ class SearchEnv(gym.Env[str, str]):
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 1}
 
+    @suggest_keywords  # gym.make's keywords land here: topk=5 -> "Did you mean 'top_k'?"
     def __init__(
         self,
         protocol: str | Protocol = "search_r1",

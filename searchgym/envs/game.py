@@ -74,14 +74,15 @@ class SearchLog:
 
     def snapshot(self) -> Any:
         """The state of the episode so far, for :meth:`restore`."""
-        return (self.turn, self.num_searches, list(self.windows), [w.annotated for w in self.windows], list(self.selected))
+        marks = [(w.annotated, w.kept) for w in self.windows]
+        return (self.turn, self.num_searches, list(self.windows), marks, list(self.selected))
 
     def restore(self, state: Any) -> None:
         """Go back to a :meth:`snapshot` (a turn that failed on a backend is undone)."""
-        self.turn, self.num_searches, windows, annotated, selected = state
+        self.turn, self.num_searches, windows, marks, selected = state
         self.windows, self.selected = list(windows), list(selected)
-        for window, flag in zip(self.windows, annotated):
-            window.annotated = flag
+        for window, (annotated, kept) in zip(self.windows, marks):
+            window.annotated, window.kept = annotated, kept
 
     @property
     def final_turn(self) -> bool:

@@ -38,7 +38,7 @@ from searchgym.envs.tasks import (
 from searchgym.envs.team_info import role_info
 from searchgym.envs.team_scoring import answer_score, check_answer_metric, judge_answer, score_team, team_recipe
 from searchgym.envs.team_seats import ROLES, Seat, check_roster
-from searchgym.error import ConfigError, SearchGymError
+from searchgym.error import ConfigError, SearchGymError, did_you_mean
 from searchgym.rewards import Episode
 
 
@@ -144,6 +144,7 @@ class TeamGame:
         if unknown:
             raise ConfigError(
                 f"{owner} does not take {', '.join(map(repr, unknown))}; expected options among: {', '.join(accepted)}."
+                + did_you_mean(unknown[0], accepted)
             )
 
     # ------------------------------------------------------------------ episode

@@ -22,11 +22,11 @@ from typing import Any
 
 from searchgym.error import ConfigError, require
 from searchgym.lm.base import Generation, LanguageModel, SamplingParams, stop_end
-from searchgym.lm.models import MODEL_FOLDERS
+from searchgym.lm.models import BUILT_IN_NAMES, MODEL_FOLDERS, check_model_name
 from searchgym.lm.threads import ThreadTuner, fixed_threads
 
 #: Built-in model names (besides local folders and cached Hugging Face ids).
-MODEL_NAMES = ("smollm2", "tiny-random")
+MODEL_NAMES = BUILT_IN_NAMES
 
 _DTYPES = ("float32", "float16", "bfloat16")
 
@@ -74,6 +74,8 @@ class TransformersLM(LanguageModel):
         max_batch_size: int = 64,
         threads: int | str = "auto",
     ):
+        if isinstance(model, str):
+            check_model_name(model, "TransformersLM")  # before torch and transformers load (seconds)
         self._torch = torch = require("torch", extra="lm", feature="TransformersLM")
         transformers = require("transformers", extra="lm", feature="TransformersLM")
         if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or max_batch_size < 1:
@@ -375,6 +377,7 @@ def load_model(name: str, *, tokenizer: Any = None, dtype: Any = None) -> tuple[
     already in the local cache. ``dtype`` (a ``torch.dtype`` or one of ``"float32"``,
     ``"float16"``, ``"bfloat16"``; ``None``: the checkpoint's) is the weights' type; a
     given ``tokenizer`` is returned instead of loading one."""
+    check_model_name(name, "TransformersLM")
     transformers = require("transformers", extra="lm", feature="TransformersLM")
     dtype = _resolve_dtype(require("torch", extra="lm", feature="TransformersLM"), dtype)
     if name == "tiny-random":

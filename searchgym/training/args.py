@@ -14,7 +14,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
-from searchgym.error import ConfigError, UnknownNameError
+from searchgym.error import ConfigError, UnknownNameError, check_keywords
 from searchgym.training.losses import AGGREGATIONS, KL_ESTIMATORS
 
 #: PPO critics (``Args.critic``); see :mod:`searchgym.training.critic`.
@@ -242,6 +242,7 @@ def preset(name: str, **overrides: Any) -> Args:
     ``eval_env_options`` are merged key by key: ``{"question_filter": None}`` drops s3's filter)."""
     if name not in PRESETS:
         raise UnknownNameError("training preset", name, PRESETS)
+    check_keywords(f"preset({name!r})", overrides, (f.name for f in dataclasses.fields(Args)))
     settings = {**PRESETS[name], **overrides}
     for key in ("env_options", "eval_env_options"):  # merged key by key: --env-options adds to the preset's
         if isinstance(PRESETS[name].get(key), dict) and isinstance(overrides.get(key), dict):
