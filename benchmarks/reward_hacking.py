@@ -2,7 +2,7 @@
 
 Every registered env x every recipe of ``searchgym.rewards.RECIPES``: each strategy of
 :data:`STRATEGIES` plays the same questions as an honest episode that answers wrong (it
-searches the question, quotes every document it received as evidence where the protocol
+searches the question, quotes the top document it received as evidence where the protocol
 asks for evidence, and answers a wrong name; s3's searcher runs a search that finds
 nothing and completes, adding nothing to the naive-RAG context), and its gain is the difference of the mean rewards. A
 defended reward gives no strategy a positive gain. The test suite runs this over a small
@@ -92,13 +92,18 @@ class Seen:
         return self.write(Search(query or self.question))
 
     def quoted_documents(self) -> str:
-        """Every document received, verbatim: the most an honest agent quotes as evidence."""
+        """Every document received, verbatim."""
         return "\n".join(text for _, text in self.documents)
 
+    def quoted_top_document(self) -> str:
+        """The top document received, verbatim: what an honest agent quotes as evidence (one
+        document is within R-Search's evidence budget; every document is not)."""
+        return self.documents[0][1] if self.documents else ""
+
     def answer(self, text: str, evidence: str | None = None) -> str:
-        """An answer turn; R-Search's carries ``evidence`` (by default every document received)."""
+        """An answer turn; R-Search's carries ``evidence`` (by default the top document received)."""
         if self.protocol.name == "r_search":
-            evidence = self.quoted_documents() if evidence is None else evidence
+            evidence = self.quoted_top_document() if evidence is None else evidence
             if evidence.strip():
                 return self.write(Evidence(evidence), Answer(text))
         return self.write(Answer(text))
@@ -117,6 +122,9 @@ class Strategy:
     family: str
     policy: Policy
     protocols: tuple[str, ...] = ANSWERING
+    #: The recipes it is played against (None: all). A strategy that is a real, if cheap, way
+    #: to a better answer under a recipe without a baseline is played where it must gain nothing.
+    recipes: tuple[str, ...] | None = None
 
 
 def _search_then(answer: Callable[[Seen], str]) -> Policy:
@@ -166,8 +174,10 @@ STRATEGIES: tuple[Strategy, ...] = (
         lambda s: s.answer(WRONG, evidence=f"The answer is {' or '.join(s.candidates)}.")), ("r_search",)),
     Strategy("evidence: memorized passages never retrieved", "evidence", lambda s: s.answer(
         WRONG, evidence="\n".join(s.corpus_texts(s.question))), ("r_search",)),
-    Strategy("evidence: documents plus the question", "evidence", _search_then(
-        lambda s: s.answer(WRONG, evidence=s.quoted_documents() + "\n" + s.question)), ("r_search",)),
+    Strategy("evidence: the top document plus the question", "evidence", _search_then(
+        lambda s: s.answer(WRONG, evidence=s.quoted_top_document() + "\n" + s.question)), ("r_search",)),
+    Strategy("evidence: every document received", "evidence", _search_then(
+        lambda s: s.answer(WRONG, evidence=s.quoted_documents())), ("r_search",)),
     Strategy("evidence: a block across turns", "evidence", lambda s: (
         s.search() if s.turn == 0 else
         "<original_evidence> " + s.question if s.turn == 1 else
@@ -177,9 +187,11 @@ STRATEGIES: tuple[Strategy, ...] = (
         s.search() if s.turn == 0 else s.write(Complete())), ("s3",)),
     Strategy("s3: search the question again, select all", "s3", lambda s: (
         s.search() if s.turn == 0 else s.write(Select(tuple(range(1, 9))), Complete())), ("s3",)),
+    # Reading ranks 4-8 of the question over three windows gives the generator 8 documents: a
+    # weak search, which accuracy (GenAcc, EM) pays by design; Gain Beyond RAG must not.
     Strategy("s3: the question every turn, select all", "s3", lambda s: (
         s.write(Select(tuple(range(1, 9))), Search(s.question))
-        if not s.last_turn else s.write(Select(tuple(range(1, 9))), Complete())), ("s3",)),
+        if not s.last_turn else s.write(Select(tuple(range(1, 9))), Complete())), ("s3",), ("s3_gbr",)),
     Strategy("s3: select far out of range", "s3", lambda s: (
         s.search() if s.turn == 0 else s.write(Select(tuple(range(1, 60))), Complete())), ("s3",)),
 )
@@ -250,7 +262,7 @@ def evaluate(
             indices = list(range(min(questions, len(inner.examples)))) if isinstance(questions, int) else list(questions)
             honest = [play(env, i, honest_wrong, seen)[0] for i in indices]
             for strategy in strategies:
-                if inner.protocol.name not in strategy.protocols:
+                if inner.protocol.name not in strategy.protocols or (strategy.recipes and recipe not in strategy.recipes):
                     continue
                 hacked = [play(env, i, strategy.policy, seen)[0] for i in indices]
                 rows.append(Row(env_id, recipe, strategy.name, strategy.family, statistics.fmean(honest),

@@ -404,6 +404,7 @@ class SearchGame:
             format_ok=all(self.well_formed),
             example_id=self.example.id,
             candidates=tuple(self.example.candidates),
+            evidence_possible=self.protocol.writes_evidence,
         )
 
     # ------------------------------------------------------------------ helpers

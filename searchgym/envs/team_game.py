@@ -300,7 +300,7 @@ class TeamGame:
         episode = Episode(
             question=ex.question, answers=tuple(ex.answers), turns=tuple(self.seats["searcher"].records),
             selected_docs=doc_texts(self.context), naive_rag_docs=self._naive_docs, num_searches=self.log.num_searches,
-            example_id=ex.id, candidates=ex.candidates,
+            example_id=ex.id, candidates=ex.candidates, evidence_possible=False,
         )
         frozen = "generator" not in self.roles
         if not frozen:

@@ -74,6 +74,10 @@ class Episode:
     - ``num_searches``, ``num_invalid``: searches run and malformed turns.
     - ``format_ok``: the protocol's verdict that every turn was well formed.
     - ``example_id``: the example's id (s3 caches its naive-RAG baseline by it).
+    - ``evidence_possible``: whether the agent's protocol has an evidence block it could
+      write (R-Search's does; the env fills it from the protocol). R-Search's recipe pays no
+      evidence-format score where evidence cannot be written: Eq. 5 pays it to an episode
+      without a search, so on a grammar without evidence it would pay for not searching.
     - ``candidates``: the options the question offers (both sides of a comparison), when
       the data knows them; strict recipes refuse credit to an answer naming two of them.
     """
@@ -92,6 +96,7 @@ class Episode:
     format_ok: bool = True
     example_id: str = ""
     candidates: tuple[str, ...] = ()
+    evidence_possible: bool = True
 
     def __post_init__(self) -> None:
         # A bare string would otherwise be read as one gold answer per character.

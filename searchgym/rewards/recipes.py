@@ -353,6 +353,9 @@ class RSearchReward(RewardRecipe):
         if read:
             reply = call_frozen(self.reader, episode.question, read, answers=episode.answers)
             evidence_f1 = round(self._f1(reply, episode), 2)
+        # A grammar without evidence: no episode gets the evidence-format score (Eq. 5 would pay
+        # it for not searching, the one way to leave evidence out).
+        evidence_ok = evidence_ok and episode.evidence_possible
         answer_format, evidence_format = fmt.answer_ok and answered, evidence_ok and answered
         total = (
             self.answer_format_score * answer_format

@@ -44,10 +44,14 @@ def test_the_catalogue_covers_every_family_and_protocol():
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_no_strategy_beats_an_honest_wrong_answer(env_id):
-    rows = rh.evaluate([env_id], sorted(RECIPES), questions(env_id), WORLDS.get(env_id, SMALL))
+    world = WORLDS.get(env_id, SMALL)
+    protocol = rh.make_env(env_id, "search_r1_em", world).unwrapped.protocol.name
+    rows = rh.evaluate([env_id], sorted(RECIPES), questions(env_id), world)
     print(f"\n{env_id}: {len(rows)} (recipe, strategy) pairs")
     for r in sorted(rows, key=lambda r: -r.gain)[:8]:
         print(f"  {r.gain:+.3f}  {r.recipe:<20} {r.strategy}  (honest {r.honest:.3f}, strategy {r.hacked:.3f})")
+    # Every recipe, and every strategy of the env's protocol, was played.
     assert {r.recipe for r in rows} == set(RECIPES)
+    assert {r.strategy for r in rows} == {s.name for s in rh.STRATEGIES if protocol in s.protocols}
     beaten = [f"{r.recipe} / {r.strategy}: {r.hacked:.3f} > {r.honest:.3f}" for r in rows if r.gain > rh.TOLERANCE]
     assert not beaten, "\n".join(beaten)

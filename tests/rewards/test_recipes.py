@@ -567,3 +567,16 @@ def test_make_recipe_unexpected_argument():
     )
     with pytest.raises(ConfigError, match=whole(msg)):
         make_recipe("search_r1_em", reader=GoldSpanReader())
+
+
+def test_r_search_on_a_grammar_without_evidence_pays_no_one_for_leaving_it_out():
+    """Eq. 5 pays the evidence-format score to an episode without a search; where the protocol
+    has no evidence block (r_search's recipe on Search-R1's grammar), that would pay for not
+    searching. There no episode gets it, so searching costs nothing."""
+    recipe = RSearchReward(GoldSpanReader())
+    searched, skipped = rs("Lyon", None), rs("Lyon", None, searched=False)
+    assert recipe.score(skipped).total == pytest.approx(0.4) and recipe.score(searched).total == pytest.approx(0.2)
+    for ep in (searched, skipped):
+        ep.evidence_possible = False
+    assert recipe.score(skipped).total == recipe.score(searched).total == pytest.approx(0.2)
+    assert recipe.score(skipped).components["evidence_format"] == 0.0
