@@ -81,7 +81,8 @@ class SB3Args:
     device: str = "cpu"
     """Torch device of the policy (cpu is fastest for these small MLPs)."""
     progress: bool = True
-    """Show a progress bar."""
+    """Show progress: timesteps, phase and policy updates (a plain line every
+    SEARCHGYM_PROGRESS_SECONDS, default 5, when stderr is not a terminal)."""
 
 
 def check_sb3_args(args: SB3Args) -> None:

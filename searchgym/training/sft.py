@@ -124,11 +124,14 @@ class SFTArgs:
     num_envs: int = 16
     """Episodes live at once (oracle recording and evaluation)."""
     out: str = "runs/sft"
-    """Run folder: metrics.csv, curves.png, final/ (the trained model and tokenizer)."""
+    """Run folder: metrics.csv, curves.png, final/ (the trained model and tokenizer). A run
+    stopped by Ctrl-C or SIGTERM leaves final/ (the model so far) and checkpoint/; the same
+    command with the same settings continues it."""
     seed: int = 0
     """Seed of the model initialisation and the data order."""
     progress: bool = True
-    """Progress bars."""
+    """Progress bars (a plain line every SEARCHGYM_PROGRESS_SECONDS, default 5, when stderr
+    is not a terminal)."""
     threads: int | None = None
     """torch CPU threads (None: torch's default, lowered to the cores the process gets
     while another process holds some, as generation does; see searchgym.lm.threads)."""
