@@ -426,11 +426,14 @@ _COMMANDS = {"bench": _bench, "train": _train_or_sft, "sft": _train_or_sft, "dem
 
 
 def main(argv: list[str] | None = None) -> int:
-    from searchgym.error import SearchGymError, missing_optional
+    from searchgym.error import SearchGymError, TrainingStopped, missing_optional
 
     args = build_parser().parse_args(argv)
     try:
         return _COMMANDS[args.command](args)
+    except TrainingStopped as e:  # asked to stop: what was saved and how to go on, exit 130 as an interrupt
+        print(f"searchgym {args.command}: stopped: {e}", file=sys.stderr)
+        return 130
     except SearchGymError as e:  # one line that says what to fix, never a traceback
         print(f"searchgym {args.command}: error: {e}", file=sys.stderr)
         return 2

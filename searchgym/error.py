@@ -191,6 +191,11 @@ class TrainingError(SearchGymError, RuntimeError):
     logprobs that disagree); the message names the last good checkpoint."""
 
 
+class TrainingStopped(SearchGymError, RuntimeError):
+    """A run stopped on request (Ctrl-C, SIGTERM) after saving what it had; the message
+    says what was written and how to continue."""
+
+
 class InvalidActionError(SearchGymError, ValueError):
     """Raised by :class:`searchgym.envs.wrappers.StrictActions` for a malformed action."""
 

@@ -24,6 +24,7 @@ from searchgym.error import ConfigError, require
 from searchgym.lm.base import Generation, LanguageModel, SamplingParams, stop_end
 from searchgym.lm.models import BUILT_IN_NAMES, MODEL_FOLDERS, check_model_name
 from searchgym.lm.threads import ThreadTuner, fixed_threads
+from searchgym.progress import generated_tokens
 
 #: Built-in model names (besides local folders and cached Hugging Face ids).
 MODEL_NAMES = BUILT_IN_NAMES
@@ -351,6 +352,7 @@ class StopOnText:
 
         done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)  # [B]
         generated = input_ids[:, self.prompt_width :].tolist()
+        generated_tokens(sum(ended is None for ended in self.ended))  # progress displays move per token
         for row, tokens in enumerate(generated):
             if self.ended[row] is not None:
                 done[row] = True

@@ -170,7 +170,9 @@ class Args:
     tensorboard: bool = True
     """Also write TensorBoard events to out/tensorboard when tensorboard is installed."""
     progress: bool = True
-    """Progress bars."""
+    """Progress bars: steps, the step's phase (rollout, update micro-batches, evaluate) and
+    generated tokens (a plain line every SEARCHGYM_PROGRESS_SECONDS, default 5, when stderr
+    is not a terminal)."""
     threads: int | None = None
     """torch CPU threads (None: torch's default)."""
 
