@@ -11,7 +11,7 @@ docs/rewards.md over a larger one.
 
     python benchmarks/reward_hacking.py                    # 5 envs x 7 recipes, 100 questions, ~4 min
     python benchmarks/reward_hacking.py --quick            # 20 questions, ~1 min
-    python benchmarks/reward_hacking.py --markdown         # the table of docs/rewards.md
+    python benchmarks/reward_hacking.py --raw --markdown   # the table of docs/rewards.md, ~5 min
 
 Strategies see what a policy sees (the prompt and the observations) plus what a policy
 could memorize in training (the corpus's titles and passages); none reads the gold.
@@ -197,11 +197,30 @@ STRATEGIES: tuple[Strategy, ...] = (
 )
 
 
-def make_env(env_id: str, recipe: str, corpus_options: dict, **kwargs) -> gym.Env:
+#: The papers' own metrics and rules, without searchgym's defenses (``--raw``): F1 and
+#: cover-EM pay hedges, R-Search reads its evidence as written, s3 has no cap and a top-3
+#: baseline. R1-Searcher stage 1 gets the released server's answer term.
+RAW_REWARD_OPTIONS: dict[str, dict] = {
+    "r1_searcher_stage1": {"strict": False, "answer_score": 1.0},
+    "r1_searcher_stage2": {"strict": False},
+    "r_search": {"strict": False, "grounded": False, "paper_format_rule": True},
+    "s3_gen_acc": {"strict": False},
+    "s3_gbr": {"strict": False, "baseline_docs": "initial"},
+}
+RAW_PROTOCOL_OPTIONS: dict[str, dict] = {"s3": {"docs_per_window": None}}
+
+
+def make_env(env_id: str, recipe: str, corpus_options: dict, raw: bool = False, **kwargs) -> gym.Env:
     """``env_id`` paying ``recipe``; every frozen role a recipe needs is the gold-span reader,
-    the upper bound of any LM in its place."""
+    the upper bound of any LM in its place. ``raw``: the papers' metrics and rules
+    (:data:`RAW_REWARD_OPTIONS`), without the defenses."""
     frozen = {"generator": None, "reader": None}
     frozen.update({role: GoldSpanReader() for role in RECIPES[recipe].needs})
+    if raw:
+        kwargs.setdefault("reward_options", RAW_REWARD_OPTIONS.get(recipe, {}))
+        protocol = ENV_SPECS[env_id]["protocol"]
+        if protocol in RAW_PROTOCOL_OPTIONS:
+            kwargs.setdefault("protocol_options", RAW_PROTOCOL_OPTIONS[protocol])
     return gym.make(env_id, reward=recipe, corpus_options=corpus_options, **frozen, **kwargs)
 
 
@@ -241,13 +260,15 @@ def evaluate(
     strategies: Sequence[Strategy] = STRATEGIES,
     env_kwargs: dict | None = None,
     progress: Callable[[str], None] | None = None,
+    raw: bool = False,
 ) -> list[Row]:
-    """One :class:`Row` per (env, recipe, strategy that applies to the env's protocol)."""
+    """One :class:`Row` per (env, recipe, strategy that applies to the env's protocol);
+    ``raw``: under the papers' own metrics and rules (:func:`make_env`)."""
     corpus_options = corpus_options or {"seed": 7, "num_passages": 400}
     rows = []
     for env_id in env_ids:
         for recipe in recipes:
-            env = make_env(env_id, recipe, corpus_options, **(env_kwargs or {}))
+            env = make_env(env_id, recipe, corpus_options, raw=raw, **(env_kwargs or {}))
             inner = env.unwrapped
             corpus = inner.corpus
             titles = list(dict.fromkeys(p.title for p in corpus))
@@ -273,26 +294,37 @@ def evaluate(
     return rows
 
 
-def table(rows: Sequence[Row], markdown: bool = False) -> str:
-    """The best gain of each strategy over envs and recipes (where it is reached), plus the
-    number of (env, recipe) pairs it beats the honest wrong answer on."""
-    lines = []
+def _summary(rows: Sequence[Row]) -> dict[str, tuple[Row, int, int]]:
+    """strategy -> (its row of largest gain, pairs played, pairs where it beats honest)."""
     by_strategy: dict[str, list[Row]] = {}
     for r in rows:
         by_strategy.setdefault(r.strategy, []).append(r)
-    header = ("strategy", "family", "pairs", "beats honest", "best gain", "where")
-    if markdown:
-        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    else:
-        lines.append(f"{header[0]:<48} {header[1]:<9} {header[2]:>5} {header[3]:>12} {header[4]:>9}  {header[5]}")
-    for name, rs in by_strategy.items():
-        best = max(rs, key=lambda r: r.gain)
-        beats = sum(r.gain > TOLERANCE for r in rs)
-        where = f"{best.env_id.split('/')[-1]} x {best.recipe}"
+    return {name: (max(rs, key=lambda r: r.gain), len(rs), sum(r.gain > TOLERANCE for r in rs)) for name, rs in by_strategy.items()}
+
+
+def table(rows: Sequence[Row], raw_rows: Sequence[Row] = (), markdown: bool = False) -> str:
+    """Per strategy: the (env, recipe) pairs played, and under the defaults (and, given
+    ``raw_rows``, the papers' raw metrics) how many it beats the honest wrong answer on and
+    its largest gain, with where that gain is reached."""
+    now, raw = _summary(rows), _summary(raw_rows)
+    header = ["strategy", "family", "pairs"]
+    if raw:
+        header += ["beats honest, papers' metrics", "best gain, papers' metrics"]
+    header += ["beats honest", "best gain"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] if markdown else []
+    if not markdown:
+        lines.append("  ".join(f"{h:>12}" if i > 1 else f"{h:<48}" if i == 0 else f"{h:<9}" for i, h in enumerate(header)))
+    for name, (best, pairs, beats) in now.items():
+        cells = [name, best.family, str(pairs)]
+        if raw:
+            rb, _, rbeats = raw[name]
+            where = f" ({rb.env_id.split('/')[-1]} x {rb.recipe})" if rb.gain > TOLERANCE else ""
+            cells += [str(rbeats), f"{rb.gain:+.3f}{where}"]
+        cells += [str(beats), f"{best.gain:+.3f}"]
         if markdown:
-            lines.append(f"| {name} | {best.family} | {len(rs)} | {beats} | {best.gain:+.3f} | {where} |")
+            lines.append("| " + " | ".join(cells) + " |")
         else:
-            lines.append(f"{name:<48} {best.family:<9} {len(rs):>5} {beats:>12} {best.gain:>+9.3f}  {where}")
+            lines.append("  ".join(f"{c:>12}" if i > 1 else f"{c:<48}" if i == 0 else f"{c:<9}" for i, c in enumerate(cells)))
     return "\n".join(lines)
 
 
@@ -303,14 +335,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="20 questions of a 400-passage world (~1 min)")
     parser.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    parser.add_argument("--raw", action="store_true",
+                        help="also play every strategy under the papers' own metrics and rules (twice the time), side by side")
     args = parser.parse_args(argv)
     if args.questions < 1 or args.num_passages < 100:
         parser.error("--questions must be >= 1 and --num-passages >= 100")
     questions, passages = (20, 400) if args.quick else (args.questions, args.num_passages)
     start = time.perf_counter()
-    rows = evaluate(questions=questions, corpus_options={"seed": args.seed, "num_passages": passages},
-                    progress=lambda line: print(line, file=sys.stderr, flush=True))
-    print(table(rows, markdown=args.markdown))
+    world = {"seed": args.seed, "num_passages": passages}
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    rows = evaluate(questions=questions, corpus_options=world, progress=say)
+    raw_rows = evaluate(questions=questions, corpus_options=world, progress=lambda line: say("raw: " + line), raw=True) if args.raw else []
+    print(table(rows, raw_rows, markdown=args.markdown))
     worst = max(rows, key=lambda r: r.gain)
     print(f"\n{len(rows)} (env, recipe, strategy) triples over {questions} questions of a {passages}-passage world "
           f"in {time.perf_counter() - start:.0f} s; best gain {worst.gain:+.3f} "
