@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from searchgym.cache import sync_folder
 from searchgym.agents import LM_FREE, Agent, EpisodeResult, Task, make_agent, run_episodes
 from searchgym.agents.driver import RAW_SCORES, check_scheduling
 from searchgym.agents.registry import agent_label, build_agent, check_agent, describe_agent, factory_needs_lm, registered_factory
@@ -206,7 +207,7 @@ def write_atomically(path: Path, data: bytes | str) -> None:
     except Exception:  # a full disk, say: the old file stays, the part written goes
         tmp.unlink(missing_ok=True)
         raise
-    _sync_folder(path.parent)
+    sync_folder(path.parent)
 
 
 def append_line(path: Path, line: str) -> None:
@@ -218,19 +219,6 @@ def append_line(path: Path, line: str) -> None:
         while view:
             view = view[os.write(fd, view):]
         os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _sync_folder(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # a folder that cannot be opened for reading (some filesystems): the rename is still atomic
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
     finally:
         os.close(fd)
 
