@@ -27,8 +27,8 @@ def first_doc_teacher():
 
 def args(tmp_path, **kw):
     return DistillArgs(
-        env_options=ENV_OPTIONS, limit=4, student=str(tiny_model_folder()), aspects=["clarity", "coverage"],
-        relevance_epochs=1, relevance_candidates=4, relevance_max_tokens=64, epochs=2, batch_size=4, lr=1e-3,
+        env_options=ENV_OPTIONS, limit=2, student=str(tiny_model_folder()), aspects=["clarity", "coverage"],
+        relevance_epochs=1, relevance_candidates=4, relevance_max_tokens=64, epochs=3, batch_size=4, lr=1e-3,
         out=str(tmp_path / "run"), progress=False, **kw,
     )
 
@@ -40,8 +40,8 @@ def test_distilled_summarizer_learns_the_teachers_summaries_and_serves_as_the_en
     a = args(tmp_path)
     result = distill_summarizer(a, teacher=teacher)
     # one teacher summary per question and aspect, each prompt holding the user's question and an aspect
-    assert result["summaries"] == 8 == len(calls) and result["trained_summaries"] == 8
-    assert all("User Question: " in c for c in calls) and sum("Focus Aspect: Coverage" in c for c in calls) == 4
+    assert result["summaries"] == 4 == len(calls) and result["trained_summaries"] == 4
+    assert all("User Question: " in c for c in calls) and sum("Focus Aspect: Coverage" in c for c in calls) == 2
     stages = [r["stage"] for r in result["rows"]]
     assert stages[0] == "relevance" and stages[-1] == "distill" and result["relevance_groups"] >= 1
     # the student's loss on the teacher's summaries fell
@@ -89,5 +89,5 @@ def test_bad_distill_arguments_say_how_to_fix_them(tmp_path):
     with pytest.raises(ConfigError, match=r"^DistillArgs.relevance_candidates expects an integer >= 2 \(one relevant among others\), got 1.$"):
         distill_summarizer(DistillArgs(relevance_candidates=1), teacher=teacher)
     silent = ScriptedLM(lambda prompt: "", tiny_tokenizer())
-    with pytest.raises(ConfigError, match=r"^The teacher wrote no usable summary for the 4 questions of searchgym/RECON-v0 \(train\); check the teacher model.$"):
+    with pytest.raises(ConfigError, match=r"^The teacher wrote no usable summary for the 2 questions of searchgym/RECON-v0 \(train\); check the teacher model.$"):
         distill_summarizer(args(tmp_path), teacher=silent)
