@@ -101,10 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench(sub)
     _add_index(sub)
     _add_serve(sub)
-    from searchgym.training.cli import add_sft_parser, add_train_parser
+    from searchgym.training.cli import add_distill_parser, add_sft_parser, add_train_parser
 
     add_train_parser(sub)
     add_sft_parser(sub)
+    add_distill_parser(sub)
     return parser
 
 
@@ -421,7 +422,13 @@ def _envs(args) -> int:
     return 0
 
 
-_COMMANDS = {"bench": _bench, "train": _train_or_sft, "sft": _train_or_sft, "demo": _demo, "oracle-demo": _oracle_demo,
+def _distill(args) -> int:
+    from searchgym.training.cli import distill_main
+
+    return distill_main(args)
+
+
+_COMMANDS = {"bench": _bench, "train": _train_or_sft, "sft": _train_or_sft, "distill-summarizer": _distill, "demo": _demo, "oracle-demo": _oracle_demo,
              "index": _index, "serve": _serve, "envs": _envs}
 
 

@@ -178,7 +178,7 @@ class TransformersLM(LanguageModel):
             input_ids[row, width - len(ids) :] = torch.tensor(ids)
             attention_mask[row, width - len(ids) :] = 1
         budgets = [min(params.max_new_tokens, self.context_length - len(ids)) for ids in prompts]
-        sampler = SeededSampler(params.temperature, params.top_p, generators)
+        sampler = SeededSampler(params.temperature, params.top_p, generators, top_k=params.top_k)
         stopper = StopOnText(self.tokenizer, width, params.stop, self.eos_token_ids, budgets)
         config = transformers.GenerationConfig(
             max_new_tokens=max(budgets),
@@ -260,8 +260,8 @@ class SeededSampler:
     :meth:`logprobs` reads them all.
     """
 
-    def __init__(self, temperature: float, top_p: float, generators: list[Any]):
-        self.temperature, self.top_p, self.generators = temperature, top_p, generators
+    def __init__(self, temperature: float, top_p: float, generators: list[Any], *, top_k: int = 0):
+        self.temperature, self.top_p, self.generators, self.top_k = temperature, top_p, generators, top_k
         self._last: Any = None  # [B, V] log-probabilities of the latest step
         self._chosen: list[Any] = []  # per step, [B] log-probability of the id chosen
 
@@ -275,6 +275,10 @@ class SeededSampler:
             self._last = torch.log_softmax(logits, dim=-1)
             return self._last
         logits = logits / self.temperature
+        if 0 < self.top_k < logits.shape[-1]:
+            # Keep the top_k largest logits (ties at the k-th value kept too), before top-p.
+            kth = logits.topk(self.top_k, dim=-1).values[:, -1:]  # [B, 1]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
         if self.top_p < 1:
             sorted_logits, order = logits.sort(dim=-1, descending=True)  # [B, V]
             sorted_probs = sorted_logits.softmax(dim=-1)

@@ -159,6 +159,7 @@ class VLLMLM(LanguageModel):
                     max_tokens=min(params.max_new_tokens, room),
                     temperature=params.temperature,
                     top_p=params.top_p if params.temperature > 0 else 1.0,
+                    top_k=params.top_k if params.temperature > 0 and params.top_k > 0 else -1,
                     stop=list(params.stop),
                     include_stop_str_in_output=True,
                     logprobs=0,
