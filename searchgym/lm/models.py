@@ -62,12 +62,21 @@ def smollm2_folder() -> Path:
     return target
 
 
+def tiny_2k_folder() -> Path:
+    """The tiny random Llama with head size 64 and 2,048 tokens of context (a folder vLLM loads
+    too): long enough for the papers' prompts in a quick end-to-end run."""
+    from searchgym.lm.testing import tiny_model_folder
+
+    return tiny_model_folder()
+
+
 #: Built-in names -> a function returning a local transformers folder.
-MODEL_FOLDERS = {"smollm2": smollm2_folder}
+MODEL_FOLDERS = {"smollm2": smollm2_folder, "tiny-random-2k": tiny_2k_folder}
 
 
-#: Every built-in model name (``tiny-random`` is built from a config by :mod:`searchgym.lm.testing`).
-BUILT_IN_NAMES = ("smollm2", "tiny-random")
+#: Every built-in model name (``tiny-random`` is built from a config by :mod:`searchgym.lm.testing`;
+#: ``tiny-random-2k`` is its saved wider sibling with 2,048 tokens of context).
+BUILT_IN_NAMES = ("smollm2", "tiny-random", "tiny-random-2k")
 
 
 def check_model_name(name: str, owner: str) -> None:

@@ -149,7 +149,7 @@ def test_frozen_names_resolve_to_lm_versions_and_unknown_names_fail_early():
     assert isinstance(make_frozen("reader", Recorder("x")), LMReader)
     with pytest.raises(UnknownNameError) as e:
         make_frozen("reader", "smolm2")
-    assert str(e.value) == "Unknown reader model 'smolm2'. Did you mean 'smollm2'? Expected one of: gold-span, smollm2, tiny-random."
+    assert str(e.value) == "Unknown reader model 'smolm2'. Did you mean 'smollm2'? Expected one of: gold-span, smollm2, tiny-random, tiny-random-2k."
     assert "could not be loaded offline" in str(e.value.__cause__)
 
 

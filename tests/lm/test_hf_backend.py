@@ -244,7 +244,7 @@ def test_out_of_vocabulary_ids_raise(lm):
 
 
 def test_unknown_model_name_lists_what_is_accepted(tmp_path):
-    with pytest.raises(ConfigError, match=r"^TransformersLM expects a local model folder containing config\.json, a Hugging Face model id already in the local cache \(nothing is downloaded\), or one of: smollm2, tiny-random; got 'no-such/model-xyz', which could not be loaded offline \(.*\)\.$"):
+    with pytest.raises(ConfigError, match=r"^TransformersLM expects a local model folder containing config\.json, a Hugging Face model id already in the local cache \(nothing is downloaded\), or one of: smollm2, tiny-random, tiny-random-2k; got 'no-such/model-xyz', which could not be loaded offline \(.*\)\.$"):
         TransformersLM("no-such/model-xyz")
     with pytest.raises(ConfigError, match=r"^TransformersLM expects .*; got the path '.*', which has no config\.json\.$"):
         TransformersLM(str(tmp_path))
