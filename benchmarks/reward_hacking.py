@@ -2,7 +2,7 @@
 
 Every registered env x every recipe of ``searchgym.rewards.RECIPES``: each strategy of
 :data:`STRATEGIES` plays the same questions as an honest episode that answers wrong (it
-searches the question, quotes every document it received as evidence where the protocol
+searches the question, quotes the top document it received as evidence where the protocol
 asks for evidence, and answers a wrong name; s3's searcher runs a search that finds
 nothing and completes, adding nothing to the naive-RAG context), and its gain is the difference of the mean rewards. A
 defended reward gives no strategy a positive gain. The test suite runs this over a small
@@ -11,7 +11,7 @@ docs/rewards.md over a larger one.
 
     python benchmarks/reward_hacking.py                    # 5 envs x 7 recipes, 100 questions, ~4 min
     python benchmarks/reward_hacking.py --quick            # 20 questions, ~1 min
-    python benchmarks/reward_hacking.py --markdown         # the table of docs/rewards.md
+    python benchmarks/reward_hacking.py --raw --markdown   # the table of docs/rewards.md, ~5 min
 
 Strategies see what a policy sees (the prompt and the observations) plus what a policy
 could memorize in training (the corpus's titles and passages); none reads the gold.
@@ -92,13 +92,18 @@ class Seen:
         return self.write(Search(query or self.question))
 
     def quoted_documents(self) -> str:
-        """Every document received, verbatim: the most an honest agent quotes as evidence."""
+        """Every document received, verbatim."""
         return "\n".join(text for _, text in self.documents)
 
+    def quoted_top_document(self) -> str:
+        """The top document received, verbatim: what an honest agent quotes as evidence (one
+        document is within R-Search's evidence budget; every document is not)."""
+        return self.documents[0][1] if self.documents else ""
+
     def answer(self, text: str, evidence: str | None = None) -> str:
-        """An answer turn; R-Search's carries ``evidence`` (by default every document received)."""
+        """An answer turn; R-Search's carries ``evidence`` (by default the top document received)."""
         if self.protocol.name == "r_search":
-            evidence = self.quoted_documents() if evidence is None else evidence
+            evidence = self.quoted_top_document() if evidence is None else evidence
             if evidence.strip():
                 return self.write(Evidence(evidence), Answer(text))
         return self.write(Answer(text))
@@ -117,6 +122,9 @@ class Strategy:
     family: str
     policy: Policy
     protocols: tuple[str, ...] = ANSWERING
+    #: The recipes it is played against (None: all). A strategy that is a real, if cheap, way
+    #: to a better answer under a recipe without a baseline is played where it must gain nothing.
+    recipes: tuple[str, ...] | None = None
 
 
 def _search_then(answer: Callable[[Seen], str]) -> Policy:
@@ -166,8 +174,10 @@ STRATEGIES: tuple[Strategy, ...] = (
         lambda s: s.answer(WRONG, evidence=f"The answer is {' or '.join(s.candidates)}.")), ("r_search",)),
     Strategy("evidence: memorized passages never retrieved", "evidence", lambda s: s.answer(
         WRONG, evidence="\n".join(s.corpus_texts(s.question))), ("r_search",)),
-    Strategy("evidence: documents plus the question", "evidence", _search_then(
-        lambda s: s.answer(WRONG, evidence=s.quoted_documents() + "\n" + s.question)), ("r_search",)),
+    Strategy("evidence: the top document plus the question", "evidence", _search_then(
+        lambda s: s.answer(WRONG, evidence=s.quoted_top_document() + "\n" + s.question)), ("r_search",)),
+    Strategy("evidence: every document received", "evidence", _search_then(
+        lambda s: s.answer(WRONG, evidence=s.quoted_documents())), ("r_search",)),
     Strategy("evidence: a block across turns", "evidence", lambda s: (
         s.search() if s.turn == 0 else
         "<original_evidence> " + s.question if s.turn == 1 else
@@ -177,19 +187,40 @@ STRATEGIES: tuple[Strategy, ...] = (
         s.search() if s.turn == 0 else s.write(Complete())), ("s3",)),
     Strategy("s3: search the question again, select all", "s3", lambda s: (
         s.search() if s.turn == 0 else s.write(Select(tuple(range(1, 9))), Complete())), ("s3",)),
+    # Reading ranks 4-8 of the question over three windows gives the generator 8 documents: a
+    # weak search, which accuracy (GenAcc, EM) pays by design; Gain Beyond RAG must not.
     Strategy("s3: the question every turn, select all", "s3", lambda s: (
         s.write(Select(tuple(range(1, 9))), Search(s.question))
-        if not s.last_turn else s.write(Select(tuple(range(1, 9))), Complete())), ("s3",)),
+        if not s.last_turn else s.write(Select(tuple(range(1, 9))), Complete())), ("s3",), ("s3_gbr",)),
     Strategy("s3: select far out of range", "s3", lambda s: (
         s.search() if s.turn == 0 else s.write(Select(tuple(range(1, 60))), Complete())), ("s3",)),
 )
 
 
-def make_env(env_id: str, recipe: str, corpus_options: dict, **kwargs) -> gym.Env:
+#: The papers' own metrics and rules, without searchgym's defenses (``--raw``): F1 and
+#: cover-EM pay hedges, R-Search reads its evidence as written, s3 has no cap and a top-3
+#: baseline. R1-Searcher stage 1 gets the released server's answer term.
+RAW_REWARD_OPTIONS: dict[str, dict] = {
+    "r1_searcher_stage1": {"strict": False, "answer_score": 1.0},
+    "r1_searcher_stage2": {"strict": False},
+    "r_search": {"strict": False, "grounded": False, "paper_format_rule": True},
+    "s3_gen_acc": {"strict": False},
+    "s3_gbr": {"strict": False, "baseline_docs": "initial"},
+}
+RAW_PROTOCOL_OPTIONS: dict[str, dict] = {"s3": {"docs_per_window": None}}
+
+
+def make_env(env_id: str, recipe: str, corpus_options: dict, raw: bool = False, **kwargs) -> gym.Env:
     """``env_id`` paying ``recipe``; every frozen role a recipe needs is the gold-span reader,
-    the upper bound of any LM in its place."""
+    the upper bound of any LM in its place. ``raw``: the papers' metrics and rules
+    (:data:`RAW_REWARD_OPTIONS`), without the defenses."""
     frozen = {"generator": None, "reader": None}
     frozen.update({role: GoldSpanReader() for role in RECIPES[recipe].needs})
+    if raw:
+        kwargs.setdefault("reward_options", RAW_REWARD_OPTIONS.get(recipe, {}))
+        protocol = ENV_SPECS[env_id]["protocol"]
+        if protocol in RAW_PROTOCOL_OPTIONS:
+            kwargs.setdefault("protocol_options", RAW_PROTOCOL_OPTIONS[protocol])
     return gym.make(env_id, reward=recipe, corpus_options=corpus_options, **frozen, **kwargs)
 
 
@@ -229,13 +260,15 @@ def evaluate(
     strategies: Sequence[Strategy] = STRATEGIES,
     env_kwargs: dict | None = None,
     progress: Callable[[str], None] | None = None,
+    raw: bool = False,
 ) -> list[Row]:
-    """One :class:`Row` per (env, recipe, strategy that applies to the env's protocol)."""
+    """One :class:`Row` per (env, recipe, strategy that applies to the env's protocol);
+    ``raw``: under the papers' own metrics and rules (:func:`make_env`)."""
     corpus_options = corpus_options or {"seed": 7, "num_passages": 400}
     rows = []
     for env_id in env_ids:
         for recipe in recipes:
-            env = make_env(env_id, recipe, corpus_options, **(env_kwargs or {}))
+            env = make_env(env_id, recipe, corpus_options, raw=raw, **(env_kwargs or {}))
             inner = env.unwrapped
             corpus = inner.corpus
             titles = list(dict.fromkeys(p.title for p in corpus))
@@ -250,7 +283,7 @@ def evaluate(
             indices = list(range(min(questions, len(inner.examples)))) if isinstance(questions, int) else list(questions)
             honest = [play(env, i, honest_wrong, seen)[0] for i in indices]
             for strategy in strategies:
-                if inner.protocol.name not in strategy.protocols:
+                if inner.protocol.name not in strategy.protocols or (strategy.recipes and recipe not in strategy.recipes):
                     continue
                 hacked = [play(env, i, strategy.policy, seen)[0] for i in indices]
                 rows.append(Row(env_id, recipe, strategy.name, strategy.family, statistics.fmean(honest),
@@ -261,26 +294,37 @@ def evaluate(
     return rows
 
 
-def table(rows: Sequence[Row], markdown: bool = False) -> str:
-    """The best gain of each strategy over envs and recipes (where it is reached), plus the
-    number of (env, recipe) pairs it beats the honest wrong answer on."""
-    lines = []
+def _summary(rows: Sequence[Row]) -> dict[str, tuple[Row, int, int]]:
+    """strategy -> (its row of largest gain, pairs played, pairs where it beats honest)."""
     by_strategy: dict[str, list[Row]] = {}
     for r in rows:
         by_strategy.setdefault(r.strategy, []).append(r)
-    header = ("strategy", "family", "pairs", "beats honest", "best gain", "where")
-    if markdown:
-        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    else:
-        lines.append(f"{header[0]:<48} {header[1]:<9} {header[2]:>5} {header[3]:>12} {header[4]:>9}  {header[5]}")
-    for name, rs in by_strategy.items():
-        best = max(rs, key=lambda r: r.gain)
-        beats = sum(r.gain > TOLERANCE for r in rs)
-        where = f"{best.env_id.split('/')[-1]} x {best.recipe}"
+    return {name: (max(rs, key=lambda r: r.gain), len(rs), sum(r.gain > TOLERANCE for r in rs)) for name, rs in by_strategy.items()}
+
+
+def table(rows: Sequence[Row], raw_rows: Sequence[Row] = (), markdown: bool = False) -> str:
+    """Per strategy: the (env, recipe) pairs played, and under the defaults (and, given
+    ``raw_rows``, the papers' raw metrics) how many it beats the honest wrong answer on and
+    its largest gain, with where that gain is reached."""
+    now, raw = _summary(rows), _summary(raw_rows)
+    header = ["strategy", "family", "pairs"]
+    if raw:
+        header += ["beats honest, papers' metrics", "best gain, papers' metrics"]
+    header += ["beats honest", "best gain"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] if markdown else []
+    if not markdown:
+        lines.append("  ".join(f"{h:>12}" if i > 1 else f"{h:<48}" if i == 0 else f"{h:<9}" for i, h in enumerate(header)))
+    for name, (best, pairs, beats) in now.items():
+        cells = [name, best.family, str(pairs)]
+        if raw:
+            rb, _, rbeats = raw[name]
+            where = f" ({rb.env_id.split('/')[-1]} x {rb.recipe})" if rb.gain > TOLERANCE else ""
+            cells += [str(rbeats), f"{rb.gain:+.3f}{where}"]
+        cells += [str(beats), f"{best.gain:+.3f}"]
         if markdown:
-            lines.append(f"| {name} | {best.family} | {len(rs)} | {beats} | {best.gain:+.3f} | {where} |")
+            lines.append("| " + " | ".join(cells) + " |")
         else:
-            lines.append(f"{name:<48} {best.family:<9} {len(rs):>5} {beats:>12} {best.gain:>+9.3f}  {where}")
+            lines.append("  ".join(f"{c:>12}" if i > 1 else f"{c:<48}" if i == 0 else f"{c:<9}" for i, c in enumerate(cells)))
     return "\n".join(lines)
 
 
@@ -291,14 +335,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="20 questions of a 400-passage world (~1 min)")
     parser.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    parser.add_argument("--raw", action="store_true",
+                        help="also play every strategy under the papers' own metrics and rules (twice the time), side by side")
     args = parser.parse_args(argv)
     if args.questions < 1 or args.num_passages < 100:
         parser.error("--questions must be >= 1 and --num-passages >= 100")
     questions, passages = (20, 400) if args.quick else (args.questions, args.num_passages)
     start = time.perf_counter()
-    rows = evaluate(questions=questions, corpus_options={"seed": args.seed, "num_passages": passages},
-                    progress=lambda line: print(line, file=sys.stderr, flush=True))
-    print(table(rows, markdown=args.markdown))
+    world = {"seed": args.seed, "num_passages": passages}
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    rows = evaluate(questions=questions, corpus_options=world, progress=say)
+    raw_rows = evaluate(questions=questions, corpus_options=world, progress=lambda line: say("raw: " + line), raw=True) if args.raw else []
+    print(table(rows, raw_rows, markdown=args.markdown))
     worst = max(rows, key=lambda r: r.gain)
     print(f"\n{len(rows)} (env, recipe, strategy) triples over {questions} questions of a {passages}-passage world "
           f"in {time.perf_counter() - start:.0f} s; best gain {worst.gain:+.3f} "

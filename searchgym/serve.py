@@ -2,7 +2,8 @@
 
     POST /retrieve  {"queries": ["..."], "topk": 3, "return_scores": true}
         -> {"result": [[{"document": {"id": "...", "contents": "\\"Title\\"\\ntext"}, "score": 1.5}, ...], ...]}
-           (without return_scores: the bare documents)
+           (without return_scores: the bare documents, [[{"id": "...", "contents": "..."}, ...], ...];
+           an empty "queries" list: {"result": []}, as Search-R1's server answers)
     GET  /health    -> {"status": "ok", ...}
     GET  /info      -> the corpus, its size and fingerprint, the retriever and its options, the limits
 
@@ -25,10 +26,12 @@ clients retry). A search that waits longer than ``request_timeout`` gets a 503.
 
 import asyncio
 import contextlib
+import errno
 import hmac
 import ipaddress
 import json
 import logging
+import socket
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -120,11 +123,11 @@ def parse_request(body: bytes, limits: Limits) -> tuple[list[str], int, bool]:
     queries = payload.get("queries")
     if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
         raise RequestError(422, "'queries' must be a list of strings")
-    if not queries:
-        raise RequestError(422, "'queries' must hold at least one query")
+    # An empty list is a valid request answered with {"result": []}: Search-R1's rollout calls
+    # batch_search every turn, also when no rollout searched.
     if len(queries) > limits.max_queries:
         raise RequestError(413, f"{len(queries)} queries exceed max_queries={limits.max_queries} per request; split the batch")
-    long = max(len(q) for q in queries)
+    long = max((len(q) for q in queries), default=0)
     if long > limits.max_query_chars:
         raise RequestError(413, f"a query of {long} characters exceeds max_query_chars={limits.max_query_chars}")
     topk = payload.get("topk")
@@ -321,6 +324,8 @@ def create_app(
             queries, topk, scores = parse_request(bytes(body), limits)
         except RequestError as e:
             return error(e.status, str(e))
+        if not queries:
+            return Response('{"result": []}', media_type="application/json")
         try:
             if coalescer is not None:
                 rows = await asyncio.wait_for(coalescer.search(queries, topk), request_timeout)
@@ -345,6 +350,28 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raise :class:`ConfigError` in one line when ``host:port`` cannot be listened on (another
+    server holds it), instead of uvicorn's errno log after the corpus has loaded."""
+    if port == 0:
+        return
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except socket.gaierror as e:
+        raise ConfigError(f"searchgym serve cannot resolve --host {host!r} ({e.strerror}); pass an IP address such as 127.0.0.1.") from None
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a closing connection does not count
+        try:
+            probe.bind((host, port))
+        except OSError as e:
+            held = e.errno == errno.EADDRINUSE
+            raise ConfigError(
+                f"searchgym serve cannot listen on {host}:{port}: "
+                + ("the port is in use (another server, perhaps an earlier `searchgym serve`, holds it); stop that "
+                   "server or pick another --port." if held else f"{e.strerror}; pick another --host or --port.")
+            ) from None
 
 
 def serve(
@@ -386,6 +413,7 @@ def serve(
         )
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ConfigError(f"searchgym serve expects a port between 0 and 65535, got {port!r}.")
+    check_port_free(host, port)  # before the corpus loads: a taken port fails in a second, in one line
     start = time.perf_counter()
     folder = index_file is not None and is_index_folder(index_file)
     if shards is not None:

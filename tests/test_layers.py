@@ -4,7 +4,7 @@ imported across modules, and only the envs reach through ``.unwrapped``.
 Layers, lowest first (issue 25: error <- rewards/corpora <- envs <- lm/agents <-
 training/bench/cli, integrations at the edge):
 
-    0 foundation    error, cache
+    0 foundation    error, cache, progress
     1 parts         rewards, corpora, lm
     2 envs          envs, and the package itself (importing searchgym registers the envs)
     3 agents        agents
@@ -12,7 +12,7 @@ training/bench/cli, integrations at the edge):
     5 edge          integrations (TRL, verl), sb3: adapters to other engines
 
 ``lm`` sits with rewards and corpora, below the envs: it depends on nothing of ours but
-error and cache, and the env components that call a model (LLM summarizer, frozen
+error, cache and progress, and the env components that call a model (LLM summarizer, frozen
 generator, reader, judge) use it, as DESIGN.md says ("lm on nothing of ours; envs on
 corpora, rewards, lm"). Agents and trainers use it from above.
 
@@ -30,7 +30,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "searchgym"
 
 #: The layer of each top-level part of the package (a subpackage or a module).
 LAYERS = {
-    "error": 0, "cache": 0,
+    "error": 0, "cache": 0, "progress": 0,
     "rewards": 1, "corpora": 1, "lm": 1,
     "envs": 2, "__init__": 2,
     "agents": 3,

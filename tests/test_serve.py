@@ -110,7 +110,6 @@ def test_search_r1_shapes_with_and_without_scores(server, local):
         ({"topk": 3}, 422, "'queries' must be a list of strings"),
         ({"queries": "one"}, 422, "'queries' must be a list of strings"),
         ({"queries": [1]}, 422, "'queries' must be a list of strings"),
-        ({"queries": []}, 422, "'queries' must hold at least one query"),
         ({"queries": ["a"] * 9}, 413, "9 queries exceed max_queries=8 per request"),
         ({"queries": ["a" * 201]}, 413, "a query of 201 characters exceeds max_query_chars=200"),
         ({"queries": ["a"], "topk": 21}, 422, "topk=21 exceeds max_topk=20"),

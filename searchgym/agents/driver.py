@@ -248,9 +248,13 @@ def drive(
 
     for slot in range(num_slots):
         fill(slot)
+    rounds = 0
     while live:
         slots = sorted(live)
         round_started, round_size = time.perf_counter(), len(slots)
+        rounds += 1
+        if bar is not None:  # a round of long LM turns shows that it runs (tokens come from the backend)
+            bar.note(round=rounds, live=len(slots))
         turns = {slot: live[slot].turn() for slot in slots}  # slot -> (role, observation, info)
 
         # 1. Each policy plays the turns of all the episodes waiting on it in one call.
@@ -473,6 +477,6 @@ def describe_error(error: BaseException) -> str:
 def _progress_bar(total: int, progress: bool, desc: str) -> Any:
     if not progress:
         return None
-    from tqdm.auto import tqdm
+    from searchgym.progress import Progress
 
-    return tqdm(total=total, desc=desc, unit="ep", dynamic_ncols=True)
+    return Progress(total, desc, "ep")

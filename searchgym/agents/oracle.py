@@ -38,13 +38,14 @@ class SynthWikiOracle(Agent):
         return cls(inner.protocol, inner.examples, inner.corpus)
 
     def _evidence(self, meta: Mapping[str, Any]) -> str:
-        """The evidence sentences, each introduced by the title of the passage quoting it
-        (sentences like "It was founded in 1872." name their subject only through it)."""
+        """The evidence sentences, each introduced by R-Search's ``(Title: …)`` marker of the
+        passage quoting it (sentences like "It was founded in 1872." name their subject only
+        through it; the marker keeps the quote grounded, see :mod:`searchgym.rewards.grounding`)."""
         passages = [self.corpus.get(pid) for pid in meta["supporting_ids"]] if self.corpus is not None else []
         quoted = []
         for sentence in meta["evidence"]:
             title = next((p.title for p in passages if sentence in p.text), None)
-            quoted.append(f"{title}: {sentence}" if title else sentence)
+            quoted.append(f"(Title: {title}) {sentence}" if title else sentence)
         return " ".join(quoted)
 
     def act(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -7,6 +7,15 @@
 whose passages carry the server's ids, so ``info["retrieved_ids"]`` names the server's
 documents. ``make_retriever("http://host:port/retrieve", corpus)`` builds one, and so does
 ``gym.make(..., retriever="http://...")``.
+
+Before its first search it reads the server's ``GET /info`` once and compares the corpus
+fingerprint published there with the env's corpus: a server over another corpus would answer
+with documents the env's questions are not about, so ``corpus_check="error"`` (default) refuses
+with :class:`~searchgym.error.CorpusMismatchError`, ``"warn"`` warns and goes on, ``"off"`` skips
+the check. The env's fingerprint is taken without opening a large corpus: a passage file whose
+passage store is current has it in its ``meta.json``; a file without a current store (or not
+present where the env runs), a server without ``/info`` (Search-R1's own) and a router over shards
+(which publishes no fingerprint) are not checked.
 """
 
 from __future__ import annotations
@@ -14,11 +23,15 @@ from __future__ import annotations
 import json
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from searchgym.corpora.types import Corpus, Hit, Passage, Retriever
-from searchgym.error import BackendError, ConfigError, require
+from searchgym.error import BackendError, ConfigError, CorpusMismatchError, check_name, require
+
+#: What :class:`HTTPRetriever` does when the server's corpus is not the env's.
+CORPUS_CHECKS = ("error", "warn", "off")
 
 #: 4xx statuses worth another try: the server timed the request out or asks to slow down. Every
 #: 5xx is retried too (a server failing, restarting or overloaded); any other 4xx is final: the
@@ -59,6 +72,8 @@ class HTTPRetriever(Retriever):
             exponential backoff from ``backoff`` seconds. Any other 4xx is not retried.
         token: A bearer token, for servers started with ``--token``.
         max_queries: Most queries per request; larger batches are split.
+        corpus_check: One of :data:`CORPUS_CHECKS`: what to do when the server's ``/info``
+            names another corpus (by fingerprint) than ``corpus`` (see the module docstring).
 
     The server's limits are read once from its ``GET /info`` (:meth:`server_info`, at the
     first search; a server without ``/info``, such as Search-R1's, has none known): batches
@@ -79,6 +94,7 @@ class HTTPRetriever(Retriever):
         backoff: float = 0.25,
         token: str | None = None,
         max_queries: int = 256,
+        corpus_check: str = "error",
     ):
         httpx = require("httpx", extra="http", feature="HTTPRetriever")
         if not is_url(url):
@@ -89,8 +105,13 @@ class HTTPRetriever(Retriever):
         for name, value, least in (("retries", retries, 0), ("max_queries", max_queries, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ConfigError(f"HTTPRetriever expects {name} to be an integer >= {least}, got {value!r}.")
+        check_name("corpus_check", corpus_check, CORPUS_CHECKS)
         self.url = url
         self.corpus = corpus  # type: ignore[assignment]
+        self.corpus_check = corpus_check
+        self._corpus_checked = corpus_check == "off" or corpus is None
+        self._refusal: str | None = None  # the mismatch, refused again at every search once found
+        self._check_lock = threading.Lock()
         self.timeout, self.retries, self.backoff, self.max_queries = timeout, retries, backoff, max_queries
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._httpx = httpx
@@ -136,6 +157,10 @@ class HTTPRetriever(Retriever):
             raise ConfigError("HTTPRetriever.search expects queries to be strings.")
         results: list[list[Hit]] = [[] for _ in queries]
         asked = [i for i, q in enumerate(queries) if q.strip()]  # an empty query has no hits, as in-process
+        if self._refusal is not None:
+            raise CorpusMismatchError(self._refusal)
+        if asked and not self._corpus_checked:
+            self.check_corpus()
         if not asked:
             return results
         longest = self.max_query_chars
@@ -145,6 +170,39 @@ class HTTPRetriever(Retriever):
             for i, hits in zip(chunk, self._post([queries[i][:longest] for i in chunk], k)):
                 results[i] = hits
         return results
+
+    def check_corpus(self) -> dict[str, Any] | None:
+        """Compare the server's corpus (``GET /info``, read once) with ``self.corpus``; act as
+        ``corpus_check`` says on a difference (``"error"``: every later :meth:`search` raises
+        :class:`~searchgym.error.CorpusMismatchError`, so a caller that catches one cannot go on
+        with the wrong documents). Returns what ``/info`` answered (``None`` when the
+        server has no ``/info`` or the URL does not end in ``/retrieve``). An unreachable server
+        raises the client's ``BackendError`` after its retries, as a search would."""
+        with self._check_lock:
+            if self._corpus_checked:
+                return None
+            if not self.url.rstrip("/").endswith("/retrieve"):
+                self._corpus_checked = True
+                return None
+            info = self.server_info()  # read once, shared with the limits
+            self._corpus_checked = True
+            served = info.get("fingerprint")
+            if not isinstance(served, str):  # Search-R1's server (no /info) or a router over shards
+                return info or None
+            ours = env_fingerprint(self.corpus)
+            if ours is None or ours == served:
+                return info
+            message = (
+                f"The retrieval server {self.url} serves the corpus {info.get('corpus')!r} (fingerprint {served}), but the "
+                f"env's corpus is {corpus_label(self.corpus)} (fingerprint {ours}): its documents would not be the ones the "
+                "env's questions are about. Point retriever= at a server of the env's corpus or give the env the server's "
+                "corpus= and corpus_options=; retriever_options={'corpus_check': 'warn'} only warns."
+            )
+            if self.corpus_check == "error":
+                self._refusal = message
+                raise CorpusMismatchError(message)
+            warnings.warn(message, stacklevel=4)
+            return info
 
     def _post(self, queries: list[str], k: int) -> list[list[Hit]]:
         # ASCII JSON: a lone surrogate is sent escaped (UTF-8 cannot carry it) and the server reads the same string.
@@ -204,3 +262,19 @@ class HTTPRetriever(Retriever):
                 f"retrieval server {self.url} answered what is not Search-R1's /retrieve shape "
                 f"({type(e).__name__}: {e}): {response.text[:300]}"
             ) from None
+
+
+def env_fingerprint(corpus: Corpus) -> str | None:
+    """``corpus.fingerprint``, or for a corpus not opened yet (an env whose retriever is a URL
+    holds a :class:`~searchgym.corpora.registry.DeferredCorpus`) what it knows without opening a
+    large file (``None`` when it does not know)."""
+    known = getattr(corpus, "known_fingerprint", None)
+    return known() if callable(known) else corpus.fingerprint
+
+
+def corpus_label(corpus: Corpus) -> str:
+    """A corpus's name for messages, without opening one that is deferred."""
+    spec = getattr(corpus, "spec", None)
+    if spec is not None and not getattr(corpus, "opened", True):
+        return repr(str(spec[0]))
+    return repr(corpus.name)

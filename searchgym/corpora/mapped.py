@@ -43,7 +43,7 @@ from searchgym.cache import cache_dir
 from searchgym.corpora.types import Corpus, Passage, fingerprint_record
 from searchgym.error import DataFormatError
 
-__all__ = ["STORE_SUFFIX", "MappedCorpus", "PassageStore", "open_corpus", "stable_hash", "store_folder"]
+__all__ = ["STORE_SUFFIX", "MappedCorpus", "PassageStore", "open_corpus", "stable_hash", "store_folder", "stored_fingerprint"]
 
 STORE_SUFFIX = ".searchgym"
 _FORMAT_VERSION = 1
@@ -230,6 +230,21 @@ def open_corpus(path: str | os.PathLike, name: str | None = None) -> MappedCorpu
         if store is None or store.meta["source"]["signature"] != signature:
             store = _STORES[key] = _open_store(source, signature)
     return MappedCorpus(store, name or default_corpus_name(source))
+
+
+def stored_fingerprint(path: str | os.PathLike) -> str | None:
+    """The corpus fingerprint that the passage store of the file ``path`` records (its
+    ``meta.json``), when that store is current for the file as it is now; ``None`` when there is no
+    current store (nothing is built or opened: it costs reading the file's first and last MiB)."""
+    source = Path(path).resolve()
+    try:
+        signature = source_signature(source)
+    except OSError:
+        return None
+    meta = _read_meta(store_folder(source))
+    if meta is None or meta.get("source", {}).get("signature") != signature:
+        return None
+    return meta.get("fingerprint")
 
 
 def _read_meta(folder: Path) -> dict[str, Any] | None:

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.corpora.datasets import read_qa
-from searchgym.corpora.store import read_passages
+from searchgym.corpora.store import missing_file_error, read_passages
 from searchgym.corpora.types import Corpus, Passage, QAExample
 from searchgym.error import ConfigError, UnknownNameError, check_name
 
-__all__ = ["CORPORA", "DATASETS", "DeferredCorpus", "default_dataset_for", "load_corpus", "load_dataset"]
+__all__ = ["CORPORA", "DATASETS", "DeferredCorpus", "check_data_name", "default_dataset_for", "load_corpus", "load_dataset"]
 
 CORPORA = ("wiki-vital", "synthwiki")
 DATASETS = ("wiki-vital", "wiki-vital-answerable", "synthwiki")
@@ -94,6 +94,18 @@ def load_corpus(name_or_path: str | os.PathLike | Corpus, **options: Any) -> Cor
     raise UnknownNameError("corpus", name_or_path, CORPORA)
 
 
+def check_data_name(kind: str, name: Any) -> None:
+    """Fail as :func:`load_corpus` (``kind="corpus"``) or :func:`load_dataset` (``kind="dataset"``)
+    would for an unknown name or a missing file, without reading anything: for checks that must
+    come before slow work (a benchmark's resume check, model loading). Objects pass unchecked."""
+    names = {"corpus": CORPORA, "dataset": DATASETS}[kind]
+    if not isinstance(name, (str, os.PathLike)) or (isinstance(name, str) and name in names) or Path(name).is_file():
+        return
+    if _looks_like_path(name):
+        raise missing_file_error(Path(name), "passage" if kind == "corpus" else "QA dataset")
+    raise UnknownNameError(kind, name, names)
+
+
 class DeferredCorpus(Corpus):
     """A corpus opened the first time anything asks for it (its length, a passage, its name).
 
@@ -114,6 +126,25 @@ class DeferredCorpus(Corpus):
     def opened(self) -> bool:
         """Whether the corpus has been opened yet."""
         return self._opened is not None
+
+    @property
+    def spec(self) -> tuple[str | os.PathLike, dict[str, Any]]:
+        """``(name_or_path, options)``: what :func:`load_corpus` will open."""
+        return self._spec[0], dict(self._spec[1])
+
+    def known_fingerprint(self) -> str | None:
+        """The fingerprint when it costs no open of a large corpus: the opened corpus's; a built-in
+        corpus's (opened: an env reads its questions from the same generated world anyway); a
+        passage file's whose passage store is current (its ``meta.json`` records it). ``None`` for a
+        file without a current store or one that does not exist here."""
+        name = self._spec[0]
+        if self._opened is not None or (isinstance(name, str) and name in CORPORA):
+            return self._corpus().fingerprint
+        if isinstance(name, (str, os.PathLike)) and Path(name).is_file():
+            from searchgym.corpora.mapped import stored_fingerprint
+
+            return stored_fingerprint(name)
+        return None
 
     name = property(lambda self: self._corpus().name)
     path = property(lambda self: self._corpus().path)

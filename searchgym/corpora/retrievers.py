@@ -118,8 +118,9 @@ def make_retriever(name: str | Retriever, corpus: Corpus, *, cache: bool = True,
 
     if is_shard_spec(name):  # shards (and replicas) of one index on several servers
         return _cached(_key(name, None, options) if cache else None, lambda: ShardedRetriever.from_spec(name, corpus, **options))
-    if is_url(name):  # a /retrieve server: one client (one connection pool) per URL and options
-        return _cached(_key(name, None, options) if cache else None, lambda: HTTPRetriever(name, corpus, **options))
+    if is_url(name):  # a /retrieve server: one client (one connection pool) per URL, options and env corpus
+        # The corpus is part of the key: each client checks the server's corpus against its own.
+        return _cached(_key(name, _corpus_key(corpus), options) if cache else None, lambda: HTTPRetriever(name, corpus, **options))
     if is_index_folder(name):  # built once by `searchgym index`
         if not isinstance(corpus, Corpus):
             raise ConfigError(f"make_retriever expects a Corpus, got {type(corpus).__name__}; wrap passages in Corpus(...).")
@@ -168,7 +169,17 @@ def _stored_bm25(corpus: Corpus, options: dict[str, Any]) -> Retriever:
         return build_index(corpus, "bm25", folder, overwrite=True, **options)
 
 
-def _key(name: str, fingerprint: str | None, options: dict[str, Any]) -> Any:
+def _corpus_key(corpus: Corpus | None) -> Any:
+    """What tells corpora apart without opening one that is deferred (its name and options)."""
+    if corpus is None:
+        return None
+    spec = getattr(corpus, "spec", None)
+    if spec is not None and not getattr(corpus, "opened", True):
+        return ("deferred", str(spec[0]), repr(sorted(spec[1].items())))
+    return corpus.fingerprint
+
+
+def _key(name: str, fingerprint: Any, options: dict[str, Any]) -> Any:
     """The cache key of a retriever; None when an option has no hashable form."""
     try:
         key = (name, fingerprint, _freeze(options))

@@ -56,7 +56,6 @@ MAX_JSON_DEPTH = 100
 
 # Files that are something else, by their first bytes (after gzip, if compressed).
 _OTHER_KINDS = (
-    (b"PAR1", "a Parquet file; export it as JSON lines (pandas: df.to_json(path, orient='records', lines=True))"),
     (b"PK\x03\x04", "a zip archive; unpack it and pass the .jsonl file inside"),
     (b"BZh", "a bzip2-compressed file; decompress it or recompress it with gzip"),
     (b"\xfd7zXZ\x00", "an xz-compressed file; decompress it or recompress it with gzip"),
@@ -93,6 +92,20 @@ def missing_file_error(path: str | os.PathLike, what: str) -> DataFileNotFoundEr
         "Check the path, or pass a built-in name instead",
         str(path),
     )
+
+
+_PARQUET_MAGIC = b"PAR1"
+
+
+def parquet_hint(path: Path, what: str) -> str:
+    """What to do with a Parquet file given where JSON lines are read: Search-R1's processed QA
+    parquet has a converter (verl's integration, which needs pyarrow)."""
+    if what == "QA dataset":
+        return (
+            "a Parquet file; Search-R1's processed parquet (nq_search.py and its siblings) converts to QA jsonl with "
+            f"`python -m searchgym.integrations.verl from-search-r1 {path} --out {path.with_suffix('.jsonl')}`"
+        )
+    return "a Parquet file; export it as JSON lines (pandas: df.to_json(path, orient='records', lines=True))"
 
 
 def _open_binary(path: Path):
@@ -138,6 +151,8 @@ def _check_kind(path: Path, what: str) -> None:
             head = f.read(512)
         except (EOFError, OSError, zlib.error):
             return  # a damaged gzip file: reported when its lines are read
+    if head.startswith(_PARQUET_MAGIC):
+        raise DataFormatError(path, None, _expected_file(what), parquet_hint(path, what))
     for magic, kind in _OTHER_KINDS:
         if head.startswith(magic):
             raise DataFormatError(path, None, _expected_file(what), kind)

@@ -17,7 +17,7 @@ from searchgym.envs.question_filters import QUESTION_FILTERS, filter_questions
 from searchgym.envs.spaces import UnicodeText
 from searchgym.envs.summarizers import Summarizer, make_summarizer
 from searchgym.envs.tasks import EXAMPLE_OPTIONS, load_examples, load_task_data, pick_example, positive_int
-from searchgym.error import ConfigError, check_name
+from searchgym.error import ConfigError, check_name, suggest_keywords
 from searchgym.rewards import RECIPES, Episode, RewardRecipe, make_recipe
 
 __all__ = ["SearchEnv", "load_examples"]  # load_examples lives in searchgym.envs.tasks; importable here too
@@ -66,6 +66,8 @@ class SearchEnv(gym.Env[str, str]):
     Given by the reward recipe (``reward=``) when the episode ends (answer, search
     complete, or turn budget); each malformed turn adds the recipe's
     ``invalid_action_penalty``. Components are reported in ``info["reward_components"]``.
+    The recipe reads the agent's turns and, for R-Search's grounded evidence, the text of
+    the retrievals it was shown (``Episode.observations``).
 
     ## Episode End
     Terminated when the agent answers (or, for s3, declares its search complete).
@@ -106,7 +108,8 @@ class SearchEnv(gym.Env[str, str]):
     - ``summarizer``: ``None``/``"identity"``, ``"extractive"`` or a :class:`Summarizer`.
     - ``reward``: a recipe name from :data:`searchgym.rewards.RECIPES` or a recipe;
       ``reward_options`` go to its constructor. ``generator``, ``reader``, ``judge``: the
-      frozen models a recipe needs, as callables or names (``"gold-span"``).
+      frozen models a recipe needs, as callables, names (``"gold-span"``, a model name), a
+      ``LanguageModel``, or a mapping ``{"model", "backend", <backend options>, <sampling>}``.
     - ``max_action_chars``, ``max_observation_chars``: the bounds above.
     - ``max_query_chars``: longer search queries are cut to it (and to a retrieval server's own
       limit, read once from its ``/info``) before searching, in-process and over HTTP alike
@@ -120,6 +123,7 @@ class SearchEnv(gym.Env[str, str]):
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 1}
 
+    @suggest_keywords  # gym.make's keywords land here: topk=5 -> "Did you mean 'top_k'?"
     def __init__(
         self,
         protocol: str | Protocol = "search_r1",

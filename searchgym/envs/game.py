@@ -74,14 +74,15 @@ class SearchLog:
 
     def snapshot(self) -> Any:
         """The state of the episode so far, for :meth:`restore`."""
-        return (self.turn, self.num_searches, list(self.windows), [w.annotated for w in self.windows], list(self.selected))
+        marks = [(w.annotated, w.kept) for w in self.windows]
+        return (self.turn, self.num_searches, list(self.windows), marks, list(self.selected))
 
     def restore(self, state: Any) -> None:
         """Go back to a :meth:`snapshot` (a turn that failed on a backend is undone)."""
-        self.turn, self.num_searches, windows, annotated, selected = state
+        self.turn, self.num_searches, windows, marks, selected = state
         self.windows, self.selected = list(windows), list(selected)
-        for window, flag in zip(self.windows, annotated):
-            window.annotated = flag
+        for window, (annotated, kept) in zip(self.windows, marks):
+            window.annotated, window.kept = annotated, kept
 
     @property
     def final_turn(self) -> bool:
@@ -231,6 +232,7 @@ class SearchGame:
         self.records: list[Turn] = []  # what the recipe reads of each turn
         self.well_formed: list[bool] = []
         self.retrieved: list[list[Passage]] = []  # the documents of each search the agent ran
+        self.observed: list[str] = []  # the text of each retrieval as the agent saw it
         self.evidence: str | None = None
         self.answer: str | None = None
         self.done = False
@@ -340,6 +342,8 @@ class SearchGame:
         ended = terminated or truncated
         observation, obs_cut = self._bound("" if ended else "".join(pieces))
         self.turns.append((turn.text, observation))
+        if "documents" in kinds and observation:
+            self.observed.append(observation)
         self.records.append(Turn(turn.text, turn.kinds, () if ended else tuple(kinds)))
         self.well_formed.append(turn.well_formed)
         self.context_chars += len(turn.text) + len(observation)
@@ -393,12 +397,14 @@ class SearchGame:
             retrieved_docs=[[doc_text(p) for p in ps] for ps in self.retrieved],
             selected_docs=[doc_text(p) for p in context],
             evidence=self.evidence,
+            observations=list(self.observed),
             naive_rag_docs=naive,
             num_searches=self.num_searches,
             num_invalid=self.num_invalid,
             format_ok=all(self.well_formed),
             example_id=self.example.id,
             candidates=tuple(self.example.candidates),
+            evidence_possible=self.protocol.writes_evidence,
         )
 
     # ------------------------------------------------------------------ helpers

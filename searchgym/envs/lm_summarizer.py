@@ -1,11 +1,14 @@
 """RECON's summarizer: a language model condenses every retrieval before the agent reads it.
 
-The prompt is the seed's (``search_r1/search/retrieval_with_summarizer.py`` in RECON's
-code), verbatim. As in the seed, the "User Question" slot holds the *search query*, not
-the episode's question. The seed hard-codes the ``Clarity`` aspect, the only one whose
-description it ships; the paper distils summaries across six aspects (clarity, factual
-correctness, completeness, coverage, coherence, logicality). The other five descriptions
-below are ours, written in the style of the seed's.
+The prompt's frame is the seed's (``search_r1/search/retrieval_with_summarizer.py`` in
+RECON's code), verbatim. The paper (App. B.3) fills its "User Question" slot with the
+user's question and its "Search Query" slot with the query; the seed's rollout code sends
+the search query in both (``question_slot="query"`` keeps that). The paper distils
+summaries across six aspects (clarity, factual correctness, completeness, coverage,
+coherence, logicality); only the ``clarity`` description is published (in the seed). The
+other five are reconstructed (:data:`RECONSTRUCTED_ASPECTS`): written in the clarity
+description's form from the aspect's name and the paper's account of what it asks for.
+The paper's summarizer samples with temperature 0.7, top-p 0.9, top-k 40 (the defaults).
 """
 
 from __future__ import annotations
@@ -46,7 +49,8 @@ Retrieved Documents:
 {documents}
 Please write the support context for me. Make it clear, factual, and optimized for the aspect defined above."""
 
-#: Aspect name -> (title, description). Only ``clarity`` is the seed's text.
+#: Aspect name -> (title, description). ``clarity`` is the seed's text; the others are
+#: reconstructed (see :data:`RECONSTRUCTED_ASPECTS`).
 ASPECTS: dict[str, tuple[str, str]] = {
     "clarity": (
         "Clarity",
@@ -56,30 +60,48 @@ ASPECTS: dict[str, tuple[str, str]] = {
     ),
     "factual_correctness": (
         "Factual Correctness",
-        "State only facts that the documents support, exactly as they state them. Keep names, numbers and dates "
-        "unchanged, do not generalize or round them, and leave out anything the documents do not say.",
+        "Make every statement accurate and supported by the retrieved documents. Reproduce names, numbers, dates and "
+        "relations exactly as the documents give them, without rounding, generalizing or guessing. Leave out anything "
+        "the documents do not state. Ensure that no statement contradicts or goes beyond its source.",
     ),
     "completeness": (
         "Completeness",
-        "Include every fact from the documents that bears on the user question, including qualifications and "
-        "conditions, so that nothing needed to answer it is missing from the context.",
+        "Include all the information from the documents that is needed to answer the user question. Keep every "
+        "relevant fact, entity and qualifying detail, including those needed for intermediate steps of a multi-step "
+        "question. Do not drop a fact because it seems minor. Ensure that a reader could answer the question from the "
+        "support context alone whenever the documents allow it.",
     ),
     "coverage": (
         "Coverage",
-        "Draw on all of the retrieved documents rather than one of them. Represent each relevant document and each "
-        "distinct aspect of the question they address, noting where documents add to or differ from each other.",
+        "Draw on all of the retrieved documents that bear on the user question, not only the first or the most "
+        "prominent one. Represent the distinct pieces of evidence each document contributes and note where documents "
+        "agree, add to each other or differ. Ensure that no relevant document is left out of the support context.",
     ),
     "coherence": (
         "Coherence",
-        "Organize the context as one connected text. Group related facts together, order them so that each follows "
-        "from the one before, and link them with clear transitions instead of listing them in isolation.",
+        "Organize the support context as one well-connected text rather than a list of isolated facts. Group related "
+        "information together and order it so that each sentence follows naturally from the one before. Use clear "
+        "transitions between points. Ensure that the whole reads as a unified and consistent account.",
     ),
     "logicality": (
         "Logicality",
-        "Make the reasoning the facts support explicit. Show how the facts relate (cause, sequence, comparison, "
-        "part and whole) so that a reader can follow the steps from the documents to what the question needs.",
+        "Present the information in a logical order that follows the reasoning needed to answer the user question. "
+        "Make the relations between facts explicit, such as cause and effect, sequence, comparison or the link between "
+        "one entity and the next. Avoid contradictions and unsupported leaps. Ensure that each step of the reasoning "
+        "can be traced back to the documents.",
     ),
 }
+
+#: Aspects whose description is not published (App. B.3's wording could not be had here):
+#: written by searchgym in the form of the seed's ``clarity`` description.
+RECONSTRUCTED_ASPECTS = frozenset(ASPECTS) - {"clarity"}
+
+#: Where the episode's question goes: ``question`` (the paper: the user's question in the
+#: "User Question" slot) or ``query`` (the seed's rollout code: the search query in both slots).
+QUESTION_SLOTS = ("question", "query")
+
+#: The paper's sampling for the summarizer (App. B.4): temperature 0.7, top-p 0.9, top-k 40.
+PAPER_SAMPLING = {"temperature": 0.7, "top_p": 0.9, "top_k": 40}
 
 
 def render_documents(hits: Sequence[Hit]) -> str:
@@ -87,16 +109,17 @@ def render_documents(hits: Sequence[Hit]) -> str:
     return "".join(f"[Doc {i}] {h.passage.title.strip(chr(34))}: {h.passage.text}\n" for i, h in enumerate(hits, 1))
 
 
-def recon_prompt(query: str, hits: Sequence[Hit], aspect: str = "clarity") -> str:
-    """RECON's summarizer prompt for the documents ``hits`` retrieved with ``query``."""
+def recon_prompt(question: str, query: str, hits: Sequence[Hit], aspect: str = "clarity") -> str:
+    """RECON's summarizer prompt for the documents ``hits`` retrieved with ``query`` while
+    answering ``question`` (pass the query as ``question`` for the seed's prompt)."""
     if aspect not in ASPECTS:
         raise UnknownNameError("summary aspect", aspect, ASPECTS)
     title, description = ASPECTS[aspect]
     return RECON_PROMPT.format(
         aspect_title=title,
         aspect_description=description,
-        user_question=query,
-        search_query=query,
+        user_question=question.strip(),
+        search_query=query.strip(),
         documents=render_documents(hits),
     )
 
@@ -111,18 +134,23 @@ class LLMSummarizer(Summarizer, ModelUser):
 
     Args:
         model: A :class:`~searchgym.lm.base.LanguageModel` or a model name for
-            :func:`~searchgym.lm.registry.load_lm` (``"smollm2"``, a folder, an id).
+            :func:`~searchgym.lm.registry.load_lm` (``"smollm2"``, a folder such as a
+            ``searchgym distill-summarizer`` run's ``final/``, an id, an OpenAI-compatible URL
+            with ``backend="openai"``).
         aspect: One of :data:`ASPECTS` (the seed uses ``clarity``).
+        question_slot: ``"question"`` (the paper: the user's question in the prompt's "User
+            Question" slot) or ``"query"`` (the seed's code: the search query there too).
         backend, backend_options: How a model name is loaded.
-        max_new_tokens, temperature: Generation settings (the seed asks its service for up
-            to 800 tokens at temperature 0.1; greedy here, for reproducible benchmarks).
+        max_new_tokens, temperature, top_p, top_k: Generation settings; the defaults are the
+            paper's sampling (:data:`PAPER_SAMPLING`). ``temperature=0`` decodes greedily (the
+            previous default). The seed asks its service for up to 800 tokens.
+        seed: Sampling is seeded per prompt from ``seed`` and the prompt, so an env replays
+            the same summaries; None draws fresh randomness on every call.
 
-    The ``question`` argument of :meth:`summarize` is not shown to the model: the seed
-    fills the prompt's "User Question" with the search query. An empty generation or a
-    prompt that does not fit the model falls back to the seed's fallback (each document
-    cut to 200 characters), so a search always returns something. The model call goes
-    through :meth:`~searchgym.envs.model_calls.ModelUser.generate`, so envs stepped
-    together batch it (:mod:`searchgym.envs.model_calls`).
+    An empty generation or a prompt that does not fit the model falls back to the seed's
+    fallback (each document cut to 200 characters), so a search always returns something.
+    The model call goes through :meth:`~searchgym.envs.model_calls.ModelUser.generate`, so
+    envs stepped together batch it (:mod:`searchgym.envs.model_calls`).
     """
 
     name = "llm"
@@ -132,31 +160,54 @@ class LLMSummarizer(Summarizer, ModelUser):
         model: Any = "smollm2",
         *,
         aspect: str = "clarity",
+        question_slot: str = "question",
         backend: str = "transformers",
         backend_options: Mapping[str, Any] | None = None,
         max_new_tokens: int = 256,
-        temperature: float = 0.0,
+        temperature: float = PAPER_SAMPLING["temperature"],
+        top_p: float = PAPER_SAMPLING["top_p"],
+        top_k: int = PAPER_SAMPLING["top_k"],
+        seed: int | None = 0,
     ):
-        from searchgym.lm.base import check_sampling_params
+        from searchgym.lm.base import SEED_LIMIT, check_sampling_params
         from searchgym.lm.registry import load_lm
 
         if aspect not in ASPECTS:
             raise UnknownNameError("summary aspect", aspect, ASPECTS)
-        check_sampling_params(max_new_tokens=max_new_tokens, temperature=temperature, top_p=1.0, stop=(), seed=None)
+        if question_slot not in QUESTION_SLOTS:
+            raise UnknownNameError("summarizer question slot", question_slot, QUESTION_SLOTS)
+        check_sampling_params(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, stop=(), seed=None)
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT):
+            raise ConfigError(f"LLMSummarizer expects seed to be an integer in [0, 2**63) or None, got {seed!r}.")
         if model is None:
             raise ConfigError("LLMSummarizer expects model= to be a LanguageModel or a model name such as 'smollm2', got None.")
         self.lm = load_lm(model, backend=backend, **dict(backend_options or {}))
         self.aspect = aspect
+        self.question_slot = question_slot
         self.max_new_tokens = max_new_tokens
-        self.temperature = temperature
+        self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
+        self.seed = seed
+
+    def prompt(self, question: str, query: str, hits: Sequence[Hit]) -> str:
+        """The chat prompt the model reads for one retrieval."""
+        shown = question if self.question_slot == "question" else query
+        return self.lm.apply_chat([{"role": "user", "content": recon_prompt(shown, query, hits, self.aspect)}])
 
     def summarize(self, question: str, query: str, hits: Sequence[Hit]) -> str:
+        from searchgym.lm.base import derive_seed
+
         if not hits:
             return ""
-        prompt = self.lm.apply_chat([{"role": "user", "content": recon_prompt(query, hits, self.aspect)}])
-        (g,) = self.generate([prompt], max_new_tokens=self.max_new_tokens, temperature=self.temperature)
+        prompt = self.prompt(question, query, hits)
+        seed = None if self.seed is None or self.temperature == 0 else derive_seed("recon-summarizer", self.seed, prompt)
+        (g,) = self.generate(
+            [prompt], max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, seed=seed
+        )
         text = g.text.strip() if g.finish_reason != "prompt_too_long" else ""
         return text or fallback_summary(hits)
 
     def __repr__(self) -> str:
-        return f"LLMSummarizer(lm={type(self.lm).__name__}, aspect={self.aspect!r}, max_new_tokens={self.max_new_tokens})"
+        return (
+            f"LLMSummarizer(lm={type(self.lm).__name__}, aspect={self.aspect!r}, question_slot={self.question_slot!r}, "
+            f"max_new_tokens={self.max_new_tokens}, temperature={self.temperature}, top_p={self.top_p}, top_k={self.top_k})"
+        )

@@ -68,7 +68,7 @@ class ModelCall:
         p = self.params
         return self.lm.generate(
             [prompt if isinstance(prompt, str) else list(prompt) for prompt in self.prompts],
-            max_new_tokens=p.max_new_tokens, temperature=p.temperature, top_p=p.top_p, stop=p.stop, seed=p.seed,
+            max_new_tokens=p.max_new_tokens, temperature=p.temperature, top_p=p.top_p, stop=p.stop, seed=p.seed, top_k=p.top_k,
         )
 
     def batch_key(self) -> tuple[int, SamplingParams, bool]:

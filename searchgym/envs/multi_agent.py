@@ -8,7 +8,7 @@ classes carry ``metadata["name"] == "search_team_v0"``, and
 (``make_multi_agent("search_team_v0", parallel=True, **options)``).
 
 The game itself lives in :mod:`searchgym.envs.team_game`; this module only adds the
-PettingZoo APIs. Requires the ``multiagent`` extra (``pip install 'searchgym[multiagent]'``).
+PettingZoo APIs. Requires the ``multiagent`` extra (``pip install -e '.[multiagent]'`` in the checkout).
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from searchgym.envs.tasks import (
 from searchgym.envs.team_info import role_info
 from searchgym.envs.team_scoring import answer_score, check_answer_metric, judge_answer, score_team, team_recipe
 from searchgym.envs.team_seats import ROLES, Seat, check_roster
-from searchgym.error import ConfigError, SearchGymError
+from searchgym.error import ConfigError, SearchGymError, did_you_mean
 from searchgym.rewards import Episode
 
 
@@ -144,6 +144,7 @@ class TeamGame:
         if unknown:
             raise ConfigError(
                 f"{owner} does not take {', '.join(map(repr, unknown))}; expected options among: {', '.join(accepted)}."
+                + did_you_mean(unknown[0], accepted)
             )
 
     # ------------------------------------------------------------------ episode
@@ -299,7 +300,7 @@ class TeamGame:
         episode = Episode(
             question=ex.question, answers=tuple(ex.answers), turns=tuple(self.seats["searcher"].records),
             selected_docs=doc_texts(self.context), naive_rag_docs=self._naive_docs, num_searches=self.log.num_searches,
-            example_id=ex.id, candidates=ex.candidates,
+            example_id=ex.id, candidates=ex.candidates, evidence_possible=False,
         )
         frozen = "generator" not in self.roles
         if not frozen:

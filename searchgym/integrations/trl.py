@@ -7,12 +7,13 @@ tokens the model generated, 0 on tokens the environment wrote). That is searchgy
 as they are (TRL's JSON tool calling would replace them)::
 
     from trl import GRPOConfig, GRPOTrainer
-    from searchgym.integrations.trl import EnvRollout, env_reward
+    from searchgym.integrations.trl import EnvRollout, bf16_supported, env_reward
 
     rollout = EnvRollout("searchgym/SearchR1-v0", max_new_tokens=128)
     trainer = GRPOTrainer(
         model="runs/sft/final", reward_funcs=env_reward, rollout_func=rollout,
-        train_dataset=rollout.dataset("train"), args=GRPOConfig(num_generations=8, ...),
+        train_dataset=rollout.dataset("train"),
+        args=GRPOConfig(num_generations=8, bf16=bf16_supported(), ...),  # GRPOConfig's bf16=True fails on a CPU
     )
     trainer.train()
 
@@ -57,7 +58,7 @@ from searchgym.envs.frozen import with_frozen_models
 from searchgym.envs.registration import full_env_id
 from searchgym.error import ConfigError, require
 
-__all__ = ["EnvRollout", "env_reward"]
+__all__ = ["EnvRollout", "bf16_supported", "env_reward", "resolve_bf16"]
 
 #: TRL GRPOConfig options this rollout cannot sample with, and their neutral values.
 _NEUTRAL_SAMPLING = {"top_k": (0, None), "min_p": (None, 0.0), "repetition_penalty": (1.0,)}
@@ -234,6 +235,32 @@ class EnvRollout:
         return self._lm
 
 
+def bf16_supported() -> bool:
+    """Whether this machine trains in bfloat16 mixed precision: a CUDA GPU that supports it
+    (Ampere or newer). ``GRPOConfig`` turns ``bf16`` on by default, which fails on a CPU with
+    "Your setup doesn't support bf16/gpu"; pass ``bf16=bf16_supported()``."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+
+
+def resolve_bf16(choice: str) -> bool:
+    """The ``bf16`` of the command line's ``--bf16 auto|on|off``: ``auto`` is
+    :func:`bf16_supported`; ``on`` where it is not supported is a :class:`ConfigError`."""
+    if choice not in ("auto", "on", "off"):
+        raise ConfigError(f"--bf16 expects auto, on or off, got {choice!r}.")
+    if choice == "auto":
+        return bf16_supported()
+    if choice == "on" and not bf16_supported():
+        raise ConfigError(
+            "--bf16 on expects a CUDA GPU with bfloat16 support (Ampere or newer); this machine has none. "
+            "Leave --bf16 out (auto: bfloat16 where supported, float32 elsewhere) or pass --bf16 off."
+        )
+    return choice == "on"
+
+
 def check_sampling(args: Any) -> None:
     """Raise :class:`ConfigError` for GRPOConfig options the rollout cannot sample with."""
     for name, neutral in _NEUTRAL_SAMPLING.items():
@@ -355,7 +382,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (TRL scores with the same)")
     parser.add_argument("--beta", type=float, default=0.0, help="KL coefficient against the initial model (TRL's k3 loss)")
     parser.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (0: full fine-tuning)")
-    parser.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision (GPUs)")
+    parser.add_argument(
+        "--bf16", nargs="?", const="on", default="auto", choices=("auto", "on", "off"),
+        help="bfloat16 mixed precision: auto uses it on a GPU that supports it and float32 elsewhere (a CPU); "
+        "--bf16 alone is 'on' and fails where it is not supported",
+    )
     parser.add_argument("--config", type=json_object, default="{}", help="more GRPOConfig fields as JSON, e.g. '{\"gradient_checkpointing\": true}'")
     parser.add_argument("--out", default="runs/trl", help="output folder; the trained model goes to OUT/final")
     parser.add_argument("--seed", type=int, default=0, help="seed of TRL and of the rollout's sampling")
@@ -371,6 +402,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from searchgym.training.trainer import load_policy
 
     try:
+        bf16 = resolve_bf16(opts.bf16)
         rollout = EnvRollout(
             opts.env_id, env_options=opts.env_options, eval_env_options=opts.eval_env_options,
             num_envs=opts.num_envs, max_new_tokens=opts.max_new_tokens, seed=opts.seed,
@@ -382,7 +414,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "output_dir": opts.out, "num_generations": opts.num_generations, "per_device_train_batch_size": opts.batch_size,
             "per_device_eval_batch_size": opts.batch_size, "num_generations_eval": opts.num_generations,
             "max_steps": opts.steps, "learning_rate": opts.lr, "lr_scheduler_type": "constant", "temperature": opts.temperature,
-            "beta": opts.beta, "bf16": opts.bf16, "seed": opts.seed, "logging_steps": 1, "save_steps": opts.eval_steps,
+            "beta": opts.beta, "bf16": bf16, "seed": opts.seed, "logging_steps": 1, "save_steps": opts.eval_steps,
             "eval_strategy": "steps" if evaluation is not None else "no", "eval_steps": opts.eval_steps, "report_to": [],
             **opts.config,
         })

@@ -68,6 +68,8 @@ class SamplingParams:
     stop: tuple[str, ...]
     #: One seed per prompt (see :meth:`LanguageModel.generate`), or ``None``: unseeded.
     seed: tuple[int, ...] | None
+    #: Sample among the ``top_k`` most likely tokens only; 0 keeps them all.
+    top_k: int = 0
 
 
 class LanguageModel(ABC):
@@ -91,6 +93,7 @@ class LanguageModel(ABC):
         top_p: float = 1.0,
         stop: Sequence[str] = (),
         seed: int | Sequence[int] | None = None,
+        top_k: int = 0,
     ) -> list[Generation]:
         """Generate one completion per prompt.
 
@@ -99,6 +102,8 @@ class LanguageModel(ABC):
             max_new_tokens: Most tokens generated per prompt.
             temperature: 0 for greedy decoding; otherwise logits are divided by it.
             top_p: Nucleus sampling mass in (0, 1]; 1 keeps the whole distribution.
+            top_k: Sample among the ``top_k`` most likely tokens only (applied before
+                ``top_p``, as Hugging Face and vLLM do); 0 keeps them all.
             stop: Strings that end a completion; the stop string is kept in the text.
             seed: One seed per prompt, or an integer ``s`` meaning ``s, s + 1, ...`` in
                 prompt order. Each prompt is sampled from its own random stream, seeded
@@ -112,7 +117,8 @@ class LanguageModel(ABC):
         """
         prompts = check_prompts(prompts)
         params = check_sampling_params(
-            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, stop=stop, seed=seed, num_prompts=len(prompts)
+            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, stop=stop, seed=seed, num_prompts=len(prompts),
+            top_k=top_k,
         )
         prompt_ids = [self._prompt_ids(prompt, i) for i, prompt in enumerate(prompts)]
         if not prompt_ids:
@@ -157,7 +163,8 @@ MIN_TEMPERATURE = 1e-4
 
 
 def check_sampling_params(
-    *, max_new_tokens: object, temperature: object, top_p: object, stop: object, seed: object, num_prompts: int = 1
+    *, max_new_tokens: object, temperature: object, top_p: object, stop: object, seed: object, num_prompts: int = 1,
+    top_k: object = 0,
 ) -> SamplingParams:
     """Validate the keyword arguments of :meth:`LanguageModel.generate` for a call with
     ``num_prompts`` prompts; an integer seed becomes one seed per prompt."""
@@ -176,13 +183,17 @@ def check_sampling_params(
         )
     if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
         raise ConfigError(f"{where} top_p to be a number in (0, 1], got {top_p!r}.")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+        raise ConfigError(f"{where} top_k to be a non-negative integer (0 keeps every token), got {top_k!r}.")
     if isinstance(stop, str):
         raise ConfigError(
             f"{where} stop to be a sequence of strings, got the string {stop!r}. Wrap it in a list: [{stop!r}]."
         )
     if not isinstance(stop, Sequence) or not all(isinstance(s, str) and s for s in stop):
         raise ConfigError(f"{where} stop to be a sequence of non-empty strings, got {stop!r}.")
-    return SamplingParams(int(max_new_tokens), float(temperature), float(top_p), tuple(stop), _per_prompt_seeds(seed, num_prompts))
+    return SamplingParams(
+        int(max_new_tokens), float(temperature), float(top_p), tuple(stop), _per_prompt_seeds(seed, num_prompts), int(top_k)
+    )
 
 
 def _per_prompt_seeds(seed: object, num_prompts: int) -> tuple[int, ...] | None:

@@ -22,11 +22,12 @@ from typing import Any
 
 from searchgym.error import ConfigError, require
 from searchgym.lm.base import Generation, LanguageModel, SamplingParams, stop_end
-from searchgym.lm.models import MODEL_FOLDERS
+from searchgym.lm.models import BUILT_IN_NAMES, MODEL_FOLDERS, check_model_name
 from searchgym.lm.threads import ThreadTuner, fixed_threads
+from searchgym.progress import generated_tokens
 
 #: Built-in model names (besides local folders and cached Hugging Face ids).
-MODEL_NAMES = ("smollm2", "tiny-random")
+MODEL_NAMES = BUILT_IN_NAMES
 
 _DTYPES = ("float32", "float16", "bfloat16")
 
@@ -74,6 +75,8 @@ class TransformersLM(LanguageModel):
         max_batch_size: int = 64,
         threads: int | str = "auto",
     ):
+        if isinstance(model, str):
+            check_model_name(model, "TransformersLM")  # before torch and transformers load (seconds)
         self._torch = torch = require("torch", extra="lm", feature="TransformersLM")
         transformers = require("transformers", extra="lm", feature="TransformersLM")
         if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or max_batch_size < 1:
@@ -175,7 +178,7 @@ class TransformersLM(LanguageModel):
             input_ids[row, width - len(ids) :] = torch.tensor(ids)
             attention_mask[row, width - len(ids) :] = 1
         budgets = [min(params.max_new_tokens, self.context_length - len(ids)) for ids in prompts]
-        sampler = SeededSampler(params.temperature, params.top_p, generators)
+        sampler = SeededSampler(params.temperature, params.top_p, generators, top_k=params.top_k)
         stopper = StopOnText(self.tokenizer, width, params.stop, self.eos_token_ids, budgets)
         config = transformers.GenerationConfig(
             max_new_tokens=max(budgets),
@@ -257,8 +260,8 @@ class SeededSampler:
     :meth:`logprobs` reads them all.
     """
 
-    def __init__(self, temperature: float, top_p: float, generators: list[Any]):
-        self.temperature, self.top_p, self.generators = temperature, top_p, generators
+    def __init__(self, temperature: float, top_p: float, generators: list[Any], *, top_k: int = 0):
+        self.temperature, self.top_p, self.generators, self.top_k = temperature, top_p, generators, top_k
         self._last: Any = None  # [B, V] log-probabilities of the latest step
         self._chosen: list[Any] = []  # per step, [B] log-probability of the id chosen
 
@@ -272,6 +275,10 @@ class SeededSampler:
             self._last = torch.log_softmax(logits, dim=-1)
             return self._last
         logits = logits / self.temperature
+        if 0 < self.top_k < logits.shape[-1]:
+            # Keep the top_k largest logits (ties at the k-th value kept too), before top-p.
+            kth = logits.topk(self.top_k, dim=-1).values[:, -1:]  # [B, 1]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
         if self.top_p < 1:
             sorted_logits, order = logits.sort(dim=-1, descending=True)  # [B, V]
             sorted_probs = sorted_logits.softmax(dim=-1)
@@ -349,6 +356,7 @@ class StopOnText:
 
         done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)  # [B]
         generated = input_ids[:, self.prompt_width :].tolist()
+        generated_tokens(sum(ended is None for ended in self.ended))  # progress displays move per token
         for row, tokens in enumerate(generated):
             if self.ended[row] is not None:
                 done[row] = True
@@ -375,6 +383,7 @@ def load_model(name: str, *, tokenizer: Any = None, dtype: Any = None) -> tuple[
     already in the local cache. ``dtype`` (a ``torch.dtype`` or one of ``"float32"``,
     ``"float16"``, ``"bfloat16"``; ``None``: the checkpoint's) is the weights' type; a
     given ``tokenizer`` is returned instead of loading one."""
+    check_model_name(name, "TransformersLM")
     transformers = require("transformers", extra="lm", feature="TransformersLM")
     dtype = _resolve_dtype(require("torch", extra="lm", feature="TransformersLM"), dtype)
     if name == "tiny-random":

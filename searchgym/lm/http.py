@@ -168,6 +168,8 @@ class OpenAILM(LanguageModel):
             "include_stop_str_in_output": True,
             "return_tokens_as_token_ids": True,
         }
+        if params.top_k:  # not an OpenAI field: sent only when set (vLLM and llama.cpp servers take it)
+            body["top_k"] = params.top_k
         if params.stop:
             body["stop"] = list(params.stop)
         if params.seed is not None:  # one prompt (see _generate)

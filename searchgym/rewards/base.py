@@ -65,11 +65,19 @@ class Episode:
     - ``retrieved_docs``: per search, the retrieved passages as ``"title\\ntext"``.
     - ``selected_docs``: the passages the s3 searcher kept.
     - ``evidence``: the evidence the R-Search agent wrote (``None`` if none).
+    - ``observations``: the text of each retrieval the env showed the agent, in order,
+      as shown (rendered or summarized, cut at ``max_observation_chars``). Recipes read it
+      only to check what the agent quoted (R-Search's grounded evidence), never to
+      extract an answer.
     - ``naive_rag_docs``: top-k passages for the question itself; filled only for recipes
       with ``needs_naive_rag``.
     - ``num_searches``, ``num_invalid``: searches run and malformed turns.
     - ``format_ok``: the protocol's verdict that every turn was well formed.
     - ``example_id``: the example's id (s3 caches its naive-RAG baseline by it).
+    - ``evidence_possible``: whether the agent's protocol has an evidence block it could
+      write (R-Search's does; the env fills it from the protocol). R-Search's recipe pays no
+      evidence-format score where evidence cannot be written: Eq. 5 pays it to an episode
+      without a search, so on a grammar without evidence it would pay for not searching.
     - ``candidates``: the options the question offers (both sides of a comparison), when
       the data knows them; strict recipes refuse credit to an answer naming two of them.
     """
@@ -81,12 +89,14 @@ class Episode:
     retrieved_docs: list[list[str]] = field(default_factory=list)
     selected_docs: list[str] = field(default_factory=list)
     evidence: str | None = None
+    observations: list[str] = field(default_factory=list)
     naive_rag_docs: list[str] | None = None
     num_searches: int = 0
     num_invalid: int = 0
     format_ok: bool = True
     example_id: str = ""
     candidates: tuple[str, ...] = ()
+    evidence_possible: bool = True
 
     def __post_init__(self) -> None:
         # A bare string would otherwise be read as one gold answer per character.

@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from searchgym.error import ConfigError
 from searchgym.rewards.base import Turn
 
 # ---------------------------------------------------------------- Search-R1
@@ -142,47 +143,83 @@ def r1_searcher_format_errors(turns: Sequence[Turn], max_answer_words: int = 10)
 
 # ---------------------------------------------------------------- R-Search
 _EVIDENCE = re.compile(r"<original_evidence>(.*?)</original_evidence>", re.DOTALL)
+_EVIDENCE_TAG = re.compile(r"</?original_evidence>")
+
+#: How :func:`r_search_format` judges evidence written in an episode without a retrieval.
+#: ``"eq5"``: the paper's Eq. 5, whose evidence-format term asks for evidence only when the
+#: agent searched, so the flag is 1 without a search whatever the agent wrote; ``"seed"``:
+#: the released ``extract_solution``, for which evidence written without a search is a
+#: wrong format (the prompt says to omit it). Evidence without a search is scored by neither.
+R_SEARCH_EVIDENCE_RULES = ("eq5", "seed")
 
 
 @dataclass(frozen=True)
 class RSearchFormat:
-    """R-Search's two format flags, whether the evidence is scored, and the last evidence."""
+    """R-Search's two format flags, whether the evidence is scored, and the last evidence.
+
+    ``split_block``: an evidence tag was opened in one turn and closed in another (or left
+    unclosed, or closed without an opening in its turn): the evidence is then invalid.
+    """
 
     answer_ok: bool
     evidence_ok: bool
     evidence_scored: bool
     evidence: str | None = None
+    split_block: bool = False
 
 
-def r_search_format(turns: Sequence[Turn]) -> RSearchFormat:
-    """R-Search's ``extract_solution`` flags (``src/verl/utils/reward_score/qa_f1.py``).
+def _split_evidence_block(text: str) -> bool:
+    """Whether ``text`` (one turn) holds an evidence tag that does not pair inside it."""
+    depth = 0
+    for tag in _EVIDENCE_TAG.findall(text):
+        if tag.startswith("</"):
+            if depth == 0:
+                return True
+            depth = 0
+        else:
+            depth = 1
+    return depth != 0
+
+
+def r_search_format(turns: Sequence[Turn], *, evidence_rule: str = "eq5") -> RSearchFormat:
+    """R-Search's format flags (paper Eq. 5; ``src/verl/utils/reward_score/qa_f1.py``).
 
     - answer: exactly one closed, non-empty ``<answer>`` block, and no invalid turn;
-    - evidence without any retrieval: correct only if there is no evidence block (the
-      prompt says to omit it), and evidence written anyway is not scored;
+    - evidence without any retrieval: not scored; the flag is 1 under Eq. 5
+      (``evidence_rule="eq5"``, the default) and 1 only if no evidence block was written
+      under the seed's ``extract_solution`` (``evidence_rule="seed"``);
     - evidence after at least one retrieval (``"documents"``): correct if exactly one
       non-empty ``<original_evidence>`` block; the last non-empty one is scored even if
-      there are several.
+      there are several;
+    - a block is read inside one turn only: an evidence tag that does not pair within its
+      turn (opened in one turn and closed in a later one) makes the evidence wrong and
+      unscored, with or without a retrieval (``split_block``).
 
-    These are the paper's flags; :class:`~searchgym.rewards.RSearchReward` pays them only
-    to an episode that answered (``paper_format_rule=True`` pays them as the seed does).
+    :class:`~searchgym.rewards.RSearchReward` pays these flags only to an episode that
+    answered (``paper_format_rule=True`` pays them as the seed does).
 
     Differences: the seed counts blocks in prompt + response and subtracts the one
     example of each tag in its prompt (which also makes it reject the answer ``"and"``,
     the word between the prompt's example tags); here blocks are counted in the agent's
     text as they are. The seed's invalid-turn feedback holds one ``<answer>`` pair, so an
     episode with an invalid turn has two and loses the answer-format score: here a
-    ``"feedback"`` observation does the same.
+    ``"feedback"`` observation does the same. The seed matches evidence blocks across the
+    whole transcript, so a block opened before a search and closed after it would wrap
+    the documents; here it is invalid.
     """
+    if evidence_rule not in R_SEARCH_EVIDENCE_RULES:
+        raise ConfigError(f"r_search_format expects evidence_rule to be one of {R_SEARCH_EVIDENCE_RULES}, got {evidence_rule!r}.")
     text = "".join(turn.text for turn in turns)
     answers = _ANSWER_BLOCK.findall(text)
     invalid = any("feedback" in turn.observation for turn in turns)
     answer_ok = len(answers) == 1 and bool(answers[0].strip()) and not invalid
     retrievals = sum(turn.observation.count("documents") for turn in turns)
-    evidences = _EVIDENCE.findall(text)
-    if not evidences:
-        return RSearchFormat(answer_ok, evidence_ok=retrievals == 0, evidence_scored=False)
+    if any(_split_evidence_block(turn.text) for turn in turns):
+        return RSearchFormat(answer_ok, evidence_ok=False, evidence_scored=False, split_block=True)
+    evidences = [block for turn in turns for block in _EVIDENCE.findall(turn.text)]
     if retrievals == 0:
+        return RSearchFormat(answer_ok, evidence_ok=evidence_rule == "eq5" or not evidences, evidence_scored=False)
+    if not evidences:
         return RSearchFormat(answer_ok, evidence_ok=False, evidence_scored=False)
     last = evidences[-1].strip()
     evidence_ok = len(evidences) == 1 and bool(last)

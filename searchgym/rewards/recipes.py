@@ -14,6 +14,7 @@ name                   reward                                                   
 ``r1_searcher_stage2`` answer F1, minus 2 if the format is wrong                  -2..1
 ``r_search``           0.2 answer format + 0.2 evidence format + answer F1        0..2.4
                        + F1 of the reader's answer from the agent's evidence
+                       (the sentences of it that quote this episode's documents)
 ``s3_gen_acc``         GenAcc of the generator on the selected documents          0..1
 ``s3_gbr``             Gain Beyond RAG: GenAcc(selected) - GenAcc(naive top-k)    -1..1
 ====================== ========================================================== =======
@@ -55,10 +56,12 @@ from searchgym.rewards.base import (
     call_frozen,
 )
 from searchgym.rewards.formats import (
+    R_SEARCH_EVIDENCE_RULES,
     r1_searcher_format_errors,
     r_search_format,
     search_r1_sequence,
 )
+from searchgym.rewards.grounding import DEFAULT_MAX_EVIDENCE_WORDS, DEFAULT_MIN_SPAN_WORDS, ground_evidence
 from searchgym.rewards.metrics import (
     Judge,
     answer_in_text,
@@ -257,7 +260,7 @@ class R1SearcherStage2(RewardRecipe):
 
 # ---------------------------------------------------------------- R-Search
 class RSearchReward(RewardRecipe):
-    """R-Search (``src/verl/utils/reward_score/qa_f1.py``, ``compute_score_f1``).
+    """R-Search's reward (paper Eq. 5; ``src/verl/utils/reward_score/qa_f1.py``, ``compute_score_f1``).
 
     ``answer_format_score`` (0.2) + ``evidence_format_score`` (0.2) for the flags of
     :func:`~searchgym.rewards.formats.r_search_format`, plus the answer's token F1, plus
@@ -265,14 +268,34 @@ class RSearchReward(RewardRecipe):
     (Llama-3.2-3B-Instruct in the seed) answering from the agent's evidence alone. Both
     F1s use the plain normalization without the yes/no rule and are rounded to 2
     decimals, as the seed's ``F1_check`` does. The reader is called only when the
-    evidence is scored (non-empty, after at least one search).
+    evidence is scored (non-empty, after at least one search) and something of it is left
+    to read.
 
-    Both format scores are paid only to an episode that answered. The seed pays the
-    evidence-format score to any episode without a search and without an evidence
-    block, so an agent that never writes a valid turn earns 0.2 (a degenerate optimum
-    under RL); ``paper_format_rule=True`` restores that rule to reproduce its numbers.
-    With ``strict`` (default) a hedged answer, the agent's or the reader's, scores F1 0;
-    ``strict=False`` is the seed's F1.
+    Eq. 5's flags are the default (``evidence_rule="eq5"``): an episode without a search
+    gets the evidence-format score whether or not it wrote evidence (its evidence is not
+    read); ``evidence_rule="seed"`` is the released code, for which evidence written without
+    a search is a wrong format (1.2 instead of 1.4 for a right answer).
+
+    Departures, each a defense with its option:
+
+    - ``grounded=True`` (default): only the sentences of the evidence that quote the
+      documents the env showed in this episode are evidence
+      (:func:`~searchgym.rewards.grounding.ground_evidence`, with ``min_span_words``), and
+      evidence with more than ``max_evidence_words`` grounded words is not evidence. The
+      reader reads the grounded part only, and the evidence-format score after a search
+      needs a non-empty grounded part within the budget. Without it, an evidence block of
+      corpus titles, of the question (which names the answer of a comparison question) or
+      of every retrieved document earns the evidence reward. ``grounded=False`` reads the
+      evidence as written, as the paper does.
+    - Both format scores are paid only to an episode that answered. The seed pays the
+      evidence-format score to any episode without a search and without an evidence
+      block, so an agent that never writes a valid turn earns 0.2 (a degenerate optimum
+      under RL); ``paper_format_rule=True`` restores that rule to reproduce its numbers.
+
+    - ``strict`` (default): a hedged answer, the agent's or the reader's, scores F1 0
+      (:mod:`searchgym.rewards.hedging`); ``strict=False`` is the seed's F1.
+
+    The paper's reward exactly: ``RSearchReward(reader, grounded=False, paper_format_rule=True, strict=False)``.
     """
 
     name = "r_search"
@@ -284,6 +307,10 @@ class RSearchReward(RewardRecipe):
         *,
         answer_format_score: float = 0.2,
         evidence_format_score: float = 0.2,
+        grounded: bool = True,
+        max_evidence_words: int = DEFAULT_MAX_EVIDENCE_WORDS,
+        min_span_words: int = DEFAULT_MIN_SPAN_WORDS,
+        evidence_rule: str = "eq5",
         paper_format_rule: bool = False,
         strict: bool = True,
         invalid_action_penalty: float = 0.0,
@@ -292,21 +319,44 @@ class RSearchReward(RewardRecipe):
         self.reader = require_callable(self.name, "reader", reader, "(question, evidence) -> str")
         self.answer_format_score = float(answer_format_score)
         self.evidence_format_score = float(evidence_format_score)
-        if not isinstance(paper_format_rule, bool):
-            raise ConfigError(f"Reward recipe 'r_search' expects paper_format_rule to be True or False, got {paper_format_rule!r}.")
+        for option, value in (("grounded", grounded), ("paper_format_rule", paper_format_rule)):
+            if not isinstance(value, bool):
+                raise ConfigError(f"Reward recipe 'r_search' expects {option} to be True or False, got {value!r}.")
+        for option, value in (("max_evidence_words", max_evidence_words), ("min_span_words", min_span_words)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"Reward recipe 'r_search' expects {option} to be a positive int, got {value!r}.")
+        if evidence_rule not in R_SEARCH_EVIDENCE_RULES:
+            raise UnknownNameError("R-Search evidence rule", evidence_rule, R_SEARCH_EVIDENCE_RULES)
+        self.grounded = grounded
+        self.max_evidence_words = max_evidence_words
+        self.min_span_words = min_span_words
+        self.evidence_rule = evidence_rule
         self.paper_format_rule = paper_format_rule
         self.strict = check_strict(self.name, strict)
 
     def score(self, episode: Episode) -> RewardResult:
-        fmt = r_search_format(episode.turns)
+        fmt = r_search_format(episode.turns, evidence_rule=self.evidence_rule)
         answered = episode.answer is not None or self.paper_format_rule
-        answer_format, evidence_format = fmt.answer_ok and answered, fmt.evidence_ok and answered
         answer_f1 = round(self._f1(episode.answer, episode), 2)
-        evidence_f1 = 0.0
+        evidence_ok = fmt.evidence_ok
         evidence = episode.evidence if episode.evidence is not None else fmt.evidence
-        if fmt.evidence_scored and evidence and evidence.strip():
-            reply = call_frozen(self.reader, episode.question, evidence, answers=episode.answers)
+        read = (evidence or "").strip() if fmt.evidence_scored else ""
+        grounded_share, grounded_words = 0.0, 0.0
+        if read and self.grounded:
+            grounding = ground_evidence(
+                read, episode.observations, max_words=self.max_evidence_words, min_span_words=self.min_span_words
+            )
+            read = grounding.text
+            grounded_share, grounded_words = grounding.fraction, float(grounding.words)
+            evidence_ok = evidence_ok and bool(read)
+        evidence_f1 = 0.0
+        if read:
+            reply = call_frozen(self.reader, episode.question, read, answers=episode.answers)
             evidence_f1 = round(self._f1(reply, episode), 2)
+        # A grammar without evidence: no episode gets the evidence-format score (Eq. 5 would pay
+        # it for not searching, the one way to leave evidence out).
+        evidence_ok = evidence_ok and episode.evidence_possible
+        answer_format, evidence_format = fmt.answer_ok and answered, evidence_ok and answered
         total = (
             self.answer_format_score * answer_format
             + self.evidence_format_score * evidence_format
@@ -319,6 +369,8 @@ class RSearchReward(RewardRecipe):
             "answer_format": float(answer_format),
             "evidence_format": float(evidence_format),
         }
+        if self.grounded:
+            components.update(evidence_grounded=grounded_share, evidence_words=grounded_words)
         return RewardResult(total, components)
 
     def _f1(self, prediction: str | None, episode: Episode) -> float:

@@ -30,6 +30,7 @@ import gymnasium as gym
 
 from searchgym.envs.registration import env_spec, full_env_id
 from searchgym.error import ConfigError, UnknownNameError
+from searchgym.progress import Progress
 from searchgym.sb3.algorithms import SB3_ALGORITHMS, SB3_DEFAULTS, algorithm_class
 from searchgym.sb3.env import TemplateActions
 from searchgym.training.metrics import MetricsLog, plot_curves
@@ -80,7 +81,8 @@ class SB3Args:
     device: str = "cpu"
     """Torch device of the policy (cpu is fastest for these small MLPs)."""
     progress: bool = True
-    """Show a progress bar."""
+    """Show progress: timesteps, phase and policy updates (a plain line every
+    SEARCHGYM_PROGRESS_SECONDS, default 5, when stderr is not a terminal)."""
 
 
 def check_sb3_args(args: SB3Args) -> None:
@@ -234,9 +236,17 @@ def train_sb3(args: SB3Args) -> list[dict[str, Any]]:
         tmp.write_text(json.dumps(record, indent=2, default=str))
         os.replace(tmp, policy_path)
 
-    counted = {"episodes": int(log.rows[-1]["episodes"]) if log.rows else 0}
+    counted = {"episodes": int(log.rows[-1]["episodes"]) if log.rows else 0, "updates": 0}
+    # Timesteps on a bar (a plain line every few seconds when stderr is a file), with the
+    # phase and the number of policy updates: SB3's own bar writes nothing to a file.
+    bar = Progress(args.total_timesteps, f"{args.algorithm} train", "timestep", initial=done_steps) if args.progress else None
+
+    def phase(text: str | None) -> None:
+        if bar is not None:
+            bar.note(phase=text)
 
     def evaluate(timesteps: int) -> None:
+        phase("evaluate")
         stats = evaluate_template_policy(model, eval_env)
         episodes = [e["r"] for e in list(model.ep_info_buffer or [])]
         log.log({
@@ -249,6 +259,8 @@ def train_sb3(args: SB3Args) -> list[dict[str, Any]]:
         })
         save(timesteps)
         plot_curves(log.rows, out / "curves.png", title=f"{args.algorithm} on {env_id} (eval: {args.eval_split})", panels=PANELS)
+        if bar is not None:
+            bar.note(phase="rollout", eval_reward=f"{stats['reward']:.3f}")
 
     class Periodic(BaseCallback):
         def __init__(self) -> None:
@@ -257,27 +269,32 @@ def train_sb3(args: SB3Args) -> list[dict[str, Any]]:
 
         def _on_step(self) -> bool:
             counted["episodes"] += int(sum(self.locals.get("dones", ())))
+            if bar is not None:
+                bar.update(self.num_timesteps - bar.n)
             if self.num_timesteps >= self.next_eval:
                 evaluate(self.num_timesteps)
                 self.next_eval += args.eval_every
             return True
 
-    if done_steps == 0:
-        evaluate(0)  # the untrained policy: the curve's starting point
-    remaining = args.total_timesteps - done_steps
-    if remaining > 0:
-        model.learn(remaining, callback=Periodic(), reset_num_timesteps=False, progress_bar=args.progress and _has_progress_bar())
-        if not log.rows or log.rows[-1]["step"] != model.num_timesteps:
-            evaluate(model.num_timesteps)
+        def _on_rollout_start(self) -> None:
+            phase("rollout")
+
+        def _on_rollout_end(self) -> None:  # the policy update follows (PPO's epochs, DQN's gradient steps)
+            counted["updates"] += 1
+            if bar is not None:
+                bar.note(phase="update", updates=counted["updates"])
+
+    try:
+        if done_steps == 0:
+            evaluate(0)  # the untrained policy: the curve's starting point
+        remaining = args.total_timesteps - done_steps
+        if remaining > 0:
+            model.learn(remaining, callback=Periodic(), reset_num_timesteps=False)
+            if not log.rows or log.rows[-1]["step"] != model.num_timesteps:
+                evaluate(model.num_timesteps)
+    finally:
+        if bar is not None:
+            bar.close()
     log.close()
     vec.close()
     return log.rows
-
-
-def _has_progress_bar() -> bool:
-    try:
-        import rich  # noqa: F401
-        import tqdm  # noqa: F401
-    except ImportError:
-        return False
-    return True

@@ -14,7 +14,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
-from searchgym.error import ConfigError, UnknownNameError
+from searchgym.error import ConfigError, UnknownNameError, check_keywords
 from searchgym.training.losses import AGGREGATIONS, KL_ESTIMATORS
 
 #: PPO critics (``Args.critic``); see :mod:`searchgym.training.critic`.
@@ -54,6 +54,11 @@ class Args:
     frozen_model: str | None = None
     """Frozen model of the env's generator (s3), reader (R-Search) or LLM summarizer (RECON):
     a model name loaded once and never trained ("gold-span" is the LM-free stand-in)."""
+    frozen_backend: str = "transformers"
+    """Backend that loads frozen_model: transformers, vllm, or openai (a model served behind an
+    OpenAI-compatible URL, given as frozen_options={"base_url": ...})."""
+    frozen_options: dict[str, Any] = field(default_factory=dict)
+    """Options of frozen_backend's constructor (e.g. base_url, api_key, device)."""
     summarizer: str | None = None
     """RECON: the env's summarizer (e.g. "llm" uses frozen_model with RECON's prompt)."""
 
@@ -165,7 +170,9 @@ class Args:
     tensorboard: bool = True
     """Also write TensorBoard events to out/tensorboard when tensorboard is installed."""
     progress: bool = True
-    """Progress bars."""
+    """Progress bars: steps, the step's phase (rollout, update micro-batches, evaluate) and
+    generated tokens (a plain line every SEARCHGYM_PROGRESS_SECONDS, default 5, when stderr
+    is not a terminal)."""
     threads: int | None = None
     """torch CPU threads (None: torch's default)."""
 
@@ -219,6 +226,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "env_id": "searchgym/RSearch-v0", "algorithm": "grpo", "n": 5, "lr": 1e-6,
         "kl_coef": 0.001, "kl_estimator": "k3", "entropy_coef": 0.001, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 500,
         "loss_aggregation": "seq-mean-token-mean",
+        # Trained on top-3 (scripts/train_*.sh retriever.topk=3), evaluated on top-5 (§4.3; src/eval/main.py).
+        "eval_env_options": {"top_k": 5},
     },
     "recon": {
         "env_id": "searchgym/RECON-v0", "algorithm": "ppo", "n": 1, "lr": 1e-6, "value_lr": 1e-5,
@@ -235,6 +244,7 @@ def preset(name: str, **overrides: Any) -> Args:
     ``eval_env_options`` are merged key by key: ``{"question_filter": None}`` drops s3's filter)."""
     if name not in PRESETS:
         raise UnknownNameError("training preset", name, PRESETS)
+    check_keywords(f"preset({name!r})", overrides, (f.name for f in dataclasses.fields(Args)))
     settings = {**PRESETS[name], **overrides}
     for key in ("env_options", "eval_env_options"):  # merged key by key: --env-options adds to the preset's
         if isinstance(PRESETS[name].get(key), dict) and isinstance(overrides.get(key), dict):
@@ -332,6 +342,10 @@ def check_args(args: Args) -> None:
         raise ConfigError(f"Args expects gamma and lam in [0, 1], got gamma={args.gamma}, lam={args.lam}.")
     if args.lora_rank and not args.lora_targets:
         raise ConfigError("Args.lora_targets must name at least one module when lora_rank > 0.")
-    for name in ("env_options", "eval_env_options", "engine_options"):
+    from searchgym.lm.registry import BACKENDS
+
+    if args.frozen_backend not in BACKENDS:
+        raise UnknownNameError("frozen_backend", args.frozen_backend, BACKENDS)
+    for name in ("env_options", "eval_env_options", "engine_options", "frozen_options"):
         if not isinstance(getattr(args, name), dict):
             raise ConfigError(f"Args.{name} expects a dict, got {type(getattr(args, name)).__name__}.")

@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from searchgym.cache import sync_folder
 from searchgym.error import ConfigError
 from searchgym.training.args import Args
 
@@ -30,19 +31,6 @@ RESUMABLE_CHANGES = frozenset(
 COMPLETE = "COMPLETE"
 STATE = "state.pt"
 _NAME = re.compile(r"^step-(\d+)$")
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _write_file(path: Path, data: bytes) -> None:
@@ -68,15 +56,15 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, state: dict[str, Any]
         f.flush()
         os.fsync(f.fileno())
     _write_file(tmp / COMPLETE, f"{step}\n".encode())
-    _fsync_dir(tmp)
+    sync_folder(tmp)
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
-    _fsync_dir(root)
+    sync_folder(root)
     pointer = root / f".latest-{os.getpid()}"
     _write_file(pointer, f"{final.name}\n".encode())
     os.replace(pointer, root / "latest")
-    _fsync_dir(root)
+    sync_folder(root)
     for old in complete_checkpoints(run_dir)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final

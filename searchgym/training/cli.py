@@ -140,6 +140,22 @@ def add_sft_parser(sub: Any) -> None:
     add_fields(parser, SFTArgs)
 
 
+def add_distill_parser(sub: Any) -> None:
+    from searchgym.training.distill import DistillArgs
+
+    parser = sub.add_parser(
+        "distill-summarizer",
+        help="train a RECON summarizer: relevance pretraining, then distillation of a teacher's summaries",
+        description=(
+            "RECON's two supervised stages over the env's questions and retriever: relevance pretraining (a linear "
+            "head picks the candidate holding a gold answer; the head is then dropped), then the student learns the "
+            "summaries a teacher model writes with RECON's prompt for each aspect. Saves OUT/final, a folder the env "
+            "takes as summarizer_options={\"model\": \"OUT/final\"} with summarizer=\"llm\"."
+        ),
+    )
+    add_fields(parser, DistillArgs)
+
+
 def _given(ns: argparse.Namespace, cls: type) -> dict[str, Any]:
     names = {f.name for f in dataclasses.fields(cls)}
     return {k: v for k, v in vars(ns).items() if k in names}
@@ -200,3 +216,16 @@ def sft_main(ns: argparse.Namespace) -> int:
     print(f"{last['step']} steps, final loss {last['loss']:.3f}, {evaluated}; wrote {args.out}/final")
     return 0
 
+
+
+def distill_main(ns: argparse.Namespace) -> int:
+    from searchgym.training.distill import DistillArgs, distill_summarizer
+
+    args = DistillArgs(**_given(ns, DistillArgs))
+    result = distill_summarizer(args)
+    last = result["rows"][-1]
+    print(
+        f"{result['summaries']} teacher summaries of {result['questions']} questions ({result['too_long']} too long for the "
+        f"student), {result['relevance_groups']} relevance groups; final loss {last['loss']:.3f}; wrote {args.out}/final"
+    )
+    return 0

@@ -17,6 +17,8 @@ import json
 import os
 import re
 import shutil
+import signal
+import threading
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -26,9 +28,10 @@ from typing import Any
 
 from searchgym.agents.lm_agents import LMAgent
 from searchgym.envs.access import search_env
-from searchgym.error import ConfigError, TrainingError, UnknownNameError
+from searchgym.error import ConfigError, TrainingError, TrainingStopped, UnknownNameError
 from searchgym.lm.base import Generation
 from searchgym.lm.scripted import ScriptedLM
+from searchgym.progress import Progress
 
 
 class TeacherAgent(LMAgent):
@@ -121,11 +124,14 @@ class SFTArgs:
     num_envs: int = 16
     """Episodes live at once (oracle recording and evaluation)."""
     out: str = "runs/sft"
-    """Run folder: metrics.csv, curves.png, final/ (the trained model and tokenizer)."""
+    """Run folder: metrics.csv, curves.png, final/ (the trained model and tokenizer). A run
+    stopped by Ctrl-C or SIGTERM leaves final/ (the model so far) and checkpoint/; the same
+    command with the same settings continues it."""
     seed: int = 0
     """Seed of the model initialisation and the data order."""
     progress: bool = True
-    """Progress bars."""
+    """Progress bars (a plain line every SEARCHGYM_PROGRESS_SECONDS, default 5, when stderr
+    is not a terminal)."""
     threads: int | None = None
     """torch CPU threads (None: torch's default, lowered to the cores the process gets
     while another process holds some, as generation does; see searchgym.lm.threads)."""
@@ -212,7 +218,7 @@ def check_sft_args(args: SFTArgs) -> None:
 PRETRAIN_COLUMNS = ("step", "epoch", "loss", "tokens", "lr", "grad_norm")
 
 
-def pretrain_on_corpus(model: Any, tokenizer: Any, corpus: Any, *, epochs: int, block: int, batch_size: int, lr: float, warmup_steps: int, max_grad_norm: float, weight_decay: float, seed: int, log_path: Path, progress: bool) -> list[dict[str, Any]]:
+def pretrain_on_corpus(model: Any, tokenizer: Any, corpus: Any, *, epochs: int, block: int, batch_size: int, lr: float, warmup_steps: int, max_grad_norm: float, weight_decay: float, seed: int, log_path: Path, progress: bool, stop: "StopRequests | None" = None) -> list[dict[str, Any]]:
     """Next-token prediction over ``corpus`` (each passage ``title\ntext`` + EOS, packed
     into ``block``-token rows, a seeded shuffle per epoch); the metric rows (also written
     to ``log_path``)."""
@@ -237,16 +243,20 @@ def pretrain_on_corpus(model: Any, tokenizer: Any, corpus: Any, *, epochs: int, 
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed + 1)
     log = MetricsLog(log_path, PRETRAIN_COLUMNS)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, desc="pretrain on corpus", unit="step", dynamic_ncols=True)
+    bar = Progress(total, "pretrain on corpus", "step") if progress else None
     out, step = [], 0
     model.train()
     for epoch in range(epochs):
         order = torch.randperm(rows_count, generator=generator)
         for start in range(0, rows_count, batch_size):
+            if stop is not None and stop.requested:
+                if bar is not None:
+                    bar.close()
+                log.close()
+                raise TrainingStopped(
+                    f"stopped by {stop.requested} while pretraining (step {step} of {total}), before SFT: nothing to keep. "
+                    "Run the same command again to start over."
+                )
             batch = data[order[start : start + batch_size]].to(device)
             optimizer.zero_grad(set_to_none=True)
             loss = model(input_ids=batch, labels=batch).loss
@@ -261,8 +271,8 @@ def pretrain_on_corpus(model: Any, tokenizer: Any, corpus: Any, *, epochs: int, 
             log.log(row)
             out.append(row)
             if bar is not None:
+                bar.note(loss=f"{row['loss']:.3f}")
                 bar.update(1)
-                bar.set_postfix(loss=f"{row['loss']:.3f}")
     if bar is not None:
         bar.close()
     log.close()
@@ -295,8 +305,106 @@ SFT_COLUMNS = (
 )
 
 
+class StopRequests:
+    """While open, the first SIGINT or SIGTERM only records that a stop was asked
+    (``requested`` names the signal): the run stops at its next step boundary and saves
+    what it has. A second one stops at once (the default handlers are back). Outside the
+    main thread signals cannot be caught, and nothing changes."""
+
+    def __init__(self) -> None:
+        self.requested: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "StopRequests":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.requested = signal.Signals(signum).name
+        self._restore()
+        print(f"\n{self.requested}: stopping after this step and saving final/ (send it again to stop at once)", flush=True)
+
+    def _restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+
+    def __exit__(self, *exc: Any) -> None:
+        self._restore()
+
+
+#: SFTArgs fields that do not change what a run computes (a rerun may change them and continue).
+_RUN_NEUTRAL = ("progress", "threads")
+CHECKPOINT = "checkpoint"
+
+
+def _run_settings(args: SFTArgs) -> dict[str, Any]:
+    return {k: v for k, v in json.loads(json.dumps(dataclasses.asdict(args), default=str)).items() if k not in _RUN_NEUTRAL}
+
+
+def _prepare_out(out: Path, args: SFTArgs) -> bool:
+    """Make ``out`` ready for ``args``; True when it holds a stopped run to continue.
+
+    An empty or missing folder starts a run. A folder of a run with the same settings
+    continues from its checkpoint (a stopped run), or starts over when the run stopped
+    before its first SFT step; a finished run or another run's folder is refused."""
+    if not (out.exists() and any(out.iterdir())):
+        return False
+    saved = out / "args.json"
+    if not saved.is_file():
+        raise ConfigError(f"{out} is not empty and holds no SFT run (no args.json); pick another --out.")
+    before = {k: v for k, v in json.loads(saved.read_text()).items() if k not in _RUN_NEUTRAL}
+    now = _run_settings(args)
+    differ = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+    if differ:
+        shown = ", ".join(f"{k}: {before.get(k)!r} there, {now.get(k)!r} now" for k in differ)
+        raise ConfigError(f"{out} holds an SFT run with other settings ({shown}); rerun it with its settings to continue it, or pick another --out.")
+    if (out / CHECKPOINT / "state.pt").is_file():
+        return True
+    if (out / "final").is_dir():
+        raise ConfigError(f"{out} holds a finished SFT run ({out / 'final'}); pick another --out to train again.")
+    return False  # stopped before its first step: nothing to continue, start over
+
+
+def _save_checkpoint(out: Path, model: Any, tokenizer: Any, state: dict[str, Any]) -> None:
+    """``out/checkpoint`` (model, tokenizer, optimizer, scheduler, data order, step), written
+    to a temporary folder and renamed, so a kill leaves the previous one whole."""
+    import torch
+
+    tmp = out / f".tmp-{CHECKPOINT}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp / "model")
+    tokenizer.save_pretrained(tmp / "model")
+    torch.save(state, tmp / "state.pt")
+    old = out / f".old-{CHECKPOINT}-{os.getpid()}"
+    if (out / CHECKPOINT).exists():
+        os.replace(out / CHECKPOINT, old)
+    os.replace(tmp, out / CHECKPOINT)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _save_final(out: Path, model: Any, tokenizer: Any) -> None:
+    tmp = out / f".tmp-final-{os.getpid()}"
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    shutil.rmtree(out / "final", ignore_errors=True)
+    os.replace(tmp, out / "final")
+
+
 def sft(args: SFTArgs) -> list[dict[str, Any]]:
-    """Record the oracle, train the student on its turns, save ``out/final``; the metric rows."""
+    """Record the oracle, train the student on its turns, save ``out/final``; the metric rows.
+
+    Stopped by SIGINT (Ctrl-C) or SIGTERM, it finishes the step it is in, writes
+    ``out/final`` (the model so far, usable as ``--model``) and ``out/checkpoint``, and
+    raises :class:`~searchgym.error.TrainingStopped`; the same call (same ``out`` and
+    settings) then continues from that step."""
+    with StopRequests() as stop:
+        return _sft(args, stop)
+
+
+def _sft(args: SFTArgs, stop: StopRequests) -> list[dict[str, Any]]:
     import gymnasium as gym
     import torch
 
@@ -311,24 +419,28 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
 
     env_id = full_env_id(args.env_id)
     out = Path(args.out)
-    if out.exists() and any(out.iterdir()):
-        raise ConfigError(f"{out} is not empty; pick another --out (an SFT run is short and is not resumed).")
+    resuming = _prepare_out(out, args)
     out.mkdir(parents=True, exist_ok=True)
     (out / "args.json").write_text(json.dumps(dataclasses.asdict(args), indent=2, default=str))
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     env = gym.make(env_id, split=args.split, **args.env_options)
-    if args.model == "scratch":
+    state: dict[str, Any] | None = None
+    if resuming:
+        model, tokenizer = load_policy(str(out / CHECKPOINT / "model"))
+        state = torch.load(out / CHECKPOINT / "state.pt", weights_only=False)
+        print(f"continuing the SFT run in {out} from step {state['step']} (its checkpoint)", flush=True)
+    elif args.model == "scratch":
         model, tokenizer = scratch_model(env, size=args.scratch_size, seed=args.seed)
     else:
         model, tokenizer = load_policy(args.model)
-    if args.pretrain_epochs:
+    if args.pretrain_epochs and not resuming:
         pretrain_on_corpus(
             model, tokenizer, search_env(env).corpus,
             epochs=args.pretrain_epochs, block=args.pretrain_block, batch_size=args.batch_size, lr=args.lr,
             warmup_steps=args.warmup_steps, max_grad_norm=args.max_grad_norm, weight_decay=args.weight_decay,
-            seed=args.seed, log_path=out / "pretrain.csv", progress=args.progress,
+            seed=args.seed, log_path=out / "pretrain.csv", progress=args.progress, stop=stop,
         )
     model.train()
     trajectories = oracle_trajectories(env_id, tokenizer, env_options=args.env_options, split=args.split, limit=args.limit, num_envs=args.num_envs, progress=args.progress)
@@ -339,10 +451,20 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
     total = steps_per_epoch * args.epochs
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _cosine(args.warmup_steps, total))
-    log = MetricsLog(out / "metrics.csv", SFT_COLUMNS)
+    generator = torch.Generator().manual_seed(args.seed)
+    step = 0
+    if state is not None:
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        generator.set_state(state["epoch_generator"])
+        torch.set_rng_state(state["torch_rng"])
+        step = int(state["step"])
+    log = MetricsLog(out / "metrics.csv", SFT_COLUMNS, resume_step=step if resuming else None)
     device = next(model.parameters()).device
 
     def evaluate(step: int) -> dict[str, float]:
+        if bar is not None:
+            bar.note(phase="evaluate")
         lm = TransformersLM(model, tokenizer)  # generates in eval mode, leaves the model in train mode
         return evaluate_policy(
             lm, env_id, env_options={**args.env_options, **args.eval_env_options}, split=args.eval_split,
@@ -350,25 +472,45 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
             out=out / "eval" / f"step-{step:06d}", seed=args.seed,
         )
 
-    rows = []
-    bar = None
-    if args.progress:
-        from tqdm.auto import tqdm
+    def stopped() -> TrainingStopped:
+        if bar is not None:
+            bar.close()
+        log.close()
+        if step == 0 and not resuming:
+            return TrainingStopped(f"stopped by {stop.requested} before the first SFT step: nothing to keep. Run the same command again to start over.")
+        _save_final(out, model, tokenizer)
+        _save_checkpoint(out, model, tokenizer, {
+            "step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+            "epoch_generator": epoch_generator, "torch_rng": torch.get_rng_state(),
+        })
+        return TrainingStopped(
+            f"stopped by {stop.requested} at step {step} of {total}: wrote {out / 'final'} (the model after {step} steps, "
+            f"usable as --model) and {out / CHECKPOINT}. Run the same command (same --out and settings) to continue from step {step}."
+        )
 
-        bar = tqdm(total=total, desc="sft", unit="step", dynamic_ncols=True)
-    generator = torch.Generator().manual_seed(args.seed)
+    rows = list(log.rows)
+    bar = Progress(total, "sft", "step", initial=step) if args.progress else None
     # On a shared CPU, as many threads as cores received; a micro-batch is one pass.
     tuner = ThreadTuner(torch, window=1, min_period=4) if args.threads is None and device.type == "cpu" else None
-    step = 0
+    micro_passes = -(-min(args.batch_size, len(trajectories)) // args.micro_batch_size)
     t0 = time.perf_counter()
-    for epoch in range(args.epochs):
+    first_epoch, skip = divmod(step, steps_per_epoch)
+    for epoch in range(first_epoch, args.epochs):
+        # The generator's state before this epoch's order: a stop saves it, so that a resume draws the same order.
+        epoch_generator = generator.get_state()
         order = torch.randperm(len(trajectories), generator=generator).tolist()
-        for start in range(0, len(order), args.batch_size):
+        for batch_index, start in enumerate(range(0, len(order), args.batch_size)):
+            if epoch == first_epoch and batch_index < skip:
+                continue  # played before the stop this run continues
+            if stop.requested:
+                raise stopped()
             rows_idx = order[start : start + args.batch_size]
             total_tokens = float(data.loss_mask[rows_idx].sum())
             optimizer.zero_grad(set_to_none=True)
             loss_sum = 0.0
-            for u in range(0, len(rows_idx), args.micro_batch_size):
+            for micro, u in enumerate(range(0, len(rows_idx), args.micro_batch_size)):
+                if bar is not None and micro_passes > 1:
+                    bar.note(phase=f"micro-batch {micro + 1}/{micro_passes}")
                 mb = data.select(rows_idx[u : u + args.micro_batch_size]).to(device)
                 with tuner.session() if tuner else nullcontext(), tuner.step() if tuner else nullcontext():
                     loss = -turn_logprobs(model, mb).mean()  # token-mean over the turn tokens
@@ -387,17 +529,14 @@ def sft(args: SFTArgs) -> list[dict[str, Any]]:
             log.log(row)
             rows.append(row)
             if bar is not None:
+                bar.note(phase=None, loss=f"{loss_sum:.3f}")
                 bar.update(1)
-                bar.set_postfix(loss=f"{loss_sum:.3f}")
     if bar is not None:
         bar.close()
     log.close()
     plot_curves(log.rows, out / "curves.png", title=f"SFT on {env_id} oracle ({len(trajectories)} trajectories, {time.perf_counter() - t0:.0f} s)", panels=SFT_PANELS)
-    tmp = out / f".tmp-final-{os.getpid()}"
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    shutil.rmtree(out / "final", ignore_errors=True)
-    os.replace(tmp, out / "final")
+    _save_final(out, model, tokenizer)
+    shutil.rmtree(out / CHECKPOINT, ignore_errors=True)  # finished: nothing to continue
     return rows
 
 

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from tqdm.auto import tqdm
 
 from searchgym.agents import EpisodeResult, Task, run_episodes
 from searchgym.agents.lm_agents import policy_agent
@@ -47,6 +46,7 @@ from searchgym.error import ConfigError, TrainingError, require
 from searchgym.lm.hf import TransformersLM, load_model
 from searchgym.lm.registry import load_lm
 from searchgym.lm.vllm import VLLMLM, model_folder
+from searchgym.progress import Progress
 from searchgym.training.advantages import gae, group_advantages, last_token_rewards, reinforce_pp_advantages
 from searchgym.training.args import Args, check_args
 from searchgym.training.batch import FixedPass, Reference, chunks, collate, fixed_pass, forward_logprobs
@@ -242,6 +242,7 @@ class Trainer:
         self._given = (model, tokenizer)
         self.step = 0
         self._built = False
+        self._progress: Progress | None = None
 
     # ------------------------------------------------------------------ setup
     def build(self) -> None:
@@ -301,7 +302,7 @@ class Trainer:
 
         self.frozen = None
         if args.frozen_model is not None and args.frozen_model != "gold-span":
-            self.frozen = load_lm(args.frozen_model)
+            self.frozen = load_lm(args.frozen_model, backend=args.frozen_backend, **args.frozen_options)
         self._stage = None
         self.envs: list[Any] = []
         self.retrieval = timed_retriever(args.env_id, args.env_options)
@@ -356,6 +357,7 @@ class Trainer:
             envs[0], self.rollout_lm, max_new_tokens=a.max_new_tokens, temperature=a.temperature, top_p=a.top_p,
             seed=(a.seed * 7_919 + step * 104_729) % (2**31),
         )
+        self._phase("rollout")
         self.model.eval()
         retrieval_before = self.retrieval.seconds
         t0 = time.perf_counter()
@@ -399,6 +401,8 @@ class Trainer:
         tokens = 0
         own_logprobs: list[tuple[Any, Any, Any]] = []  # (logprobs, rollout logprobs, mask) per micro-batch: single pass
         generator = torch.Generator().manual_seed(a.seed * 31 + self.step)
+        passes = a.ppo_epochs * sum(math.ceil(len(m) / a.micro_batch_size) for m in chunks(list(range(B)), math.ceil(B / a.mini_batches)))
+        done_passes = 0
         t0 = time.perf_counter()
         for _epoch in range(a.ppo_epochs):
             order = torch.randperm(B, generator=generator).tolist()
@@ -408,6 +412,8 @@ class Trainer:
                 if self.critic_optimizer is not None:
                     self.critic_optimizer.zero_grad(set_to_none=True)
                 for rows in chunks(mini, a.micro_batch_size):
+                    self._phase(f"update {done_passes}/{passes} micro-batches")
+                    done_passes += 1
                     mb = batch.select(rows).to(self.device)  # [b, w + 1] ids, [b, w] masks
                     w = mb.input_ids.shape[1] - 1
                     pick = lambda t: None if t is None else t[rows, :w].to(self.device)  # noqa: E731  [B, L-1] -> [b, w]
@@ -533,10 +539,11 @@ class Trainer:
         rows = []
         bar = None
         if a.progress:
-            bar = tqdm(total=a.total_steps, initial=self.step, desc="train", unit="step", dynamic_ncols=True)
+            bar = self._progress = Progress(a.total_steps, "train", "step", initial=self.step)
         try:
             while self.step < a.total_steps:
                 if a.eval_every and self.step == 0 and not self.metrics.rows:
+                    self._phase("evaluate")
                     self.metrics.log({"step": 0, **self.evaluate()})
                 results, stats = self.rollout(self.step)
                 samples = training_samples(results, n=a.n, grouped=grouped)
@@ -552,6 +559,7 @@ class Trainer:
                 stats["stage_reward"] = self._stage or "env default"
                 stats["peak_memory_mb"] = peak_memory_mb()
                 if a.eval_every and (self.step % a.eval_every == 0 or self.step == a.total_steps):
+                    self._phase("evaluate")
                     stats.update(self.evaluate())
                 row = {"step": self.step, **stats}
                 self.metrics.log(row)
@@ -560,14 +568,20 @@ class Trainer:
                     self.save()
                     plot_curves(self.metrics.rows, self.out / "curves.png", title=f"{a.algorithm} on {a.env_id}")
                 if bar is not None:
+                    bar.note(phase=None, reward=f"{stats['reward']:.3f}", loss=f"{stats['loss']:.3g}")
                     bar.update(1)
-                    bar.set_postfix(reward=f"{stats['reward']:.3f}", loss=f"{stats['loss']:.3g}")
             self.export(self.out / "final")
         finally:
             if bar is not None:
                 bar.close()
+            self._progress = None
             self.metrics.close()
         return rows
+
+    def _phase(self, text: str) -> None:
+        """Show what the step is doing on the progress display (a step may take minutes)."""
+        if self._progress is not None:
+            self._progress.note(phase=text)
 
     # ------------------------------------------------------------------ state, checkpoints, export
     def state(self) -> dict[str, Any]:

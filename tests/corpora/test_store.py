@@ -15,6 +15,7 @@ from searchgym.corpora.store import (
     MAX_JSON_DEPTH,
     PASSAGE_LINE_FORMAT,
     chunk_documents,
+    parquet_hint,
     read_passages,
     split_contents,
     split_sentences,
@@ -262,7 +263,7 @@ def test_chunk_arguments_are_checked(words, overlap, message):
 # --------------------------------------------------------------------------- hostile files (issue 36)
 
 GOOD_PASSAGE = json.dumps({"id": "first", "contents": "T\nx"})
-GOOD_QUESTION = json.dumps({"id": "first", "question": "Q?", "golden_answers": ["a"]})
+GOOD_QUESTION = json.dumps({"id": "first", "question": "Q?", "golden_answers": ["Ann"]})
 DIGITS = sys.get_int_max_str_digits()
 
 # (line 2 of the file, what the error says was got); the same for passage and QA files.
@@ -290,7 +291,7 @@ def test_a_hostile_line_is_a_data_format_error_naming_file_and_line(tmp_path, re
 
 def test_nesting_up_to_the_limit_is_read(tmp_path):
     deep = "[" * (MAX_JSON_DEPTH - 1) + "]" * (MAX_JSON_DEPTH - 1)
-    path = write_lines(tmp_path / "deep.jsonl", [json.dumps({"id": "q", "question": "Q?", "golden_answers": "a"})[:-1] + f', "m": {deep}}}'])
+    path = write_lines(tmp_path / "deep.jsonl", [json.dumps({"id": "q", "question": "Q?", "golden_answers": "Ann"})[:-1] + f', "m": {deep}}}'])
     assert read_qa(path)[0].metadata["m"] == json.loads(deep)
 
 
@@ -383,6 +384,8 @@ def test_a_file_of_another_kind_is_named_as_what_it_is(tmp_path, content, got, g
     for reader, what in ((read_passages, "passage"), (read_qa, "QA dataset")):
         with pytest.raises(DataFormatError) as e:
             reader(path)
+        if what == "QA dataset" and got.startswith("a Parquet file"):  # Search-R1's QA parquet has a converter
+            got = parquet_hint(path, what)
         assert str(e.value) == f"{path}: expected a JSON-lines {what} file (one JSON object per line, plain or gzip-compressed), got {got}."
 
 

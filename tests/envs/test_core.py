@@ -123,6 +123,26 @@ def test_recon_condenses_retrievals():
     assert sizes[1] < sizes[0]
 
 
+def test_recon_defaults_are_the_papers_top5_five_searches_and_rethink_feedback():
+    env = make_small("searchgym/RECON-v0")
+    env.reset(seed=4)
+    searched = []
+    for turn in range(env.unwrapped.max_turns):
+        obs, reward, terminated, truncated, info = env.step(search_turn(env, f"founded city {turn}"))
+        searched.append(len(info["retrieved_ids"]))
+        if terminated or truncated:
+            break
+    # five search rounds of five documents each, then the answer turn, where a search ends the episode
+    assert searched == [5, 5, 5, 5, 5, 0] and (terminated or truncated)
+    env.reset(seed=4)
+    assert env.step("no tags at all")[0] == "\nMy action is not correct. Let me rethink.\n"
+    code = make_small("searchgym/RECON-v0", protocol_options={"feedback": "search_r1"})
+    code.reset(seed=4)
+    assert code.step("no tags at all")[0] == make_small("searchgym/SearchR1-v0").unwrapped.protocol.invalid_feedback()
+    with pytest.raises(UnknownNameError, match=re.escape("Unknown RECON feedback 'papr'. Did you mean 'paper'?")):
+        make_small("searchgym/RECON-v0", protocol_options={"feedback": "papr"})
+
+
 def test_render_ansi_returns_the_transcript():
     env = make_small("searchgym/SearchR1-v0", render_mode="ansi")
     obs, _ = env.reset(seed=0)

@@ -7,9 +7,9 @@ from env_helpers import make_small
 from searchgym.corpora.types import Hit, Passage
 from searchgym.envs.frozen import make_frozen
 from searchgym.envs.lm_frozen import LMGenerator, LMJudge, LMReader, generator_messages
-from searchgym.envs.lm_summarizer import ASPECTS, LLMSummarizer, recon_prompt
+from searchgym.envs.lm_summarizer import ASPECTS, PAPER_SAMPLING, RECONSTRUCTED_ASPECTS, LLMSummarizer, recon_prompt
 from searchgym.envs.summarizers import make_summarizer
-from searchgym.error import UnknownNameError
+from searchgym.error import ConfigError, UnknownNameError
 from searchgym.lm.base import Generation, LanguageModel
 from searchgym.lm.scripted import ScriptedLM
 from searchgym.lm.testing import tiny_tokenizer
@@ -69,25 +69,59 @@ def test_prompts_that_do_not_fit_give_empty_answers_and_the_seed_fallback_summar
     )
 
 
-def test_recon_prompt_puts_the_query_in_the_user_question_slot():
-    prompt = recon_prompt("river of Marrowgate", HITS)
-    assert "User Question: river of Marrowgate\n\nSearch Query (used by the retriever): river of Marrowgate" in prompt
+def test_recon_prompt_holds_the_users_question_and_the_query_in_their_slots():
+    prompt = recon_prompt("Which river flows through Marrowgate?", "river of Marrowgate", HITS)
+    assert "User Question: Which river flows through Marrowgate?\n\nSearch Query (used by the retriever): river of Marrowgate" in prompt
     assert "[Doc 1] Marrowgate: The city of Marrowgate lies on the river Tesk.\n[Doc 2] Tesk: The Tesk is a river.\n\nPlease write" in prompt
     assert "Focus Aspect: Clarity\n→ Write in a clear, accessible manner" in prompt
-    assert "Focus Aspect: Coverage" in recon_prompt("q", HITS, "coverage")
-    assert len(ASPECTS) == 6
+    assert "Focus Aspect: Coverage" in recon_prompt("q", "q", HITS, "coverage")
+    assert len(ASPECTS) == 6 and RECONSTRUCTED_ASPECTS == set(ASPECTS) - {"clarity"}
     with pytest.raises(UnknownNameError, match="Unknown summary aspect 'clarty'. Did you mean 'clarity'?"):
         LLMSummarizer(Recorder("x"), aspect="clarty")
+    with pytest.raises(UnknownNameError, match="Unknown summarizer question slot 'querry'. Did you mean 'query'?"):
+        LLMSummarizer(Recorder("x"), question_slot="querry")
+
+
+class SamplingRecorder(ScriptedLM):
+    """Records the sampling arguments of every generate call."""
+
+    def __init__(self):
+        self.calls = []
+        super().__init__(["Marrowgate lies on the Tesk."], tiny_tokenizer())
+
+    def generate(self, prompts, **sampling):
+        self.calls.append((list(prompts), sampling))
+        return super().generate(prompts, **sampling)
+
+
+def test_llm_summarizer_samples_as_the_paper_and_keeps_the_seed_code_behaviour_reachable():
+    lm = SamplingRecorder()
+    paper = LLMSummarizer(lm)
+    paper.summarize("Which river?", "river of Marrowgate", HITS)
+    paper.summarize("Which river?", "river of Marrowgate", HITS)
+    (prompts, sampling), (_, again) = lm.calls
+    assert "User Question: Which river?\n" in prompts[0]
+    assert (sampling["temperature"], sampling["top_p"], sampling["top_k"]) == (0.7, 0.9, 40) == tuple(PAPER_SAMPLING.values())
+    assert sampling["seed"] is not None and again["seed"] == sampling["seed"]  # the same prompt replays the same draw
+    seed_code = LLMSummarizer(lm, question_slot="query", temperature=0.0)
+    seed_code.summarize("Which river?", "river of Marrowgate", HITS)
+    prompts, sampling = lm.calls[-1]
+    assert "User Question: river of Marrowgate\n" in prompts[0] and sampling["temperature"] == 0.0 and sampling["seed"] is None
+    with pytest.raises(ConfigError, match=r"^LanguageModel.generate expects top_k to be a non-negative integer"):
+        LLMSummarizer(lm, top_k=-1)
+    with pytest.raises(ConfigError, match=r"^LLMSummarizer expects seed to be an integer in \[0, 2\*\*63\) or None, got -3.$"):
+        LLMSummarizer(lm, seed=-3)
 
 
 def test_recon_env_wraps_the_llm_summary():
     lm = Recorder("Marrowgate lies on the Tesk.")
     env = make_small("searchgym/RECON-v0", summarizer="llm", summarizer_options={"model": lm, "aspect": "coherence"})
     env.reset(options={"example_index": 0})
-    query = env.unwrapped.example.question
-    obs, *_ = env.step(f"<search> {query} </search>")
+    question = env.unwrapped.example.question
+    obs, *_ = env.step("<search> Marrowgate river </search>")
     assert obs == "\n\n<information>Marrowgate lies on the Tesk.</information>\n\n"
-    assert "Focus Aspect: Coherence" in lm.prompts[0] and f"User Question: {query}" in lm.prompts[0]
+    assert "Focus Aspect: Coherence" in lm.prompts[0] and f"User Question: {question}" in lm.prompts[0]
+    assert "Search Query (used by the retriever): Marrowgate river" in lm.prompts[0]
     assert isinstance(make_summarizer("llm", model=lm), LLMSummarizer)
 
 
@@ -102,9 +136,11 @@ def test_envs_take_language_models_as_frozen_generator_reader_and_judge():
     rs = make_small("searchgym/RSearch-v0", reader=Recorder(gold))
     ex = rs.unwrapped.examples[0]
     rs.reset(options={"example_index": 0})
-    rs.step(f"<search> {ex.question} </search>")
-    *_, info = rs.step(f"<original_evidence> {gold} </original_evidence>\n<answer> {gold} </answer>")
+    observation, *_ = rs.step(f"<search> {ex.question} </search>")
+    quote = observation.split(") ", 1)[1].split(". ")[0] + "."  # the first sentence shown: grounded evidence
+    *_, info = rs.step(f"<original_evidence> {quote} </original_evidence>\n<answer> {gold} </answer>")
     assert info["reward_components"]["evidence_f1"] == 1.0
+    assert rs.unwrapped.recipe.reader.lm.prompts[-1].count(quote) == 1
 
 
 def test_frozen_names_resolve_to_lm_versions_and_unknown_names_fail_early():
@@ -113,5 +149,17 @@ def test_frozen_names_resolve_to_lm_versions_and_unknown_names_fail_early():
     assert isinstance(make_frozen("reader", Recorder("x")), LMReader)
     with pytest.raises(UnknownNameError) as e:
         make_frozen("reader", "smolm2")
-    assert str(e.value) == "Unknown reader model 'smolm2'. Did you mean 'smollm2'? Expected one of: gold-span, smollm2, tiny-random."
-    assert "could not be loaded offline" in str(e.value.__cause__)
+    assert str(e.value) == "Unknown reader model 'smolm2'. Did you mean 'smollm2'? Expected one of: gold-span, smollm2, tiny-random, tiny-random-2k."
+    assert "no built-in model name, local folder or cached model id" in str(e.value.__cause__)  # refused before any load
+
+
+def test_a_frozen_model_mapping_names_model_backend_options_and_sampling():
+    reader = make_frozen("reader", {"model": "tiny-random", "temperature": 0.1, "top_p": 0.9, "max_new_tokens": 3})
+    assert isinstance(reader, LMReader) and (reader.temperature, reader.top_p, reader.max_new_tokens) == (0.1, 0.9, 3)
+    assert isinstance(reader("Q?", "Some evidence."), str)
+    with pytest.raises(ConfigError, match=r"^SearchEnv expects reader= as a mapping to name its model, e\.g\. "):
+        make_frozen("reader", {"backend": "openai"})
+    with pytest.raises(ConfigError, match="^The transformers backend does not take the option 'base_ur'"):
+        make_frozen("reader", {"model": "tiny-random", "base_ur": "http://127.0.0.1:1/v1"})
+    with pytest.raises(UnknownNameError, match="^Unknown language-model backend 'olama'"):
+        make_frozen("reader", {"model": "tiny-random", "backend": "olama"})

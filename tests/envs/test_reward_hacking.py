@@ -44,10 +44,32 @@ def test_the_catalogue_covers_every_family_and_protocol():
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_no_strategy_beats_an_honest_wrong_answer(env_id):
-    rows = rh.evaluate([env_id], sorted(RECIPES), questions(env_id), WORLDS.get(env_id, SMALL))
+    world = WORLDS.get(env_id, SMALL)
+    protocol = rh.make_env(env_id, "search_r1_em", world).unwrapped.protocol.name
+    rows = rh.evaluate([env_id], sorted(RECIPES), questions(env_id), world)
     print(f"\n{env_id}: {len(rows)} (recipe, strategy) pairs")
     for r in sorted(rows, key=lambda r: -r.gain)[:8]:
         print(f"  {r.gain:+.3f}  {r.recipe:<20} {r.strategy}  (honest {r.honest:.3f}, strategy {r.hacked:.3f})")
+    # Every recipe, and every strategy of the env's protocol, was played.
     assert {r.recipe for r in rows} == set(RECIPES)
+    assert {r.strategy for r in rows} == {s.name for s in rh.STRATEGIES if protocol in s.protocols}
     beaten = [f"{r.recipe} / {r.strategy}: {r.hacked:.3f} > {r.honest:.3f}" for r in rows if r.gain > rh.TOLERANCE]
     assert not beaten, "\n".join(beaten)
+
+
+@pytest.mark.parametrize("env_id, recipe, strategy", [
+    ("searchgym/SearchR1-v0", "r1_searcher_stage2", "both options"),
+    ("searchgym/R1Searcher-v0", "r1_searcher_stage1", "both options joined by 'and'"),
+    ("searchgym/RSearch-v0", "r_search", "evidence: every corpus title"),
+    ("searchgym/S3-v0", "s3_gbr", "s3: search the question again, complete"),
+])
+def test_under_the_papers_raw_metrics_the_suite_finds_the_exploits(env_id, recipe, strategy):
+    """The suite can fail: without the defenses (the papers' metrics and rules), each family's
+    strategy beats the honest wrong answer on the same questions."""
+    chosen = [s for s in rh.STRATEGIES if s.name == strategy]
+    assert len(chosen) == 1
+    world = WORLDS.get(env_id, SMALL)
+    (raw,) = rh.evaluate([env_id], [recipe], questions(env_id), world, strategies=chosen, raw=True)
+    (now,) = rh.evaluate([env_id], [recipe], questions(env_id), world, strategies=chosen)
+    print(f"\n{env_id} x {recipe} / {strategy}: gain {raw.gain:+.3f} raw, {now.gain:+.3f} with the defenses")
+    assert raw.gain > 0.02 and now.gain <= rh.TOLERANCE

@@ -234,11 +234,32 @@ def test_the_command_line_trains_and_writes_a_loadable_model(tmp_path):
     assert "'eval_reward'" in done.stdout + done.stderr  # the evaluation on the dev split ran
 
 
+def test_bf16_is_used_only_where_it_is_supported(monkeypatch):
+    import searchgym.integrations.trl as adapter
+
+    supported = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    assert adapter.bf16_supported() is supported
+    assert adapter.resolve_bf16("auto") is supported and adapter.resolve_bf16("off") is False
+    with pytest.raises(ConfigError, match=r"^--bf16 expects auto, on or off, got 'yes'\.$"):
+        adapter.resolve_bf16("yes")
+    monkeypatch.setattr(adapter, "bf16_supported", lambda: False)  # a machine without a bfloat16 GPU
+    assert adapter.resolve_bf16("auto") is False
+    with pytest.raises(ConfigError, match=r"^--bf16 on expects a CUDA GPU with bfloat16 support \(Ampere or newer\); this machine has none\. Leave --bf16 out"):
+        adapter.resolve_bf16("on")
+    monkeypatch.setattr(adapter, "bf16_supported", lambda: True)
+    assert adapter.resolve_bf16("auto") is True and adapter.resolve_bf16("on") is True
+    # What the docs' Python block passes: GRPOConfig builds with it here, whatever the machine.
+    assert trl.GRPOConfig(output_dir="unused", bf16=supported, report_to=[]).bf16 is supported
+
+
 def test_the_command_line_explains_bad_arguments(tmp_path):
     done = run_cli("--model", str(tiny_model_folder()), "--env-options", "{corpus: synthwiki}")
     assert done.returncode == 2 and "argument --env-options: expected a JSON object like '{\"max_turns\": 4}', got '{corpus: synthwiki}'" in done.stderr
     done = run_cli("--model", str(tiny_model_folder()), "--steps", "0")
     assert done.returncode == 2 and "--steps expects a positive integer, got 0" in done.stderr
+    if not (torch.cuda.is_available() and torch.cuda.is_bf16_supported()):
+        done = run_cli("--model", str(tiny_model_folder()), "--bf16")
+        assert done.returncode == 2 and "error: --bf16 on expects a CUDA GPU with bfloat16 support" in done.stderr
     done = run_cli("--model", str(tiny_model_folder()), "--env-id", "Nope-v0")
     assert done.returncode == 2 and "Nope-v0" in done.stderr and "SearchR1-v0" in done.stderr
 

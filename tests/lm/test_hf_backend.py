@@ -108,9 +108,9 @@ def test_a_seeded_prompt_samples_the_same_alone_or_in_any_batch(lm):
     assert twice[0].token_ids != twice[1].token_ids
 
 
-def _draw(logits, generators, temperature=1.0, top_p=1.0):
+def _draw(logits, generators, temperature=1.0, top_p=1.0, top_k=0):
     """One step of SeededSampler and generate's greedy choice: the ids and their logprobs."""
-    sampler = SeededSampler(temperature, top_p, generators)
+    sampler = SeededSampler(temperature, top_p, generators, top_k=top_k)
     ids = sampler(torch.zeros((len(logits), 1), dtype=torch.long), logits).argmax(dim=-1)  # [B]
     return ids, sampler.logprobs(ids.unsqueeze(-1)).squeeze(-1)
 
@@ -129,6 +129,11 @@ def test_sampling_draws_each_token_with_its_probability():
     assert torch.equal(together, alone)
     ids, logprobs = _draw(logits[:4000], [torch.Generator().manual_seed(1)] * 4000, top_p=0.7)
     assert set(ids.tolist()) == {0, 1} and torch.allclose(logprobs.exp(), torch.tensor([2 / 3, 1 / 3])[ids])
+    # top_k keeps the k most likely tokens, renormalized; top-p then applies to those.
+    ids, logprobs = _draw(logits[:4000], [torch.Generator().manual_seed(2)] * 4000, top_k=3)
+    assert set(ids.tolist()) == {0, 1, 2} and torch.allclose(logprobs.exp(), (probs[:3] / 0.9)[ids])
+    ids, _ = _draw(logits[:4000], [torch.Generator().manual_seed(3)] * 4000, top_k=3, top_p=0.8)
+    assert set(ids.tolist()) == {0, 1}  # 0.5/0.9 < 0.8 <= (0.5+0.25)/0.9
 
 
 def _recomputed_logprobs(lm, prompt_ids, generated, temperature=1.0):
@@ -239,7 +244,7 @@ def test_out_of_vocabulary_ids_raise(lm):
 
 
 def test_unknown_model_name_lists_what_is_accepted(tmp_path):
-    with pytest.raises(ConfigError, match=r"^TransformersLM expects a local model folder containing config\.json, a Hugging Face model id already in the local cache \(nothing is downloaded\), or one of: smollm2, tiny-random; got 'no-such/model-xyz', which could not be loaded offline \(.*\)\.$"):
+    with pytest.raises(ConfigError, match=r"^TransformersLM expects a local model folder containing config\.json, a Hugging Face model id already in the local cache \(nothing is downloaded\), or one of: smollm2, tiny-random, tiny-random-2k; got 'no-such/model-xyz', which could not be loaded offline \(.*\)\.$"):
         TransformersLM("no-such/model-xyz")
     with pytest.raises(ConfigError, match=r"^TransformersLM expects .*; got the path '.*', which has no config\.json\.$"):
         TransformersLM(str(tmp_path))

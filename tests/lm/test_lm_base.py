@@ -76,6 +76,8 @@ def test_stop_end_picks_the_earliest_ending_stop():
         ({"temperature": -1.0}, "LanguageModel.generate expects temperature to be 0 (greedy) or a finite number >= 0.0001, got -1.0."),
         ({"temperature": 1e-300}, "LanguageModel.generate expects temperature to be 0 (greedy) or a finite number >= 0.0001, got 1e-300."),
         ({"top_p": 0}, "LanguageModel.generate expects top_p to be a number in (0, 1], got 0."),
+        ({"top_k": -1}, "LanguageModel.generate expects top_k to be a non-negative integer (0 keeps every token), got -1."),
+        ({"top_k": 2.5}, "LanguageModel.generate expects top_k to be a non-negative integer (0 keeps every token), got 2.5."),
         ({"stop": "</search>"}, "LanguageModel.generate expects stop to be a sequence of strings, got the string '</search>'. Wrap it in a list: ['</search>']."),
         ({"stop": ["", "x"]}, "LanguageModel.generate expects stop to be a sequence of non-empty strings, got ['', 'x']."),
         ({"seed": "1"}, "LanguageModel.generate expects seed to be an integer, a sequence of integers (one per prompt) or None, got '1'."),

@@ -1,5 +1,6 @@
 import pytest
 
+from searchgym.error import ConfigError
 from searchgym.rewards import (
     RSearchFormat,
     Turn,
@@ -159,9 +160,16 @@ RS_ANSWER = "<answer> Paris </answer>"
     "turns, expected",
     [
         ([RS_SEARCH, T(RS_EVIDENCE + RS_ANSWER)], RSearchFormat(True, True, True, "Paris is the capital.")),
-        # No search: the evidence must be omitted.
+        # No search: Eq. 5 asks for no evidence; evidence written anyway is not scored.
         ([T("I know it. " + RS_ANSWER)], RSearchFormat(True, True, False)),
-        ([T("I know it. " + RS_EVIDENCE + RS_ANSWER)], RSearchFormat(True, False, False)),
+        ([T("I know it. " + RS_EVIDENCE + RS_ANSWER)], RSearchFormat(True, True, False)),
+        # A block opened in one turn and closed in another is invalid, even around a search.
+        (
+            [T("<original_evidence> Paris. <search> capital of France </search>", "documents"),
+             T("</original_evidence>" + RS_ANSWER)],
+            RSearchFormat(True, False, False, split_block=True),
+        ),
+        ([RS_SEARCH, T("<original_evidence> Paris. " + RS_ANSWER)], RSearchFormat(True, False, False, split_block=True)),
         # Searched but wrote no evidence.
         ([RS_SEARCH, T(RS_ANSWER)], RSearchFormat(True, False, False)),
         # Two evidence blocks: wrong format, the last one is still scored.
@@ -180,6 +188,14 @@ RS_ANSWER = "<answer> Paris </answer>"
 )
 def test_r_search_format(turns, expected):
     assert r_search_format(turns) == expected
+
+
+def test_r_search_format_seed_rule_refuses_evidence_without_a_search():
+    turns = [T("I know it. " + RS_EVIDENCE + RS_ANSWER)]
+    assert r_search_format(turns, evidence_rule="seed") == RSearchFormat(True, False, False)
+    assert r_search_format([T("I know it. " + RS_ANSWER)], evidence_rule="seed") == RSearchFormat(True, True, False)
+    with pytest.raises(ConfigError, match="expects evidence_rule to be one of"):
+        r_search_format(turns, evidence_rule="paper")
 
 
 def test_turn_refuses_an_unknown_observation_kind():

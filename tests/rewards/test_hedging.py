@@ -107,7 +107,7 @@ def scored(name: str, answer: str, *, answers=("Paevaendovo",), candidates=CANDI
         answer=None if family == "s3" else answer, retrieved_docs=[["Paevaendovo\nPaevaendovo was settled in 1712."]],
         selected_docs=["Paevaendovo\nPaevaendovo was settled in 1712."], evidence="Paevaendovo was settled in 1712." if family == "r_search" else None,
         naive_rag_docs=["Meibreluvia\nMeibreluvia is a city."], num_searches=1, example_id=f"q-{answer}",
-        candidates=candidates,
+        candidates=candidates, observations=["<observation>(Title: Paevaendovo) Paevaendovo was settled in 1712.</observation>"],
     )
     return recipe(name, answer, **options).score(ep).total
 

@@ -200,14 +200,25 @@ def test_r1_searcher_stage2_is_f1_minus_format_penalty():
 
 
 # ---------------------------------------------------------------- R-Search
-def rs(answer: str, evidence: str | None, *, searched: bool = True) -> Episode:
+#: The one retrieval the R-Search episodes below saw, as the env shows it.
+RS_DOC = (
+    "\n\n<observation>(Title: France) Paris is the capital of France. Lyon is a city.\n"
+    "(Title: Lyon) Lyon lies where the Rhone meets the Saone, in the east of France.</observation>\n\n"
+)
+RS_QUOTE = "Paris is the capital of France."
+
+
+def rs(answer: str | None, evidence: str | None, *, searched: bool = True, blocks: int = 1) -> Episode:
     turns = [T("I will search. <search> capital of France </search>", "documents", actions=("search",))] if searched else []
     text = "" if searched else "I know it. "
     if evidence is not None:
-        text += f"<original_evidence> {evidence} </original_evidence>"
-    text += f"<answer> {answer} </answer>"
-    turns.append(T(text, actions=("evidence", "answer") if evidence is not None else ("answer",)))
-    return episode(turns=tuple(turns), answer=answer, evidence=evidence, num_searches=int(searched))
+        text += f"<original_evidence> {evidence} </original_evidence>" * blocks
+    if answer is not None:
+        text += f"<answer> {answer} </answer>"
+    kinds = (("evidence",) if evidence is not None else ()) + (("answer",) if answer is not None else ())
+    turns.append(T(text, actions=kinds))
+    return episode(turns=tuple(turns), answer=answer, evidence=evidence, num_searches=int(searched),
+                   observations=[RS_DOC] if searched else [])
 
 
 class SpyReader:
@@ -223,66 +234,140 @@ class SpyReader:
 
 def test_r_search_full_marks_is_format_plus_answer_plus_evidence():
     reader = SpyReader()
-    result = RSearchReward(reader).score(rs("Paris", "Paris is the capital of France."))
+    result = RSearchReward(reader).score(rs("Paris", RS_QUOTE))
     # 0.2 + 0.2 + 1 + 1
     assert result.total == pytest.approx(2.4)
-    assert result.components == {"answer_f1": 1.0, "evidence_f1": 1.0, "answer_format": 1.0, "evidence_format": 1.0}
-    assert reader.calls == [(QUESTION, "Paris is the capital of France.")]
+    assert result.components == {"answer_f1": 1.0, "evidence_f1": 1.0, "answer_format": 1.0, "evidence_format": 1.0,
+                                 "evidence_grounded": 1.0, "evidence_words": 6.0}
+    assert reader.calls == [(QUESTION, RS_QUOTE)]
 
 
-def test_r_search_evidence_without_the_answer():
-    # The reader finds nothing in the evidence: 0.2 + 0.2 + 1 + 0.
-    assert RSearchReward(GoldSpanReader()).score(rs("Paris", "Lyon is a city.")).total == pytest.approx(1.4)
+# Eq. 5: r = 0.2 * answer format + 0.2 * evidence format + F1(answer) + F1(reader's answer from the
+# evidence); the evidence format asks for one non-empty evidence block when the agent searched.
+@pytest.mark.parametrize(
+    "case, ep, expected",
+    [
+        ("searched, evidence, right", rs("Paris", RS_QUOTE), 0.2 + 0.2 + 1 + 1),
+        ("searched, evidence, wrong", rs("Lyon", RS_QUOTE), 0.2 + 0.2 + 0 + 1),
+        ("searched, evidence without the answer", rs("Paris", "Lyon is a city."), 0.2 + 0.2 + 1 + 0),
+        ("searched, no evidence", rs("Paris", None), 0.2 + 0 + 1 + 0),
+        ("searched, two evidence blocks", rs("Paris", RS_QUOTE, blocks=2), 0.2 + 0 + 1 + 1),
+        ("no search, no evidence", rs("Paris", None, searched=False), 0.2 + 0.2 + 1 + 0),
+        ("no search, evidence", rs("Paris", RS_QUOTE, searched=False), 0.2 + 0.2 + 1 + 0),
+        ("answer F1 2/3 rounded", rs("Paris France", RS_QUOTE), 0.2 + 0.2 + 0.67 + 1),
+    ],
+)
+@pytest.mark.parametrize("grounded", [True, False])
+def test_r_search_is_eq5(case, ep, expected, grounded):
+    # Quoted evidence: grounding changes nothing, and the default is the paper's formula (with the
+    # paper's F1: strict=False; the strict default scores the two-name answer 0, tested below).
+    assert RSearchReward(GoldSpanReader(), grounded=grounded, strict=False).score(ep).total == pytest.approx(expected), case
 
 
 def test_r_search_rounds_f1_to_two_decimals():
     # The seed's F1 (strict=False): answer F1 2/3 -> 0.67: 0.2 + 0.2 + 0.67 + 1.
-    result = RSearchReward(GoldSpanReader(), strict=False).score(rs("Paris France", "Paris."))
+    result = RSearchReward(GoldSpanReader(), strict=False).score(rs("Paris France", RS_QUOTE))
     assert result.components["answer_f1"] == 0.67
     assert result.total == pytest.approx(2.07)
     # Strict (default): "Paris France" names two places for one, an answer F1 of 0.
-    assert RSearchReward(GoldSpanReader()).score(rs("Paris France", "Paris.")).components["answer_f1"] == 0.0
+    assert RSearchReward(GoldSpanReader()).score(rs("Paris France", RS_QUOTE)).components["answer_f1"] == 0.0
 
 
-def test_r_search_does_not_read_evidence_written_without_a_search():
+def test_r_search_seed_evidence_rule_refuses_evidence_written_without_a_search():
     reader = SpyReader()
-    result = RSearchReward(reader).score(rs("Paris", "Paris.", searched=False))
-    # 0.2 (answer format) + 0 (evidence must be omitted) + 1 + 0
-    assert result.total == pytest.approx(1.2)
+    # The released extract_solution: the prompt says to omit it, so writing it costs the 0.2.
+    result = RSearchReward(reader, evidence_rule="seed").score(rs("Paris", "Paris.", searched=False))
+    assert result.total == pytest.approx(0.2 + 0 + 1 + 0)
+    assert RSearchReward(reader, evidence_rule="seed").score(rs("Paris", None, searched=False)).total == pytest.approx(1.4)
+    assert reader.calls == []  # evidence without a search is never read
+    with pytest.raises(UnknownNameError, match="Unknown R-Search evidence rule 'paper'"):
+        RSearchReward(reader, evidence_rule="paper")
+
+
+@pytest.mark.parametrize(
+    "evidence",
+    [
+        "France. Paris. Lyon.",  # titles and names of the documents
+        QUESTION,  # the question
+        "The capital of France is Paris, as everybody knows.",  # invented
+        "Paris is the capital",  # a fragment too short to be a quote
+    ],
+)
+def test_r_search_pays_nothing_for_evidence_that_quotes_no_document(evidence):
+    reader = SpyReader()
+    result = RSearchReward(reader).score(rs("Lyon", evidence))
+    assert result.components["evidence_f1"] == 0.0 and result.components["evidence_format"] == 0.0
+    assert result.total == pytest.approx(0.2)  # the answer format only: less than quoting (1.4)
     assert reader.calls == []
+    # The paper reads the evidence as written, and pays whenever it names the answer.
+    assert RSearchReward(GoldSpanReader(), grounded=False).score(rs("Lyon", evidence)).components["evidence_format"] == 1.0
+
+
+def test_r_search_reader_reads_only_the_grounded_sentences():
+    reader = SpyReader()
+    evidence = f"Everyone knows the answer is Paris. {RS_QUOTE} Lyon."
+    result = RSearchReward(reader).score(rs("Paris", evidence))
+    assert reader.calls == [(QUESTION, RS_QUOTE)]
+    assert result.components["evidence_grounded"] == pytest.approx(1 / 3)
+
+
+def test_r_search_evidence_over_the_word_budget_is_not_evidence():
+    # The whole retrieval (23 words) under a 20-word budget: nothing is read.
+    dump = "Paris is the capital of France. Lyon is a city. Lyon lies where the Rhone meets the Saone, in the east of France."
+    reader = SpyReader()
+    result = RSearchReward(reader, max_evidence_words=20).score(rs("Lyon", dump))
+    assert result.components["evidence_f1"] == 0.0 and result.components["evidence_format"] == 0.0
+    assert result.components["evidence_words"] == 23.0 and reader.calls == []
+    assert RSearchReward(reader).score(rs("Lyon", dump)).components["evidence_f1"] == 1.0  # within the default 100
+
+
+def test_r_search_evidence_block_split_across_turns_is_invalid():
+    turns = (
+        T("<original_evidence> Paris is the capital of France. <search> capital of France </search>", "documents",
+          actions=("search",)),
+        T("</original_evidence> <answer> Lyon </answer>", actions=("answer",)),
+    )
+    ep = episode(turns=turns, answer="Lyon", num_searches=1, observations=[RS_DOC])
+    for grounded in (True, False):
+        result = RSearchReward(GoldSpanReader(), grounded=grounded).score(ep)
+        assert result.components["evidence_f1"] == 0.0 and result.components["evidence_format"] == 0.0
 
 
 def test_r_search_pays_no_format_credit_to_an_episode_without_an_answer():
-    # The paper's rule: no search and no evidence block is a correct evidence format, even
+    # The seed's rule: no search and no evidence block is a correct evidence format, even
     # for an episode in which the agent wrote nothing valid. Off by default.
     idle = episode(turns=IDLE, answer=None)
     assert RSearchReward(GoldSpanReader()).score(idle) == RewardResult(
-        0.0, {"answer_f1": 0.0, "evidence_f1": 0.0, "answer_format": 0.0, "evidence_format": 0.0}
+        0.0, {"answer_f1": 0.0, "evidence_f1": 0.0, "answer_format": 0.0, "evidence_format": 0.0,
+              "evidence_grounded": 0.0, "evidence_words": 0.0}
     )
     paper = RSearchReward(GoldSpanReader(), paper_format_rule=True).score(idle)
     assert paper.total == pytest.approx(0.2)
     assert paper.components["evidence_format"] == 1.0
     # Searched and wrote evidence, but never answered: evidence F1 is paid, format credit is not.
-    searched = episode(
-        turns=(
-            T("<search> capital of France </search>", "documents", actions=("search",)),
-            T("<original_evidence> Paris is the capital. </original_evidence>", actions=("evidence",)),
-        ),
-        answer=None, evidence="Paris is the capital.", num_searches=1,
-    )
+    searched = rs(None, RS_QUOTE)
     result = RSearchReward(GoldSpanReader()).score(searched)
-    assert result.components == {"answer_f1": 0.0, "evidence_f1": 1.0, "answer_format": 0.0, "evidence_format": 0.0}
+    assert result.components == {"answer_f1": 0.0, "evidence_f1": 1.0, "answer_format": 0.0, "evidence_format": 0.0,
+                                 "evidence_grounded": 1.0, "evidence_words": 6.0}
     assert RSearchReward(GoldSpanReader(), paper_format_rule=True).score(searched).total == pytest.approx(1.2)
 
 
-def test_r_search_paper_format_rule_must_be_a_bool():
-    msg = "Reward recipe 'r_search' expects paper_format_rule to be True or False, got 'yes'."
-    with pytest.raises(ConfigError, match=whole(msg)):
-        make_recipe("r_search", reader=GoldSpanReader(), paper_format_rule="yes")
+@pytest.mark.parametrize(
+    "option, value, expected",
+    [
+        ("paper_format_rule", "yes", "expects paper_format_rule to be True or False, got 'yes'."),
+        ("grounded", 1, "expects grounded to be True or False, got 1."),
+        ("max_evidence_words", 0, "expects max_evidence_words to be a positive int, got 0."),
+        ("min_span_words", 2.5, "expects min_span_words to be a positive int, got 2.5."),
+    ],
+)
+def test_r_search_options_are_checked(option, value, expected):
+    with pytest.raises(ConfigError, match=whole(f"Reward recipe 'r_search' {expected}")):
+        make_recipe("r_search", reader=GoldSpanReader(), **{option: value})
 
 
 def test_r_search_plain_reader_gets_no_gold_answers():
-    result = RSearchReward(lambda question, evidence: "Paris").score(rs("Lyon", "whatever"))
+    result = RSearchReward(lambda question, evidence: "Paris").score(rs("Lyon", "Lyon is a city."))
     assert result.components["evidence_f1"] == 1.0
 
 
@@ -482,3 +567,16 @@ def test_make_recipe_unexpected_argument():
     )
     with pytest.raises(ConfigError, match=whole(msg)):
         make_recipe("search_r1_em", reader=GoldSpanReader())
+
+
+def test_r_search_on_a_grammar_without_evidence_pays_no_one_for_leaving_it_out():
+    """Eq. 5 pays the evidence-format score to an episode without a search; where the protocol
+    has no evidence block (r_search's recipe on Search-R1's grammar), that would pay for not
+    searching. There no episode gets it, so searching costs nothing."""
+    recipe = RSearchReward(GoldSpanReader())
+    searched, skipped = rs("Lyon", None), rs("Lyon", None, searched=False)
+    assert recipe.score(skipped).total == pytest.approx(0.4) and recipe.score(searched).total == pytest.approx(0.2)
+    for ep in (searched, skipped):
+        ep.evidence_possible = False
+    assert recipe.score(skipped).total == recipe.score(searched).total == pytest.approx(0.2)
+    assert recipe.score(skipped).components["evidence_format"] == 0.0

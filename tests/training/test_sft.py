@@ -1,5 +1,12 @@
 """SFT warm start: oracle trajectories with the student's tokens and masks, and a short run."""
 
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -7,7 +14,7 @@ torch = pytest.importorskip("torch")
 from env_helpers import SMALL_WORLD, make_small  # noqa: E402
 from lm_helpers import one_core_clock  # noqa: E402
 from searchgym.error import ConfigError, SearchGymError  # noqa: E402
-from searchgym.lm.testing import tiny_tokenizer  # noqa: E402
+from searchgym.lm.testing import tiny_model_folder, tiny_tokenizer  # noqa: E402
 from searchgym.training.sft import SFTArgs, oracle_trajectories, pretrain_on_corpus, scratch_model, sft  # noqa: E402
 
 
@@ -62,8 +69,10 @@ def test_a_short_sft_run_lowers_the_loss_and_saves_a_trainable_model(tmp_path):
         total_steps=1, questions_per_step=2, n=2, num_envs=4, max_new_tokens=8, progress=False, tensorboard=False,
     ))
     assert trainer.train()[0]["step"] == 1
-    with pytest.raises(ConfigError, match="is not empty; pick another --out"):
+    with pytest.raises(ConfigError, match="holds a finished SFT run .*; pick another --out to train again"):
         sft(args)
+    with pytest.raises(ConfigError, match=r"holds an SFT run with other settings \(epochs: 6 there, 7 now\); rerun it"):
+        sft(dataclasses.replace(args, epochs=7))
 
 
 def test_without_a_fixed_count_each_micro_batch_runs_under_the_thread_tuner(tmp_path, monkeypatch):
@@ -162,3 +171,64 @@ def test_turn_logprobs_are_the_full_forward_passs_on_the_turn_tokens():
     torch.testing.assert_close(fast, full, atol=1e-5, rtol=1e-5)
     model.config.logit_scale = 0.5  # logits that are not the head's output alone: the full pass
     assert turn_logprobs(model, batch).shape == fast.shape
+
+
+STOPPABLE = dict(limit=8, epochs=400, batch_size=1, micro_batch_size=1, eval_limit=0, num_envs=2)
+
+
+def sft_process(out, signal_at_step, sig):
+    """``searchgym sft`` on a tiny model in a subprocess, sent ``sig`` once its progress
+    line shows ``signal_at_step`` steps done; its exit code, stderr and stdout."""
+    command = [sys.executable, "-m", "searchgym.cli", "sft", "--model", str(tiny_model_folder()), "--threads", "1"]
+    for name, value in STOPPABLE.items():
+        command += [f"--{name.replace('_', '-')}", str(value)]
+    command += ["--env-options", json.dumps({"corpus_options": SMALL_WORLD}), "--out", str(out)]
+    env = {**os.environ, "SEARCHGYM_PROGRESS_SECONDS": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    lines = []
+    for line in process.stderr:
+        lines.append(line)
+        if line.startswith("sft: ") and int(line.split()[1].split("/")[0]) >= signal_at_step:
+            process.send_signal(sig)
+            break
+    stdout, rest = process.communicate(timeout=120)
+    return process.returncode, "".join(lines) + rest, stdout
+
+
+def test_a_stopped_sft_run_saves_a_usable_final_and_the_same_command_continues(tmp_path, capsys):
+    """Ctrl-C in a real process: final/ and a checkpoint, exit 130 and how to go on; then the
+    same settings in this process continue from that step and stop again on SIGTERM."""
+    import threading
+    import time
+
+    from transformers import AutoModelForCausalLM
+
+    from searchgym.error import TrainingStopped
+
+    out = tmp_path / "sft"
+    code, stderr, stdout = sft_process(out, 1, signal.SIGINT)
+    assert code == 130, stderr
+    assert "SIGINT: stopping after this step and saving final/" in stdout
+    step = torch.load(out / "checkpoint" / "state.pt", weights_only=False)["step"]
+    assert step >= 1
+    assert f"searchgym sft: stopped: stopped by SIGINT at step {step} of 3200: wrote {out / 'final'}" in stderr
+    assert f"Run the same command (same --out and settings) to continue from step {step}." in stderr
+    assert AutoModelForCausalLM.from_pretrained(out / "final").config.num_hidden_layers >= 1
+
+    args = SFTArgs(model=str(tiny_model_folder()), env_options={"corpus_options": SMALL_WORLD}, out=str(out), threads=1, progress=False, **STOPPABLE)
+    metrics = out / "metrics.csv"
+
+    def terminate_two_steps_later():
+        while len(metrics.read_text().splitlines()) < step + 3:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=terminate_two_steps_later, daemon=True).start()
+    with pytest.raises(TrainingStopped, match="stopped by SIGTERM at step"):
+        sft(args)
+    assert f"continuing the SFT run in {out} from step {step}" in capsys.readouterr().out
+    later = torch.load(out / "checkpoint" / "state.pt", weights_only=False)["step"]
+    assert later >= step + 2
+    logged = [int(line.split(",")[0]) for line in metrics.read_text().splitlines()[1:]]
+    assert logged == list(range(1, later + 1))
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handlers are given back

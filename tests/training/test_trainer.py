@@ -182,6 +182,8 @@ def test_config_errors_fail_before_any_model_loads(tmp_path, monkeypatch):
         ({"temperature": 0.0}, "Greedy rollouts (temperature 0) give n identical answers per question"),
         ({"kl_in_reward": True}, "GRPO adds its KL term to the loss; kl_in_reward applies to ppo and reinforce++ only."),
         ({"summarizer": "llm"}, "summarizer='llm' needs a frozen model to summarize with; set frozen_model (e.g. 'smollm2')."),
+        ({"frozen_backend": "ollama"}, "Unknown frozen_backend 'ollama'. Did you mean 'vllm'? Expected one of: openai, transformers, vllm."),
+        ({"frozen_options": "base_url"}, "Args.frozen_options expects a dict, got str."),
         ({"env_id": "Nope-v0"}, "Unknown env id 'Nope-v0'. Expected one of: MultiAgentGenerator-v0, MultiAgentSearcher-v0, MultiAgentSummarizer-v0, R1Searcher-v0, RECON-v0, RSearch-v0, S3-v0, SearchR1-v0."),
     ]
     for changes, message in cases:
@@ -214,6 +216,8 @@ def test_presets_and_field_docs():
     for name in ("search-r1-ppo", "search-r1-grpo", "r1-searcher", "s3", "r-search", "recon"):
         check_args(preset(name))
     assert preset("r1-searcher").stage2_reward == "r1_searcher_stage2"
+    # R-Search trains on top-3 and evaluates on top-5 (§4.3).
+    assert preset("r-search").eval_env_options == {"top_k": 5} and preset("r-search").env_options == {}
     with pytest.raises(SearchGymError, match="Unknown training preset 'search-r2'"):
         preset("search-r2")
 

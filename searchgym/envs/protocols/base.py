@@ -176,6 +176,8 @@ class Protocol(ABC):
     keeps_unannotated_windows: bool = False
     #: The most documents one window gives a frozen generator (s3: 3, its App. C); None: no cap.
     docs_per_window: int | None = None
+    #: Whether the grammar has an evidence block the agent can write (R-Search).
+    writes_evidence: bool = False
     #: Whether the seed feeds the prompt through the model's chat template (R1-Searcher does not).
     uses_chat_template: bool = True
 

@@ -18,6 +18,7 @@ class RSearchProtocol(Protocol):
     """The grammar of R-Search: ``<search>``, ``<observation>``, ``<original_evidence>``, ``<answer>``."""
 
     name = "r_search"
+    writes_evidence = True
     stop_strings = ("</search>", "</answer>")
     env_tags = (("<observation>", "</observation>"),)
     writable = "it writes one Search, or an optional Evidence followed by one Answer"

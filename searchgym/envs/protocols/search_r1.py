@@ -69,6 +69,29 @@ class SearchR1Protocol(Protocol):
 
 class ReconProtocol(SearchR1Protocol):
     """RECON: Search-R1's grammar; its environment condenses every retrieval (see
-    :mod:`searchgym.envs.summarizers`), so the agent's information blocks hold summaries."""
+    :mod:`searchgym.envs.summarizers`), so the agent's information blocks hold summaries.
+
+    Args:
+        feedback: What a turn without a search or an answer gets back. ``"paper"``: the
+            rethink line of the paper's rollout (Alg. 1, as in Search-R1's Alg. 1);
+            ``"search_r1"``: the longer text of the released code (RECON's and Search-R1's
+            ``generation.py``), which restates the tags.
+    """
 
     name = "recon"
+
+    #: Feedback option -> the text a malformed turn gets back.
+    FEEDBACK = {
+        "paper": "\nMy action is not correct. Let me rethink.\n",
+        "search_r1": SearchR1Protocol.invalid_feedback(None),  # type: ignore[arg-type]
+    }
+
+    def __init__(self, feedback: str = "paper"):
+        from searchgym.error import UnknownNameError
+
+        if feedback not in self.FEEDBACK:
+            raise UnknownNameError("RECON feedback", feedback, self.FEEDBACK)
+        self.feedback = feedback
+
+    def invalid_feedback(self) -> str:
+        return self.FEEDBACK[self.feedback]

@@ -105,7 +105,8 @@ def write_parquet(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike) ->
 
 def read_parquet(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The rows of a parquet file as dicts (nested columns as lists and dicts)."""
-    require("pyarrow", extra="verl", feature="Reading verl parquet files")
+    # Reading (e.g. from-search-r1 converting Search-R1's parquet) needs pyarrow only, not verl itself.
+    require("pyarrow", extra="verl", feature="Reading parquet files", install="pip install 'pyarrow>=19'")
     import pyarrow.parquet as pq
 
     path = Path(path)

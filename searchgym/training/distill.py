@@ -1,0 +1,345 @@
+"""RECON's summarizer training (``searchgym distill-summarizer``).
+
+RECON trains its summarizer in two supervised stages and never with RL (§3.2):
+
+1. **Relevance pretraining**: the model, with a linear head on its last hidden state,
+   learns to pick the relevant passage among ten candidates for a query (cross-entropy
+   over the candidates; MS MARCO in the paper). The head is discarded afterwards.
+2. **Multi-aspect distillation**: a stronger teacher (GPT-4o-mini in the paper) writes a
+   summary of the documents retrieved for each (question, query), once per aspect of
+   :data:`~searchgym.envs.lm_summarizer.ASPECTS`, with RECON's prompt; the student learns
+   to reproduce them (cross-entropy on the summary tokens only).
+
+Here both stages read the env: its questions (the paper: NQ and HotpotQA), its retriever
+and its corpus. Stage 1's candidates are the retriever's top ``relevance_candidates``
+for the question, labelled relevant when they contain a gold answer (span check);
+questions with no relevant or no irrelevant candidate are skipped. Stage 2's query is
+the question itself (the paper takes the queries of Search-R1's rollouts). The teacher is
+any :class:`~searchgym.lm.base.LanguageModel` or model name (local folder, vLLM, an
+OpenAI-compatible URL with ``teacher_backend="openai"``). ``OUT/final`` is a model folder
+the env takes as its summarizer: ``summarizer="llm", summarizer_options={"model": "OUT/final"}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from searchgym.envs.lm_summarizer import ASPECTS, PAPER_SAMPLING, recon_prompt
+from searchgym.error import ConfigError, TrainingError, UnknownNameError
+
+
+@dataclass
+class DistillArgs:
+    """Settings of a ``searchgym distill-summarizer`` run."""
+
+    env_id: str = "searchgym/RECON-v0"
+    """Environment whose questions, retriever (top_k documents per search) and corpus the summarizer learns on."""
+    env_options: dict[str, Any] = field(default_factory=dict)
+    """Extra gym.make arguments (corpus, dataset, top_k...)."""
+    split: str = "train"
+    """Split whose questions make the training data."""
+    limit: int | None = None
+    """Use the first N questions only."""
+    teacher: str = "smollm2"
+    """Teacher writing the summaries: a model name or folder, a vLLM model, an OpenAI-compatible URL (see teacher_backend)."""
+    teacher_backend: str = "transformers"
+    """How the teacher is loaded: transformers, vllm or openai."""
+    teacher_options: dict[str, Any] = field(default_factory=dict)
+    """Options of the teacher's backend (e.g. {"model": "gpt-4o-mini"} for an OpenAI-compatible server)."""
+    teacher_max_new_tokens: int = 256
+    """Most tokens per teacher summary."""
+    teacher_batch_size: int = 16
+    """Prompts per teacher generate call."""
+    aspects: list[str] = field(default_factory=lambda: list(ASPECTS))
+    """Aspects the teacher writes a summary for, each retrieval once per aspect (the paper: all six)."""
+    student: str = "smollm2"
+    """Student: a built-in name or a model folder."""
+    relevance_epochs: int = 1
+    """Stage 1 passes of relevance pretraining (0 skips the stage)."""
+    relevance_candidates: int = 10
+    """Candidates per question in stage 1 (the paper: 10)."""
+    relevance_max_tokens: int = 256
+    """A stage-1 candidate (query and passage) is cut to this many tokens."""
+    epochs: int = 1
+    """Stage 2 passes over the teacher summaries."""
+    batch_size: int = 4
+    """Examples per optimizer step (both stages)."""
+    lr: float = 1e-5
+    """Peak learning rate of both stages (AdamW, linear warmup then cosine decay)."""
+    warmup_steps: int = 0
+    """Warmup optimizer steps of each stage."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping by global norm."""
+    out: str = "runs/distill-summarizer"
+    """Run folder: teacher.jsonl, metrics.csv, final/ (the summarizer model and tokenizer)."""
+    seed: int = 0
+    """Seed of the teacher's sampling and of the data order."""
+    progress: bool = True
+    """Progress bars."""
+
+
+def check_distill_args(args: DistillArgs) -> None:
+    from searchgym.envs.registration import full_env_id
+
+    full_env_id(args.env_id)
+    for name in ("teacher_max_new_tokens", "teacher_batch_size", "relevance_max_tokens", "epochs", "batch_size"):
+        v = getattr(args, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ConfigError(f"DistillArgs.{name} expects a positive integer, got {v!r}.")
+    for name in ("relevance_epochs", "warmup_steps"):
+        v = getattr(args, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ConfigError(f"DistillArgs.{name} expects a non-negative integer, got {v!r}.")
+    if isinstance(args.relevance_candidates, bool) or not isinstance(args.relevance_candidates, int) or args.relevance_candidates < 2:
+        raise ConfigError(f"DistillArgs.relevance_candidates expects an integer >= 2 (one relevant among others), got {args.relevance_candidates!r}.")
+    if args.limit is not None and (isinstance(args.limit, bool) or not isinstance(args.limit, int) or args.limit < 1):
+        raise ConfigError(f"DistillArgs.limit expects a positive integer or None, got {args.limit!r}.")
+    if not args.aspects:
+        raise ConfigError(f"DistillArgs.aspects expects at least one of {', '.join(ASPECTS)}, got none.")
+    for aspect in args.aspects:
+        if aspect not in ASPECTS:
+            raise UnknownNameError("summary aspect", aspect, ASPECTS)
+    if not isinstance(args.lr, (int, float)) or isinstance(args.lr, bool) or not args.lr > 0:
+        raise ConfigError(f"DistillArgs.lr expects a positive number, got {args.lr!r}.")
+
+
+# -- the data: retrievals of the env and the teacher's summaries
+
+
+def retrievals(env: Any, examples: list[Any], k: int) -> list[list[Any]]:
+    """The env retriever's top ``k`` hits for each example's question."""
+    from searchgym.envs.access import search_env
+
+    return search_env(env).retriever.search([ex.question for ex in examples], k)
+
+
+def teacher_summaries(teacher: Any, examples: list[Any], hits: list[list[Any]], aspects: list[str], *, max_new_tokens: int, batch_size: int, seed: int) -> list[dict[str, Any]]:
+    """One teacher summary per (question, aspect), sampled as the paper's summarizer samples
+    (seeded per prompt); empty summaries and prompts that do not fit the teacher are dropped."""
+    from searchgym.lm.base import derive_seed
+
+    jobs = [(ex, h, a) for ex, h in zip(examples, hits) if h for a in aspects]
+    records = []
+    for start in range(0, len(jobs), batch_size):
+        chunk = jobs[start : start + batch_size]
+        prompts = [teacher.apply_chat([{"role": "user", "content": recon_prompt(ex.question, ex.question, h, a)}]) for ex, h, a in chunk]
+        seeds = [derive_seed("recon-teacher", seed, ex.id, a) for ex, _, a in chunk]
+        generations = teacher.generate(prompts, max_new_tokens=max_new_tokens, seed=seeds, **PAPER_SAMPLING)
+        for (ex, h, a), g in zip(chunk, generations):
+            text = g.text.strip()
+            if g.finish_reason == "prompt_too_long" or not text:
+                continue
+            records.append({
+                "id": ex.id, "question": ex.question, "query": ex.question, "aspect": a,
+                "doc_ids": [x.passage.id for x in h], "summary": text,
+            })
+    return records
+
+
+# -- stage 1: relevance pretraining
+
+
+def relevance_groups(examples: list[Any], hits: list[list[Any]]) -> list[tuple[str, list[str], list[int]]]:
+    """(question, candidate texts, relevant positions) for the questions whose candidates
+    hold both a passage with a gold answer and one without."""
+    from searchgym.rewards.metrics import span_check
+
+    groups = []
+    for ex, candidates in zip(examples, hits):
+        texts = [f"{h.passage.title}: {h.passage.text}" for h in candidates]
+        relevant = [i for i, h in enumerate(candidates) if span_check(h.passage.text, ex.answers)]
+        if relevant and len(relevant) < len(candidates):
+            groups.append((ex.question, texts, relevant))
+    return groups
+
+
+class RelevanceHead:
+    """A linear score on the last hidden state of ``Query: q / Passage: p`` (the stage-1
+    classifier; discarded after the stage)."""
+
+    def __init__(self, model: Any, tokenizer: Any, max_tokens: int):
+        import torch
+
+        self.model, self.tokenizer, self.max_tokens = model, tokenizer, max_tokens
+        self.linear = torch.nn.Linear(model.config.hidden_size, 1).to(next(model.parameters()).device)
+
+    def loss(self, question: str, candidates: list[str], relevant: list[int]) -> Any:
+        """-log of the softmax mass of the relevant candidates among all of them."""
+        import torch
+
+        enc = self.tokenizer(
+            [f"Query: {question}\nPassage: {c}" for c in candidates], add_special_tokens=False, truncation=True,
+            max_length=self.max_tokens, padding=True, return_tensors="pt",
+        ).to(self.linear.weight.device)
+        hidden = self.model.get_decoder()(input_ids=enc.input_ids, attention_mask=enc.attention_mask, use_cache=False).last_hidden_state  # [C, T, H]
+        if self.tokenizer.padding_side == "left":
+            last = hidden[:, -1]  # [C, H]
+        else:
+            last = hidden[torch.arange(hidden.shape[0]), enc.attention_mask.sum(dim=1) - 1]  # [C, H]
+        scores = self.linear(last.float()).squeeze(-1)  # [C]
+        logp = torch.log_softmax(scores, dim=-1)  # [C]
+        return -torch.logsumexp(logp[relevant], dim=-1)
+
+
+# -- stage 2: distillation
+
+
+def summary_rows(tokenizer: Any, records: list[dict[str, Any]], hits_by_id: dict[str, list[Any]], context: int) -> tuple[list[tuple[list[int], int]], int]:
+    """(token ids, prompt length) per record: the chat prompt with RECON's prompt, then the
+    teacher's summary and the end-of-sequence id; the number of records too long for ``context``."""
+    rows, skipped = [], 0
+    for r in records:
+        prompt = tokenizer.apply_chat_template(
+            [{"role": "user", "content": recon_prompt(r["question"], r["query"], hits_by_id[r["id"]], r["aspect"])}],
+            add_generation_prompt=True, tokenize=False,
+        )
+        p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        t_ids = tokenizer(r["summary"], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        if len(p_ids) + len(t_ids) > context:
+            skipped += 1
+            continue
+        rows.append((p_ids + t_ids, len(p_ids)))
+    return rows, skipped
+
+
+def summary_loss(model: Any, rows: list[tuple[list[int], int]], pad_id: int) -> tuple[Any, int]:
+    """Token-mean cross-entropy of the summary tokens of ``rows`` and their count."""
+    import torch
+
+    device = next(model.parameters()).device
+    width = max(len(ids) for ids, _ in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # [B, T]
+    attention = torch.zeros((len(rows), width), dtype=torch.long)  # [B, T]
+    labels = torch.full((len(rows), width), -100, dtype=torch.long)  # [B, T]
+    for i, (ids, start) in enumerate(rows):
+        input_ids[i, : len(ids)] = torch.tensor(ids)
+        attention[i, : len(ids)] = 1
+        labels[i, start : len(ids)] = torch.tensor(ids[start:])
+    out = model(input_ids=input_ids.to(device), attention_mask=attention.to(device), labels=labels.to(device))
+    return out.loss, int((labels[:, 1:] != -100).sum())
+
+
+DISTILL_COLUMNS = ("stage", "step", "epoch", "loss", "lr", "grad_norm")
+
+
+def _train(model: Any, params: list[Any], batches: list[list[Any]], loss_of: Any, *, args: DistillArgs, stage: str, log: Any, epochs: int) -> list[dict[str, Any]]:
+    import torch
+
+    from searchgym.training.sft import _cosine
+
+    optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.weight_decay)
+    total = len(batches) * epochs
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _cosine(args.warmup_steps, total))
+    generator = torch.Generator().manual_seed(args.seed)
+    bar = None
+    if args.progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc=stage, unit="step", dynamic_ncols=True)
+    rows, step = [], 0
+    model.train()
+    for epoch in range(epochs):
+        for b in torch.randperm(len(batches), generator=generator).tolist():
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_of(batches[b])
+            if not torch.isfinite(loss):
+                raise TrainingError(f"{stage} step {step + 1}: the loss is {float(loss)}; lower lr. Nothing was saved.")
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            row = {"stage": stage, "step": step, "epoch": epoch + 1, "loss": float(loss.detach()), "lr": float(scheduler.get_last_lr()[0]), "grad_norm": float(norm)}
+            log.log(row)
+            rows.append(row)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{row['loss']:.3f}")
+    if bar is not None:
+        bar.close()
+    return rows
+
+
+def distill_summarizer(args: DistillArgs, *, teacher: Any = None) -> dict[str, Any]:
+    """Run both stages and save ``OUT/final``; returns the metric rows and the data counts.
+
+    ``teacher``: a :class:`~searchgym.lm.base.LanguageModel` used instead of loading ``args.teacher``.
+    """
+    import gymnasium as gym
+    import torch
+
+    from searchgym.envs.access import search_env
+    from searchgym.envs.registration import full_env_id
+    from searchgym.lm.registry import load_lm
+    from searchgym.training.metrics import MetricsLog
+    from searchgym.training.trainer import load_policy
+
+    check_distill_args(args)
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"{out} is not empty; pick another --out (a distillation run is not resumed).")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "args.json").write_text(json.dumps(dataclasses.asdict(args), indent=2, default=str))
+    torch.manual_seed(args.seed)
+    t0 = time.perf_counter()
+    env = gym.make(full_env_id(args.env_id), split=args.split, **args.env_options)
+    inner = search_env(env)
+    examples = list(inner.examples[: args.limit])
+    teacher = teacher if teacher is not None else load_lm(args.teacher, backend=args.teacher_backend, **dict(args.teacher_options))
+    hits = retrievals(env, examples, inner.top_k)
+    records = teacher_summaries(
+        teacher, examples, hits, list(args.aspects), max_new_tokens=args.teacher_max_new_tokens,
+        batch_size=args.teacher_batch_size, seed=args.seed,
+    )
+    with (out / "teacher.jsonl").open("w") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+    if not records:
+        raise ConfigError(f"The teacher wrote no usable summary for the {len(examples)} questions of {args.env_id} ({args.split}); check the teacher model.")
+    model, tokenizer = load_policy(args.student)
+    log = MetricsLog(out / "metrics.csv", DISTILL_COLUMNS)
+    rows: list[dict[str, Any]] = []
+    groups: list[Any] = []
+    if args.relevance_epochs:
+        groups = relevance_groups(examples, retrievals(env, examples, args.relevance_candidates))
+        if not groups:
+            raise ConfigError(
+                f"Relevance pretraining found no question of {args.env_id} ({args.split}) whose top {args.relevance_candidates} "
+                "candidates hold both a passage with a gold answer and one without; set relevance_epochs=0 or use more questions."
+            )
+        head = RelevanceHead(model, tokenizer, args.relevance_max_tokens)
+        batches = [groups[i : i + args.batch_size] for i in range(0, len(groups), args.batch_size)]
+        rows += _train(
+            model, [*model.parameters(), *head.linear.parameters()], batches,
+            lambda batch: torch.stack([head.loss(*g) for g in batch]).mean(),
+            args=args, stage="relevance", log=log, epochs=args.relevance_epochs,
+        )
+        del head  # the classification head is discarded (RECON §3.2)
+    context = int(getattr(model.config, "max_position_embeddings", 1 << 30))
+    hits_by_id = {ex.id: h for ex, h in zip(examples, hits)}
+    data, too_long = summary_rows(tokenizer, records, hits_by_id, context)
+    if not data:
+        raise ConfigError(f"Every one of the {len(records)} teacher summaries with its prompt is longer than the student's context ({context} tokens); lower top_k in env_options.")
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    batches = [data[i : i + args.batch_size] for i in range(0, len(data), args.batch_size)]
+    rows += _train(model, list(model.parameters()), batches, lambda batch: summary_loss(model, batch, pad)[0], args=args, stage="distill", log=log, epochs=args.epochs)
+    log.close()
+    model.eval()
+    tmp = out / f".tmp-final-{os.getpid()}"
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    shutil.rmtree(out / "final", ignore_errors=True)
+    os.replace(tmp, out / "final")
+    return {
+        "rows": rows, "questions": len(examples), "summaries": len(records), "trained_summaries": len(data),
+        "too_long": too_long, "relevance_groups": len(groups), "seconds": time.perf_counter() - t0,
+    }

@@ -1,0 +1,93 @@
+"""RECON's summarizer training: relevance pretraining, then distillation of a teacher's
+summaries, on the tiny model; the result is the env's summarizer."""
+
+import re
+
+import pytest
+
+from env_helpers import SMALL_WORLD, make_small, search_turn
+from searchgym.lm.scripted import ScriptedLM
+from searchgym.lm.testing import tiny_model_folder, tiny_tokenizer
+from searchgym.training.distill import DistillArgs, distill_summarizer, relevance_groups, summary_loss, summary_rows
+from searchgym.error import ConfigError, UnknownNameError
+
+ENV_OPTIONS = {"corpus_options": SMALL_WORLD, "top_k": 2}
+
+
+def first_doc_teacher():
+    """A teacher that summarizes with the first 60 characters of the prompt's first document."""
+    calls = []
+
+    def reply(prompt):
+        calls.append(prompt)
+        return re.search(r"\[Doc 1\] (.{1,60})", prompt).group(1)
+
+    return ScriptedLM(reply, tiny_tokenizer()), calls
+
+
+def args(tmp_path, **kw):
+    return DistillArgs(
+        env_options=ENV_OPTIONS, limit=2, student=str(tiny_model_folder()), aspects=["clarity", "coverage"],
+        relevance_epochs=1, relevance_candidates=4, relevance_max_tokens=64, epochs=3, batch_size=4, lr=1e-3,
+        out=str(tmp_path / "run"), progress=False, **kw,
+    )
+
+
+def test_distilled_summarizer_learns_the_teachers_summaries_and_serves_as_the_envs_summarizer(tmp_path):
+    from searchgym.training.trainer import load_policy
+
+    teacher, calls = first_doc_teacher()
+    a = args(tmp_path)
+    result = distill_summarizer(a, teacher=teacher)
+    # one teacher summary per question and aspect, each prompt holding the user's question and an aspect
+    assert result["summaries"] == 4 == len(calls) and result["trained_summaries"] == 4
+    assert all("User Question: " in c for c in calls) and sum("Focus Aspect: Coverage" in c for c in calls) == 2
+    stages = [r["stage"] for r in result["rows"]]
+    assert stages[0] == "relevance" and stages[-1] == "distill" and result["relevance_groups"] >= 1
+    # the student's loss on the teacher's summaries fell
+    import json
+
+    import gymnasium as gym
+    import torch
+
+    from searchgym.envs.access import search_env
+
+    records = [json.loads(line) for line in (tmp_path / "run" / "teacher.jsonl").read_text().splitlines()]
+    env = gym.make("searchgym/RECON-v0", split="train", **ENV_OPTIONS)
+    examples = {ex.id: ex for ex in search_env(env).examples}
+    hits = {i: search_env(env).retriever.search([examples[i].question], 2)[0] for i in {r["id"] for r in records}}
+    before_model, tokenizer = load_policy(a.student)
+    after_model, _ = load_policy(str(tmp_path / "run" / "final"))
+    rows, _ = summary_rows(tokenizer, records, hits, 2048)
+
+    with torch.no_grad():
+        before = float(summary_loss(before_model, rows, tokenizer.pad_token_id)[0])
+        after = float(summary_loss(after_model, rows, tokenizer.pad_token_id)[0])
+    assert after < before - 0.5
+    # the saved folder is the env's summarizer
+    recon = make_small("searchgym/RECON-v0", top_k=2, summarizer="llm", summarizer_options={"model": str(tmp_path / "run" / "final"), "max_new_tokens": 8})
+    recon.reset(seed=0)
+    obs, *_ = recon.step(search_turn(recon, "founded city"))
+    assert obs.startswith("\n\n<information>") and obs.endswith("</information>\n\n") and len(obs) > len("\n\n<information></information>\n\n")
+
+
+def test_relevance_groups_need_a_relevant_and_an_irrelevant_candidate():
+    from searchgym.corpora.types import Hit, Passage, QAExample
+
+    ex = QAExample("q1", "Which river?", ("Tesk",), {})
+    hit = lambda text: Hit(Passage(text[:3], "T", text), 1.0)  # noqa: E731
+    assert relevance_groups([ex], [[hit("on the Tesk"), hit("a city"), hit("the Tesk again")]]) == [
+        ("Which river?", ["T: on the Tesk", "T: a city", "T: the Tesk again"], [0, 2])
+    ]
+    assert relevance_groups([ex, ex], [[hit("a city"), hit("a town")], [hit("Tesk"), hit("the Tesk")]]) == []
+
+
+def test_bad_distill_arguments_say_how_to_fix_them(tmp_path):
+    teacher, _ = first_doc_teacher()
+    with pytest.raises(UnknownNameError, match="Unknown summary aspect 'clearity'. Did you mean 'clarity'?"):
+        distill_summarizer(DistillArgs(aspects=["clearity"]), teacher=teacher)
+    with pytest.raises(ConfigError, match=r"^DistillArgs.relevance_candidates expects an integer >= 2 \(one relevant among others\), got 1.$"):
+        distill_summarizer(DistillArgs(relevance_candidates=1), teacher=teacher)
+    silent = ScriptedLM(lambda prompt: "", tiny_tokenizer())
+    with pytest.raises(ConfigError, match=r"^The teacher wrote no usable summary for the 2 questions of searchgym/RECON-v0 \(train\); check the teacher model.$"):
+        distill_summarizer(args(tmp_path), teacher=silent)
