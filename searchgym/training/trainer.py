@@ -561,7 +561,7 @@ class Trainer:
                 stats.update(self.update(samples))
                 self.step += 1
                 stats["time_sync"] = self._sync_engine()
-                stats["stage_reward"] = self._stage or "env default"
+                stats["stage_reward"] = self._stage[0] or "env default"
                 stats["peak_memory_mb"] = peak_memory_mb()
                 if a.eval_every and (self.step % a.eval_every == 0 or self.step == a.total_steps):
                     stats.update(self.evaluate())
