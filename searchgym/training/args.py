@@ -317,6 +317,16 @@ def check_args(args: Args) -> None:
         value = getattr(args, name)
         if value is not None and value not in RECIPES:
             raise UnknownNameError("reward", value, RECIPES)
+    if args.judge_model is not None:
+        from searchgym.envs.registration import env_spec
+
+        stage_rewards = [r for r in (args.reward or env_spec(args.env_id).get("reward"), args.stage2_reward) if r is not None]
+        unjudged = [r for r in stage_rewards if r in RECIPES and "judge" not in RECIPES[r].needs | RECIPES[r].optional]
+        if unjudged:
+            raise ConfigError(
+                f"Args.judge_model ({args.judge_model!r}) is the LLM judge of s3's GenAcc, but the reward {unjudged[0]!r} asks "
+                "no judge; drop judge_model or train an s3 env (searchgym/S3-v0, reward s3_gbr or s3_gen_acc)."
+            )
     if args.stage_sets is not None:
         from searchgym.training.stage_sets import check_stage_sets
 
