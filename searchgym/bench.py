@@ -359,7 +359,7 @@ def summarize(label: str, env_id: str, agent: str, records: Sequence[dict[str, A
         "cover_em": mean("cover_em"),
         "gen_acc": mean("gen_acc"),
         **{key: raw_mean(key) for key in RAW_SCORES},
-        **({key: mean(key) for key, _, _ in JUDGE_COLUMNS} if records and all(key in r for r in records for key, _, _ in JUDGE_COLUMNS) else {}),
+        **({key: mean(key) for key, _, _ in JUDGE_COLUMNS} if all(key in r for r in records for key, _, _ in JUDGE_COLUMNS) else {}),
         "reward": mean("reward"),
         "searches": mean("num_searches"),
         "turns": mean("num_turns"),
