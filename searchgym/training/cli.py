@@ -142,12 +142,13 @@ def add_sft_parser(sub: Any) -> None:
 
 
 STAGE_SETS_EPILOG = """examples:
-  searchgym stage-sets --model smollm2 --dataset synthwiki --limit 200 --out runs/stage-sets   # the paper's rule: 21 rollouts, <10 / 10-20 / >20
+  searchgym stage-sets --model M --backend vllm --dataset synthwiki --limit 200 --out runs/stage-sets   # the paper's rule: 21 rollouts, <10 / 10-20 / >20
   searchgym stage-sets --model tiny-random --limit 4 --rollouts 3 --easy-below 2 --difficult-above 2 --out /tmp/sets   # quick form
   searchgym train --preset r1-searcher --stage-sets runs/stage-sets --stage2-step 50 ...            # stage 1 on medium, stage 2 on medium + difficult
 
-time on this 2-core CPU: the quick form ~10 s; SmolLM2-135M, 21 rollouts of a 512-token R1-Searcher episode
-~1-3 s each, so about a minute per question (200 questions: a few hours; use --backend vllm on a GPU)."""
+time on this 2-core CPU (shared): the quick form ~25 s; SmolLM2-135M at the defaults (up to 9 turns of 512
+tokens a rollout) had not finished 6 rollouts after 36 minutes: score many questions with --backend vllm on a GPU
+or --backend openai against a served model."""
 
 
 def add_stage_sets_parser(sub: Any) -> None:
