@@ -61,6 +61,14 @@ COLUMNS = (
     ("failures", "failures", "{}"),
 )
 
+#: Columns added by ``judge_model`` (``--judge``): s3's GenAcc with its LLM judge (the span
+#: check, then the judge when it fails) and R1-Searcher's LLM-as-judge accuracy (ACC_L).
+#: Both are strict: a hedged answer scores 0 and never reaches the judge.
+JUDGE_COLUMNS = (
+    ("gen_acc_judge", "GenAcc+judge", "{:.3f}"),
+    ("acc_judge", "ACC_L judge", "{:.3f}"),
+)
+
 
 @dataclass
 class BenchConfig:
@@ -103,6 +111,11 @@ class BenchConfig:
     """Sampling temperature of LM agents (0: greedy)."""
     max_new_tokens: int = 256
     """Most tokens per agent turn."""
+    judge_model: Any = None
+    """Model of the LLM judges (``"policy"``: the policy model), which add the columns
+    :data:`JUDGE_COLUMNS`; None: no judge. Loaded with ``backend`` like every model."""
+    judge_batch: int = 64
+    """Verdicts asked per ``generate`` call of a judge."""
     labels: list[str] | None = None
     """A label per run (default ``"agent @ env"``, with a factory's or instance's ``name``
     attribute or ``__name__`` as the agent)."""
@@ -124,6 +137,8 @@ class BenchConfig:
             raise ConfigError(f"BenchConfig expects seeds to be non-negative integers, got {bad[0]!r}.")
         if len(set(self.seeds)) != len(self.seeds):
             raise ConfigError(f"BenchConfig expects distinct seeds (each plays every question once), got {list(self.seeds)}.")
+        if isinstance(self.judge_batch, bool) or not isinstance(self.judge_batch, int) or self.judge_batch < 1:
+            raise ConfigError(f"BenchConfig expects judge_batch to be a positive integer, got {self.judge_batch!r}.")
         if self.labels is not None and len(self.labels) != len(self.runs):
             raise ConfigError(f"BenchConfig expects one label per run, got {len(self.labels)} labels for {len(self.runs)} runs.")
 
@@ -163,6 +178,13 @@ def check_config(config: BenchConfig) -> None:
     _check_env_options(config)
     if config.summarizer is not None:
         check_name("summarizer", config.summarizer, SUMMARIZERS)
+    from searchgym.lm.base import LanguageModel
+
+    if config.judge_model is not None and not (isinstance(config.judge_model, LanguageModel) or (isinstance(config.judge_model, str) and config.judge_model)):
+        raise ConfigError(
+            f"BenchConfig expects judge_model to be a model name ('policy': the policy model) or a LanguageModel, "
+            f"got {type(config.judge_model).__name__} {config.judge_model!r}."
+        )
     config.run_labels()
 
 
@@ -280,6 +302,7 @@ def _config_record(config: BenchConfig) -> dict[str, Any]:
     record["runs"] = [[env_id, describe_agent(agent)] for env_id, agent in config.runs]
     record["seeds"] = list(config.seeds)
     record["model"] = _describe_model(config.model)
+    record["judge_model"] = None if config.judge_model is None else _describe_model(config.judge_model)
     return json.loads(json.dumps(record, default=str))
 
 
@@ -305,10 +328,19 @@ class BenchResults:
     episodes: dict[str, list[dict[str, Any]]]
     out_dir: Path | None = None
 
+    def columns(self) -> tuple[tuple[str, str, str], ...]:
+        """The table's columns: :data:`COLUMNS`, and :data:`JUDGE_COLUMNS` (before the reward)
+        when the benchmark has a judge."""
+        if self.config.judge_model is None:
+            return COLUMNS
+        at = [k for k, _, _ in COLUMNS].index("reward")
+        return COLUMNS[:at] + JUDGE_COLUMNS + COLUMNS[at:]
+
     def markdown(self) -> str:
-        head = "| " + " | ".join(h for _, h, _ in COLUMNS) + " |"
-        rule = "|" + "|".join("---" if k == "label" else "---:" for k, _, _ in COLUMNS) + "|"
-        body = ["| " + " | ".join(f.format(row[k]) for k, _, f in COLUMNS) + " |" for row in self.rows]
+        columns = self.columns()
+        head = "| " + " | ".join(h for _, h, _ in columns) + " |"
+        rule = "|" + "|".join("---" if k == "label" else "---:" for k, _, _ in columns) + "|"
+        body = ["| " + " | ".join(f.format(row[k]) for k, _, f in columns) + " |" for row in self.rows]
         return "\n".join([head, rule, *body])
 
 
@@ -335,6 +367,7 @@ def summarize(label: str, env_id: str, agent: str, records: Sequence[dict[str, A
         "cover_em": mean("cover_em"),
         "gen_acc": mean("gen_acc"),
         **{key: raw_mean(key) for key in RAW_SCORES},
+        **({key: mean(key) for key, _, _ in JUDGE_COLUMNS} if all(key in r for r in records for key, _, _ in JUDGE_COLUMNS) else {}),
         "reward": mean("reward"),
         "searches": mean("num_searches"),
         "turns": mean("num_turns"),
@@ -383,6 +416,8 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
             stale.unlink(missing_ok=True)
         record = _config_record(config)
         previous = _read_config(config_path) if resume else None
+        if previous is not None:  # written before the judges existed: a benchmark without one
+            previous = {"judge_model": None, "judge_batch": BenchConfig.judge_batch, **previous}
         # Episodes of a different benchmark are never mixed in, nor silently deleted.
         recorded = read_episodes(episodes_path, repair=True) if resume else []
         if recorded and previous is None:
@@ -415,29 +450,79 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
         # load_lm shares one instance when the frozen model is the policy model.
         frozen = lm if name == "policy" and lm is not None else _load(config.model if name == "policy" else name, config)
 
+    judged: list[tuple[dict[str, Any], Any]] = []  # (episode record, its question) for the judges
     for label, (env_id, agent_name) in zip(labels, config.runs):
         env_id = full_env_id(env_id)
         envs = [gym.make(env_id, **_env_kwargs(config, env_id, frozen)) for _ in range(config.num_envs)]
         examples = search_env(envs[0]).examples[: config.limit]
+        by_id = {ex.id: ex for ex in examples}
         played = {(r["example_id"], r["seed"]) for r in done[label]}
         tasks = [Task(ex.id, seed) for seed in config.seeds for ex in examples if (ex.id, seed) not in played]
+        if config.judge_model is not None:
+            judged.extend((r, by_id[r["example_id"]]) for r in done[label] if r["example_id"] in by_id)
         if not tasks:
             continue
         agent = _make_agent(config, agent_name, envs[0], lm)
 
-        def write(result: EpisodeResult, label: str = label) -> None:
+        def write(result: EpisodeResult, label: str = label, by_id: dict[str, Any] = by_id) -> None:
             record = {"run": label, **result.to_dict()}
             done[label].append(record)
+            if config.judge_model is not None:
+                judged.append((record, by_id[record["example_id"]]))
             if out is not None:
                 append_line(out / "episodes.jsonl", json.dumps(record))
 
         run_episodes(envs[: len(tasks)], agent, tasks, on_result=write, progress=progress, desc=label)
 
+    if config.judge_model is not None:
+        waiting = [(r, ex) for r, ex in judged if not all(key in r for key, _, _ in JUDGE_COLUMNS)]
+        if waiting:
+            judge_lm = lm if config.judge_model == "policy" and lm is not None else _load(config.model if config.judge_model == "policy" else config.judge_model, config)
+            judge_records(waiting, judge_lm, batch=config.judge_batch)
+            if out is not None:  # the verdicts are kept with the episodes, so a resumed bench asks no judge again
+                write_atomically(out / "episodes.jsonl", "".join(json.dumps(r) + "\n" for label in labels for r in done[label]))
     rows = [summarize(label, env_id, describe_agent(agent), done[label]) for label, (env_id, agent) in zip(labels, config.runs)]
     results = BenchResults(config, rows, done, out)
     if out is not None:
         write_summary(results, out)
     return results
+
+
+def judge_records(items: Sequence[tuple[dict[str, Any], Any]], lm: Any, *, batch: int = 64) -> None:
+    """Add the judge columns (:data:`JUDGE_COLUMNS`) to episode records, in place.
+
+    ``items`` are (record, its :class:`~searchgym.corpora.types.QAExample`). A record without
+    a prediction, or whose prediction is hedged (:func:`~searchgym.rewards.hedging.hedged`,
+    with the question's candidates), scores 0 on both without a call; GenAcc+judge is 1
+    without a call when s3's span check passes. The rest go to the two judges
+    (:class:`~searchgym.envs.lm_frozen.LMJudge` over ``lm``, s3's and R1-Searcher's prompt),
+    ``batch`` prompts per ``generate`` call, each distinct (question, prediction) once.
+    """
+    from searchgym.envs.lm_frozen import LMJudge
+    from searchgym.rewards.hedging import hedged
+    from searchgym.rewards.metrics import span_check
+    from searchgym.rewards.normalize import normalize_answer
+
+    s3_judge, r1_judge = LMJudge(lm, prompt="s3"), LMJudge(lm, prompt="r1-searcher")
+    asks: dict[str, list[tuple[dict[str, Any], tuple[str, str, list[str]]]]] = {"gen_acc_judge": [], "acc_judge": []}
+    for record, example in items:
+        prediction = record.get("prediction")
+        golds = [a for a in example.answers if normalize_answer(a)]
+        if not prediction or not prediction.strip() or not golds or hedged(prediction, example.answers, example.candidates):
+            record["gen_acc_judge"] = record["acc_judge"] = 0.0
+            continue
+        item = (example.question, prediction, golds)
+        if span_check(prediction, golds):
+            record["gen_acc_judge"] = 1.0
+        else:
+            asks["gen_acc_judge"].append((record, item))
+        asks["acc_judge"].append((record, item))
+    for key, judge in (("gen_acc_judge", s3_judge), ("acc_judge", r1_judge)):
+        pending = asks[key]
+        for start in range(0, len(pending), batch):
+            chunk = pending[start : start + batch]
+            for (record, _), verdict in zip(chunk, judge.judge_many([item for _, item in chunk])):
+                record[key] = float(verdict)
 
 
 #: Agents that answer in one short turn: their answers need few tokens.

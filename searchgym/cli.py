@@ -101,11 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench(sub)
     _add_index(sub)
     _add_serve(sub)
-    from searchgym.training.cli import add_distill_parser, add_sft_parser, add_train_parser
+    from searchgym.training.cli import add_distill_parser, add_sft_parser, add_stage_sets_parser, add_train_parser
 
     add_train_parser(sub)
     add_sft_parser(sub)
     add_distill_parser(sub)
+    add_stage_sets_parser(sub)
     return parser
 
 
@@ -114,6 +115,7 @@ _BENCH_EPILOG = """examples:
   searchgym bench --run SearchR1-v0:naive-rag --run S3-v0:lm --frozen-model policy \\
       --corpus wiki-vital --dataset wiki-vital-answerable --backend-option dtype=bfloat16
   searchgym bench --envs SearchR1-v0 --agents oracle random --corpus-option num_passages=2000
+  searchgym bench --envs S3-v0 R1Searcher-v0 --agents naive-rag --limit 20 --judge smollm2   # + LLM-judge columns
   searchgym bench --envs SearchR1-v0 --agents random naive-rag sb3 --agent-option sb3:policy=runs/sb3
   searchgym bench --envs SearchR1-v0 --agents oracle my_agents:TitleAgent   # your own, from ./my_agents.py
 
@@ -151,6 +153,12 @@ def _add_bench(sub) -> None:
     bench.add_argument("--backend-option", action="append", default=[], metavar="KEY=VALUE", help="backend option, e.g. dtype=bfloat16, base_url=http://...")
     bench.add_argument("--frozen-model", default=None, help="model of the s3 generator / R-Search reader ('policy': the policy model)")
     bench.add_argument("--summarizer", default=None, help="summarizer of RECON envs (e.g. llm: RECON's prompt with the frozen model)")
+    bench.add_argument(
+        "--judge", default=None, metavar="MODEL",
+        help="LLM judge model ('policy': the policy model; a name, folder or served model as --model): adds the columns "
+        "GenAcc+judge (s3's judge prompt) and ACC_L judge (R1-Searcher's)",
+    )
+    bench.add_argument("--judge-batch", type=_positive, default=64, help="judge prompts per generate call (default 64)")
     bench.add_argument("--corpus", default=None, help="corpus of every env (e.g. wiki-vital)")
     bench.add_argument("--dataset", default=None, help="dataset of every env (e.g. wiki-vital-answerable)")
     bench.add_argument("--corpus-option", action="append", default=[], metavar="KEY=VALUE", help="corpus option, e.g. num_passages=2000")
@@ -381,7 +389,7 @@ def _bench(args) -> int:
         runs=runs, agent_options=agent_options, split=args.split, limit=args.limit, seeds=tuple(args.seeds), model=args.model,
         backend=args.backend, backend_options=_key_values(args.backend_option, "backend-option"),
         frozen_model=args.frozen_model, summarizer=args.summarizer, env_options=env_options,
-        num_envs=args.num_envs, scheduling=args.scheduling, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+        judge_model=args.judge, judge_batch=args.judge_batch, num_envs=args.num_envs, scheduling=args.scheduling, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
     )
     results = run_bench(config, args.out, progress=not args.quiet, resume=not args.no_resume)
     print(results.markdown())
@@ -393,6 +401,12 @@ def _train_or_sft(args) -> int:
     from searchgym.training.cli import sft_main, train_main
 
     return train_main(args) if args.command == "train" else sft_main(args)
+
+
+def _stage_sets(args) -> int:
+    from searchgym.training.cli import stage_sets_main
+
+    return stage_sets_main(args)
 
 
 def _demo(args) -> int:
@@ -429,7 +443,7 @@ def _distill(args) -> int:
 
 
 _COMMANDS = {"bench": _bench, "train": _train_or_sft, "sft": _train_or_sft, "distill-summarizer": _distill, "demo": _demo, "oracle-demo": _oracle_demo,
-             "index": _index, "serve": _serve, "envs": _envs}
+             "index": _index, "serve": _serve, "envs": _envs, "stage-sets": _stage_sets}
 
 
 def main(argv: list[str] | None = None) -> int:

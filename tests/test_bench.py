@@ -532,3 +532,51 @@ def test_episodes_recorded_before_the_raw_columns_count_as_raw():
     old = {"em": 0, "f1": 0.5, "cover_em": 1, "gen_acc": 1, "reward": 0, "num_searches": 0, "num_turns": 1, "context_tokens": 1, "generated_tokens": 1, "wall_time": 1.0, "outcome": "answered", "flags": []}
     row = summarize("x @ y", "y", "x", [old])
     assert (row["f1_raw"], row["cover_em_raw"], row["gen_acc_raw"]) == (0.5, 1.0, 1.0)
+
+
+def test_judge_columns_ask_each_judge_once_per_answer_and_refuse_hedges(tmp_path):
+    """A lenient judge (yes / True to anything) is the exploit's best friend: the hedge is
+    still refused before it, so it earns no more than a guess; the guess's wrong answers
+    reach the judges, in one batched call each, and a resumed bench asks nothing again."""
+    from lm_helpers import recording_lm
+
+    lenient = recording_lm(lambda prompt: "True" if "Golden Answer:" in prompt else "yes")
+    runs = [("SearchR1-v0", OptionsAgent(hedge=True)), ("SearchR1-v0", OptionsAgent(hedge=False))]
+    results = run_bench(config(runs=runs, limit=30, judge_model=lenient), tmp_path, progress=False)
+    hedge, guess = results.rows
+    comparison = lambda r: any(p.search(r["question"]) for p in OptionsAgent.PATTERNS)  # noqa: E731
+    hedges = [r for r in results.episodes[hedge["label"]] if comparison(r)]
+    assert len(hedges) > 5 and all(r["gen_acc_judge"] == r["acc_judge"] == 0.0 for r in hedges)
+    guesses = [r for r in results.episodes[guess["label"]] if comparison(r)]
+    # The lenient judge pays every committed answer: the guess gets everything the hedge is refused.
+    assert all(r["gen_acc_judge"] == r["acc_judge"] == 1.0 for r in guesses)
+    assert hedge["gen_acc_judge"] <= guess["gen_acc_judge"] and hedge["acc_judge"] <= guess["acc_judge"]
+    asked = list(lenient.batches)
+    assert len(asked) == 2  # one batched call per judge (fewer than judge_batch prompts each)
+    # Each distinct (question, answer) once: "unknown" to the same question is asked for one run only.
+    assert asked[1] == len({(r["question"], r["prediction"]) for run in results.episodes.values() for r in run if not comparison(r) or run is results.episodes[guess["label"]]})
+    table = results.markdown().splitlines()
+    assert "| GenAcc raw | GenAcc+judge | ACC_L judge | reward |" in table[0]
+    episodes = read_episodes(tmp_path / "episodes.jsonl")
+    assert {"gen_acc_judge", "acc_judge"} <= set(episodes[0])
+    again = run_bench(config(runs=runs, limit=30, judge_model=lenient), tmp_path, progress=False)
+    assert lenient.batches == asked and again.rows[1]["acc_judge"] == 1.0
+    strict = recording_lm(lambda prompt: "no" if "golden answers" in prompt else "False")
+    honest = run_bench(config(runs=runs[1:], limit=30, judge_model=strict), None, progress=False).rows[0]
+    assert honest["acc_judge"] == 0.0 and honest["gen_acc_judge"] == honest["gen_acc"]  # the judge adds nothing the span check refused
+
+
+def test_cli_judge_adds_the_columns_with_the_tiny_model(tmp_path, capsys):
+    out = tmp_path / "judged"
+    code = main(["bench", "--envs", "SearchR1-v0", "--agents", "random", "--limit", "3", "--corpus-option", "num_passages=400",
+                 "--corpus-option", "seed=7", "--judge", "tiny-random", "--judge-batch", "2", "--out", str(out), "--quiet"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "GenAcc+judge | ACC_L judge" in printed
+    row = json.loads((out / "summary.json").read_text())["runs"][0]
+    assert 0.0 <= row["gen_acc_judge"] <= 1.0 and 0.0 <= row["acc_judge"] <= 1.0
+    assert json.loads((out / "config.json").read_text())["judge_model"] == "tiny-random"
+    with pytest.raises(ConfigError, match=r"^BenchConfig expects judge_batch to be a positive integer, got 0\.$"):
+        config(judge_model="tiny-random", judge_batch=0)
+    with pytest.raises(ConfigError, match=r"^BenchConfig expects judge_model to be a model name \('policy': the policy model\) or a LanguageModel, got int 3\.$"):
+        run_bench(config(judge_model=3), None, progress=False)

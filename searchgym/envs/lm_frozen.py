@@ -1,11 +1,11 @@
-"""Frozen models backed by a language model: the s3 generator and judge, the R-Search reader.
+"""Frozen models backed by a language model: the s3 generator, the LLM judges, the R-Search reader.
 
 They are plain callables with the signatures the reward recipes call, and they make
 their LM calls through :meth:`~searchgym.envs.model_calls.ModelUser.generate`, so that
 envs stepped together batch the calls of their recipes (:mod:`searchgym.envs.model_calls`). A prompt that does not fit
 the model gives an empty answer (scored 0), never an exception.
 
-The prompts are the seeds' own, verbatim.
+The prompts are the seeds' own, verbatim (the judges' in :mod:`searchgym.rewards.judges`).
 """
 
 from __future__ import annotations
@@ -25,11 +25,6 @@ S3_GENERATOR_SYSTEM = (
 )
 # The same file's zero-shot variant (no documents).
 S3_ZERO_SHOT_SYSTEM = "Important: You MUST directly answer the question without any other text and thinking."
-# s3 check_answer_correct: the LLM judge asked when the span check fails.
-S3_JUDGE_PROMPT = (
-    "Please check if any of the golden answers is contained in the following response: {response}\n\n"
-    "Golden answers: {answers}\n\nPlease directly answer with 'yes' or 'no'."
-)
 # R-Search scripts/evidence.yaml: the frozen reader answering from the agent's evidence.
 R_SEARCH_READER_PROMPT = (
     "Answer the question based on the given passages. Only give me the answer and do not output any other words.\n\n"
@@ -100,18 +95,83 @@ class LMGenerator(_LMCallable):
 
 
 class LMJudge(_LMCallable):
-    """s3's LLM judge: ``(question, prediction, answers) -> bool``, asked whether a gold
-    answer is contained in the response; a reply starting with "yes" counts."""
+    """An LLM judge: ``(question, prediction, answers) -> bool``, with one paper's prompt.
+
+    ``prompt``: ``"s3"`` (default; s3's GenAcc judge, asked whether a gold answer is
+    contained in the response) or ``"r1-searcher"`` (R1-Searcher's ACC_L judge, asked
+    whether the prediction aligns with the golden answer); see
+    :mod:`searchgym.rewards.judges`. A reply whose first word is the judge's positive word
+    counts; a negative or malformed reply (:func:`~searchgym.rewards.judges.parse_verdict`
+    returns ``None``; counted in :attr:`malformed`) or a prompt too long for the model is
+    a wrong answer.
+
+    Verdicts are cached by (question, prediction, gold answers): a question answered the
+    same way twice (GRPO's group, a resumed bench) asks the model once. :meth:`judge_many`
+    asks for many verdicts in one ``generate`` call (the bench's judge columns); inside the
+    env, calls of envs stepped together are batched by :mod:`searchgym.envs.model_calls`.
+    The seeds judge at temperature 0 (s3's vLLM judge) or with the API's default (R1-Searcher's
+    gpt-4o-mini); the default here is greedy, so verdicts are reproducible.
+    """
 
     role = "judge"
 
-    def __init__(self, lm: LanguageModel, *, max_new_tokens: int = 10, temperature: float = 0.0, top_p: float = 1.0):
+    def __init__(
+        self,
+        lm: LanguageModel,
+        *,
+        prompt: str = "s3",
+        max_new_tokens: int = 10,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+    ):
+        from searchgym.rewards.judges import judge_prompt
+
         super().__init__(lm, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
+        self.prompt = judge_prompt(prompt)
+        #: (question, prediction, gold answers) -> verdict.
+        self.cache: dict[tuple[str, str, tuple[str, ...]], bool] = {}
+        #: Replies that were neither the positive nor the negative word (scored wrong).
+        self.malformed = 0
+
+    @staticmethod
+    def _key(question: str | None, prediction: str, answers: Sequence[str]) -> tuple[str, str, tuple[str, ...]]:
+        return (question or "", prediction, tuple(answers))
+
+    def messages(self, question: str | None, prediction: str, answers: Sequence[str]) -> list[dict[str, str]]:
+        """The chat the judge is asked: the prompt as the one user message."""
+        return [{"role": "user", "content": self.prompt.render(question, prediction, answers)}]
+
+    def _verdict(self, reply: str) -> bool:
+        from searchgym.rewards.judges import parse_verdict
+
+        verdict = parse_verdict(reply, self.prompt)
+        if verdict is None:
+            self.malformed += 1
+        return bool(verdict)
 
     def __call__(self, question: str, prediction: str, answers: Sequence[str]) -> bool:
-        prompt = S3_JUDGE_PROMPT.format(response=prediction, answers=str(list(answers)))
-        reply = self.complete([{"role": "user", "content": prompt}])
-        return re.match(r"\W*yes\b", reply.lower()) is not None
+        key = self._key(question, prediction, answers)
+        if key not in self.cache:
+            # Stored only once the reply is known: a replayed play runs this again and reads the cache.
+            self.cache[key] = self._verdict(self.complete(self.messages(question, prediction, answers)))
+        return self.cache[key]
+
+    def judge_many(self, items: Sequence[tuple[str | None, str, Sequence[str]]]) -> list[bool]:
+        """Verdicts of many (question, prediction, gold answers), the ones not cached asked in
+        one ``generate`` call (each distinct item once)."""
+        keys = [self._key(*item) for item in items]
+        todo = list(dict.fromkeys(k for k in keys if k not in self.cache))
+        if todo:
+            prompts = [self.lm.apply_chat(self.messages(q, p, a)) for q, p, a in todo]
+            generations = self.generate(
+                prompts, max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p
+            )
+            for key, g in zip(todo, generations):
+                self.cache[key] = False if g.finish_reason == "prompt_too_long" else self._verdict(g.text.strip())
+        return [self.cache[k] for k in keys]
+
+    def __repr__(self) -> str:
+        return f"LMJudge(lm={type(self.lm).__name__}, prompt={self.prompt.name!r}, temperature={self.temperature})"
 
 
 class LMReader(_LMCallable):

@@ -59,6 +59,12 @@ class Args:
     OpenAI-compatible URL, given as frozen_options={"base_url": ...})."""
     frozen_options: dict[str, Any] = field(default_factory=dict)
     """Options of frozen_backend's constructor (e.g. base_url, api_key, device)."""
+    judge_model: str | None = None
+    """s3: the LLM judge GenAcc asks when the span check fails (s3's judge prompt, Fig. 13), a model name loaded
+    once and never trained; None: the span check alone."""
+    stage_sets: str | None = None
+    """R1-Searcher: a folder written by `searchgym stage-sets`; the first reward trains on its stage1.jsonl
+    (medium questions), stage2_reward on its stage2.jsonl (medium and difficult), as the paper's Table 1."""
     summarizer: str | None = None
     """RECON: the env's summarizer (e.g. "llm" uses frozen_model with RECON's prompt)."""
 
@@ -239,13 +245,34 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+#: Settings of a preset that depend on the policy model's family: (family, settings) pairs,
+#: the first family whose name occurs in the model name (case-insensitive) applies, over the
+#: preset; a field given explicitly wins over both. R1-Searcher trains Llama-3.1-8B-Instruct
+#: with KL 1e-4 (``scripts/llama_reinforce_plus_train_stage{1,2}.sh``) and Qwen-2.5-7B-Base
+#: with no KL (``scripts/qwen_reinforce_plus_train.sh``); any other model keeps the preset's
+#: value, the Llama one.
+MODEL_SETTINGS: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
+    "r1-searcher": (("qwen", {"kl_coef": 0.0}), ("llama", {"kl_coef": 1e-4})),
+}
+
+
+def model_settings(name: str, model: str) -> dict[str, Any]:
+    """The settings :data:`MODEL_SETTINGS` gives preset ``name`` for the policy ``model`` ({} if none)."""
+    for family, settings in MODEL_SETTINGS.get(name, ()):
+        if family in str(model).lower():
+            return dict(settings)
+    return {}
+
+
 def preset(name: str, **overrides: Any) -> Args:
-    """:class:`Args` with the preset ``name`` applied, then ``overrides`` (``env_options`` and
+    """:class:`Args` with the preset ``name`` applied, then its settings for the policy model's
+    family (:data:`MODEL_SETTINGS`: R1-Searcher's KL), then ``overrides`` (``env_options`` and
     ``eval_env_options`` are merged key by key: ``{"question_filter": None}`` drops s3's filter)."""
     if name not in PRESETS:
         raise UnknownNameError("training preset", name, PRESETS)
     check_keywords(f"preset({name!r})", overrides, (f.name for f in dataclasses.fields(Args)))
-    settings = {**PRESETS[name], **overrides}
+    model = overrides.get("model", PRESETS[name].get("model", Args.model))
+    settings = {**PRESETS[name], **model_settings(name, model), **overrides}
     for key in ("env_options", "eval_env_options"):  # merged key by key: --env-options adds to the preset's
         if isinstance(PRESETS[name].get(key), dict) and isinstance(overrides.get(key), dict):
             settings[key] = {**PRESETS[name][key], **overrides[key]}
@@ -300,6 +327,25 @@ def check_args(args: Args) -> None:
         value = getattr(args, name)
         if value is not None and value not in RECIPES:
             raise UnknownNameError("reward", value, RECIPES)
+    if args.judge_model is not None:
+        from searchgym.envs.registration import env_spec
+
+        stage_rewards = [r for r in (args.reward or env_spec(args.env_id).get("reward"), args.stage2_reward) if r is not None]
+        unjudged = [r for r in stage_rewards if r in RECIPES and "judge" not in RECIPES[r].needs | RECIPES[r].optional]
+        if unjudged:
+            raise ConfigError(
+                f"Args.judge_model ({args.judge_model!r}) is the LLM judge of s3's GenAcc, but the reward {unjudged[0]!r} asks "
+                "no judge; drop judge_model or train an s3 env (searchgym/S3-v0, reward s3_gbr or s3_gen_acc)."
+            )
+    if args.stage_sets is not None:
+        from searchgym.training.stage_sets import check_stage_sets
+
+        if args.stage2_step is None:
+            raise ConfigError(
+                f"Args.stage_sets ({args.stage_sets!r}) holds the questions of two curriculum stages; set stage2_step and "
+                "stage2_reward too (the r1-searcher preset does), or drop stage_sets."
+            )
+        check_stage_sets(args.stage_sets)
     if (args.stage2_reward is None) != (args.stage2_step is None):
         raise ConfigError(
             "Args.stage2_reward and Args.stage2_step go together (the curriculum switches to stage2_reward at "

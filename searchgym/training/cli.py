@@ -26,6 +26,7 @@ TRAIN_EPILOG = """examples:
   searchgym train --preset search-r1-grpo --model smollm2 --lora-rank 8 --lr 1e-4 \\
       --env-options '{"corpus": "wiki-vital", "dataset": "wiki-vital-answerable"}' --total-steps 20
   searchgym train --preset r1-searcher --stage2-step 10 ...                 # two-stage reward curriculum
+  searchgym train --preset r1-searcher --stage-sets runs/stage-sets ...     # each stage on its difficulty-picked questions
   searchgym train --algo sb3-ppo --total-timesteps 60000 --out runs/sb3      # classic RL over template actions
 
 presets (the papers' optimisation settings; batch sizes stay yours): {presets}
@@ -154,6 +155,47 @@ def add_distill_parser(sub: Any) -> None:
         ),
     )
     add_fields(parser, DistillArgs)
+
+
+STAGE_SETS_EPILOG = """examples:
+  searchgym stage-sets --model M --backend vllm --dataset synthwiki --limit 200 --out runs/stage-sets   # the paper's rule: 21 rollouts, <10 / 10-20 / >20
+  searchgym stage-sets --model tiny-random --limit 4 --rollouts 3 --easy-below 2 --difficult-above 2 --out /tmp/sets   # quick form
+  searchgym train --preset r1-searcher --stage-sets runs/stage-sets --stage2-step 50 ...            # stage 1 on medium, stage 2 on medium + difficult
+
+time on this 2-core CPU (shared): the quick form ~25 s; SmolLM2-135M at the defaults (up to 9 turns of 512
+tokens a rollout) had not finished 6 rollouts after 36 minutes: score many questions with --backend vllm on a GPU
+or --backend openai against a served model."""
+
+
+def add_stage_sets_parser(sub: Any) -> None:
+    from searchgym.training.stage_sets import StageSetArgs
+
+    parser = sub.add_parser(
+        "stage-sets",
+        help="R1-Searcher's stage-1 / stage-2 training sets, picked by how many rollouts a model needs",
+        description=(
+            "Plays rollouts of every question with a model, counts the rollouts it takes to answer each correctly, and "
+            "writes R1-Searcher's stage sets (Table 1): stage1.jsonl (medium questions), stage2.jsonl (medium and "
+            "difficult), with difficulty.jsonl and config.json. `searchgym train --stage-sets OUT` trains on them."
+        ),
+        epilog=STAGE_SETS_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_fields(parser, StageSetArgs)
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def stage_sets_main(ns: argparse.Namespace) -> int:
+    from searchgym.training.stage_sets import StageSetArgs, stage_sets
+
+    args = StageSetArgs(**_given(ns, StageSetArgs))
+    counts = stage_sets(args, progress=not ns.quiet)
+    print(
+        f"{counts['easy']} easy, {counts['medium']} medium, {counts['difficult']} difficult questions "
+        f"({args.budget()} rollouts each); wrote {args.out}/stage1.jsonl ({counts['stage1']} questions), "
+        f"stage2.jsonl ({counts['stage2']}), difficulty.jsonl, config.json"
+    )
+    return 0
 
 
 def _given(ns: argparse.Namespace, cls: type) -> dict[str, Any]:

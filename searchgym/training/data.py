@@ -98,15 +98,30 @@ def reward_at(args: Args, step: int) -> str | None:
     return args.reward
 
 
-def env_kwargs(args: Args, split: str, reward: str | None, *, frozen: Any, evaluation: bool = False) -> dict[str, Any]:
+def stage_at(args: Args, step: int) -> int:
+    """The curriculum stage of ``step``: 2 from ``stage2_step`` on, else 1."""
+    return 2 if args.stage2_step is not None and step >= args.stage2_step else 1
+
+
+def env_kwargs(
+    args: Args, split: str, reward: str | None, *, frozen: Any, evaluation: bool = False, stage: int = 1
+) -> dict[str, Any]:
     """``gym.make`` arguments of the env on ``split``: ``Args.env_options`` (with
-    ``eval_env_options`` when ``evaluation``), the stage's reward, and the frozen models
-    (``frozen``: the loaded frozen LM, or None for the built-in ones)."""
+    ``eval_env_options`` when ``evaluation``), the stage's reward and, with
+    ``Args.stage_sets``, the stage's questions (training only), the judge, and the frozen
+    models (``frozen``: the loaded frozen LM, or None for the built-in ones)."""
     kwargs = {"split": split, **args.env_options}
     if evaluation:
         kwargs.update(args.eval_env_options)
     if reward is not None:
         kwargs["reward"] = reward
+    if args.judge_model is not None:
+        kwargs.setdefault("judge", args.judge_model)
+    if args.stage_sets is not None and not evaluation:
+        from searchgym.training.stage_sets import stage_file
+
+        kwargs["dataset"] = str(stage_file(args.stage_sets, stage))
+        kwargs["dataset_options"] = None
     model = None if args.frozen_model is None else ("gold-span" if frozen is None else frozen)
     return with_frozen_models(full_env_id(args.env_id), kwargs, frozen=model, summarizer=args.summarizer, summarizer_model=frozen)
 

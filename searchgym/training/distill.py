@@ -234,11 +234,11 @@ DISTILL_COLUMNS = ("stage", "step", "epoch", "loss", "lr", "grad_norm")
 def _train(model: Any, params: list[Any], batches: list[list[Any]], loss_of: Any, *, args: DistillArgs, stage: str, log: Any, epochs: int) -> list[dict[str, Any]]:
     import torch
 
-    from searchgym.training.sft import _cosine
+    from searchgym.training.sft import cosine_schedule
 
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.weight_decay)
     total = len(batches) * epochs
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _cosine(args.warmup_steps, total))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, cosine_schedule(args.warmup_steps, total))
     generator = torch.Generator().manual_seed(args.seed)
     bar = None
     if args.progress:

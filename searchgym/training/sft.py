@@ -181,7 +181,7 @@ def scratch_model(env: Any, *, size: str = "small", vocab_size: int = 4096, cont
     return model, tokenizer
 
 
-def _cosine(warmup: int, total: int):
+def cosine_schedule(warmup: int, total: int):
     import math
 
     def f(i: int) -> float:
@@ -239,7 +239,7 @@ def pretrain_on_corpus(model: Any, tokenizer: Any, corpus: Any, *, epochs: int, 
     steps_per_epoch = -(-rows_count // batch_size)
     total = steps_per_epoch * epochs
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _cosine(warmup_steps, total))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, cosine_schedule(warmup_steps, total))
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed + 1)
     log = MetricsLog(log_path, PRETRAIN_COLUMNS)
@@ -450,7 +450,7 @@ def _sft(args: SFTArgs, stop: StopRequests) -> list[dict[str, Any]]:
     steps_per_epoch = -(-len(trajectories) // args.batch_size)
     total = steps_per_epoch * args.epochs
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _cosine(args.warmup_steps, total))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, cosine_schedule(args.warmup_steps, total))
     generator = torch.Generator().manual_seed(args.seed)
     step = 0
     if state is not None:

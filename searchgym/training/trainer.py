@@ -54,7 +54,7 @@ from searchgym.training.checkpoint import (
     args_record, export_policy, load_checkpoint, merged_weights, prepare_run_folder, rng_state, save_checkpoint, set_rng_state,
 )
 from searchgym.training.critic import build_critic, load_trainable_state, trainable_state
-from searchgym.training.data import DataOrder, check_splits, env_kwargs, reward_at, timed_retriever
+from searchgym.training.data import DataOrder, check_splits, env_kwargs, reward_at, stage_at, timed_retriever
 from searchgym.training.losses import aggregate, kl_penalty, policy_loss, value_loss
 from searchgym.training.metrics import MetricsLog, plot_curves
 
@@ -306,13 +306,14 @@ class Trainer:
         self._stage = None
         self.envs: list[Any] = []
         self.retrieval = timed_retriever(args.env_id, args.env_options)
-        ids = [ex.id for ex in search_env(self._train_envs(0)[0]).examples[: args.train_limit]]
-        self.order = DataOrder(ids, args.seed)
+        self._train_envs(0)
+        self.order = self._data_order()
         self.rollout_lm = self._make_engine()
 
         self.checkpoint = None
         if checkpoint is not None:
             state = load_checkpoint(checkpoint)
+            self._train_envs(int(state["step"]))  # the questions of the stage it stopped in, before its data order loads
             self.load_state(state)
             set_rng_state(state["rng"])
             self.step = int(state["step"])
@@ -337,14 +338,25 @@ class Trainer:
         return VLLMLM(str(folder), self.tokenizer, **{"dtype": "float32", "seed": self.args.seed, **self.args.engine_options})
 
     def _train_envs(self, step: int) -> list[Any]:
-        """The training envs of ``step``'s curriculum stage (built again when the stage changes)."""
-        stage = reward_at(self.args, step)
+        """The training envs of ``step``'s curriculum stage (built again when the stage changes;
+        with ``Args.stage_sets`` the questions change too, and a new data order starts)."""
+        stage = (reward_at(self.args, step), stage_at(self.args, step))
         if not self.envs or stage != self._stage:
-            kwargs = {**env_kwargs(self.args, self.args.train_split, stage, frozen=self.frozen), "retriever": self.retrieval}
+            kwargs = {
+                **env_kwargs(self.args, self.args.train_split, stage[0], frozen=self.frozen, stage=stage[1]),
+                "retriever": self.retrieval,
+            }
             kwargs.pop("retriever_options", None)  # the timed retriever was built with them
             self.envs = [gym.make(full_env_id(self.args.env_id), **kwargs) for _ in range(self.args.num_envs)]
+            changed_questions = self.args.stage_sets is not None and self._stage is not None and stage[1] != self._stage[1]
             self._stage = stage
+            if changed_questions:
+                self.order = self._data_order()
         return self.envs
+
+    def _data_order(self) -> DataOrder:
+        """A fresh seeded order of the current training envs' questions (the first train_limit)."""
+        return DataOrder([ex.id for ex in search_env(self.envs[0]).examples[: self.args.train_limit]], self.args.seed)
 
     # ------------------------------------------------------------------ 1. rollout
     def rollout(self, step: int) -> tuple[list[EpisodeResult], dict[str, float]]:
@@ -556,7 +568,7 @@ class Trainer:
                 stats.update(self.update(samples))
                 self.step += 1
                 stats["time_sync"] = self._sync_engine()
-                stats["stage_reward"] = self._stage or "env default"
+                stats["stage_reward"] = self._stage[0] or "env default"
                 stats["peak_memory_mb"] = peak_memory_mb()
                 if a.eval_every and (self.step % a.eval_every == 0 or self.step == a.total_steps):
                     self._phase("evaluate")

@@ -163,3 +163,68 @@ def test_a_frozen_model_mapping_names_model_backend_options_and_sampling():
         make_frozen("reader", {"model": "tiny-random", "base_ur": "http://127.0.0.1:1/v1"})
     with pytest.raises(UnknownNameError, match="^Unknown language-model backend 'olama'"):
         make_frozen("reader", {"model": "tiny-random", "backend": "olama"})
+
+
+# ---------------------------------------------------------------- LLM judges
+def test_judges_ask_their_papers_prompt_and_read_yes_no_and_true_false():
+    s3 = Recorder("Yes, it is.")
+    assert LMJudge(s3)("Which river?", "the Tesk", ["Tesk"]) is True
+    assert s3.prompts == [chat([{"role": "user", "content": (
+        "Please check if any of the golden answers is contained in the following response: the Tesk\n\n"
+        "Golden answers: ['Tesk']\n\nPlease directly answer with 'yes' or 'no'."
+    )}])]
+    r1 = Recorder("False")
+    judge = LMJudge(r1, prompt="r1-searcher")
+    assert judge("Which river?", "the Lune", ["Tesk"]) is False and judge.malformed == 0
+    assert "Question: Which river?\nGolden Answer: Tesk\nPredicted Answer: the Lune\n" in r1.prompts[0]
+    # A malformed reply is a wrong answer, and counted.
+    confused = LMJudge(Recorder("Maybe yes"), prompt="r1-searcher")
+    assert confused("Q", "x", ["Tesk"]) is False and confused.malformed == 1
+    assert make_frozen("judge", Recorder("True"), options={"prompt": "r1-searcher"})("Q", "x", ["a"]) is True
+    with pytest.raises(UnknownNameError):
+        LMJudge(Recorder("yes"), prompt="s4")
+
+
+def test_judge_verdicts_are_cached_by_question_and_answer_and_batched():
+    from lm_helpers import recording_lm
+
+    lm = recording_lm(lambda prompt: "yes" if "Lyon" in prompt else "no")
+    judge = LMJudge(lm)
+    items = [("Q1", "Lyon", ["Lyon"]), ("Q2", "Paris", ["Nice"]), ("Q1", "Lyon", ["Lyon"]), ("Q3", "Lyon city", ["Lyon"])]
+    assert judge.judge_many(items) == [True, False, True, True]
+    assert lm.batches == [3]  # one generate call, each distinct (question, answer) once
+    assert judge("Q2", "Paris", ["Nice"]) is False and judge.judge_many(items[:2]) == [True, False]
+    assert lm.batches == [3]  # all cached
+    assert judge("Q2", "Nice?", ["Nice"]) is False and lm.batches == [3, 1]
+
+
+def test_the_tiny_model_judges_through_the_whole_path():
+    """The tiny model's verdicts are noise; what is checked is that a real backend's
+    replies come back as a verdict per item, malformed ones counted, in one call."""
+    judge = make_frozen("judge", "tiny-random", options={"prompt": "r1-searcher", "max_new_tokens": 4})
+    verdicts = judge.judge_many([("Which river?", "the Tesk", ["Tesk"]), ("Which city?", "Lyon", ["Paris"])])
+    assert [type(v) for v in verdicts] == [bool, bool]
+    assert 0 <= judge.malformed <= 2 and len(judge.cache) == 2
+
+
+def test_a_hedged_generator_answer_is_refused_before_the_judge_sees_it():
+    """The exploit: the s3 searcher hands the generator documents that make it name both
+    options, and a lenient judge says yes to anything. The hedge earns what an honest
+    wrong answer earns from a strict judge (0), and the judge is never asked."""
+    env = make_small("searchgym/S3-v0")
+    i, ex = next((i, ex) for i, ex in enumerate(env.unwrapped.examples) if ex.candidates)
+    hedge = " and ".join(ex.candidates)
+    lenient = Recorder("yes")
+    s3 = make_small("searchgym/S3-v0", generator=Recorder(hedge), judge=lenient)
+    s3.reset(options={"example_index": i})
+    *_, info = s3.step("<search_complete>True</search_complete>")
+    assert info["reward_components"]["gen_acc"] == 0.0 and lenient.prompts == []
+    honest = make_small("searchgym/S3-v0", generator=Recorder("Nobody"), judge=Recorder("no"))
+    honest.reset(options={"example_index": i})
+    *_, honest_info = honest.step("<search_complete>True</search_complete>")
+    assert info["reward_components"]["gen_acc"] <= honest_info["reward_components"]["gen_acc"]
+    # Without the strict check (the paper's GenAcc) the same lenient judge would pay it.
+    raw = make_small("searchgym/S3-v0", generator=Recorder("Nobody"), judge=Recorder("yes"), reward_options={"strict": False})
+    raw.reset(options={"example_index": i})
+    *_, raw_info = raw.step("<search_complete>True</search_complete>")
+    assert raw_info["reward_components"]["gen_acc"] == 1.0

@@ -46,3 +46,16 @@ def test_the_timed_retriever_wraps_the_shared_instance_and_sums_its_search_time(
     assert "search" not in vars(shared)  # the instance every env shares is not modified
     env = make_small("searchgym/SearchR1-v0", retriever=timed)  # the env's own option
     assert env.unwrapped.retriever is timed
+
+
+def test_the_judge_model_reaches_s3_envs_and_is_refused_where_no_reward_asks_one():
+    from searchgym.training.args import check_args
+
+    args = Args(env_id="S3-v0", env_options={"corpus_options": SMALL_WORLD}, judge_model="tiny-random")
+    check_args(args)
+    kwargs = env_kwargs(args, "train", None, frozen=None)
+    assert kwargs["judge"] == "tiny-random"
+    env = make_small("searchgym/S3-v0", **{k: v for k, v in kwargs.items() if k != "corpus_options"})
+    assert type(env.unwrapped.recipe.judge).__name__ == "LMJudge" and env.unwrapped.recipe.judge.prompt.name == "s3"
+    with pytest.raises(ConfigError, match=r"^Args\.judge_model \('tiny-random'\) is the LLM judge of s3's GenAcc, but the reward 'r1_searcher_stage2' asks no judge"):
+        check_args(Args(env_id="R1Searcher-v0", judge_model="tiny-random"))
