@@ -86,7 +86,7 @@ def test_a_replica_down_is_covered_by_the_other(shard_servers):
     queries = queries_for(corpus, 40, seed=2)
     assert pairs(client.search(queries, 3)) == pairs(BM25Retriever(corpus).search(queries, 3))
     lonely = ShardedRetriever.from_spec(f"{dead},{urls[1]}", corpus, retries=0, timeout=5)
-    with pytest.raises(BackendError, match=r"every replica of shard 0 failed; the last: retrieval server http://127.0.0.1:9/retrieve unreachable"):
+    with pytest.raises(BackendError, match=r"every replica of shard 0 failed; the last: retrieval server http://127.0.0.1:9/retrieve \(GET info\) unreachable"):
         lonely.search(["river"], 3)
 
 

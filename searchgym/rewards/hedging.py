@@ -29,7 +29,10 @@ Rules 2 and 3 need nothing but the gold answers; rule 1 also catches two candida
 share words (``"Ilvar Odrenko"`` and ``"Ilvar Pensk"``). What the rules cost honest
 answers: a verbose one (``"He was born in Lyon"`` for ``"Lyon"``) or one with an extra
 qualifier as long as the answer (``"Paris, France"`` for ``"Paris"``) counts as hedged;
-answer with the entity alone, as every protocol's prompt asks.
+answer with the entity alone, as every protocol's prompt asks. The answer of a *frozen*
+generator (s3's, whose GenAcc checks a free-form response by design, and which no policy
+trains) is checked with rules 1 and 2 only (``extra_words=False``): its sentences are not
+a strategy.
 """
 
 from __future__ import annotations
@@ -103,10 +106,14 @@ def hedge_reason(
     answers: Sequence[str] | str,
     candidates: Sequence[str] | str = (),
     normalizer: Normalizer = normalize_answer,
+    *,
+    extra_words: bool = True,
 ) -> str | None:
     """Why ``prediction`` names more than one candidate (see the module docstring), or
     ``None`` when it commits to one answer. Gold answers and candidates that normalize
-    to nothing are ignored; ``None`` (never answered) is not a hedge."""
+    to nothing are ignored; ``None`` (never answered) is not a hedge. ``extra_words=False``
+    applies rules 1 and 2 only: for the answer of a frozen generator (s3's GenAcc), which
+    writes sentences by design and is not trained against the reward."""
     if prediction is None:
         return None
     pred_text = normalizer(prediction)
@@ -124,6 +131,8 @@ def hedge_reason(
     most = max(len(_parts(a, normalizer)) for a in _as_list(answers) if normalizer(a))
     if pieces > most:
         return f"it is a list of {pieces} items where a gold answer has at most {most}"
+    if not extra_words:
+        return None
     extra_names = []
     for gold in gold_tokens:
         if not set(pred) & set(gold):
@@ -144,6 +153,8 @@ def hedged(
     answers: Sequence[str] | str,
     candidates: Sequence[str] | str = (),
     normalizer: Normalizer = normalize_answer,
+    *,
+    extra_words: bool = True,
 ) -> bool:
     """Whether ``prediction`` names more than one candidate (:func:`hedge_reason` is not None)."""
-    return hedge_reason(prediction, answers, candidates, normalizer) is not None
+    return hedge_reason(prediction, answers, candidates, normalizer, extra_words=extra_words) is not None

@@ -416,7 +416,8 @@ class S3GenAcc(RewardRecipe):
     ) -> tuple[float, str]:
         """GenAcc of the generator's answer from ``docs``, and that answer."""
         prediction = call_frozen(self.generator, question, list(docs), answers=answers)
-        if self.strict and hedged(prediction, answers, candidates):
+        # The frozen generator writes sentences by design: lists and both options only.
+        if self.strict and hedged(prediction, answers, candidates, extra_words=False):
             return 0.0, prediction
         return gen_acc(prediction, answers, self.judge, question), prediction
 

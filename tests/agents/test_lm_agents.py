@@ -95,11 +95,12 @@ def test_s3_searcher_and_r_search_evidence_agents_play_their_protocols():
     assert "gen_acc" in info["reward_components"]
 
     env = make_small("searchgym/RSearch-v0")
-    ex = env.unwrapped.examples[0]
-    gold = ex.answers[0]
-    lm = scripted([f"<search> {ex.question} </search>", f"<original_evidence> {gold} </original_evidence>\n<answer> {gold} </answer>"])
-    total, info = play_episode(env, EvidenceAgent.for_env(env, lm), options={"example_index": 0})
-    assert info["evidence"] == gold and info["answer"] == gold
+    index = next(i for i, e in enumerate(env.unwrapped.examples) if e.metadata["type"] == "single")
+    ex = env.unwrapped.examples[index]
+    gold, quote = ex.answers[0], ex.metadata["evidence"][0]  # the answer passage's sentence, quoted
+    lm = scripted([f"<search> {ex.question} </search>", f"<original_evidence> {quote} </original_evidence>\n<answer> {gold} </answer>"])
+    total, info = play_episode(env, EvidenceAgent.for_env(env, lm), options={"example_index": index})
+    assert info["evidence"] == quote and info["answer"] == gold
     assert info["reward_components"]["evidence_f1"] == 1.0
 
 

@@ -120,7 +120,7 @@ def test_a_failing_worker_names_the_shard_and_its_error(world, tmp_path):
     path = write_passages(world, tmp_path / "gone.jsonl")
     mapped = load_corpus(path)
     path.unlink()  # the workers open the corpus by its path
-    with pytest.raises(SearchGymError, match=r"Tokenizing passages (0-1500|1500-3000) of .*gone.jsonl failed in a worker process \(exit 1\).*No such file"):
+    with pytest.raises(SearchGymError, match=r"Tokenizing passages (0-1500|1500-3000) of .*gone.jsonl failed in a worker process \(exit 1\).*No such passage file"):
         BM25Retriever(mapped, workers=2, shard_size=1500)
 
 

@@ -100,7 +100,7 @@ def test_play_all_joins_seeded_calls_keeping_each_prompts_seed():
     # The seeded requests share one call with their seeds in order; the unseeded one goes apart.
     assert sorted(calls, key=lambda c: c[1] is None) == [(4, (3, 4, 5, 9)), (1, None)]
     assert counts.calls == 2 and counts.requests == 4
-    with pytest.raises(ConfigError, match=r"^ModelCall.of expects the keyword arguments of LanguageModel.generate \(max_new_tokens, temperature, top_p, stop, seed\), got \['seeds'\]\.$"):
+    with pytest.raises(ConfigError, match=r"^ModelCall.of expects the keyword arguments of LanguageModel.generate \(max_new_tokens, temperature, top_p, stop, seed, top_k\), got \['seeds'\]\.$"):
         ModelCall.of(lm, ["a"], seeds=[1])
 
 

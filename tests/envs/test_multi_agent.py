@@ -144,12 +144,12 @@ def test_the_generators_reward_is_its_answer_score_and_the_searcher_is_scored_on
 
     def generator(observation, info):
         seen["observation"], seen["messages"] = observation, info["prompt_messages"]
-        return "<answer>The university is in Predisk.</answer>"
+        return "<answer>It is Predisk.</answer>"
 
     totals, _, infos = play(env, {"searcher": oracle_searcher(), "generator": generator})
     assert totals == {"searcher": 1.0, "generator": 1.0}  # s3's GenAcc: the gold span is in the answer
     assert infos["generator"]["reward_components"] == {"answer_score": 1.0, "num_invalid": 0.0}
-    assert infos["generator"]["answer"] == "The university is in Predisk."
+    assert infos["generator"]["answer"] == "It is Predisk."
     # It read s3's generator prompt over the two documents the searcher kept.
     assert seen["messages"][0]["role"] == "system" and seen["messages"][1] == {"role": "user", "content": EXAMPLES[BRIDGE].question}
     assert "Doc 1 (Title: Mano Rirdelli)" in seen["observation"] and "Doc 2 (Title: Husdalusk University)" in seen["observation"]
@@ -160,6 +160,10 @@ def test_the_generators_reward_is_its_answer_score_and_the_searcher_is_scored_on
     totals, _, _ = play(strict, {"searcher": oracle_searcher(), "generator": lambda o, i: "Predisk"})
     assert totals == {"searcher": 1.0, "generator": 1.0}
     totals, _, _ = play(env, {"searcher": oracle_searcher(), "generator": lambda o, i: "<answer>Zirramith</answer>"})
+    assert totals == {"searcher": -0.0, "generator": 0.0}
+    # The generator agent's own answer is held to every hedging rule: a sentence adding as many
+    # words as the gold has scores as a wrong answer (a frozen generator's would not).
+    totals, _, _ = play(env, {"searcher": oracle_searcher(), "generator": lambda o, i: "<answer>The university is in Predisk.</answer>"})
     assert totals == {"searcher": -0.0, "generator": 0.0}
 
 
