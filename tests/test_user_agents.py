@@ -120,6 +120,7 @@ def test_the_installed_command_runs_the_docs_command_line(title_module):
     """The docs' bash line, run by the real console script in a fresh process."""
     (command,) = [line for line in doc_blocks("bash")[0].splitlines() if line.startswith("searchgym bench")]
     script = Path(sys.executable).with_name("searchgym")
+    command = command.split(" #", 1)[0]  # the line's duration comment, as a shell drops it
     argv = [str(script), *command.split()[1:], "--limit", "3", "--num-envs", "2", "--quiet", "--out", str(title_module / "cli")]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=title_module)
     assert done.returncode == 0, done.stderr[-2000:]
