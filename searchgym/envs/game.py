@@ -382,13 +382,14 @@ class SearchGame:
         if self.example is None:
             raise SearchGymError(f"{self.owner}.episode() was called before reset(); there is no episode yet.")
         context = self.generator_context()
-        naive = None
+        naive, naive_k = None, None
         if self.recipe.needs_naive_rag:
             # s3_gbr's "matched" baseline reads as many documents as the searcher's context.
             size = getattr(self.recipe, "naive_rag_size", None)
-            k = size(len(context), self.initial_top_k) if size else self.initial_top_k
-            if k != self.initial_top_k or self.example.id not in getattr(self.recipe, "naive_rag_cache", {}):
-                naive = [doc_text(h.passage) for h in self.search(self.example.question, k)[0]]
+            naive_k = size(len(context), self.initial_top_k) if size else self.initial_top_k
+            cached = getattr(self.recipe, "has_naive_rag", None)
+            if cached is None or not cached(self.example.id, self.example.question, naive_k):
+                naive = [doc_text(h.passage) for h in self.search(self.example.question, naive_k)[0]]
         return Episode(
             question=self.example.question,
             answers=tuple(self.example.answers),
@@ -405,6 +406,7 @@ class SearchGame:
             example_id=self.example.id,
             candidates=tuple(self.example.candidates),
             evidence_possible=self.protocol.writes_evidence,
+            naive_rag_size=naive_k,
         )
 
     # ------------------------------------------------------------------ helpers

@@ -11,10 +11,14 @@ The prompts are the seeds' own, verbatim (the judges' in :mod:`searchgym.rewards
 from __future__ import annotations
 
 import re
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from searchgym.envs.model_calls import ModelUser
+from searchgym.error import ConfigError
 from searchgym.lm.base import LanguageModel
 
 # s3 generator_llms/local_inst.py (format_qa_chat_messages): system prompt with the
@@ -94,6 +98,82 @@ class LMGenerator(_LMCallable):
         return self.complete(generator_messages(question, list(docs)))
 
 
+#: Verdicts one shared judge cache keeps; the least recently used are dropped first. A
+#: verdict key is a question, an answer and its golds (well under 1 KB each), so a full
+#: cache stays within tens of MB.
+JUDGE_CACHE_SIZE = 65536
+
+VerdictKey = tuple[str, str, tuple[str, ...]]
+
+
+class VerdictCache:
+    """Judge verdicts by (question, prediction, gold answers): a thread-safe LRU map that
+    keeps at most ``maxsize`` of them."""
+
+    def __init__(self, maxsize: int = JUDGE_CACHE_SIZE):
+        if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 1:
+            raise ConfigError(f"VerdictCache expects maxsize to be a positive int (verdicts kept), got {maxsize!r}.")
+        self.maxsize = maxsize
+        self._items: OrderedDict[VerdictKey, bool] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: VerdictKey) -> bool | None:
+        """The verdict stored under ``key`` (now the most recently used), or None."""
+        with self._lock:
+            verdict = self._items.get(key)
+            if verdict is not None:
+                self._items.move_to_end(key)
+            return verdict
+
+    def put(self, key: VerdictKey, verdict: bool) -> None:
+        """Store ``verdict``; the least recently used verdict goes once there are too many."""
+        with self._lock:
+            self._items[key] = bool(verdict)
+            self._items.move_to_end(key)
+            while len(self._items) > self.maxsize:
+                self._items.popitem(last=False)
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._items
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+_SHARED_VERDICTS: dict[tuple[int, str, int, float, float], VerdictCache] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _forget_model(lm_id: int) -> None:
+    with _SHARED_LOCK:
+        for key in [k for k in _SHARED_VERDICTS if k[0] == lm_id]:
+            del _SHARED_VERDICTS[key]
+
+
+def shared_verdict_cache(lm: LanguageModel, prompt: str, *, max_new_tokens: int, temperature: float, top_p: float) -> VerdictCache:
+    """The process's verdict cache of the judge played by ``lm`` (the same object: models
+    loaded by name are shared, :func:`searchgym.lm.registry.load_lm`) with ``prompt`` and
+    these sampling settings, made on first use and dropped with the model. A model that
+    cannot be referenced weakly gets a cache of its own."""
+    key = (id(lm), prompt, max_new_tokens, float(temperature), float(top_p))
+    with _SHARED_LOCK:
+        cache = _SHARED_VERDICTS.get(key)
+        if cache is not None:
+            return cache
+        try:
+            if not any(k[0] == id(lm) for k in _SHARED_VERDICTS):
+                weakref.finalize(lm, _forget_model, id(lm))
+        except TypeError:
+            return VerdictCache()
+        return _SHARED_VERDICTS.setdefault(key, VerdictCache())
+
+
 class LMJudge(_LMCallable):
     """An LLM judge: ``(question, prediction, answers) -> bool``, with one paper's prompt.
 
@@ -105,10 +185,16 @@ class LMJudge(_LMCallable):
     returns ``None``; counted in :attr:`malformed`) or a prompt too long for the model is
     a wrong answer.
 
-    Verdicts are cached by (question, prediction, gold answers): a question answered the
-    same way twice (GRPO's group, a resumed bench) asks the model once. :meth:`judge_many`
-    asks for many verdicts in one ``generate`` call (the bench's judge columns); inside the
-    env, calls of envs stepped together are batched by :mod:`searchgym.envs.model_calls`.
+    Verdicts are cached by (question, prediction, gold answers) in one
+    :class:`VerdictCache` per model object, prompt and sampling settings, shared by every
+    judge of the process (``shared_cache=True``, default): the envs of a vector env or of
+    a trainer's rollout slots, and a GRPO group answering the same way, ask the model once.
+    The cache is thread-safe and keeps the :data:`JUDGE_CACHE_SIZE` most recently used
+    verdicts; ``shared_cache=False`` gives this judge a cache of its own of that size.
+    Calls made in the same batch by envs stepped together are not merged (each asks once;
+    the later ones then read the cache). :meth:`judge_many` asks for many verdicts in one
+    ``generate`` call (the bench's judge columns); inside the env, calls of envs stepped
+    together are batched by :mod:`searchgym.envs.model_calls`.
     The seeds judge at temperature 0 (s3's vLLM judge) or with the API's default (R1-Searcher's
     gpt-4o-mini); the default here is greedy, so verdicts are reproducible.
     """
@@ -123,15 +209,34 @@ class LMJudge(_LMCallable):
         max_new_tokens: int = 10,
         temperature: float = 0.0,
         top_p: float = 1.0,
+        shared_cache: bool = True,
     ):
         from searchgym.rewards.judges import judge_prompt
 
         super().__init__(lm, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
         self.prompt = judge_prompt(prompt)
+        if not isinstance(shared_cache, bool):
+            raise ConfigError(f"LMJudge expects shared_cache to be True or False, got {shared_cache!r}.")
+        self.shared_cache = shared_cache
         #: (question, prediction, gold answers) -> verdict.
-        self.cache: dict[tuple[str, str, tuple[str, ...]], bool] = {}
+        self.cache = self._make_cache()
         #: Replies that were neither the positive nor the negative word (scored wrong).
         self.malformed = 0
+
+    def _make_cache(self) -> VerdictCache:
+        if not self.shared_cache:
+            return VerdictCache()
+        return shared_verdict_cache(
+            self.lm, self.prompt.name, max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The cache holds a lock and belongs to this process; a copy finds its process's own.
+        return {k: v for k, v in self.__dict__.items() if k != "cache"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.cache = self._make_cache()
 
     @staticmethod
     def _key(question: str | None, prediction: str, answers: Sequence[str]) -> tuple[str, str, tuple[str, ...]]:
@@ -151,24 +256,28 @@ class LMJudge(_LMCallable):
 
     def __call__(self, question: str, prediction: str, answers: Sequence[str]) -> bool:
         key = self._key(question, prediction, answers)
-        if key not in self.cache:
+        verdict = self.cache.get(key)
+        if verdict is None:
             # Stored only once the reply is known: a replayed play runs this again and reads the cache.
-            self.cache[key] = self._verdict(self.complete(self.messages(question, prediction, answers)))
-        return self.cache[key]
+            verdict = self._verdict(self.complete(self.messages(question, prediction, answers)))
+            self.cache.put(key, verdict)
+        return verdict
 
     def judge_many(self, items: Sequence[tuple[str | None, str, Sequence[str]]]) -> list[bool]:
         """Verdicts of many (question, prediction, gold answers), the ones not cached asked in
         one ``generate`` call (each distinct item once)."""
         keys = [self._key(*item) for item in items]
-        todo = list(dict.fromkeys(k for k in keys if k not in self.cache))
+        verdicts = {k: v for k in dict.fromkeys(keys) if (v := self.cache.get(k)) is not None}
+        todo = [k for k in dict.fromkeys(keys) if k not in verdicts]
         if todo:
             prompts = [self.lm.apply_chat(self.messages(q, p, a)) for q, p, a in todo]
             generations = self.generate(
                 prompts, max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p
             )
             for key, g in zip(todo, generations):
-                self.cache[key] = False if g.finish_reason == "prompt_too_long" else self._verdict(g.text.strip())
-        return [self.cache[k] for k in keys]
+                verdicts[key] = False if g.finish_reason == "prompt_too_long" else self._verdict(g.text.strip())
+                self.cache.put(key, verdicts[key])
+        return [verdicts[k] for k in keys]
 
     def __repr__(self) -> str:
         return f"LMJudge(lm={type(self.lm).__name__}, prompt={self.prompt.name!r}, temperature={self.temperature})"

@@ -51,7 +51,9 @@ def s3_training_questions(
         if is_yes_no(example):
             continue
         docs = [doc_text(h.passage) for h in retriever.search([example.question], initial_top_k)[0]]
-        episode = Episode(example.question, tuple(example.answers), naive_rag_docs=docs, example_id=example.id)
+        episode = Episode(
+            example.question, tuple(example.answers), naive_rag_docs=docs, example_id=example.id, naive_rag_size=initial_top_k
+        )
         if recipe.naive_rag_acc(episode) <= 0.0:
             kept.append(example)
     return kept

@@ -70,7 +70,11 @@ class Episode:
       only to check what the agent quoted (R-Search's grounded evidence), never to
       extract an answer.
     - ``naive_rag_docs``: top-k passages for the question itself; filled only for recipes
-      with ``needs_naive_rag``.
+      with ``needs_naive_rag``, and left ``None`` once the recipe has the baseline cached
+      (:meth:`~searchgym.rewards.recipes.S3GainBeyondRAG.has_naive_rag`).
+    - ``naive_rag_size``: how many naive-RAG documents the env asked for (the ``k`` of
+      that search); the recipe's baseline cache is keyed by it, so a cached baseline is
+      read without searching again. ``None``: the number of ``naive_rag_docs``.
     - ``num_searches``, ``num_invalid``: searches run and malformed turns.
     - ``format_ok``: the protocol's verdict that every turn was well formed.
     - ``example_id``: the example's id (s3 caches its naive-RAG baseline by it).
@@ -97,6 +101,7 @@ class Episode:
     example_id: str = ""
     candidates: tuple[str, ...] = ()
     evidence_possible: bool = True
+    naive_rag_size: int | None = None
 
     def __post_init__(self) -> None:
         # A bare string would otherwise be read as one gold answer per character.

@@ -447,13 +447,15 @@ class S3GainBeyondRAG(S3GenAcc):
       like: a searcher that only retrieves deeper for the question itself (search it again
       and keep documents 4 to 8) hands the generator the naive top-8, and is measured
       against the naive top-8. With a context of at most ``initial_top_k`` documents this
-      is the paper's reward exactly. Cached per (example, number of documents).
+      is the paper's reward exactly. Cached per (example, number of documents asked for).
     - ``"initial"``: the paper's: always the naive top-``initial_top_k`` (s3 §3.2),
       whatever the size of the searcher's context.
 
     The naive-RAG term depends only on the question (and its size), so it is computed once
     per ``example_id`` (the question text if the id is empty) and cached in
     :attr:`naive_rag_cache`, as s3 precomputes its RAG cache (``scripts/precompute.sh``).
+    The env asks :meth:`has_naive_rag` before it searches for the baseline's documents, so
+    a question played again costs no search and no generator call.
     ``generation_weight`` adds that many times GenAcc(selected) on top: 0 gives the
     paper's reward; 1 gives what s3's released trainer optimizes
     (``verl/trainer/main_ppo.py`` sets ``USE_UTILITY_SCORE`` and ``USE_GENERATION_SCORE``,
@@ -488,28 +490,39 @@ class S3GainBeyondRAG(S3GenAcc):
         #: GenAcc of the generator on the naive-RAG documents.
         self.naive_rag_cache: dict[str | tuple[str, int], float] = {}
 
+    def naive_rag_key(self, example_id: str, question: str, size: int) -> str | tuple[str, int]:
+        """The :attr:`naive_rag_cache` key of a question's baseline on ``size`` naive-RAG
+        documents: its id (the question if the id is empty), with ``"matched"`` also ``size``."""
+        key = example_id or question
+        return (key, int(size)) if self.baseline_docs == "matched" else key
+
+    def has_naive_rag(self, example_id: str, question: str, size: int) -> bool:
+        """Whether the baseline on ``size`` naive-RAG documents is cached: the env then
+        leaves ``Episode.naive_rag_docs`` empty instead of searching again."""
+        return self.naive_rag_key(example_id, question, size) in self.naive_rag_cache
+
     def naive_rag_acc(self, episode: Episode) -> float:
         """GenAcc on ``episode.naive_rag_docs``, computed on the first call per example
-        (per example and number of documents with ``baseline_docs="matched"``)."""
-        key: str | tuple[str, int] = episode.example_id or episode.question
-        if self.baseline_docs == "matched":
-            if episode.naive_rag_docs is None:
-                raise ConfigError(
-                    f"Reward recipe {self.name!r} with baseline_docs='matched' expects Episode.naive_rag_docs (the "
-                    f"question's naive top-n documents, n = the documents of the searcher's context and at least "
-                    f"initial_top_k) for example {key!r}, got None; fill it whenever recipe.needs_naive_rag is true."
-                )
-            key = (key, len(episode.naive_rag_docs))
+        (per example and number of documents asked for, ``Episode.naive_rag_size``, with
+        ``baseline_docs="matched"``); later calls read the cache and need no documents."""
+        docs = episode.naive_rag_docs
+        size = episode.naive_rag_size if episode.naive_rag_size is not None else (len(docs) if docs is not None else None)
+        if self.baseline_docs == "matched" and size is None:
+            raise ConfigError(
+                f"Reward recipe {self.name!r} with baseline_docs='matched' expects Episode.naive_rag_docs (the "
+                f"question's naive top-n documents, n = the documents of the searcher's context and at least "
+                f"initial_top_k) or Episode.naive_rag_size (that n, once the baseline is cached) for example "
+                f"{episode.example_id or episode.question!r}, got neither; fill them whenever recipe.needs_naive_rag is true."
+            )
+        key = self.naive_rag_key(episode.example_id, episode.question, size or 0)
         if key not in self.naive_rag_cache:
-            if episode.naive_rag_docs is None:
+            if docs is None:
                 raise ConfigError(
                     f"Reward recipe {self.name!r} expects Episode.naive_rag_docs (the top-k documents for the "
                     f"question) the first time it scores example {key!r}, got None; fill it whenever "
-                    "recipe.needs_naive_rag is true."
+                    "recipe.has_naive_rag(...) is false."
                 )
-            self.naive_rag_cache[key] = self._gen_acc(
-                episode.question, episode.naive_rag_docs, episode.answers, episode.candidates
-            )
+            self.naive_rag_cache[key] = self._gen_acc(episode.question, docs, episode.answers, episode.candidates)
         return self.naive_rag_cache[key]
 
     def naive_rag_size(self, context_docs: int, initial_top_k: int) -> int:

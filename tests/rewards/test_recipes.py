@@ -454,10 +454,19 @@ def test_s3_gain_beyond_rag_needs_the_naive_documents_the_first_time():
     recipe = S3GainBeyondRAG(GoldSpanReader(), baseline_docs="initial")
     msg = (
         "Reward recipe 's3_gbr' expects Episode.naive_rag_docs (the top-k documents for the question) the first "
-        "time it scores example 'q9', got None; fill it whenever recipe.needs_naive_rag is true."
+        "time it scores example 'q9', got None; fill it whenever recipe.has_naive_rag(...) is false."
     )
     with pytest.raises(ConfigError, match=whole(msg)):
         recipe.score(episode(selected_docs=WITH, example_id="q9"))
+    matched = S3GainBeyondRAG(GoldSpanReader())
+    msg = (
+        "Reward recipe 's3_gbr' with baseline_docs='matched' expects Episode.naive_rag_docs (the question's naive "
+        "top-n documents, n = the documents of the searcher's context and at least initial_top_k) or "
+        "Episode.naive_rag_size (that n, once the baseline is cached) for example 'q9', got neither; fill them "
+        "whenever recipe.needs_naive_rag is true."
+    )
+    with pytest.raises(ConfigError, match=whole(msg)):
+        matched.score(episode(selected_docs=WITH, example_id="q9"))
 
 
 def test_s3_matched_baseline_reads_as_many_naive_documents_as_the_context():
@@ -474,13 +483,17 @@ def test_s3_matched_baseline_reads_as_many_naive_documents_as_the_context():
     assert second.total == 1.0
     recipe.score(episode(selected_docs=WITH, naive_rag_docs=WITHOUT, example_id="q1"))
     assert recipe.naive_rag_cache == {("q1", 2): 1.0, ("q1", 1): 0.0}
+    # Once cached, the env only says the size it asked for: no documents, no generator call.
+    calls = len(generator.calls)
+    assert recipe.has_naive_rag("q1", "", 2) and not recipe.has_naive_rag("q1", "", 4)
+    again = recipe.score(episode(selected_docs=WITH + WITHOUT, naive_rag_size=2, example_id="q1"))
+    assert again.components == first.components and len(generator.calls) == calls + 1  # the searcher's side only
     msg = (
-        "Reward recipe 's3_gbr' with baseline_docs='matched' expects Episode.naive_rag_docs (the question's naive "
-        "top-n documents, n = the documents of the searcher's context and at least initial_top_k) for example "
-        "'q1', got None; fill it whenever recipe.needs_naive_rag is true."
+        "Reward recipe 's3_gbr' expects Episode.naive_rag_docs (the top-k documents for the question) the first "
+        "time it scores example ('q1', 4), got None; fill it whenever recipe.has_naive_rag(...) is false."
     )
     with pytest.raises(ConfigError, match=whole(msg)):
-        recipe.score(episode(selected_docs=WITH, example_id="q1"))
+        recipe.score(episode(selected_docs=WITH, naive_rag_size=4, example_id="q1"))
 
 
 def test_s3_gain_beyond_rag_rejects_an_unknown_baseline():
