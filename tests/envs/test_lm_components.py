@@ -228,3 +228,67 @@ def test_a_hedged_generator_answer_is_refused_before_the_judge_sees_it():
     raw.reset(options={"example_index": i})
     *_, raw_info = raw.step("<search_complete>True</search_complete>")
     assert raw_info["reward_components"]["gen_acc"] == 1.0
+
+
+def test_envs_share_one_judge_cache_per_model_and_prompt():
+    """Training runs one env per rollout slot: the same (question, answer, golds) is judged
+    once in the process, not once per env."""
+    import copy
+
+    from lm_helpers import recording_lm
+
+    judge_lm = recording_lm(lambda prompt: "no")
+    envs = [make_small("searchgym/S3-v0", generator=Recorder("Nobody"), judge=judge_lm) for _ in range(2)]
+    for env in envs:
+        env.reset(options={"example_index": 0})
+        *_, info = env.step("<search_complete>True</search_complete>")
+        assert info["reward_components"]["gen_acc"] == 0.0
+    # The searcher's answer and the naive-RAG baseline's are the same "Nobody": one verdict for all four.
+    assert judge_lm.batches == [1]
+    assert envs[0].unwrapped.recipe.judge.cache is envs[1].unwrapped.recipe.judge.cache
+    # Another prompt or other sampling settings are other judges; a private cache is asked on its own.
+    ex = envs[0].unwrapped.examples[0]
+    assert LMJudge(judge_lm, prompt="r1-searcher").cache is not envs[0].unwrapped.recipe.judge.cache
+    assert LMJudge(judge_lm, max_new_tokens=4).cache is not envs[0].unwrapped.recipe.judge.cache
+    private = LMJudge(judge_lm, shared_cache=False)
+    assert private(ex.question, "Nobody", ex.answers) is False and judge_lm.batches == [1, 1]
+    # A copy (pickled into a worker of the same process) finds the same shared cache.
+    assert copy.copy(envs[0].unwrapped.recipe.judge).cache is envs[1].unwrapped.recipe.judge.cache
+    with pytest.raises(ConfigError, match=r"^LMJudge expects shared_cache to be True or False, got 'yes'\.$"):
+        LMJudge(judge_lm, shared_cache="yes")
+
+
+def test_the_verdict_cache_is_bounded_lru_and_thread_safe():
+    import threading
+
+    from searchgym.envs.lm_frozen import JUDGE_CACHE_SIZE, VerdictCache
+
+    cache = VerdictCache(maxsize=2)
+    cache.put(("q", "a", ()), True)
+    cache.put(("q", "b", ()), False)
+    assert cache.get(("q", "a", ())) is True  # now the most recently used
+    cache.put(("q", "c", ()), True)
+    assert ("q", "b", ()) not in cache and ("q", "a", ()) in cache and len(cache) == 2
+    assert VerdictCache().maxsize == JUDGE_CACHE_SIZE
+    with pytest.raises(ConfigError, match=r"^VerdictCache expects maxsize to be a positive int \(verdicts kept\), got 0\.$"):
+        VerdictCache(0)
+
+    shared = VerdictCache(maxsize=50)
+    errors = []
+
+    def work(t):
+        try:
+            for i in range(300):
+                key = (f"q{t}", str(i), ("g",))
+                shared.put(key, i % 2 == 0)
+                got = shared.get(key)
+                assert got is None or got == (i % 2 == 0)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == [] and len(shared) == 50
