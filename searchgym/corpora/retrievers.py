@@ -210,6 +210,14 @@ def clear_retriever_cache() -> None:
         _CACHE.clear()
 
 
+def retriever_made_as(retriever: Retriever) -> tuple | None:
+    """The key :func:`make_retriever` remembers ``retriever`` under (its name, URL or index
+    folder, the corpus fingerprint and the options), or None for a retriever it did not
+    make: what builds the same retriever in another process."""
+    with _CACHE_LOCK:
+        return next((key for key, r in _CACHE.items() if r is retriever), None)
+
+
 def cached_retrievers() -> list[tuple[str, str, Retriever]]:
     """``(name, corpus fingerprint, retriever)`` of every remembered retriever."""
     with _CACHE_LOCK:

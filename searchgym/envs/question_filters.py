@@ -6,7 +6,10 @@ so is every question that the env's own naive-RAG baseline already answers (its 
 GenAcc on the naive top-``initial_top_k`` documents is positive). Gain Beyond RAG can never
 be positive on such a question, so a searcher trained on it only learns not to lose. The
 baseline GenAcc of each kept question is left in the recipe's cache, so training does not
-pay for it again.
+pay for it again. The baseline GenAcc of every question asked is also kept per setting
+(dataset, generator, judge, retriever, top-n), in memory and on disk
+(:mod:`searchgym.envs.filter_cache`): the other envs of a vector env and later runs ask the
+generator nothing and keep the same questions.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from searchgym.corpora.types import QAExample, Retriever
+from searchgym.envs.filter_cache import filter_verdicts
 from searchgym.envs.tasks import doc_text
 from searchgym.error import ConfigError, check_name
 from searchgym.rewards import Episode, RewardRecipe, normalize_answer
@@ -44,18 +48,33 @@ def s3_training_questions(
             f"with a naive-RAG baseline (s3_gbr), got {getattr(recipe, 'name', type(recipe).__name__)!r}; "
             "pass reward='s3_gbr' or drop question_filter."
         )
+    examples = list(examples)
+    store = filter_verdicts(examples, retriever, recipe, initial_top_k=initial_top_k)
+    known = store.load()
+    new: dict[str, float] = {}
     kept: list[QAExample] = []
-    for example in examples:
-        if limit is not None and len(kept) >= limit:
-            break
-        if is_yes_no(example):
-            continue
-        docs = [doc_text(h.passage) for h in retriever.search([example.question], initial_top_k)[0]]
-        episode = Episode(
-            example.question, tuple(example.answers), naive_rag_docs=docs, example_id=example.id, naive_rag_size=initial_top_k
-        )
-        if recipe.naive_rag_acc(episode) <= 0.0:
-            kept.append(example)
+    try:
+        for example in examples:
+            if limit is not None and len(kept) >= limit:
+                break
+            if is_yes_no(example):
+                continue
+            key = example.id or example.question
+            if key in known:
+                acc = known[key]
+                # The env reads the baseline from the recipe's cache, as if it had just been computed.
+                recipe.naive_rag_cache.setdefault(recipe.naive_rag_key(example.id, example.question, initial_top_k), acc)
+            else:
+                docs = [doc_text(h.passage) for h in retriever.search([example.question], initial_top_k)[0]]
+                episode = Episode(
+                    example.question, tuple(example.answers), naive_rag_docs=docs, example_id=example.id,
+                    naive_rag_size=initial_top_k, candidates=tuple(example.candidates),
+                )
+                acc = new[key] = recipe.naive_rag_acc(episode)
+            if acc <= 0.0:
+                kept.append(example)
+    finally:
+        store.save(new)  # what was asked before an error is not asked again
     return kept
 
 

@@ -88,6 +88,13 @@ def _check_options(cls: type, backend: str, options: Mapping[str, Any]) -> None:
         raise ConfigError(f"The {backend} backend does not take the option {', '.join(hints)}; it takes: {', '.join(accepted)}.")
 
 
+def loaded_as(lm: LanguageModel) -> tuple[str, str, tuple[tuple[str, str], ...]] | None:
+    """``(spec, backend, options)`` :func:`load_lm` loaded ``lm`` with (cached), or None for
+    a model it did not load: what loads the same model in another process."""
+    with _LOCK:
+        return next((key for key, cached in _CACHE.items() if cached is lm), None)
+
+
 def clear_cache() -> None:
     """Forget the models loaded by :func:`load_lm` (their memory is freed once unused)."""
     with _LOCK:
