@@ -160,6 +160,7 @@ def add_distill_parser(sub: Any) -> None:
 STAGE_SETS_EPILOG = """examples:
   searchgym stage-sets --model M --backend vllm --dataset synthwiki --limit 200 --out runs/stage-sets   # the paper's rule: 21 rollouts, <10 / 10-20 / >20
   searchgym stage-sets --model tiny-random --limit 4 --rollouts 3 --easy-below 2 --difficult-above 2 --out /tmp/sets   # quick form
+  searchgym stage-sets --model M --backend vllm --stage1-size 350 --stage2-size 8148 --seed 0 --out runs/stage-sets   # Table 1's counts, sampled
   searchgym train --preset r1-searcher --stage-sets runs/stage-sets --stage2-step 50 ...            # stage 1 on medium, stage 2 on medium + difficult
 
 time on this 2-core CPU (shared): the quick form ~25 s; SmolLM2-135M at the defaults (up to 9 turns of 512

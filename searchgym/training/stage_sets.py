@@ -17,17 +17,32 @@ and a question no rollout answers needs "more than ``rollouts``". ``rollouts`` m
 lands in its category: one unsolved in 21 rollouts needs more than 20. Smaller budgets go
 with smaller thresholds (``--rollouts 8 --easy-below 3 --difficult-above 6``).
 
+How many questions each stage keeps (Table 1; medium + difficult):
+
+- stage 1: HotpotQA 200 + 0, 2Wiki 150 + 0: 350 medium questions;
+- stage 2: HotpotQA 2,561 + 2,000, 2Wiki 1,087 + 2,500: 3,648 medium and 4,500 difficult.
+
+(:data:`PAPER_STAGE_COUNTS`). The paper sampled these fixed counts from larger pools;
+``stage1_size`` / ``stage2_size`` (``--stage1-size 350 --stage2-size 8148`` for the paper's)
+sample that many with the ``seed``, stage 2 in the paper's proportion of medium to
+difficult questions (3,648 : 4,500; a category with too few questions gives its share to
+the other). Each stage samples from its own pool, so a medium question may be in both, as
+it may be in the paper's. ``None`` (the default) keeps every question of the stage's
+categories: with a few hundred scored questions, the paper's counts are more than there is.
+A size larger than the stage's pool keeps the whole pool (``config.json``'s
+``stage_counts`` says how many each file got).
+
 The folder it writes: ``stage1.jsonl`` and ``stage2.jsonl`` (QA files, each question's
 ``rollouts_needed`` and ``difficulty`` added to its metadata), ``difficulty.jsonl`` (every
 question's correct/wrong per rollout) and ``config.json``. ``Args.stage_sets`` (``searchgym
-train --preset r1-searcher --stage-sets DIR``) trains each stage on its file. The paper
-sampled fixed counts from each category; every question of a category is kept here.
+train --preset r1-searcher --stage-sets DIR``) trains each stage on its file.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +56,8 @@ STAGE_FILES = {1: "stage1.jsonl", 2: "stage2.jsonl"}
 DIFFICULTIES = ("easy", "medium", "difficult")
 #: The categories each stage trains on (R1-Searcher's Table 1).
 STAGE_DIFFICULTIES = {1: ("medium",), 2: ("medium", "difficult")}
+#: R1-Searcher's Table 1: questions per stage and category (HotpotQA and 2Wiki summed).
+PAPER_STAGE_COUNTS = {1: {"medium": 350}, 2: {"medium": 2561 + 1087, "difficult": 2000 + 2500}}
 #: Scores of an episode that can mark a rollout correct (1.0), all strict (a hedge scores 0).
 METRICS = ("cover_em", "em", "gen_acc")
 
@@ -78,7 +95,11 @@ class StageSetArgs:
     num_envs: int = 16
     """Episodes live at once (the LM batch size)."""
     seed: int = 0
-    """Seed of the rollouts."""
+    """Seed of the rollouts and of the sampling of stage1_size / stage2_size questions."""
+    stage1_size: int | None = None
+    """Stage 1's questions, sampled from the medium ones (the paper: 350); None: every medium question."""
+    stage2_size: int | None = None
+    """Stage 2's questions, sampled in the paper's proportion of medium to difficult (3,648 : 4,500; the paper: 8,148); None: all of them."""
     out: str = "runs/stage-sets"
     """Output folder: stage1.jsonl, stage2.jsonl, difficulty.jsonl, config.json."""
 
@@ -98,7 +119,7 @@ def check_stage_set_args(args: StageSetArgs) -> None:
         value = getattr(args, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"StageSetArgs.{name} expects a positive integer, got {value!r}.")
-    for name in ("rollouts", "limit"):
+    for name in ("rollouts", "limit", "stage1_size", "stage2_size"):
         value = getattr(args, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ConfigError(f"StageSetArgs.{name} expects a positive integer or None, got {value!r}.")
@@ -129,6 +150,39 @@ def difficulty(needed: int | None, *, easy_below: int = 10, difficult_above: int
     if needed is None or needed > difficult_above:
         return "difficult"
     return "easy" if needed < easy_below else "medium"
+
+
+def stage_shares(size: int, available: dict[str, int], proportions: dict[str, int]) -> dict[str, int]:
+    """How many questions of each category a stage of ``size`` takes: ``proportions`` of it
+    (rounded, the remainder to the first category), a category short of its share giving
+    the rest to the others; never more than ``available`` in all."""
+    total = sum(proportions.values())
+    want = {c: size * n // total for c, n in proportions.items()}
+    first = next(iter(proportions))
+    want[first] += size - sum(want.values())
+    take = {c: min(want[c], available.get(c, 0)) for c in proportions}
+    short = size - sum(take.values())
+    for c in proportions:  # what a category lacks, the others give, in order
+        extra = min(short, available.get(c, 0) - take[c])
+        take[c] += extra
+        short -= extra
+    return take
+
+
+def pick_stage(scored: Sequence[tuple[str, Any]], stage: int, size: int | None, seed: int) -> list[Any]:
+    """Stage ``stage``'s questions among ``scored`` ((category, question) in dataset order):
+    every question of :data:`STAGE_DIFFICULTIES` ``[stage]`` when ``size`` is None, else
+    ``size`` of them drawn with ``seed``, the categories in the proportions of
+    :data:`PAPER_STAGE_COUNTS` (:func:`stage_shares`). The result keeps the dataset's order."""
+    categories = STAGE_DIFFICULTIES[stage]
+    pools = {c: [i for i, (category, _) in enumerate(scored) if category == c] for c in categories}
+    if size is None:
+        chosen = [i for c in categories for i in pools[c]]
+    else:
+        shares = stage_shares(size, {c: len(pool) for c, pool in pools.items()}, PAPER_STAGE_COUNTS[stage])
+        rng = random.Random(f"stage-sets/{seed}/stage{stage}")
+        chosen = [i for c in categories for i in rng.sample(pools[c], shares[c])]
+    return [scored[i][1] for i in sorted(chosen)]
 
 
 def stage_file(folder: str | Path, stage: int) -> Path:
@@ -188,7 +242,7 @@ def stage_sets(args: StageSetArgs, *, lm: Any = None, progress: bool = True) -> 
 
     counts = {d: 0 for d in DIFFICULTIES}
     scored: list[dict[str, Any]] = []
-    by_stage: dict[int, list[Any]] = {stage: [] for stage in STAGE_FILES}
+    categorized: list[tuple[str, Any]] = []
     for i, ex in enumerate(examples):
         correct = [getattr(r, args.metric) >= 1.0 for r in results[i * budget : (i + 1) * budget]]
         needed = rollouts_needed(correct)
@@ -196,14 +250,14 @@ def stage_sets(args: StageSetArgs, *, lm: Any = None, progress: bool = True) -> 
         counts[category] += 1
         scored.append({"id": ex.id, "question": ex.question, "rollouts_needed": needed, "difficulty": category, "correct": correct})
         tagged = dataclasses.replace(ex, metadata={**ex.metadata, "rollouts_needed": needed, "difficulty": category})
-        for stage, kept in STAGE_DIFFICULTIES.items():
-            if category in kept:
-                by_stage[stage].append(tagged)
+        categorized.append((category, tagged))
+    sizes = {1: args.stage1_size, 2: args.stage2_size}
+    by_stage = {stage: pick_stage(categorized, stage, sizes[stage], args.seed) for stage in STAGE_FILES}
 
     out.mkdir(parents=True, exist_ok=True)
     for stage, chosen in by_stage.items():
         write_qa(chosen, stage_file(out, stage))
     write_atomically(out / "difficulty.jsonl", "".join(json.dumps(row) + "\n" for row in scored))
-    record = {**dataclasses.asdict(args), "rollouts": budget, "counts": counts}
+    record = {**dataclasses.asdict(args), "rollouts": budget, "counts": counts, "stage_counts": {f"stage{k}": len(v) for k, v in by_stage.items()}}
     write_atomically(out / "config.json", json.dumps(record, indent=2))
     return {**counts, "stage1": len(by_stage[1]), "stage2": len(by_stage[2])}

@@ -13,11 +13,14 @@ from searchgym.lm.scripted import ScriptedLM
 from searchgym.lm.testing import tiny_model_folder, tiny_tokenizer
 from searchgym.training.args import Args, check_args, preset
 from searchgym.training.stage_sets import (
+    PAPER_STAGE_COUNTS,
     StageSetArgs,
     check_stage_set_args,
     difficulty,
+    pick_stage,
     rollouts_needed,
     stage_sets,
+    stage_shares,
 )
 
 ENV = {"corpus_options": SMALL_WORLD, "max_turns": 2}
@@ -69,6 +72,46 @@ def test_stage_sets_sort_questions_by_the_rollouts_they_need(sorted_sets):
     assert json.loads((out / "config.json").read_text())["counts"] == {"easy": 1, "medium": 1, "difficult": 2}
 
 
+def test_fixed_stage_sizes_sample_table_1s_mixture_with_the_seed():
+    assert PAPER_STAGE_COUNTS == {1: {"medium": 350}, 2: {"medium": 3648, "difficult": 4500}}  # Table 1, 8,148 in stage 2
+    plenty = {"medium": 10_000, "difficult": 10_000}
+    assert stage_shares(8148, plenty, PAPER_STAGE_COUNTS[2]) == {"medium": 3648, "difficult": 4500}
+    assert stage_shares(20, plenty, PAPER_STAGE_COUNTS[2]) == {"medium": 9, "difficult": 11}
+    # A category short of its share gives the rest to the other; a pool too small is kept whole.
+    assert stage_shares(20, {"medium": 2, "difficult": 100}, PAPER_STAGE_COUNTS[2]) == {"medium": 2, "difficult": 18}
+    assert stage_shares(20, {"medium": 2, "difficult": 3}, PAPER_STAGE_COUNTS[2]) == {"medium": 2, "difficult": 3}
+    scored = [(("easy", "medium", "difficult")[i % 3], f"q{i}") for i in range(300)]
+    medium = [q for c, q in scored if c == "medium"]
+    assert pick_stage(scored, 1, None, seed=0) == medium  # every medium question, in order
+    assert pick_stage(scored, 2, None, seed=0) == [q for c, q in scored if c != "easy"]
+    one = pick_stage(scored, 1, 10, seed=0)
+    assert len(one) == 10 and set(one) <= set(medium) and one == sorted(one, key=lambda q: int(q[1:]))
+    assert pick_stage(scored, 1, 10, seed=0) == one and pick_stage(scored, 1, 10, seed=1) != one
+    two = pick_stage(scored, 2, 20, seed=0)
+    kinds = dict((q, c) for c, q in scored)
+    assert [kinds[q] for q in two].count("medium") == 9 and [kinds[q] for q in two].count("difficult") == 11
+    with pytest.raises(ConfigError, match=r"^StageSetArgs\.stage2_size expects a positive integer or None, got 0\.$"):
+        check_stage_set_args(StageSetArgs(stage2_size=0))
+
+
+def test_the_command_writes_sampled_stage_sets(tmp_path):
+    import gymnasium as gym
+
+    examples = gym.make("searchgym/R1Searcher-v0", split="train", **ENV).unwrapped.examples[:4]
+    first_right = {ex.question: (ex.answers[0], n) for ex, n in zip(examples, (1, 2, 4, None))}
+    args = StageSetArgs(
+        env_options=ENV, limit=4, rollouts=4, easy_below=2, difficult_above=3, num_envs=1, max_new_tokens=32,
+        out=str(tmp_path / "sets"), stage1_size=5, stage2_size=2, seed=3,
+    )
+    counts = stage_sets(args, lm=scripted_solver(first_right), progress=False)
+    assert counts == {"easy": 1, "medium": 1, "difficult": 2, "stage1": 1, "stage2": 2}
+    stage2 = read_qa(tmp_path / "sets" / "stage2.jsonl")
+    # One medium and one of the two difficult questions (2 x 3,648/8,148 rounds to 1 of each).
+    assert stage2[0].id == examples[1].id and stage2[1].id in (examples[2].id, examples[3].id)
+    config = json.loads((tmp_path / "sets" / "config.json").read_text())
+    assert config["stage_counts"] == {"stage1": 1, "stage2": 2} and config["stage2_size"] == 2
+
+
 def test_the_trainer_trains_each_stage_on_its_set_and_the_preset_takes_them(sorted_sets, tmp_path):
     from searchgym.training.trainer import Trainer
 
@@ -114,14 +157,15 @@ def test_cli_quick_form_on_the_tiny_model(tmp_path, capsys):
     out = tmp_path / "sets"
     code = main([
         "stage-sets", "--model", "tiny-random", "--limit", "3", "--rollouts", "2", "--easy-below", "1", "--difficult-above", "1",
-        "--max-new-tokens", "16", "--env-options", json.dumps(ENV), "--out", str(out), "--quiet",
+        "--max-new-tokens", "16", "--env-options", json.dumps(ENV), "--out", str(out), "--quiet", "--stage2-size", "2",
     ])
     assert code == 0
     printed = capsys.readouterr().out
     assert "(2 rollouts each); wrote" in printed and "stage1.jsonl" in printed
     rows = [json.loads(line) for line in (out / "difficulty.jsonl").read_text().splitlines()]
     assert len(rows) == 3 and all(len(r["correct"]) == 2 for r in rows)
-    assert len(read_qa(out / "stage2.jsonl")) + sum(r["difficulty"] == "easy" for r in rows) == 3
+    assert len(read_qa(out / "stage2.jsonl")) == min(2, 3 - sum(r["difficulty"] == "easy" for r in rows))
+    assert json.loads((out / "config.json").read_text())["stage2_size"] == 2
     assert main(["stage-sets", "--rollouts", "3", "--out", str(tmp_path / "bad")]) == 2
     assert "must exceed difficult_above (20)" in capsys.readouterr().err
 
