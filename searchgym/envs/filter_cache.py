@@ -157,7 +157,8 @@ class FilterVerdicts:
 
 
 _VERDICTS: dict[tuple[str, str], FilterVerdicts] = {}
-_LOCK = threading.Lock()
+# Reentrant: a finalizer (_drop) may run in a garbage collection while the lock is held.
+_LOCK = threading.RLock()
 
 
 def filter_verdicts(examples: Sequence[QAExample], retriever: Any, recipe: Any, *, initial_top_k: int) -> FilterVerdicts:

@@ -147,13 +147,16 @@ class VerdictCache:
 
 
 _SHARED_VERDICTS: dict[tuple[int, str, int, float, float], VerdictCache] = {}
-_SHARED_LOCK = threading.Lock()
+_WATCHED: set[int] = set()  # ids of the models whose caches go with them
+# Reentrant: a finalizer (_forget_model) may run in a garbage collection while the lock is held.
+_SHARED_LOCK = threading.RLock()
 
 
 def _forget_model(lm_id: int) -> None:
     with _SHARED_LOCK:
-        for key in [k for k in _SHARED_VERDICTS if k[0] == lm_id]:
+        for key in [k for k in list(_SHARED_VERDICTS) if k[0] == lm_id]:
             del _SHARED_VERDICTS[key]
+        _WATCHED.discard(lm_id)
 
 
 def shared_verdict_cache(lm: LanguageModel, prompt: str, *, max_new_tokens: int, temperature: float, top_p: float) -> VerdictCache:
@@ -166,11 +169,12 @@ def shared_verdict_cache(lm: LanguageModel, prompt: str, *, max_new_tokens: int,
         cache = _SHARED_VERDICTS.get(key)
         if cache is not None:
             return cache
-        try:
-            if not any(k[0] == id(lm) for k in _SHARED_VERDICTS):
+        if id(lm) not in _WATCHED:
+            try:
                 weakref.finalize(lm, _forget_model, id(lm))
-        except TypeError:
-            return VerdictCache()
+            except TypeError:
+                return VerdictCache()
+            _WATCHED.add(id(lm))
         return _SHARED_VERDICTS.setdefault(key, VerdictCache())
 
 

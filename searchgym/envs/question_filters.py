@@ -63,7 +63,8 @@ def s3_training_questions(
             if key in known:
                 acc = known[key]
                 # The env reads the baseline from the recipe's cache, as if it had just been computed.
-                recipe.naive_rag_cache.setdefault(recipe.naive_rag_key(example.id, example.question, initial_top_k), acc)
+                if hasattr(recipe, "naive_rag_key") and isinstance(getattr(recipe, "naive_rag_cache", None), dict):
+                    recipe.naive_rag_cache.setdefault(recipe.naive_rag_key(example.id, example.question, initial_top_k), acc)
             else:
                 docs = [doc_text(h.passage) for h in retriever.search([example.question], initial_top_k)[0]]
                 episode = Episode(
