@@ -298,9 +298,9 @@ class BM25Retriever(Retriever):
         touched = np.concatenate(postings) if len(postings) > 1 else postings[0]
         try:
             # Every passage scoring at least the k-th best score, so that ties at the k-th
-            # place are settled by corpus order below, not by the partition.
-            # Settling a tie costs a pass over the scores, so the partitions below keep one
-            # entry more than they need: only when that entry ties the k-th best is it paid.
+            # place are settled by corpus order below, not by the partition. Finding them all
+            # costs a pass over the scores, so each partition keeps one entry more than it
+            # needs: only when that entry ties the k-th best is the pass paid.
             if len(touched) > _DENSE_SHARE * n:
                 if k < n:
                     best = _top_k(scores, k + 1)
@@ -309,10 +309,12 @@ class BM25Retriever(Retriever):
                     kth = best_scores[order[1]]
                     if kth > 0 and best_scores[order[0]] == kth:  # a tie at the k-th place: take them all
                         top = np.flatnonzero(scores >= kth)
+                        top_scores = scores[top]
                     else:
-                        top = best[order[1:]]
+                        top, top_scores = best[order[1:]], best_scores[order[1:]]
                 else:
                     top = np.arange(n)
+                    top_scores = scores.copy()
             else:
                 # A passage occurs at most once per query term in ``touched``, so the best
                 # k * len(term_ids) entries hold the best k distinct passages.
@@ -327,9 +329,10 @@ class BM25Retriever(Retriever):
                     # k-th best can a passage left out tie it, so take them all.
                     if kth <= values[chosen].min():
                         top = np.unique(touched[values >= kth])
+                        top_scores = scores[top]
                 else:
                     top = np.unique(touched)
-            top_scores = scores[top]
+                    top_scores = scores[top]
             keep = top_scores > 0
             top, top_scores = top[keep], top_scores[keep]
         finally:
