@@ -296,49 +296,42 @@ class BM25Retriever(Retriever):
             scores[rows] += data[start:end]
             postings.append(rows)
         touched = np.concatenate(postings) if len(postings) > 1 else postings[0]
+        dense = len(touched) > _DENSE_SHARE * n
         try:
-            # Every passage scoring at least the k-th best score, so that ties at the k-th
-            # place are settled by corpus order below, not by the partition. Finding them all
-            # costs a pass over the scores, so each partition keeps one entry more than it
-            # needs: only when that entry ties the k-th best is the pass paid.
-            if len(touched) > _DENSE_SHARE * n:
+            # Candidates: the best k + 1 passages (dense: of the whole buffer; else: the passages
+            # of the best k * len(term_ids) + 1 entries of ``touched``, where a passage occurs
+            # at most once per query term, so they hold the best k + 1 distinct passages).
+            # Sorting them, needed anyway, tells whether a passage left out could tie the
+            # k-th best: only then are all passages scoring at least that taken, so that ties
+            # at the k-th place are settled by corpus order, not by the partition.
+            complete = True  # no passage with a positive score left out
+            if dense:
                 if k < n:
-                    best = _top_k(scores, k + 1)
-                    best_scores = scores[best]
-                    order = np.argsort(best_scores)  # [k + 1] ascending: the (k+1)-th best, then the k-th
-                    kth = best_scores[order[1]]
-                    if kth > 0 and best_scores[order[0]] == kth:  # a tie at the k-th place: take them all
-                        top = np.flatnonzero(scores >= kth)
-                        top_scores = scores[top]
-                    else:
-                        top, top_scores = best[order[1:]], best_scores[order[1:]]
+                    top, complete = _top_k(scores, k + 1), False
                 else:
                     top = np.arange(n)
-                    top_scores = scores.copy()
             else:
-                # A passage occurs at most once per query term in ``touched``, so the best
-                # k * len(term_ids) entries hold the best k distinct passages.
                 values = scores[touched]
                 m = k * len(term_ids)
                 if m < len(values):
-                    chosen = _top_k(values, m + 1)
-                    top = np.unique(touched[chosen])  # at least k passages
-                    top_scores = scores[top]
-                    kth = np.partition(top_scores, len(top) - k)[len(top) - k]
-                    # Every entry left out is <= the least chosen one: only if that ties the
-                    # k-th best can a passage left out tie it, so take them all.
-                    if kth <= values[chosen].min():
-                        top = np.unique(touched[values >= kth])
-                        top_scores = scores[top]
+                    top, complete = np.unique(touched[_top_k(values, m + 1)]), False
                 else:
                     top = np.unique(touched)
+            top_scores = scores[top]
+            order = np.lexsort((top, -top_scores))  # score descending, ties in corpus order
+            if not complete:  # more than k candidates; every passage left out scores <= the least of them
+                kth = top_scores[order[k - 1]]
+                if kth > 0 and top_scores[order[-1]] == kth:  # one left out may tie the k-th: take them all
+                    top = np.flatnonzero(scores >= kth) if dense else np.unique(touched[values >= kth])
                     top_scores = scores[top]
-            keep = top_scores > 0
-            top, top_scores = top[keep], top_scores[keep]
+                    order = np.lexsort((top, -top_scores))
         finally:
             scores[touched] = 0.0
-        order = np.lexsort((top, -top_scores))[:k]  # score descending, ties in corpus order
+        order = order[:k]
         top, top_scores = top[order], top_scores[order]
+        keep = top_scores > 0  # only passages with positive evidence are hits
+        if not keep.all():
+            top, top_scores = top[keep], top_scores[keep]
         if self._nonoccurrence is not None:  # BM25L / BM25+: the score every passage starts from
             top_scores = top_scores + self._nonoccurrence[term_ids].sum(dtype=np.float32)
         return top, top_scores
