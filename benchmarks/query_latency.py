@@ -24,8 +24,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from searchgym.corpora.bm25 import _DENSE_SHARE, BM25Retriever, _top_k  # noqa: E402
+from searchgym.corpora.bm25 import BM25Retriever  # noqa: E402
 from searchgym.corpora.indexes import open_index_corpus  # noqa: E402
+
+_DENSE_SHARE = 0.5  # the old code's: above this share of the corpus touched, rank every passage
+
+
+def _top_k(values: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest values, in no particular order (as bm25.py has it)."""
+    if k >= len(values):
+        return np.arange(len(values))
+    return np.argpartition(values, len(values) - k)[len(values) - k :]
 
 
 class BeforeScaleChange(BM25Retriever):
