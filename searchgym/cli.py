@@ -290,6 +290,9 @@ def _add_serve(sub) -> None:
                        help="an index folder built by `searchgym index` (memory-mapped; loads in seconds), or a faiss index "
                        "file built elsewhere (e.g. Search-R1's e5_Flat.index) whose rows are the --corpus file's passages, "
                        "served with the dense encoder --retriever-option model=... and --retriever dense")
+    serve.add_argument("--in-memory", action="store_true",
+                       help="read a BM25 --index folder's arrays into memory instead of mapping them: about the folder's "
+                       "size in RAM (~0.5 GB a million passages), a few percent faster queries")
     serve.add_argument("--shards", default=None, metavar="URL,URL,...",
                        help="route: serve the merged answers of the /retrieve servers of an index's shards (in shard order, "
                        "joined by ','; replicas of a shard joined by '|'); no corpus or index is loaded here")
@@ -317,12 +320,23 @@ def _serve(args) -> int:
 
     from searchgym.serve import ConnectionLimits, Limits, serve
 
+    from searchgym.corpora.indexes import is_index_folder
+    from searchgym.error import ConfigError
+
     limits = Limits(args.max_queries, args.max_query_chars, args.max_topk, args.max_body_bytes, args.default_topk)
     connections = ConnectionLimits(args.header_timeout, args.body_timeout, args.max_connections)
+    retriever_options = _key_values(args.retriever_option, "retriever-option")
+    if args.in_memory:
+        if args.index is None or not is_index_folder(args.index):
+            raise ConfigError(
+                f"searchgym serve --in-memory reads a BM25 index folder into memory; pass --index DIR (a folder built by "
+                f"`searchgym index`), got --index {args.index!r}."
+            )
+        retriever_options["in_memory"] = True
     serve(
         args.corpus, args.retriever, host=args.host, port=args.port, token=args.token or os.environ.get("SEARCHGYM_SERVE_TOKEN"),
         corpus_options=_key_values(args.corpus_option, "corpus-option"),
-        retriever_options=_key_values(args.retriever_option, "retriever-option"), index_file=args.index, shards=args.shards,
+        retriever_options=retriever_options, index_file=args.index, shards=args.shards,
         limits=limits, window_ms=args.window_ms, coalesce=not args.no_coalesce, connections=connections,
     )
     return 0

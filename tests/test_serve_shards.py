@@ -126,3 +126,19 @@ def test_bad_shard_specs_say_what_is_expected(tmp_path):
         build_index(corpus, "rank-bm25", tmp_path / "x", shards=2)
     with pytest.raises(ConfigError, match="expects a shard count between 1 and the 400 passages, got 401"):
         BM25Retriever(corpus).save_shards(tmp_path / "y", 401)
+
+
+def test_serve_in_memory_answers_as_the_mapped_index_without_mapping_it(tmp_path):
+    corpus = load_corpus("synthwiki", seed=7, num_passages=400)
+    build_index(corpus, "bm25", tmp_path / "ix")
+    servers = {flag: Server("--index", str(tmp_path / "ix"), *flag) for flag in ((), ("--in-memory",))}
+    try:
+        queries = queries_for(corpus, 200, seed=2)
+        expected = pairs(load_index(tmp_path / "ix", corpus).search(queries, 5))
+        for flag, server in servers.items():
+            assert pairs(make_retriever(f"{server.url}/retrieve", corpus).search(queries, 5)) == expected
+            maps = open(f"/proc/{server.proc.pid}/maps").read()
+            assert (str(tmp_path / "ix" / "data.npy") in maps) == (flag == ())  # read into memory, not mapped
+    finally:
+        for server in servers.values():
+            server.stop()

@@ -69,7 +69,7 @@ def open_index_corpus(path: str | os.PathLike) -> Corpus:
 
 def load_index(path: str | os.PathLike, corpus: Corpus | None = None, **options: Any) -> Retriever:
     """The retriever saved in the folder ``path``, for ``corpus`` (default: the corpus file the
-    index records). ``options`` go to the loader (``n_threads`` for BM25; ``model``,
+    index records). ``options`` go to the loader (``n_threads`` and ``in_memory`` for BM25; ``model``,
     ``device``, ``nprobe``... for dense). Raises :class:`ConfigError` for an index built for
     another corpus."""
     meta = index_meta(path)
@@ -85,6 +85,12 @@ def load_index(path: str | os.PathLike, corpus: Corpus | None = None, **options:
         return BM25Retriever.load(path, corpus, **options)
     from searchgym.corpora.dense import DenseRetriever
 
+    if options.get("in_memory"):
+        raise ConfigError(
+            f"in_memory=True reads a BM25 index's arrays into memory; the index at {str(path)!r} is a dense one "
+            "(its faiss index is already in memory). Drop the option."
+        )
+    options.pop("in_memory", None)
     options.setdefault("model", meta.get("model", "all-MiniLM-L6-v2"))
     return DenseRetriever.load(path, corpus, **options)
 

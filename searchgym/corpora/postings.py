@@ -22,6 +22,7 @@ and the vocabulary as sorted 64-bit hashes of the terms with their ids (``vocab_
 
 from __future__ import annotations
 
+import itertools
 import selectors
 import subprocess
 import sys
@@ -142,7 +143,11 @@ def build_postings(
         shard_lengths: list[np.ndarray] = []
 
         def absorb(stems: list[str], lengths: np.ndarray) -> None:
-            to_global.append(np.fromiter((vocab.setdefault(s, len(vocab)) for s in stems), np.int32, len(stems)))
+            # A shard's stems are distinct: the new ones take the next ids in their order, all
+            # in C-level loops (the parent shares the cores with the workers).
+            new = list(itertools.filterfalse(vocab.__contains__, stems))
+            vocab.update(zip(new, itertools.count(len(vocab))))
+            to_global.append(np.fromiter(map(vocab.__getitem__, stems), np.int32, len(stems)))
             shard_lengths.append(lengths)
 
         _tokenize_shards(corpus, bounds, Path(scratch), workers, progress, absorb)
@@ -157,7 +162,9 @@ def build_postings(
 
         idf_fn = scoring._select_idf_scorer(formulas.idf_method)
         tfc_fn = scoring._select_tfc_scorer(method)
-        idf = np.array([idf_fn(d, N=n) for d in df.tolist()], dtype=np.float32)  # [V]
+        # bm25s's scalar idf, called once per distinct document frequency (a few thousand), not per term.
+        distinct_df, df_slot = np.unique(df, return_inverse=True)
+        idf = np.array([idf_fn(d, N=n) for d in distinct_df.tolist()], dtype=np.float32)[df_slot]  # [V]
         avg_len = lengths.mean()
         nonoccurrence = None
         if method in formulas.methods_requiring_nonoccurrence:
@@ -292,16 +299,20 @@ def tokenize_shard(passages: Sequence[Passage], start: int, count: int, prefix: 
     vocab: dict[str, int] = {}
     texts = (passage_text(passages[i]) for i in range(start, start + count))
     terms, lengths = default_analyzer().index_terms(texts, vocab)  # [T] int32, [n] int64
-    docs = np.repeat(np.arange(count, dtype=np.int32), lengths)  # [T]
-    order = np.argsort(terms, kind="stable")  # term-major; passages stay ascending within a term
-    terms, docs = terms[order], docs[order]
-    del order
-    # Equal (term, passage) pairs are now adjacent: each run is one posting, its length the tf.
-    starts = np.flatnonzero(np.concatenate(([True], (terms[1:] != terms[:-1]) | (docs[1:] != docs[:-1]))))
-    starts = starts[: len(terms)]  # no term at all: no posting
-    np.save(f"{prefix}.terms.npy", terms[starts])
-    np.save(f"{prefix}.docs.npy", docs[starts])
-    np.save(f"{prefix}.tf.npy", np.diff(np.append(starts, len(terms))).astype(np.float32))
+    # One int64 key per token, term-major and passage within a term: sorting the keys (no
+    # argsort, no gathers) puts each (term, passage) pair's tokens in one run.
+    keys = terms.astype(np.int64)  # [T]
+    keys *= max(count, 1)
+    keys += np.repeat(np.arange(count, dtype=np.int64), lengths)
+    del terms
+    keys.sort()
+    # Equal keys are now adjacent: each run is one posting, its length the tf.
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    starts = starts[: len(keys)]  # no term at all: no posting
+    terms, docs = np.divmod(keys[starts], max(count, 1))
+    np.save(f"{prefix}.terms.npy", terms.astype(np.int32))
+    np.save(f"{prefix}.docs.npy", docs.astype(np.int32))
+    np.save(f"{prefix}.tf.npy", np.diff(np.append(starts, len(keys))).astype(np.float32))
     np.save(f"{prefix}.lengths.npy", lengths)
     # Terms are runs of word characters, so a newline never occurs in one.
     Path(f"{prefix}.stems.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8", errors="surrogatepass")
@@ -339,9 +350,11 @@ def save_postings(postings: Postings, folder: Path) -> dict[str, Any]:
     return {"num_docs": postings.num_docs, "num_terms": len(vocab), "num_postings": len(postings.data)}
 
 
-def load_postings(folder: Path, num_docs: int) -> Postings:
-    """Map the postings :func:`save_postings` wrote to ``folder``."""
-    mapped = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in ("data", "indices", "indptr")}
+def load_postings(folder: Path, num_docs: int, *, in_memory: bool = False) -> Postings:
+    """Map the postings :func:`save_postings` wrote to ``folder`` (``in_memory``: read the score
+    matrix into memory instead; the vocabulary stays mapped)."""
+    mode = None if in_memory else "r"
+    mapped = {name: np.load(folder / f"{name}.npy", mmap_mode=mode) for name in ("data", "indices", "indptr")}
     if (folder / "vocab.txt").is_file():
         terms = (folder / "vocab.txt").read_text(encoding="utf-8", errors="surrogatepass").split("\n")[:-1]
         vocab: Mapping[str, int] = {t: i for i, t in enumerate(terms)}
