@@ -75,6 +75,14 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=256, help="most tokens per LLM summary")
     parser.add_argument("--out", type=Path, default=Path("results/summarizer"))
     a = parser.parse_args()
+    backends = ("transformers", "vllm")
+    if a.backend not in backends:
+        parser.error(f"--backend expects one of {', '.join(backends)}, got {a.backend!r}")
+    for flag, value in (("--limit", a.limit), ("--distill-limit", a.distill_limit), ("--max-new-tokens", a.max_new_tokens)):
+        if value is not None and value < 1:
+            parser.error(f"{flag} expects a positive integer, got {value}")
+    if a.distilled is not None and not Path(a.distilled, "config.json").is_file():
+        parser.error(f"--distilled expects a model folder such as a distill-summarizer run's final/ (with config.json), got {a.distilled}")
 
     import gymnasium as gym
 
@@ -86,9 +94,7 @@ def main() -> None:
     from searchgym.rewards.metrics import exact_match, f1_score, span_check
 
     if a.quick:
-        from searchgym.lm.testing import tiny_model_folder
-
-        model = a.model or str(tiny_model_folder())
+        model = a.model or "tiny-random-2k"  # the tiny random model with room for RECON's prompt
         env_options = QUICK_ENV if a.env_options is None else a.env_options
         limit, distill_limit, max_new_tokens = a.limit or 8, a.distill_limit or 4, min(a.max_new_tokens, 48)
     else:
