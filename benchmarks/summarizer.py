@@ -17,8 +17,9 @@ as the base model; its F1 ranks contexts, it is not the agent's.
 Without ``--distilled`` the script trains the distilled summarizer first
 (``distill_summarizer`` with the base model as teacher and student: a stand-in teacher where
 no stronger model is at hand) into ``OUT/distill`` and reuses it on a rerun. Every context
-column is written to ``OUT/<name>.jsonl`` as it completes and read back on a rerun, so a
-stopped run keeps what it did.
+column (and then its reader answers) is written to ``OUT/<name>.jsonl`` as it completes and
+read back on a rerun, so a stopped run keeps what it did; ``--columns`` measures some of
+them (e.g. the base ones while the distilled model trains).
 
     python benchmarks/summarizer.py --quick      # tiny model, ~1 min on 2 CPU cores
     python benchmarks/summarizer.py --backend vllm --distilled runs/summarizer/final --limit 64
@@ -39,26 +40,32 @@ READER_PROMPT = (
 COLUMNS = ("raw", "extractive", "llm", "distilled")
 
 
-def read_column(path: Path, ids: list[str]) -> list[str] | None:
-    """The contexts saved by an earlier run for exactly these questions, else None."""
+def read_column(path: Path, ids: list[str]) -> list[dict] | None:
+    """The rows (id, context, reader answer if read) saved by an earlier run for exactly these questions, else None."""
     if not path.is_file():
         return None
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    if [r["id"] for r in rows] != ids:
-        return None
-    return [r["context"] for r in rows]
+    return rows if [r["id"] for r in rows] == ids else None
 
 
-def write_column(path: Path, ids: list[str], contexts: list[str]) -> None:
+def write_column(path: Path, rows: list[dict]) -> None:
     from searchgym.bench import write_atomically
 
-    write_atomically(path, "".join(json.dumps({"id": i, "context": c}) + "\n" for i, c in zip(ids, contexts)))
+    write_atomically(path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
 def reader_answers(lm, questions: list[str], contexts: list[str], max_new_tokens: int) -> list[str]:
     prompts = [lm.apply_chat([{"role": "user", "content": READER_PROMPT.format(context=c, question=q)}]) for q, c in zip(questions, contexts)]
     generations = lm.generate(prompts, max_new_tokens=max_new_tokens, temperature=0.0)
     return [(g.text.strip().splitlines() or [""])[0] for g in generations]
+
+
+def load_weights(lm, folder: str) -> None:
+    """Put the weights of the model folder ``folder`` into the vLLM engine of ``lm``."""
+    import transformers
+
+    weights = transformers.AutoModelForCausalLM.from_pretrained(folder, local_files_only=True).state_dict()
+    lm.update_weights(weights.items())
 
 
 def main() -> None:
@@ -73,6 +80,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="questions evaluated (default 64; --quick 8)")
     parser.add_argument("--distill-limit", type=int, default=None, help="training questions when the script distills (default 48; --quick 4)")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="most tokens per LLM summary")
+    parser.add_argument("--columns", default=",".join(COLUMNS), help=f"contexts to measure, among {','.join(COLUMNS)} (default: all)")
     parser.add_argument("--out", type=Path, default=Path("results/summarizer"))
     a = parser.parse_args()
     backends = ("transformers", "vllm")
@@ -81,6 +89,10 @@ def main() -> None:
     for flag, value in (("--limit", a.limit), ("--distill-limit", a.distill_limit), ("--max-new-tokens", a.max_new_tokens)):
         if value is not None and value < 1:
             parser.error(f"{flag} expects a positive integer, got {value}")
+    columns = [c for c in a.columns.split(",") if c]
+    unknown = sorted(set(columns) - set(COLUMNS))
+    if unknown or not columns:
+        parser.error(f"--columns expects names among {', '.join(COLUMNS)}, got {a.columns!r}")
     if a.distilled is not None and not Path(a.distilled, "config.json").is_file():
         parser.error(f"--distilled expects a model folder such as a distill-summarizer run's final/ (with config.json), got {a.distilled}")
 
@@ -105,7 +117,7 @@ def main() -> None:
     t0 = time.perf_counter()
 
     distilled = a.distilled
-    if distilled is None:
+    if distilled is None and "distilled" in columns:
         distilled = str(a.out / "distill" / "final")
         if not Path(distilled, "config.json").is_file():
             from searchgym.training.distill import DistillArgs, distill_summarizer
@@ -127,50 +139,71 @@ def main() -> None:
     ids = [ex.id for ex in examples]
     hits = inner.retriever.search([ex.question for ex in examples], inner.top_k)
     base = load_lm(model, backend=a.backend)
+    swapped = []
+
+    def distilled_lm():
+        if a.backend != "vllm":
+            return load_lm(distilled, backend=a.backend)
+        # one vLLM engine (its start takes minutes on a CPU): the distilled weights replace the
+        # base's for the distilled summaries and the base's come back for the reader
+        load_weights(base, distilled)
+        swapped.append(True)
+        return base
+
     makers = {
         "raw": lambda: IdentitySummarizer(),
         "extractive": lambda: ExtractiveSummarizer(),
         "llm": lambda: LLMSummarizer(base, max_new_tokens=max_new_tokens),
-        "distilled": lambda: LLMSummarizer(load_lm(distilled, backend=a.backend), max_new_tokens=max_new_tokens),
+        "distilled": lambda: LLMSummarizer(distilled_lm(), max_new_tokens=max_new_tokens),
     }
-    contexts, seconds = {}, {}
-    for name in COLUMNS:
+    rows, seconds = {}, {}
+    requests = [(ex.question, ex.question, h) for ex, h in zip(examples, hits)]
+    for name in columns:
         path = a.out / f"{name}.jsonl"
-        saved = read_column(path, ids)
-        if saved is not None:
-            contexts[name], seconds[name] = saved, None
+        rows[name] = read_column(path, ids)
+        if rows[name] is not None:
+            seconds[name] = None
             continue
-        start = time.perf_counter()
+        begin = time.perf_counter()
         summarizer = makers[name]()
-        requests = [(ex.question, ex.question, h) for ex, h in zip(examples, hits)]
         if isinstance(summarizer, LLMSummarizer):
-            contexts[name] = summarizer.summarize_many(requests)
+            contexts = summarizer.summarize_many(requests)
         else:
-            contexts[name] = [summarizer.summarize(*r) for r in requests]
-        seconds[name] = time.perf_counter() - start
-        write_column(path, ids, contexts[name])
+            contexts = [summarizer.summarize(*r) for r in requests]
+        seconds[name] = time.perf_counter() - begin
+        rows[name] = [{"id": i, "context": c} for i, c in zip(ids, contexts)]
+        write_column(path, rows[name])
 
+    if swapped:
+        from searchgym.lm.vllm import model_folder
+
+        load_weights(base, model_folder(model))
     questions = [ex.question for ex in examples]
     table = []
-    for name in COLUMNS:
-        answers = reader_answers(base, questions, contexts[name], max_new_tokens=32)
-        tokens = [len(base.tokenizer(c, add_special_tokens=False)["input_ids"]) for c in contexts[name]]
+    for name in columns:
+        if any("answer" not in r for r in rows[name]):
+            answers = reader_answers(base, questions, [r["context"] for r in rows[name]], max_new_tokens=32)
+            rows[name] = [{**r, "answer": p} for r, p in zip(rows[name], answers)]
+            write_column(a.out / f"{name}.jsonl", rows[name])
+        contexts = [r["context"] for r in rows[name]]
+        answers = [r["answer"] for r in rows[name]]
+        tokens = [len(base.tokenizer(c, add_special_tokens=False)["input_ids"]) for c in contexts]
         n = len(examples)
         table.append({
             "context": name,
             "tokens": sum(tokens) / n,
-            "gold_in_context": sum(span_check(c, ex.answers) for c, ex in zip(contexts[name], examples)) / n,
+            "gold_in_context": sum(span_check(c, ex.answers) for c, ex in zip(contexts, examples)) / n,
             "reader_f1": sum(f1_score(p, ex.answers) for p, ex in zip(answers, examples)) / n,
             "reader_em": sum(exact_match(p, ex.answers) for p, ex in zip(answers, examples)) / n,
             "summarize_s": seconds[name],
         })
-    raw_tokens = table[0]["tokens"]
+    raw_tokens = next((row["tokens"] for row in table if row["context"] == "raw"), None)
     print(f"{a.env_id} {a.split}, {len(examples)} questions, top-{inner.top_k}, model {model} ({a.backend}), distilled {distilled}")
     print(f"{'context':<11} {'tokens':>7} {'vs raw':>7} {'gold in ctx':>12} {'reader F1':>10} {'reader EM':>10} {'summarize s':>12}")
     for row in table:
         took = "(saved)" if row["summarize_s"] is None else f"{row['summarize_s']:.1f}"
         print(
-            f"{row['context']:<11} {row['tokens']:>7.1f} {row['tokens'] / raw_tokens:>7.2f} {row['gold_in_context']:>12.3f} "
+            f"{row['context']:<11} {row['tokens']:>7.1f} {(row['tokens'] / raw_tokens if raw_tokens else float('nan')):>7.2f} {row['gold_in_context']:>12.3f} "
             f"{row['reader_f1']:>10.3f} {row['reader_em']:>10.3f} {took:>12}"
         )
     (a.out / "results.json").write_text(json.dumps({"model": model, "distilled": distilled, "split": a.split, "questions": len(examples), "rows": table}, indent=2))
