@@ -21,7 +21,8 @@ The folder it writes: ``stage1.jsonl`` and ``stage2.jsonl`` (QA files, each ques
 ``rollouts_needed`` and ``difficulty`` added to its metadata), ``difficulty.jsonl`` (every
 question's correct/wrong and prediction per rollout), ``config.json`` and ``rollouts.jsonl``
 (each rollout as it ends: a stopped run started again with the same ``--out`` and settings
-plays only the rollouts it lacks; a larger ``--limit`` or ``--rollouts`` adds to it).
+plays only the rollouts it lacks, and loads no model when none is lacking, e.g. with a
+smaller ``--limit``; a larger ``--limit`` or ``--rollouts`` adds to it).
 All rollouts of all questions are played ``num_envs`` at a time, each turn of the live
 episodes in one batched model call; each rollout samples from its own seeded stream, so
 the sets do not depend on ``num_envs`` (with vLLM a larger batch is faster). ``Args.stage_sets`` (``searchgym
@@ -227,14 +228,13 @@ def stage_sets(args: StageSetArgs, *, lm: Any = None, progress: bool = True) -> 
         options["dataset"] = args.dataset
     envs = [gym.make(env_id, **options) for _ in range(args.num_envs)]
     examples = search_env(envs[0]).examples[: args.limit]
-    if lm is None:
-        lm = load_lm(args.model, backend=args.backend)
-    agent = policy_agent(envs[0], lm, max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=1.0, seed=args.seed)
     budget = args.budget()
     tasks = [Task(ex.id, seed=rollout_seed(args.seed, r)) for ex in examples for r in range(budget)]
     out.mkdir(parents=True, exist_ok=True)
     done = read_rollouts(out, args)
     todo = [t for t in tasks if (t.example_id, t.seed) not in done]
+    if todo and lm is None:  # an earlier run that played every rollout needs no model
+        lm = load_lm(args.model, backend=args.backend)
     with (out / ROLLOUTS_FILE).open("a") as sink:
         if sink.tell() == 0:
             sink.write(json.dumps({"settings": rollout_settings(args)}) + "\n")
@@ -249,6 +249,7 @@ def stage_sets(args: StageSetArgs, *, lm: Any = None, progress: bool = True) -> 
             sink.flush()
 
         if todo:
+            agent = policy_agent(envs[0], lm, max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=1.0, seed=args.seed)
             run_episodes(envs[: len(todo)], agent, todo, on_result=keep, progress=progress, desc="stage-sets rollouts")
     results = [done[(t.example_id, t.seed)] for t in tasks]
 

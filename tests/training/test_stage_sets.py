@@ -134,7 +134,7 @@ def test_r1_searcher_kl_follows_the_model_family_and_an_explicit_value_wins():
     assert preset("s3", model="Qwen/Qwen2.5-7B").kl_coef == 0.001  # other presets have no per-model values
 
 
-def test_sets_do_not_depend_on_how_many_rollouts_play_at_once_and_a_stopped_run_plays_only_what_it_lacks(tmp_path):
+def test_sets_do_not_depend_on_how_many_rollouts_play_at_once_and_a_stopped_run_plays_only_what_it_lacks(tmp_path, monkeypatch):
     """All rollouts of all questions are batched num_envs at a time; each samples from its
     own seeded stream, so the files are the same for 1 or 6 live episodes (the tiny model
     with 2k context, sampling at temperature 1)."""
@@ -161,5 +161,11 @@ def test_sets_do_not_depend_on_how_many_rollouts_play_at_once_and_a_stopped_run_
     assert lines("stopped", "difficulty.jsonl") == lines("one", "difficulty.jsonl")
     resumed = lines("stopped", "rollouts.jsonl")
     assert resumed[:3] == rows[:3] and len(resumed) == 1 + 6 and sorted(resumed) == sorted(rows)
+    # fewer questions than were played: every rollout is on file, so no model is loaded
+    import searchgym.lm.registry
+
+    monkeypatch.setattr(searchgym.lm.registry, "load_lm", lambda *a, **kw: pytest.fail("a model was loaded"))
+    assert run("stopped", limit=2) == {"easy": 0, "medium": 0, "difficult": 2, "stage1": 0, "stage2": 2}
+    assert lines("stopped", "difficulty.jsonl") == lines("one", "difficulty.jsonl")[:2]
     with pytest.raises(ConfigError, match=r"rollouts\.jsonl holds rollouts played with other settings: max_new_tokens=24 \(now 16\); pick another --out, or delete the file to replay them\.$"):
         run("one", max_new_tokens=16)
