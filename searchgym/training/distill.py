@@ -79,6 +79,8 @@ class DistillArgs:
     """AdamW weight decay."""
     max_grad_norm: float = 1.0
     """Gradient clipping by global norm."""
+    teacher_file: str | None = None
+    """An earlier run's teacher.jsonl: its summaries are kept and only the (question, aspect) pairs it lacks are asked of the teacher."""
     out: str = "runs/distill-summarizer"
     """Run folder: teacher.jsonl, metrics.csv, final/ (the summarizer model and tokenizer)."""
     seed: int = 0
@@ -122,13 +124,28 @@ def retrievals(env: Any, examples: list[Any], k: int) -> list[list[Any]]:
     return search_env(env).retriever.search([ex.question for ex in examples], k)
 
 
-def teacher_summaries(teacher: Any, examples: list[Any], hits: list[list[Any]], aspects: list[str], *, max_new_tokens: int, batch_size: int, seed: int) -> list[dict[str, Any]]:
+def teacher_summaries(
+    teacher: Any, examples: list[Any], hits: list[list[Any]], aspects: list[str], *, max_new_tokens: int, batch_size: int, seed: int,
+    done: list[dict[str, Any]] | None = None, sink: Any = None, progress: bool = False,
+) -> list[dict[str, Any]]:
     """One teacher summary per (question, aspect), sampled as the paper's summarizer samples
-    (seeded per prompt); empty summaries and prompts that do not fit the teacher are dropped."""
+    (seeded per prompt); empty summaries and prompts that do not fit the teacher are dropped.
+
+    ``done``: records of an earlier pass (``teacher.jsonl``); their (question id, aspect)
+    pairs are kept as they are and not asked again. ``sink``: a text file each batch's new
+    records are written to (one JSON line each, flushed), so a stopped pass keeps its work.
+    """
     from searchgym.lm.base import derive_seed
 
-    jobs = [(ex, h, a) for ex, h in zip(examples, hits) if h for a in aspects]
-    records = []
+    kept = {(r["id"], r["aspect"]): r for r in done or ()}
+    wanted = {(ex.id, a) for ex, h in zip(examples, hits) if h for a in aspects}
+    records = [r for key, r in kept.items() if key in wanted]
+    jobs = [(ex, h, a) for ex, h in zip(examples, hits) if h for a in aspects if (ex.id, a) not in kept]
+    bar = None
+    if progress and jobs:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(jobs), desc="teacher summaries", unit="summary", dynamic_ncols=True)
     for start in range(0, len(jobs), batch_size):
         chunk = jobs[start : start + batch_size]
         prompts = [teacher.apply_chat([{"role": "user", "content": recon_prompt(ex.question, ex.question, h, a)}]) for ex, h, a in chunk]
@@ -138,10 +155,43 @@ def teacher_summaries(teacher: Any, examples: list[Any], hits: list[list[Any]], 
             text = g.text.strip()
             if g.finish_reason == "prompt_too_long" or not text:
                 continue
-            records.append({
+            record = {
                 "id": ex.id, "question": ex.question, "query": ex.question, "aspect": a,
                 "doc_ids": [x.passage.id for x in h], "summary": text,
-            })
+            }
+            records.append(record)
+            if sink is not None:
+                sink.write(json.dumps(record) + "\n")
+        if sink is not None:
+            sink.flush()
+        if bar is not None:
+            bar.update(len(chunk))
+    if bar is not None:
+        bar.close()
+    order = {(ex.id, a): i for i, (ex, a) in enumerate((ex, a) for ex, h in zip(examples, hits) if h for a in aspects)}
+    return sorted(records, key=lambda r: order[(r["id"], r["aspect"])])  # as one uninterrupted pass orders them
+
+
+def read_teacher_file(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a ``teacher.jsonl`` written by an earlier run (a torn last line is dropped)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"DistillArgs.teacher_file expects the teacher.jsonl of an earlier distill-summarizer run, but {path} is not a file.")
+    records = []
+    lines = path.read_text().splitlines()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            if n == len(lines):
+                break  # the last line of a stopped run may be cut short
+            raise ConfigError(f"DistillArgs.teacher_file: line {n} of {path} is not JSON ({e}); pass a teacher.jsonl written by distill-summarizer.") from e
+        missing = {"id", "aspect", "summary"} - set(record) if isinstance(record, dict) else {"id", "aspect", "summary"}
+        if missing:
+            raise ConfigError(f"DistillArgs.teacher_file: line {n} of {path} lacks {', '.join(sorted(missing))}; pass a teacher.jsonl written by distill-summarizer.")
+        records.append(record)
     return records
 
 
@@ -294,15 +344,20 @@ def distill_summarizer(args: DistillArgs, *, teacher: Any = None) -> dict[str, A
     env = gym.make(full_env_id(args.env_id), split=args.split, **args.env_options)
     inner = search_env(env)
     examples = list(inner.examples[: args.limit])
-    teacher = teacher if teacher is not None else load_lm(args.teacher, backend=args.teacher_backend, **dict(args.teacher_options))
+    done = read_teacher_file(args.teacher_file) if args.teacher_file is not None else []
     hits = retrievals(env, examples, inner.top_k)
-    records = teacher_summaries(
-        teacher, examples, hits, list(args.aspects), max_new_tokens=args.teacher_max_new_tokens,
-        batch_size=args.teacher_batch_size, seed=args.seed,
-    )
-    with (out / "teacher.jsonl").open("w") as f:
-        for r in records:
-            f.write(json.dumps(r) + "\n")
+    wanted = {(ex.id, a) for ex, h in zip(examples, hits) if h for a in args.aspects}
+    if teacher is None and not wanted <= {(r["id"], r["aspect"]) for r in done}:
+        teacher = load_lm(args.teacher, backend=args.teacher_backend, **dict(args.teacher_options))
+    with (out / "teacher.jsonl").open("w") as sink:
+        for r in done:
+            if (r["id"], r["aspect"]) in wanted:
+                sink.write(json.dumps(r) + "\n")
+        sink.flush()
+        records = teacher_summaries(
+            teacher, examples, hits, list(args.aspects), max_new_tokens=args.teacher_max_new_tokens,
+            batch_size=args.teacher_batch_size, seed=args.seed, done=done, sink=sink, progress=args.progress,
+        )
     if not records:
         raise ConfigError(f"The teacher wrote no usable summary for the {len(examples)} questions of {args.env_id} ({args.split}); check the teacher model.")
     model, tokenizer = load_policy(args.student)

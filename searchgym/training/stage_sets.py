@@ -34,7 +34,13 @@ A size larger than the stage's pool keeps the whole pool (``config.json``'s
 
 The folder it writes: ``stage1.jsonl`` and ``stage2.jsonl`` (QA files, each question's
 ``rollouts_needed`` and ``difficulty`` added to its metadata), ``difficulty.jsonl`` (every
-question's correct/wrong per rollout) and ``config.json``. ``Args.stage_sets`` (``searchgym
+question's correct/wrong and prediction per rollout), ``config.json`` and ``rollouts.jsonl``
+(each rollout as it ends: a stopped run started again with the same ``--out`` and settings
+plays only the rollouts it lacks, and loads no model when none is lacking, e.g. with a
+smaller ``--limit``; a larger ``--limit`` or ``--rollouts`` adds to it).
+All rollouts of all questions are played ``num_envs`` at a time, each turn of the live
+episodes in one batched model call; each rollout samples from its own seeded stream, so
+the sets do not depend on ``num_envs`` (with vLLM a larger batch is faster). ``Args.stage_sets`` (``searchgym
 train --preset r1-searcher --stage-sets DIR``) trains each stage on its file.
 """
 
@@ -101,7 +107,7 @@ class StageSetArgs:
     stage2_size: int | None = None
     """Stage 2's questions, sampled in the paper's proportion of medium to difficult (3,648 : 4,500; the paper: 8,148); None: all of them."""
     out: str = "runs/stage-sets"
-    """Output folder: stage1.jsonl, stage2.jsonl, difficulty.jsonl, config.json."""
+    """Output folder: stage1.jsonl, stage2.jsonl, difficulty.jsonl, config.json, rollouts.jsonl (a rerun resumes from it)."""
 
     def budget(self) -> int:
         """The rollouts per question."""
@@ -207,6 +213,49 @@ def check_stage_sets(folder: str | Path) -> None:
                 )
 
 
+#: The rollouts played so far, one JSON line each after a settings line: a stopped run resumes from it.
+ROLLOUTS_FILE = "rollouts.jsonl"
+#: The settings a rollout depends on; a rollouts file written with others is not reused.
+ROLLOUT_SETTINGS = ("model", "backend", "env_id", "env_options", "dataset", "split", "temperature", "max_new_tokens", "seed")
+
+
+def rollout_seed(seed: int, rollout: int) -> int:
+    """The reset and sampling seed of rollout ``rollout`` (from 0) of every question."""
+    return (seed * 1_000_003 + rollout) % (2**31)
+
+
+def rollout_settings(args: StageSetArgs) -> dict[str, Any]:
+    return {name: getattr(args, name) for name in ROLLOUT_SETTINGS}
+
+
+def read_rollouts(out: Path, args: StageSetArgs) -> dict[tuple[str, int], dict[str, Any]]:
+    """The rollouts an earlier run with the same settings left in ``out``, by (question id,
+    seed); a torn last line (the run was stopped while writing it) is dropped."""
+    path = out / ROLLOUTS_FILE
+    if not path.is_file() or path.stat().st_size == 0:
+        return {}
+    lines = path.read_text().splitlines()
+    try:
+        header = json.loads(lines[0])["settings"]
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise ConfigError(f"{path} does not start with the settings line stage-sets writes; delete it or pick another --out.") from e
+    wanted = json.loads(json.dumps(rollout_settings(args)))
+    if header != wanted:
+        differ = ", ".join(f"{k}={header.get(k)!r} (now {wanted[k]!r})" for k in ROLLOUT_SETTINGS if header.get(k) != wanted[k])
+        raise ConfigError(f"{path} holds rollouts played with other settings: {differ}; pick another --out, or delete the file to replay them.")
+    done = {}
+    for n, line in enumerate(lines[1:], 2):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            if n == len(lines):
+                path.write_text("".join(kept + "\n" for kept in lines[:-1]))  # appending must not continue the torn line
+                break
+            raise ConfigError(f"{path}: line {n} is not JSON ({e}); delete the file to replay the rollouts.") from e
+        done[(row["id"], row["seed"])] = row
+    return done
+
+
 def stage_sets(args: StageSetArgs, *, lm: Any = None, progress: bool = True) -> dict[str, int]:
     """Score the questions by rollouts and write the folder (see the module docstring).
 
@@ -233,28 +282,49 @@ def stage_sets(args: StageSetArgs, *, lm: Any = None, progress: bool = True) -> 
         options["dataset"] = args.dataset
     envs = [gym.make(env_id, **options) for _ in range(args.num_envs)]
     examples = search_env(envs[0]).examples[: args.limit]
-    if lm is None:
-        lm = load_lm(args.model, backend=args.backend)
-    agent = policy_agent(envs[0], lm, max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=1.0, seed=args.seed)
     budget = args.budget()
-    tasks = [Task(ex.id, seed=(args.seed * 1_000_003 + r) % (2**31)) for ex in examples for r in range(budget)]
-    results = run_episodes(envs[: len(tasks)], agent, tasks, progress=progress, desc="stage-sets rollouts")
+    tasks = [Task(ex.id, seed=rollout_seed(args.seed, r)) for ex in examples for r in range(budget)]
+    out.mkdir(parents=True, exist_ok=True)
+    done = read_rollouts(out, args)
+    todo = [t for t in tasks if (t.example_id, t.seed) not in done]
+    if todo and lm is None:  # an earlier run that played every rollout needs no model
+        lm = load_lm(args.model, backend=args.backend)
+    with (out / ROLLOUTS_FILE).open("a") as sink:
+        if sink.tell() == 0:
+            sink.write(json.dumps({"settings": rollout_settings(args)}) + "\n")
+
+        def keep(result: Any) -> None:
+            row = {
+                "id": result.example_id, "seed": result.seed, "prediction": result.prediction, **{m: getattr(result, m) for m in METRICS},
+                "outcome": result.outcome, "num_turns": result.num_turns, "generated_tokens": result.generated_tokens,
+            }
+            done[(row["id"], row["seed"])] = row
+            sink.write(json.dumps(row) + "\n")
+            sink.flush()
+
+        if todo:
+            agent = policy_agent(envs[0], lm, max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=1.0, seed=args.seed)
+            run_episodes(envs[: len(todo)], agent, todo, on_result=keep, progress=progress, desc="stage-sets rollouts")
+    results = [done[(t.example_id, t.seed)] for t in tasks]
 
     counts = {d: 0 for d in DIFFICULTIES}
     scored: list[dict[str, Any]] = []
     categorized: list[tuple[str, Any]] = []
     for i, ex in enumerate(examples):
-        correct = [getattr(r, args.metric) >= 1.0 for r in results[i * budget : (i + 1) * budget]]
+        mine = results[i * budget : (i + 1) * budget]
+        correct = [r[args.metric] >= 1.0 for r in mine]
         needed = rollouts_needed(correct)
         category = difficulty(needed, easy_below=args.easy_below, difficult_above=args.difficult_above)
         counts[category] += 1
-        scored.append({"id": ex.id, "question": ex.question, "rollouts_needed": needed, "difficulty": category, "correct": correct})
+        scored.append({
+            "id": ex.id, "question": ex.question, "rollouts_needed": needed, "difficulty": category, "correct": correct,
+            "predictions": [r["prediction"] for r in mine],
+        })
         tagged = dataclasses.replace(ex, metadata={**ex.metadata, "rollouts_needed": needed, "difficulty": category})
         categorized.append((category, tagged))
     sizes = {1: args.stage1_size, 2: args.stage2_size}
     by_stage = {stage: pick_stage(categorized, stage, sizes[stage], args.seed) for stage in STAGE_FILES}
 
-    out.mkdir(parents=True, exist_ok=True)
     for stage, chosen in by_stage.items():
         write_qa(chosen, stage_file(out, stage))
     write_atomically(out / "difficulty.jsonl", "".join(json.dumps(row) + "\n" for row in scored))

@@ -113,6 +113,20 @@ def test_llm_summarizer_samples_as_the_paper_and_keeps_the_seed_code_behaviour_r
         LLMSummarizer(lm, seed=-3)
 
 
+def test_summarize_many_makes_one_call_and_writes_what_summarize_writes_alone():
+    from searchgym.lm.registry import load_lm
+
+    lm = load_lm("tiny-random")
+    summarizer = LLMSummarizer(lm, max_new_tokens=12)
+    requests = [("Which river?", "river of Marrowgate", HITS), ("Where?", "Tesk", HITS[1:]), ("Empty?", "nothing", [])]
+    alone = [summarizer.summarize(*r) for r in requests]
+    assert alone[2] == "" and alone[0] != alone[1]
+    assert summarizer.summarize_many(requests) == alone  # sampled (the paper's temperature), seeded per prompt
+    recorder = SamplingRecorder()
+    assert LLMSummarizer(recorder).summarize_many(requests) == ["Marrowgate lies on the Tesk."] * 2 + [""]
+    assert [len(prompts) for prompts, _ in recorder.calls] == [2]
+
+
 def test_recon_env_wraps_the_llm_summary():
     lm = Recorder("Marrowgate lies on the Tesk.")
     env = make_small("searchgym/RECON-v0", summarizer="llm", summarizer_options={"model": lm, "aspect": "coherence"})

@@ -119,3 +119,14 @@ def test_small_cpus_leave_no_core_to_the_scheduler(monkeypatch):
     monkeypatch.setenv("VLLM_CPU_NUM_OF_RESERVED_CPU", "1")
     cpu_thread_defaults(2)
     assert os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"  # a value set beforehand wins
+
+
+def test_a_cpu_engine_step_may_outlast_vllms_five_minutes(monkeypatch):
+    from searchgym.lm.vllm import CPU_STEP_TIMEOUT_S, cpu_thread_defaults
+
+    monkeypatch.delenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", raising=False)
+    cpu_thread_defaults(16)
+    assert os.environ["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] == str(CPU_STEP_TIMEOUT_S) == "3600"
+    monkeypatch.setenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "60")
+    cpu_thread_defaults(2)
+    assert os.environ["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] == "60"  # a value set beforehand wins

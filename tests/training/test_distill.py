@@ -26,11 +26,12 @@ def first_doc_teacher():
 
 
 def args(tmp_path, **kw):
-    return DistillArgs(
+    settings = dict(
         env_options=ENV_OPTIONS, limit=2, student=str(tiny_model_folder()), aspects=["clarity", "coverage"],
         relevance_epochs=1, relevance_candidates=4, relevance_max_tokens=64, epochs=3, batch_size=4, lr=1e-3,
-        out=str(tmp_path / "run"), progress=False, **kw,
+        out=str(tmp_path / "run"), progress=False,
     )
+    return DistillArgs(**{**settings, **kw})
 
 
 def test_distilled_summarizer_learns_the_teachers_summaries_and_serves_as_the_envs_summarizer(tmp_path):
@@ -91,3 +92,64 @@ def test_bad_distill_arguments_say_how_to_fix_them(tmp_path):
     silent = ScriptedLM(lambda prompt: "", tiny_tokenizer())
     with pytest.raises(ConfigError, match=r"^The teacher wrote no usable summary for the 2 questions of searchgym/RECON-v0 \(train\); check the teacher model.$"):
         distill_summarizer(args(tmp_path), teacher=silent)
+
+
+def test_a_stopped_teacher_pass_keeps_its_summaries_and_a_rerun_asks_only_the_rest(tmp_path):
+    import gymnasium as gym
+
+    from searchgym.envs.access import search_env
+    from searchgym.training.distill import read_teacher_file, retrievals, teacher_summaries
+
+    env = gym.make("searchgym/RECON-v0", split="train", **ENV_OPTIONS)
+    examples = list(search_env(env).examples[:3])
+    hits = retrievals(env, examples, 2)
+    aspects = ["clarity", "coverage"]
+    settings = dict(max_new_tokens=16, batch_size=2, seed=0)
+    teacher, calls = first_doc_teacher()
+    whole = teacher_summaries(teacher, examples, hits, aspects, **settings)
+    assert len(whole) == 6 == len(calls)
+
+    class Stopped(Exception):
+        pass
+
+    def stop_after_two(prompt):
+        if len(seen) == 2:
+            raise Stopped
+        seen.append(prompt)
+        return re.search(r"\[Doc 1\] (.{1,60})", prompt).group(1)
+
+    seen: list[str] = []
+    path = tmp_path / "teacher.jsonl"
+    with path.open("w") as sink, pytest.raises(Stopped):
+        teacher_summaries(ScriptedLM(stop_after_two, tiny_tokenizer()), examples, hits, aspects, sink=sink, **settings)
+    with path.open("a") as f:
+        f.write('{"id": "torn')  # a line cut short by the stop
+    done = read_teacher_file(path)
+    assert done == whole[:2]
+    teacher, calls = first_doc_teacher()
+    assert teacher_summaries(teacher, examples, hits, aspects, done=done, **settings) == whole
+    assert len(calls) == 4  # only the pairs the stopped pass lacked
+
+
+def test_a_teacher_file_that_covers_every_pair_trains_without_loading_the_teacher(tmp_path):
+    teacher, _ = first_doc_teacher()
+    first = distill_summarizer(args(tmp_path, relevance_epochs=0, epochs=1), teacher=teacher)
+    again = args(tmp_path, relevance_epochs=0, epochs=1, teacher="no-such-teacher", teacher_file=str(tmp_path / "run" / "teacher.jsonl"), out=str(tmp_path / "again"))
+    result = distill_summarizer(again)
+    assert result["summaries"] == first["summaries"] == 4
+    assert (tmp_path / "again" / "teacher.jsonl").read_text() == (tmp_path / "run" / "teacher.jsonl").read_text()
+    assert (tmp_path / "again" / "final" / "config.json").is_file()
+
+
+def test_a_bad_teacher_file_says_what_it_expects(tmp_path):
+    from searchgym.training.distill import read_teacher_file
+
+    with pytest.raises(ConfigError, match=r"^DistillArgs.teacher_file expects the teacher.jsonl of an earlier distill-summarizer run, but .*nothing.jsonl is not a file.$"):
+        read_teacher_file(tmp_path / "nothing.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('not json\n{"id": "q", "aspect": "clarity", "summary": "s"}\n')
+    with pytest.raises(ConfigError, match=r"^DistillArgs.teacher_file: line 1 of .*bad.jsonl is not JSON \(.*\); pass a teacher.jsonl written by distill-summarizer.$"):
+        read_teacher_file(bad)
+    bad.write_text('{"id": "q", "summary": "s"}\n')
+    with pytest.raises(ConfigError, match=r"^DistillArgs.teacher_file: line 1 of .*bad.jsonl lacks aspect; pass a teacher.jsonl written by distill-summarizer.$"):
+        read_teacher_file(bad)

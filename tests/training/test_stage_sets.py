@@ -176,3 +176,40 @@ def test_r1_searcher_kl_follows_the_model_family_and_an_explicit_value_wins():
     assert preset("r1-searcher").kl_coef == 1e-4  # smollm2: the preset's (Llama) value
     assert preset("r1-searcher", model="Qwen/Qwen2.5-7B", kl_coef=0.01).kl_coef == 0.01
     assert preset("s3", model="Qwen/Qwen2.5-7B").kl_coef == 0.001  # other presets have no per-model values
+
+
+def test_sets_do_not_depend_on_how_many_rollouts_play_at_once_and_a_stopped_run_plays_only_what_it_lacks(tmp_path, monkeypatch):
+    """All rollouts of all questions are batched num_envs at a time; each samples from its
+    own seeded stream, so the files are the same for 1 or 6 live episodes (the tiny model
+    with 2k context, sampling at temperature 1)."""
+    def run(out, **kw):
+        settings = dict(
+            model="tiny-random-2k", env_options=ENV, limit=3, rollouts=2, easy_below=1, difficult_above=1, num_envs=1,
+            max_new_tokens=24, out=str(tmp_path / out),
+        )
+        return stage_sets(StageSetArgs(**{**settings, **kw}), progress=False)
+
+    def lines(out, name):
+        return (tmp_path / out / name).read_text().splitlines()
+
+    run("one")
+    run("six", num_envs=6)
+    assert lines("one", "difficulty.jsonl") == lines("six", "difficulty.jsonl")
+    rows = lines("one", "rollouts.jsonl")
+    assert len(rows) == 1 + 6 and sorted(rows) == sorted(lines("six", "rollouts.jsonl"))
+    assert len({json.loads(r)["generated_tokens"] for r in rows[1:]}) > 1  # the rollouts differ: the comparison can fail
+    # a run stopped after 2 of 6 rollouts, the third one half written, resumes
+    (tmp_path / "stopped").mkdir()
+    (tmp_path / "stopped" / "rollouts.jsonl").write_text("\n".join(rows[:3]) + "\n" + rows[3][:20])
+    run("stopped", num_envs=6)
+    assert lines("stopped", "difficulty.jsonl") == lines("one", "difficulty.jsonl")
+    resumed = lines("stopped", "rollouts.jsonl")
+    assert resumed[:3] == rows[:3] and len(resumed) == 1 + 6 and sorted(resumed) == sorted(rows)
+    # fewer questions than were played: every rollout is on file, so no model is loaded
+    import searchgym.lm.registry
+
+    monkeypatch.setattr(searchgym.lm.registry, "load_lm", lambda *a, **kw: pytest.fail("a model was loaded"))
+    assert run("stopped", limit=2) == {"easy": 0, "medium": 0, "difficult": 2, "stage1": 0, "stage2": 2}
+    assert lines("stopped", "difficulty.jsonl") == lines("one", "difficulty.jsonl")[:2]
+    with pytest.raises(ConfigError, match=r"rollouts\.jsonl holds rollouts played with other settings: max_new_tokens=24 \(now 16\); pick another --out, or delete the file to replay them\.$"):
+        run("one", max_new_tokens=16)
