@@ -79,6 +79,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="leave out the row of the Search-R1 agent after SFT on the synthwiki oracle (trained on the first demo, "
         "then loaded from the cache folder)",
     )
+    demo.add_argument(
+        "--no-dense", action="store_true",
+        help="leave out the row of naive RAG with dense retrieval (its first run encodes all of wiki-vital with MiniLM, "
+        "~8 min on 2 CPU cores, then cached)",
+    )
+    demo.add_argument(
+        "--quick", action="store_true",
+        help="a first look in about 2 min of CPU: --limit 1 --max-new-tokens 32 --backend transformers --no-dense "
+        "--no-training --out results/demo-quick; an option set to other than its default keeps its value",
+    )
 
     oracle = sub.add_parser(
         "oracle-demo",
@@ -410,11 +420,15 @@ def _stage_sets(args) -> int:
 
 
 def _demo(args) -> int:
-    from searchgym.demo import DemoSFT, run
+    from searchgym.demo import DemoSFT, quick_settings, run
 
+    settings = quick_settings(args) if args.quick else {
+        "limit": args.limit, "backend": args.backend, "max_new_tokens": args.max_new_tokens, "out": args.out,
+        "dense": not args.no_dense, "training": not args.no_training,
+    }
     run(
-        args.limit, args.backend, args.dtype, args.max_new_tokens, args.num_envs, args.out, resume=not args.no_resume,
-        sft=None if args.no_training else DemoSFT(),
+        settings["limit"], settings["backend"], args.dtype, settings["max_new_tokens"], args.num_envs, settings["out"],
+        resume=not args.no_resume, sft=DemoSFT() if settings["training"] else None, dense=settings["dense"],
     )
     return 0
 
