@@ -118,14 +118,19 @@ def test_the_quick_demo_says_what_it_leaves_out_and_keeps_explicit_options(capsy
 
     quick = quick_settings(build_parser().parse_args(["demo", "--quick"]))
     assert quick == {
-        "limit": QUICK["limit"], "max_new_tokens": QUICK["max_new_tokens"], "backend": "transformers", "dense": False,
+        "limit": 1, "max_new_tokens": 32, "max_turns": 2, "backend": "transformers", "dense": False,
         "training": False, "out": Path("results/demo-quick"),
-    }
+    } == {**QUICK, "out": Path("results/demo-quick")}
     assert capsys.readouterr().out == (
-        "searchgym demo --quick: 1 question(s) of 79, 32 new tokens per turn, no row 'naive RAG, dense top-1', "
+        "searchgym demo --quick: 1 question(s) of 79, 32 new tokens per turn, at most 2 turns per episode, no row 'naive RAG, dense top-1', "
         "no row 'Search-R1 agent after SFT', transformers backend; the full demo is `searchgym demo` "
         "(11.5 min from an empty cache on the idle 2-core CPU)\n"
     )
-    given = quick_settings(build_parser().parse_args(["demo", "--quick", "--limit", "3", "--backend", "vllm", "--out", "x"]))
-    assert (given["limit"], given["backend"], given["out"], given["max_new_tokens"]) == (3, "vllm", Path("x"), 32)
+    given = quick_settings(build_parser().parse_args(["demo", "--quick", "--limit", "3", "--backend", "vllm", "--out", "x", "--max-turns", "4"]))
+    assert (given["limit"], given["backend"], given["out"], given["max_new_tokens"], given["max_turns"]) == (3, "vllm", Path("x"), 32, 4)
+    # The turn budget reaches every env of the benchmark, and only when asked for.
+    config = demo_config(1, "transformers", "float32", 32, 1, sft=None, dense=False, max_turns=2)
+    check_config(config)
+    assert config.env_options["*"] == {"corpus": "wiki-vital", "dataset": "wiki-vital-answerable", "max_turns": 2}
+    assert "max_turns" not in demo_config(1, "transformers", "float32", 32, 1).env_options["*"]
     assert build_parser().parse_args(["demo"]).quick is False and build_parser().parse_args(["demo", "--no-dense"]).no_dense
