@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--no-dense", action="store_true",
         help="leave out the row of naive RAG with dense retrieval (its first run encodes all of wiki-vital with MiniLM, "
-        "~8 min on 2 CPU cores, then cached)",
+        "~4 min on an idle 2-core CPU, then cached)",
     )
     demo.add_argument(
         "--quick", action="store_true",
