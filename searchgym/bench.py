@@ -453,7 +453,7 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
     judged: list[tuple[dict[str, Any], Any]] = []  # (episode record, its question) for the judges
     for label, (env_id, agent_name) in zip(labels, config.runs):
         env_id = full_env_id(env_id)
-        envs = [gym.make(env_id, **_env_kwargs(config, env_id, frozen)) for _ in range(config.num_envs)]
+        envs = [gym.make(env_id, **_env_kwargs(config, env_id, frozen))]
         examples = search_env(envs[0]).examples[: config.limit]
         by_id = {ex.id: ex for ex in examples}
         played = {(r["example_id"], r["seed"]) for r in done[label]}
@@ -462,6 +462,8 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
             judged.extend((r, by_id[r["example_id"]]) for r in done[label] if r["example_id"] in by_id)
         if not tasks:
             continue
+        # As many envs as episodes can be live at once: no more than there are tasks.
+        envs += [gym.make(env_id, **_env_kwargs(config, env_id, frozen)) for _ in range(min(config.num_envs, len(tasks)) - 1)]
         agent = _make_agent(config, agent_name, envs[0], lm)
 
         def write(result: EpisodeResult, label: str = label, by_id: dict[str, Any] = by_id) -> None:
@@ -472,7 +474,7 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
             if out is not None:
                 append_line(out / "episodes.jsonl", json.dumps(record))
 
-        run_episodes(envs[: len(tasks)], agent, tasks, on_result=write, progress=progress, desc=label)
+        run_episodes(envs, agent, tasks, on_result=write, progress=progress, desc=label)
 
     if config.judge_model is not None:
         waiting = [(r, ex) for r, ex in judged if not all(key in r for key, _, _ in JUDGE_COLUMNS)]

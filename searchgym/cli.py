@@ -71,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         "bfloat16 is several times slower on both)",
     )
     demo.add_argument("--max-new-tokens", type=_positive, default=DEFAULT_MAX_NEW_TOKENS, help=f"tokens per agent turn (default {DEFAULT_MAX_NEW_TOKENS})")
+    demo.add_argument("--max-turns", type=_positive, default=None, help="turns per episode in every env (default: each env's own, 4 to 6)")
     demo.add_argument("--num-envs", type=_positive, default=DEFAULT_NUM_ENVS, help=f"episodes live at once (default {DEFAULT_NUM_ENVS})")
     demo.add_argument("--out", type=Path, default=Path("results/demo"), help="output folder (default results/demo)")
     demo.add_argument("--no-resume", action="store_true", help="start over instead of resuming from OUT")
@@ -78,6 +79,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-training", action="store_true",
         help="leave out the row of the Search-R1 agent after SFT on the synthwiki oracle (trained on the first demo, "
         "then loaded from the cache folder)",
+    )
+    demo.add_argument(
+        "--no-dense", action="store_true",
+        help="leave out the row of naive RAG with dense retrieval (its first run encodes all of wiki-vital with MiniLM, "
+        "~4 min on an idle 2-core CPU, then cached)",
+    )
+    demo.add_argument(
+        "--quick", action="store_true",
+        help="a first look in about 2 min of CPU: --limit 1 --max-new-tokens 32 --max-turns 2 --backend transformers --no-dense "
+        "--no-training --out results/demo-quick; an option set to other than its default keeps its value",
     )
 
     oracle = sub.add_parser(
@@ -424,11 +435,16 @@ def _stage_sets(args) -> int:
 
 
 def _demo(args) -> int:
-    from searchgym.demo import DemoSFT, run
+    from searchgym.demo import DemoSFT, quick_settings, run
 
+    settings = quick_settings(args) if args.quick else {
+        "limit": args.limit, "backend": args.backend, "max_new_tokens": args.max_new_tokens, "max_turns": args.max_turns, "out": args.out,
+        "dense": not args.no_dense, "training": not args.no_training,
+    }
     run(
-        args.limit, args.backend, args.dtype, args.max_new_tokens, args.num_envs, args.out, resume=not args.no_resume,
-        sft=None if args.no_training else DemoSFT(),
+        settings["limit"], settings["backend"], args.dtype, settings["max_new_tokens"], args.num_envs, settings["out"],
+        resume=not args.no_resume, sft=DemoSFT() if settings["training"] else None, dense=settings["dense"],
+        max_turns=settings["max_turns"],
     )
     return 0
 

@@ -33,6 +33,18 @@ DEFAULT_LIMIT = 32
 DEFAULT_NUM_ENVS = 32
 DEFAULT_MAX_NEW_TOKENS = 64
 
+#: ``searchgym demo --quick``: a first look within about two minutes of CPU time (the
+#: criterion of issue 37: <= 120 s of user+sys on one core). It leaves out the dense row (its
+#: first run encodes all 10,033 wiki-vital passages, ~4 min on the idle 2-core CPU) and the
+#: trained row (an SFT of SmolLM2), plays one question with 32 new tokens per turn and at
+#: most 2 turns per episode (one search, then the answer; the envs allow 4 to 6: on a CPU
+#: every turn prefills the episode so far again), and generates with transformers (vLLM's
+#: engine start alone takes 1-2 min). Every other row and setting is the full demo's.
+QUICK = {"limit": 1, "max_new_tokens": 32, "max_turns": 2, "backend": "transformers", "dense": False, "training": False}
+
+#: The agent of the dense row, which :func:`demo_config` leaves out with ``dense=False``.
+DENSE_AGENT = "naive-rag-dense"
+
 #: (label, env id, agent).
 DEMO_RUNS = (
     ("no retrieval", "SearchR1-v0", "no-retrieval"),
@@ -164,12 +176,15 @@ def default_dtype(backend: str) -> str:
 
 
 def demo_config(
-    limit: int | None, backend: str, dtype: str, max_new_tokens: int, num_envs: int, sft: DemoSFT | None = DemoSFT()
+    limit: int | None, backend: str, dtype: str, max_new_tokens: int, num_envs: int, sft: DemoSFT | None = DemoSFT(),
+    dense: bool = True, max_turns: int | None = None,
 ) -> BenchConfig:
-    """The demo's benchmark: the rows of :data:`DEMO_RUNS`, and the trained row after
-    ``UNTRAINED_LABEL`` unless ``sft`` is None."""
-    runs: list[tuple[str, Any]] = [(env, agent) for _, env, agent in DEMO_RUNS]
-    labels = [label for label, _, _ in DEMO_RUNS]
+    """The demo's benchmark: the rows of :data:`DEMO_RUNS` (without the dense row when
+    ``dense`` is False), and the trained row after ``UNTRAINED_LABEL`` unless ``sft`` is None;
+    ``max_turns`` replaces every env's own turn budget."""
+    kept = [row for row in DEMO_RUNS if dense or row[2] != DENSE_AGENT]
+    runs: list[tuple[str, Any]] = [(env, agent) for _, env, agent in kept]
+    labels = [label for label, _, _ in kept]
     agent_options: dict[str, dict[str, Any]] = {"naive-rag": {"k": 1}, "naive-rag-dense": {"k": 1}}
     if sft is not None:
         at = labels.index(UNTRAINED_LABEL) + 1
@@ -185,24 +200,53 @@ def demo_config(
         backend_options={"dtype": dtype},
         frozen_model="policy",
         summarizer="llm",
-        env_options={"*": {"corpus": "wiki-vital", "dataset": "wiki-vital-answerable"}},
+        env_options={"*": {"corpus": "wiki-vital", "dataset": "wiki-vital-answerable", **({} if max_turns is None else {"max_turns": max_turns})}},
         agent_options=agent_options,
         num_envs=num_envs,
         max_new_tokens=max_new_tokens,
     )
 
 
+def quick_settings(args: Any) -> dict[str, Any]:
+    """The settings of ``searchgym demo --quick`` from the parsed ``args``: :data:`QUICK`
+    where an option is at its default, the option's own value where it is not; the output
+    folder is ``results/demo-quick`` unless ``--out`` was given. Prints what is left out."""
+    settings = {
+        "limit": QUICK["limit"] if args.limit == DEFAULT_LIMIT else args.limit,
+        "max_new_tokens": QUICK["max_new_tokens"] if args.max_new_tokens == DEFAULT_MAX_NEW_TOKENS else args.max_new_tokens,
+        "max_turns": QUICK["max_turns"] if args.max_turns is None else args.max_turns,
+        "backend": args.backend or QUICK["backend"],
+        "dense": QUICK["dense"] and not args.no_dense,
+        "training": QUICK["training"] and not args.no_training,
+        "out": Path("results/demo-quick") if args.out == Path("results/demo") else args.out,
+    }
+    left_out = [
+        f"{settings['limit']} question(s) of 79", f"{settings['max_new_tokens']} new tokens per turn",
+        f"at most {settings['max_turns']} turns per episode",
+    ]
+    if not settings["dense"]:
+        left_out.append(f"no row {DEMO_RUNS[[r[2] for r in DEMO_RUNS].index(DENSE_AGENT)][0]!r}")
+    if not settings["training"]:
+        left_out.append(f"no row {TRAINED_LABEL!r}")
+    print(
+        f"searchgym demo --quick: {', '.join(left_out)}, {settings['backend']} backend; "
+        "the full demo is `searchgym demo` (11.5 min from an empty cache on the idle 2-core CPU)",
+        flush=True,
+    )
+    return settings
+
+
 def run(
     limit: int | None, backend: str | None, dtype: str | None, max_new_tokens: int, num_envs: int, out: Path, resume: bool = True,
-    sft: DemoSFT | None = DemoSFT(),
+    sft: DemoSFT | None = DemoSFT(), dense: bool = True, max_turns: int | None = None,
 ) -> Any:
     """Run the demo benchmark, print its table and return the results. ``backend`` and
     ``dtype`` default to :func:`default_backend` and :func:`default_dtype`; ``sft=None``
-    leaves out the trained row."""
+    leaves out the trained row, ``dense=False`` the dense row; ``max_turns`` replaces the envs' turn budgets."""
     backend = backend or default_backend()
     dtype = dtype or default_dtype(backend)
     start = time.perf_counter()
-    results = run_bench(demo_config(limit, backend, dtype, max_new_tokens, num_envs, sft), out, resume=resume)
+    results = run_bench(demo_config(limit, backend, dtype, max_new_tokens, num_envs, sft, dense, max_turns), out, resume=resume)
     minutes = (time.perf_counter() - start) / 60
     print(f"\nSmolLM2-135M-Instruct ({backend}, {dtype}) on wiki-vital answerable FanOutQA questions; {minutes:.1f} min\n")
     print(results.markdown())

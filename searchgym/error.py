@@ -193,7 +193,12 @@ class TrainingError(SearchGymError, RuntimeError):
 
 class TrainingStopped(SearchGymError, RuntimeError):
     """A run stopped on request (Ctrl-C, SIGTERM) after saving what it had; the message
-    says what was written and how to continue."""
+    says what was written and how to continue. ``by`` names the request (``"SIGINT"``,
+    ``"SIGTERM"``) where known, so that a caller that discards the run can say so."""
+
+    def __init__(self, message: str, *, by: str | None = None):
+        super().__init__(message)
+        self.by = by
 
 
 class InvalidActionError(SearchGymError, ValueError):

@@ -580,3 +580,24 @@ def test_cli_judge_adds_the_columns_with_the_tiny_model(tmp_path, capsys):
         config(judge_model="tiny-random", judge_batch=0)
     with pytest.raises(ConfigError, match=r"^BenchConfig expects judge_model to be a model name \('policy': the policy model\) or a LanguageModel, got int 3\.$"):
         run_bench(config(judge_model=3), None, progress=False)
+
+
+def test_a_run_makes_no_more_envs_than_it_has_episodes_to_play(tmp_path, monkeypatch):
+    """16 envs live at once by default: a 2-question run made all 16 (each opening its
+    corpus and retriever) and played on 2."""
+    import gymnasium as gym
+
+    made = []
+    real_make = gym.make
+
+    def counting_make(env_id, **kwargs):
+        made.append(env_id)
+        return real_make(env_id, **kwargs)
+
+    monkeypatch.setattr(gym, "make", counting_make)
+    results = run_bench(config(runs=cross(["SearchR1-v0"], ["oracle"]), limit=2, num_envs=16), tmp_path, progress=False)
+    assert results.rows[0]["n"] == 2 and results.rows[0]["em"] == 1.0
+    assert made == ["searchgym/SearchR1-v0"] * 2
+    made.clear()
+    run_bench(config(runs=cross(["SearchR1-v0"], ["oracle"]), limit=2, num_envs=16), tmp_path, progress=False)
+    assert made == ["searchgym/SearchR1-v0"]  # resumed with nothing left to play: only the env that lists the questions

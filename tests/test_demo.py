@@ -9,7 +9,8 @@ pytest.importorskip("torch")
 from env_helpers import SMALL_WORLD  # noqa: E402
 from searchgym.bench import BenchConfig, check_config, run_bench  # noqa: E402
 from searchgym.demo import (  # noqa: E402
-    DEMO_RUNS, TRAINED_LABEL, UNTRAINED_LABEL, DemoSFT, demo_config, explain, sft_args, trained_agent, trained_options,
+    DEMO_RUNS, DENSE_AGENT, QUICK, TRAINED_LABEL, UNTRAINED_LABEL, DemoSFT, demo_config, explain, quick_settings, sft_args,
+    trained_agent, trained_options,
 )
 from searchgym.error import ConfigError  # noqa: E402
 from searchgym.lm.testing import tiny_model_folder  # noqa: E402
@@ -98,3 +99,38 @@ def test_the_demo_command_can_leave_out_the_trained_row():
 
     assert build_parser().parse_args(["demo"]).no_training is False
     assert build_parser().parse_args(["demo", "--no-training"]).no_training is True
+
+
+def test_the_demo_can_leave_out_the_dense_row():
+    labels = [label for label, _, _ in DEMO_RUNS]
+    config = demo_config(5, "transformers", "float32", 64, 4, sft=None, dense=False)
+    check_config(config)
+    assert DENSE_AGENT not in [agent for _, agent in config.runs]
+    assert config.run_labels() == [label for label, _, agent in DEMO_RUNS if agent != DENSE_AGENT] == labels[:2] + labels[3:]
+    # Without the dense row nothing encodes the corpus: no run builds a dense retriever.
+    assert all(not str(agent).endswith("dense") for _, agent in config.runs)
+
+
+def test_the_quick_demo_says_what_it_leaves_out_and_keeps_explicit_options(capsys):
+    from pathlib import Path
+
+    from searchgym.cli import build_parser
+
+    quick = quick_settings(build_parser().parse_args(["demo", "--quick"]))
+    assert quick == {
+        "limit": 1, "max_new_tokens": 32, "max_turns": 2, "backend": "transformers", "dense": False,
+        "training": False, "out": Path("results/demo-quick"),
+    } == {**QUICK, "out": Path("results/demo-quick")}
+    assert capsys.readouterr().out == (
+        "searchgym demo --quick: 1 question(s) of 79, 32 new tokens per turn, at most 2 turns per episode, no row 'naive RAG, dense top-1', "
+        "no row 'Search-R1 agent after SFT', transformers backend; the full demo is `searchgym demo` "
+        "(11.5 min from an empty cache on the idle 2-core CPU)\n"
+    )
+    given = quick_settings(build_parser().parse_args(["demo", "--quick", "--limit", "3", "--backend", "vllm", "--out", "x", "--max-turns", "4"]))
+    assert (given["limit"], given["backend"], given["out"], given["max_new_tokens"], given["max_turns"]) == (3, "vllm", Path("x"), 32, 4)
+    # The turn budget reaches every env of the benchmark, and only when asked for.
+    config = demo_config(1, "transformers", "float32", 32, 1, sft=None, dense=False, max_turns=2)
+    check_config(config)
+    assert config.env_options["*"] == {"corpus": "wiki-vital", "dataset": "wiki-vital-answerable", "max_turns": 2}
+    assert "max_turns" not in demo_config(1, "transformers", "float32", 32, 1).env_options["*"]
+    assert build_parser().parse_args(["demo"]).quick is False and build_parser().parse_args(["demo", "--no-dense"]).no_dense

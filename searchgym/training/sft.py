@@ -255,7 +255,8 @@ def pretrain_on_corpus(model: Any, tokenizer: Any, corpus: Any, *, epochs: int, 
                 log.close()
                 raise TrainingStopped(
                     f"stopped by {stop.requested} while pretraining (step {step} of {total}), before SFT: nothing to keep. "
-                    "Run the same command again to start over."
+                    "Run the same command again to start over.",
+                    by=stop.requested,
                 )
             batch = data[order[start : start + batch_size]].to(device)
             optimizer.zero_grad(set_to_none=True)
@@ -477,7 +478,7 @@ def _sft(args: SFTArgs, stop: StopRequests) -> list[dict[str, Any]]:
             bar.close()
         log.close()
         if step == 0 and not resuming:
-            return TrainingStopped(f"stopped by {stop.requested} before the first SFT step: nothing to keep. Run the same command again to start over.")
+            return TrainingStopped(f"stopped by {stop.requested} before the first SFT step: nothing to keep. Run the same command again to start over.", by=stop.requested)
         _save_final(out, model, tokenizer)
         _save_checkpoint(out, model, tokenizer, {
             "step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
@@ -485,7 +486,8 @@ def _sft(args: SFTArgs, stop: StopRequests) -> list[dict[str, Any]]:
         })
         return TrainingStopped(
             f"stopped by {stop.requested} at step {step} of {total}: wrote {out / 'final'} (the model after {step} steps, "
-            f"usable as --model) and {out / CHECKPOINT}. Run the same command (same --out and settings) to continue from step {step}."
+            f"usable as --model) and {out / CHECKPOINT}. Run the same command (same --out and settings) to continue from step {step}.",
+            by=stop.requested,
         )
 
     rows = list(log.rows)

@@ -16,7 +16,9 @@ without training. The key (:func:`sft_key`) is a hash of
 The run is trained in a temporary folder beside its final place and renamed into it once
 complete, like the converted models of :mod:`searchgym.lm.models`, so an interrupted run
 never leaves a half checkpoint; the temporary folders of runs that were killed are
-removed by the next call.
+removed by the next call. A run stopped by Ctrl-C or SIGTERM is not continued later
+(:func:`cached_sft` raises :class:`~searchgym.error.TrainingStopped` saying so, not
+``sft``'s message about a ``final/`` in the removed folder): the next call starts over.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 
 from searchgym.cache import cache_dir
 from searchgym.envs.access import search_env
-from searchgym.error import ConfigError
+from searchgym.error import ConfigError, TrainingStopped
 from searchgym.training.sft import SFTArgs, check_sft_args, sft
 
 #: SFTArgs fields that do not change the trained weights.
@@ -169,7 +171,16 @@ def cached_sft(args: SFTArgs, *, root: str | Path | None = None, key: str | None
         shutil.rmtree(run)
     tmp = Path(tempfile.mkdtemp(prefix=f".{computed}-{os.getpid()}-", dir=root))
     try:
-        sft(dataclasses.replace(args, out=str(tmp)))
+        try:
+            sft(dataclasses.replace(args, out=str(tmp)))
+        except TrainingStopped as e:
+            # sft's own message points to final/ in the temporary folder, removed below: say what is true.
+            raise TrainingStopped(
+                f"stopped by {e.by or 'request'} while training the cached SFT checkpoint {computed}: nothing of it is kept "
+                f"(the cache holds complete runs only, and the partial run's temporary folder is removed). "
+                f"The same call trains it again from the start and caches it in {run}.",
+                by=e.by,
+            ) from e
         (tmp / KEY_FILE).write_text(json.dumps({"key": computed, **inputs}, indent=2))
         try:
             os.replace(tmp, run)

@@ -94,3 +94,35 @@ def test_an_interrupted_run_leaves_no_checkpoint_and_its_leftovers_are_removed(a
 def test_settings_that_cannot_be_described_are_refused(args, tmp_path):
     with pytest.raises(ConfigError, match=r"^An SFT setting expects JSON-like values .* got object"):
         sft_key(dataclasses.replace(args, env_options={**args.env_options, "token_counter": object()}))
+
+
+def test_a_stopped_cached_run_says_nothing_is_kept_and_the_next_call_starts_over(args, tmp_path):
+    """SIGTERM during a real cached SFT: sft saves final/ in the temporary folder, which
+    cached_sft then removes, so its message must not point there (the demo's trained row
+    printed sft's "wrote .../final ... continue from step N" about a deleted folder)."""
+    import signal
+    import threading
+    import time
+
+    from searchgym.error import TrainingStopped
+
+    long = dataclasses.replace(args, epochs=400, batch_size=1, micro_batch_size=1)  # far more steps than the test waits for
+    key = sft_key(long)
+
+    def terminate_after_two_steps():
+        while not any(len(m.read_text().splitlines()) >= 3 for m in tmp_path.glob(f".{key}-*/metrics.csv")):
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=terminate_after_two_steps, daemon=True).start()
+    with pytest.raises(TrainingStopped) as stopped:
+        cached_sft(long, root=tmp_path)
+    message = str(stopped.value)
+    assert message == (
+        f"stopped by SIGTERM while training the cached SFT checkpoint {key}: nothing of it is kept (the cache holds "
+        "complete runs only, and the partial run's temporary folder is removed). The same call trains it again from "
+        f"the start and caches it in {tmp_path / key}."
+    )
+    assert stopped.value.by == "SIGTERM" and "wrote" not in message and "continue from step" not in message
+    assert list(tmp_path.iterdir()) == []  # what the message says: nothing kept
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
