@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from searchgym.error import ConfigError, UnknownNameError
+from searchgym.error import ConfigError, UnknownNameError, reports_missing_extras
 
 #: The files of a stage-sets folder, by stage.
 STAGE_FILES = {1: "stage1.jsonl", 2: "stage2.jsonl"}
@@ -153,6 +153,7 @@ def check_stage_sets(folder: str | Path) -> None:
                 )
 
 
+@reports_missing_extras("searchgym.training.stage_sets.stage_sets")
 def stage_sets(args: StageSetArgs, *, lm: Any = None, progress: bool = True) -> dict[str, int]:
     """Score the questions by rollouts and write the folder (see the module docstring).
 
