@@ -1,7 +1,7 @@
 """Scale benchmark: what opening, indexing and serving a wiki-18-sized corpus costs, measured
 on generated corpora of growing size and extrapolated linearly to wiki-18's 21M passages.
 
-    python benchmarks/scale.py --quick                      # 20k and 100k passages (~2 min here)
+    python benchmarks/scale.py --quick                      # 5k and 20k passages: a smoke run of every section
     python benchmarks/scale.py                              # 100k, 1M, 3M (~50 min on 2 cores)
     python benchmarks/scale.py --sizes 1M --sections build,serve
 
@@ -916,7 +916,19 @@ def report(rows: list[dict], args, baseline: dict | None) -> tuple[list[dict], d
     check("an env over HTTP adds <= 150 MB whatever the corpus size", known or None,
           bool(known) and max(known + [v21 or 0]) <= 150 * MB,
           ", ".join(f"{fmt(e, ',.0f', MB)} MB at {n:,}" for n, e in zip(sizes, envs)) + f"; {fmt(v21, ',.0f', MB)} MB {where}")
+    if args.quick:
+        # The targets are per passage or at 3M / 21M: at 5k and 20k passages a process's fixed
+        # costs (imports, start-up) dominate every per-passage figure, and a line fitted through
+        # two small sizes says little at 21M. Printed with their figures, not judged.
+        for v in verdicts:
+            if v["status"] in ("PASS", "FAIL"):
+                v["detail"] += f" (would be {v['status']}; not judged at --quick)"
+                v["status"] = "n/a"
     print("\n## Targets\n")
+    if args.quick:
+        print("--quick: the targets are set per passage or at 3M / 21M passages; at 5k and 20k a process's fixed costs "
+              "(imports, start-up) dominate each figure and a fit through two small sizes says little about 21M, so they "
+              "are printed, not judged. Every measurement must still run.\n")
     for v in verdicts:
         print(f"{v['status']:4}  {v['target']}: {v['detail']}")
     errors = [f"{r['passages']:,} {section}/{side}" for r in rows for section in SECTIONS
@@ -942,8 +954,9 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=TIMINGS_HELP)
     p.add_argument("--sizes", type=lambda s: [parse_size(x) for x in s.split(",")], default=None,
-                   help="comma-separated corpus sizes in passages, e.g. 100k,1M,3M (the default; --quick: 20k,100k)")
-    p.add_argument("--quick", action="store_true", help="sizes 20k,100k, 1,000 queries, 300 for bm25s: a smoke run")
+                   help="comma-separated corpus sizes in passages, e.g. 100k,1M,3M (the default; --quick: 5k,20k)")
+    p.add_argument("--quick", action="store_true", help="sizes 5k,20k, 300 queries, 100 for bm25s: a smoke run (targets at 3M "
+                   "and 21M come from a linear fit of two small sizes: printed, not judged)")
     p.add_argument("--sections", default=",".join(SECTIONS),
                    help=f"comma-separated, any of {', '.join(SECTIONS)} (default all); serve and latency build the "
                    "indexes they need (untimed) when build is left out and no earlier run left them")
@@ -964,9 +977,9 @@ def parse_args(argv=None):
     if args.child:
         return args
     if args.sizes is None:
-        args.sizes = [20_000, 100_000] if args.quick else [100_000, 1_000_000, 3_000_000]
+        args.sizes = [5_000, 20_000] if args.quick else [100_000, 1_000_000, 3_000_000]
     if args.quick:
-        args.queries, args.bm25s_queries = min(args.queries, 1000), min(args.bm25s_queries, 300)
+        args.queries, args.bm25s_queries = min(args.queries, 300), min(args.bm25s_queries, 100)
     args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = [s for s in args.sections if s not in SECTIONS]
     if unknown or not args.sections:
