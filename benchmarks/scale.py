@@ -611,9 +611,6 @@ def prepare_corpus(workdir: Path, n: int, seed: int, num_queries: int) -> dict:
         stats["generate_s"] = time.perf_counter() - start
         queries = write_queries(corpus, num_queries, seed)
         (folder / "queries.json").write_text(json.dumps(queries))
-        with open(folder / "qa.jsonl", "w") as f:
-            for i, q in enumerate(queries[:200]):
-                f.write(json.dumps({"id": f"q{i}", "question": f"what is {q}?", "golden_answers": [q.split()[0]]}) + "\n")
         stats_path.write_text(json.dumps(stats))
         log(f"{n:,} passages: {stats['bytes'] / 1e6:,.0f} MB in {stats['generate_s']:.1f} s, "
             f"mean line {stats['mean_line_bytes']:.0f} B, {stats['word_forms']:,} word forms")
@@ -621,8 +618,22 @@ def prepare_corpus(workdir: Path, n: int, seed: int, num_queries: int) -> dict:
     if len(queries) < num_queries:  # an earlier run asked for fewer
         queries = write_queries(corpus, num_queries, seed)
         (folder / "queries.json").write_text(json.dumps(queries))
+    write_env_questions(folder / "qa.jsonl", queries[:200])  # rewritten each run: cheap, and fixes a workdir of older runs
     queries = queries[:num_queries]
     return dict(folder=folder, corpus=corpus, qa=folder / "qa.jsonl", queries=queries, stats=stats)
+
+
+def write_env_questions(path: Path, queries: list[str]) -> None:
+    """The env section's QA file: "what is QUERY?" answered by the query's first word that keeps
+    a word after answer normalization (not an article such as "the", which datasets refuse as
+    an answer that normalizes to nothing)."""
+    from searchgym.rewards.normalize import normalize_answer
+
+    with open(path, "w") as f:
+        for i, q in enumerate(queries):
+            answer = next((w for w in q.split() if normalize_answer(w)), None)
+            if answer is not None:
+                f.write(json.dumps({"id": f"q{i}", "question": f"what is {q}?", "golden_answers": [answer]}) + "\n")
 
 
 _OWN_FILES = {"passages.jsonl", "queries.json", "qa.jsonl", "stats.json"}
