@@ -2,7 +2,7 @@
 retrieval, index build times and memory, and the environment's own overhead per step.
 
     python benchmarks/retrieval.py            # wiki-vital + 1M-passage synthwiki (~15 min)
-    python benchmarks/retrieval.py --quick    # small sizes, a smoke run (~2 min; 1 min 38 s of CPU, 4.7 min beside other work)
+    python benchmarks/retrieval.py --quick    # small sizes, a smoke run (115 s of CPU; 15 min of wall time at load 13-17)
 
 Corpora: wiki-vital (10,033 Wikipedia lead summaries; queries: its FanOutQA dev
 sub-questions) and synthwiki at every ``--sizes`` (queries: the world's own questions).
