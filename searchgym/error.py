@@ -157,6 +157,7 @@ def reports_missing_extras(feature: str) -> Callable[[_F], _F]:
                 missing = missing_optional(e, feature)
                 if missing is None:
                     raise
+                missing.entry_point = True  # the command line names its command instead of this function
                 raise missing from e
 
         return checked  # type: ignore[return-value]
