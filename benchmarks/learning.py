@@ -16,7 +16,13 @@ answer, 1 for an exact-match answer), so that partial progress has a gradient.
 Prints the numbers and writes results/learning/learning.png (+ every run's metrics.csv).
 
     python benchmarks/learning.py            # ~2 h on 2 CPU cores (--skip-tiny: SmolLM2 alone, ~1.5 h)
-    python benchmarks/learning.py --quick    # a smoke run of every part
+    python benchmarks/learning.py --quick    # a smoke run of the scratch model's parts (~1 min of CPU)
+
+--quick plays the same pipeline small: a 1,000-passage world, the tiny scratch model, one
+pass of pretraining, SFT on 16 oracle episodes, two GRPO steps of 2 questions x 4 samples;
+SmolLM2's part is left out (its one quick GRPO step alone takes minutes on a CPU; run it
+with --quick --with-smollm2). No learning target is judged at that size: it checks that
+every stage runs and writes its files.
 """
 
 from __future__ import annotations
@@ -28,16 +34,18 @@ import time
 from pathlib import Path
 
 WORLD = {"num_passages": 4000}
+#: The world of --quick.
+QUICK_WORLD = {"num_passages": 1000}
 #: Search-R1's format reward with its retrieval score switched on.
 REWARD = {"reward": "search_r1_format", "reward_options": {"retrieval_score": 0.3}}
 
 
-def one_hop(split: str, limit: int | None = None) -> list:
+def one_hop(split: str, limit: int | None = None, world: dict | None = None) -> list:
     import gymnasium as gym
 
     from searchgym.envs import search_env
 
-    env = gym.make("searchgym/SearchR1-v0", split=split, corpus_options=WORLD)
+    env = gym.make("searchgym/SearchR1-v0", split=split, corpus_options=world or WORLD)
     return [ex for ex in search_env(env).examples if ex.metadata.get("hops") == 1][:limit]
 
 
@@ -51,6 +59,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few steps of each part (smoke test)")
     parser.add_argument("--out", type=Path, default=Path("results/learning"))
     parser.add_argument("--skip-smollm2", action="store_true", help="only the scratch model")
+    parser.add_argument("--with-smollm2", action="store_true", help="with --quick: also SmolLM2's part (minutes per GRPO step on a CPU)")
     parser.add_argument("--skip-tiny", action="store_true", help="only SmolLM2")
     parser.add_argument("--sft-epochs", type=int, default=None)
     parser.add_argument("--grpo-steps", type=int, default=None)
@@ -73,19 +82,23 @@ def main() -> None:
     from searchgym.training.trainer import Trainer
 
     q = opts.quick
+    if q and not opts.with_smollm2 and not opts.skip_smollm2:
+        opts.skip_smollm2 = True
+        print("--quick: SmolLM2's part is left out (its quick GRPO step alone takes minutes on a CPU); add --with-smollm2 to run it")
+    world = QUICK_WORLD if q else WORLD
     sft_epochs = opts.sft_epochs or (1 if q else 6)
     pretrain_epochs = opts.pretrain_epochs if opts.pretrain_epochs is not None else (1 if q else 8)
     grpo_steps = opts.grpo_steps or (2 if q else 40)
     smol_steps = opts.smollm2_steps or (1 if q else 16)
     smol_sft = opts.smollm2_sft_questions or (8 if q else 32)
-    eval_limit = 8 if q else 48
+    eval_limit = 4 if q else 48
     shutil.rmtree(opts.out, ignore_errors=True)
     opts.out.mkdir(parents=True)
     from searchgym.corpora.datasets import write_qa
 
-    train, dev = one_hop("train", 40 if q else None), one_hop("dev", eval_limit)
+    train, dev = one_hop("train", 16 if q else None, world), one_hop("dev", eval_limit, world)
     train_file, dev_file = write_qa(train, opts.out / "train-1hop.jsonl"), write_qa(dev, opts.out / "dev-1hop.jsonl")
-    env_options = {"max_turns": 3, "dataset": str(train_file), "corpus_options": WORLD, **REWARD}
+    env_options = {"max_turns": 3, "dataset": str(train_file), "corpus_options": world, **REWARD}
     eval_options = {"dataset": str(dev_file)}
     print(f"synthwiki single-hop questions: {len(train)} train, {len(dev)} dev")
 
@@ -102,7 +115,7 @@ def main() -> None:
         else:
             t0 = time.perf_counter()
             sft_rows = sft(SFTArgs(
-                env_options=env_options, eval_env_options=eval_options, model="scratch", scratch_size="small", epochs=sft_epochs,
+                env_options=env_options, eval_env_options=eval_options, model="scratch", scratch_size="tiny" if q else "small", epochs=sft_epochs,
                 pretrain_epochs=pretrain_epochs, batch_size=16, micro_batch_size=8, lr=3e-3, warmup_steps=20, eval_every=0,
                 eval_limit=eval_limit, max_new_tokens=48, out=str(sft_dir), progress=True,
             ))
@@ -110,8 +123,8 @@ def main() -> None:
                   f"{sft_rows[-1]['loss']:.3f}, dev reward {sft_rows[-1]['eval_reward']:.3f}")
 
         grpo = Args(
-            model=str(opts.out / "sft" / "final"), env_options=env_options, eval_env_options=eval_options, algorithm="grpo", n=8,
-            questions_per_step=4, micro_batch_size=8, lr=opts.grpo_lr, ppo_epochs=opts.grpo_epochs, temperature=1.0, max_new_tokens=48, num_envs=32,
+            model=str(opts.out / "sft" / "final"), env_options=env_options, eval_env_options=eval_options, algorithm="grpo", n=4 if q else 8,
+            questions_per_step=2 if q else 4, micro_batch_size=8, lr=opts.grpo_lr, ppo_epochs=opts.grpo_epochs, temperature=1.0, max_new_tokens=48, num_envs=8 if q else 32,
             total_steps=grpo_steps, eval_every=max(1, grpo_steps // 6), eval_limit=eval_limit, save_every=grpo_steps,
             out=str(opts.out / "grpo"), tensorboard=False,
         )

@@ -1,7 +1,7 @@
 """Scale benchmark: what opening, indexing and serving a wiki-18-sized corpus costs, measured
 on generated corpora of growing size and extrapolated linearly to wiki-18's 21M passages.
 
-    python benchmarks/scale.py --quick                      # 20k and 100k passages (~2 min here)
+    python benchmarks/scale.py --quick                      # 5k and 20k passages: a smoke run of every section
     python benchmarks/scale.py                              # 100k, 1M, 3M (~50 min on 2 cores)
     python benchmarks/scale.py --sizes 1M --sections build,serve
 
@@ -611,9 +611,6 @@ def prepare_corpus(workdir: Path, n: int, seed: int, num_queries: int) -> dict:
         stats["generate_s"] = time.perf_counter() - start
         queries = write_queries(corpus, num_queries, seed)
         (folder / "queries.json").write_text(json.dumps(queries))
-        with open(folder / "qa.jsonl", "w") as f:
-            for i, q in enumerate(queries[:200]):
-                f.write(json.dumps({"id": f"q{i}", "question": f"what is {q}?", "golden_answers": [q.split()[0]]}) + "\n")
         stats_path.write_text(json.dumps(stats))
         log(f"{n:,} passages: {stats['bytes'] / 1e6:,.0f} MB in {stats['generate_s']:.1f} s, "
             f"mean line {stats['mean_line_bytes']:.0f} B, {stats['word_forms']:,} word forms")
@@ -621,8 +618,22 @@ def prepare_corpus(workdir: Path, n: int, seed: int, num_queries: int) -> dict:
     if len(queries) < num_queries:  # an earlier run asked for fewer
         queries = write_queries(corpus, num_queries, seed)
         (folder / "queries.json").write_text(json.dumps(queries))
+    write_env_questions(folder / "qa.jsonl", queries[:200])  # rewritten each run: cheap, and fixes a workdir of older runs
     queries = queries[:num_queries]
     return dict(folder=folder, corpus=corpus, qa=folder / "qa.jsonl", queries=queries, stats=stats)
+
+
+def write_env_questions(path: Path, queries: list[str]) -> None:
+    """The env section's QA file: "what is QUERY?" answered by the query's first word that keeps
+    a word after answer normalization (not an article such as "the", which datasets refuse as
+    an answer that normalizes to nothing)."""
+    from searchgym.rewards.normalize import normalize_answer
+
+    with open(path, "w") as f:
+        for i, q in enumerate(queries):
+            answer = next((w for w in q.split() if normalize_answer(w)), None)
+            if answer is not None:
+                f.write(json.dumps({"id": f"q{i}", "question": f"what is {q}?", "golden_answers": [answer]}) + "\n")
 
 
 _OWN_FILES = {"passages.jsonl", "queries.json", "qa.jsonl", "stats.json"}
@@ -824,6 +835,10 @@ def extrapolate(rows: list[dict], at: int) -> dict[str, dict[str, float | None]]
     return out
 
 
+#: Targets that hold at every corpus size, so --quick judges them too.
+JUDGED_AT_ANY_SIZE = frozenset({"an env over HTTP adds <= 150 MB whatever the corpus size"})
+
+
 def report(rows: list[dict], args, baseline: dict | None) -> tuple[list[dict], dict]:
     for row in rows:
         n, stats = row["passages"], row["corpus"]
@@ -916,7 +931,19 @@ def report(rows: list[dict], args, baseline: dict | None) -> tuple[list[dict], d
     check("an env over HTTP adds <= 150 MB whatever the corpus size", known or None,
           bool(known) and max(known + [v21 or 0]) <= 150 * MB,
           ", ".join(f"{fmt(e, ',.0f', MB)} MB at {n:,}" for n, e in zip(sizes, envs)) + f"; {fmt(v21, ',.0f', MB)} MB {where}")
+    if args.quick:
+        # The targets are per passage or at 3M / 21M: at 5k and 20k passages a process's fixed
+        # costs (imports, start-up) dominate every per-passage figure, and a line fitted through
+        # two small sizes says little at 21M. Printed with their figures, not judged.
+        for v in verdicts:
+            if v["status"] in ("PASS", "FAIL") and v["target"] not in JUDGED_AT_ANY_SIZE:
+                v["detail"] += f" (would be {v['status']}; not judged at --quick)"
+                v["status"] = "n/a"
     print("\n## Targets\n")
+    if args.quick:
+        print("--quick: the targets are set per passage or at 3M / 21M passages; at 5k and 20k a process's fixed costs "
+              "(imports, start-up) dominate each figure and a fit through two small sizes says little about 21M, so they "
+              "are printed, not judged; the env's memory over HTTP, a bound at every size, is judged. Every measurement must still run.\n")
     for v in verdicts:
         print(f"{v['status']:4}  {v['target']}: {v['detail']}")
     errors = [f"{r['passages']:,} {section}/{side}" for r in rows for section in SECTIONS
@@ -942,8 +969,9 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=TIMINGS_HELP)
     p.add_argument("--sizes", type=lambda s: [parse_size(x) for x in s.split(",")], default=None,
-                   help="comma-separated corpus sizes in passages, e.g. 100k,1M,3M (the default; --quick: 20k,100k)")
-    p.add_argument("--quick", action="store_true", help="sizes 20k,100k, 1,000 queries, 300 for bm25s: a smoke run")
+                   help="comma-separated corpus sizes in passages, e.g. 100k,1M,3M (the default; --quick: 5k,20k)")
+    p.add_argument("--quick", action="store_true", help="sizes 5k,20k, 300 queries, 100 for bm25s: a smoke run (targets at 3M "
+                   "and 21M come from a linear fit of two small sizes: printed, not judged)")
     p.add_argument("--sections", default=",".join(SECTIONS),
                    help=f"comma-separated, any of {', '.join(SECTIONS)} (default all); serve and latency build the "
                    "indexes they need (untimed) when build is left out and no earlier run left them")
@@ -964,9 +992,9 @@ def parse_args(argv=None):
     if args.child:
         return args
     if args.sizes is None:
-        args.sizes = [20_000, 100_000] if args.quick else [100_000, 1_000_000, 3_000_000]
+        args.sizes = [5_000, 20_000] if args.quick else [100_000, 1_000_000, 3_000_000]
     if args.quick:
-        args.queries, args.bm25s_queries = min(args.queries, 1000), min(args.bm25s_queries, 300)
+        args.queries, args.bm25s_queries = min(args.queries, 300), min(args.bm25s_queries, 100)
     args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = [s for s in args.sections if s not in SECTIONS]
     if unknown or not args.sections:

@@ -2,7 +2,7 @@
 Search-R1's does, and against the in-process retriever.
 
     python benchmarks/server.py                    # bm25 on 1M synthwiki passages, dense on wiki-vital
-    python benchmarks/server.py --quick            # bm25 on 100k passages, fewer requests
+    python benchmarks/server.py --quick            # bm25 on 20k passages, 512 requests: a smoke run, targets not judged
     python benchmarks/server.py --workloads bm25 --passages 200000
 
 For each workload, side by side in one run, on the same corpus, retriever and queries:
@@ -165,6 +165,16 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+#: Why --quick prints the ratios without judging them.
+QUICK_NOTE = (
+    "--quick: the targets are set for the full workloads and not judged here. Over 20,000 passages a BM25 search costs "
+    "well under a millisecond, so both servers spend their time on HTTP and JSON, which batching does not share, and "
+    "the ratios measure the 2 cores' scheduling of clients and servers more than coalescing (the full run: dense over "
+    "wiki-vital and BM25 over 1,000,000 passages). This run checks that both servers start, answer every request at "
+    "every client count, and that the numbers are printed."
+)
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--reference-server":
         import ast
@@ -177,10 +187,11 @@ def main() -> int:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 64], help="concurrent clients (default 1 8 64)")
     parser.add_argument("--requests", type=int, default=2048, help="requests per measurement (default 2048)")
     parser.add_argument("--topk", type=int, default=3, help="documents per query (default 3)")
-    parser.add_argument("--quick", action="store_true", help="bm25 on 100,000 passages, 1024 requests")
+    parser.add_argument("--quick", action="store_true",
+                        help="bm25 on 20,000 passages, 512 requests: a smoke run; the ratios are printed, not judged (see QUICK_NOTE)")
     args = parser.parse_args()
     if args.quick:
-        args.workloads, args.passages, args.requests = "bm25", 100_000, 1024
+        args.workloads, args.passages, args.requests = "bm25", 20_000, 512
     if args.passages < 1 or args.requests < 1 or args.topk < 1 or any(c < 1 for c in args.clients):
         parser.error("--passages, --requests, --topk and --clients must be positive")
     verdict = "PASS"
@@ -223,12 +234,16 @@ def main() -> int:
         versus_reference = rates["searchgym", most] / rates["reference", most]
         versus_ceiling = batched / rates["searchgym", most]
         beats_reference, near_ceiling = versus_reference >= TARGET_REFERENCE, versus_ceiling <= TARGET_CEILING
-        verdict = verdict if beats_reference and near_ceiling else "FAIL"
+        judged = lambda passed: "not judged at --quick" if args.quick else ("PASS" if passed else "FAIL")  # noqa: E731
+        if not args.quick:
+            verdict = verdict if beats_reference and near_ceiling else "FAIL"
         print(
             f"\n{name}, {most} clients: searchgym / reference server {versus_reference:.2f}x (target >= {TARGET_REFERENCE}x: "
-            f"{'PASS' if beats_reference else 'FAIL'}); in-process batched / searchgym server "
-            f"{versus_ceiling:.2f}x (target <= {TARGET_CEILING}x: {'PASS' if near_ceiling else 'FAIL'})"
+            f"{judged(beats_reference)}); in-process batched / searchgym server "
+            f"{versus_ceiling:.2f}x (target <= {TARGET_CEILING}x: {judged(near_ceiling)})"
         )
+        if args.quick:
+            print(QUICK_NOTE)
     return 0 if verdict == "PASS" else 1
 
 

@@ -27,7 +27,7 @@ and each run's files.
 
     python benchmarks/trainers.py                      # scratch model, ~25 min on 2 CPU cores
     python benchmarks/trainers.py --model smollm2      # SmolLM2-135M warm start (hours on a CPU)
-    python benchmarks/trainers.py --quick              # a smoke run of every part
+    python benchmarks/trainers.py --quick              # a smoke run of every part (tiny model, 1,000-passage world)
     python benchmarks/trainers.py --seeds 0,1,2        # three seeds, one table and chart
     python benchmarks/trainers.py --matched-sampling   # TRL samples with searchgym's seeds (same samples at equal weights)
 """
@@ -43,20 +43,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from learning import REWARD, WORLD, one_hop, read_rows  # noqa: E402
+from learning import QUICK_WORLD, REWARD, WORLD, one_hop, read_rows  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="a few steps of each part (smoke test)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a few steps of each part (smoke test): the tiny scratch model on a 1,000-passage world, 2 questions "
+                        "per step, evaluations at the first and last step on 4 dev questions; no target is judged")
     parser.add_argument("--out", type=Path, default=Path("results/trainers"), help="output folder (default results/trainers)")
     parser.add_argument("--model", default="scratch", help="student of the SFT warm start: scratch (a small Llama) or smollm2 (default scratch)")
-    parser.add_argument("--scratch-size", default="small", choices=("tiny", "small", "base"), help="size of the scratch model (default small)")
+    parser.add_argument("--scratch-size", default=None, choices=("tiny", "small", "base"), help="size of the scratch model (default small; --quick: tiny)")
     parser.add_argument("--sft-run", type=Path, default=None, help="reuse an SFT run folder's final/ instead of running SFT")
     parser.add_argument("--sft-epochs", type=int, default=None, help="passes of the SFT warm start over the oracle episodes")
     parser.add_argument("--sft-questions", type=int, default=None, help="oracle episodes of the SFT warm start")
     parser.add_argument("--steps", type=int, default=None, help="GRPO optimizer steps of each trainer (default 12)")
-    parser.add_argument("--questions-per-step", type=int, default=4, help="questions per step (default 4)")
+    parser.add_argument("--questions-per-step", type=int, default=None, help="questions per step (default 4; --quick: 2)")
     parser.add_argument("--n", type=int, default=4, help="samples per question (default 4)")
     parser.add_argument("--micro-batch-size", type=int, default=4,
                         help="episodes per forward/backward pass; gradients accumulate to one optimizer step per batch (default 4)")
@@ -77,6 +79,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         value = getattr(opts, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    opts.questions_per_step = opts.questions_per_step or (2 if opts.quick else 4)
+    opts.scratch_size = opts.scratch_size or ("tiny" if opts.quick else "small")
     for name in ("questions_per_step", "max_new_tokens"):
         if getattr(opts, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(opts, name)}")
@@ -101,7 +105,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--sft-run expects an SFT run folder with final/, got {opts.sft_run}")
     q = opts.quick
     opts.steps = opts.steps or (2 if q else 12)
-    opts.eval_every = opts.eval_every or (1 if q else 3)
+    opts.eval_every = opts.eval_every or (2 if q else 3)
     opts.eval_limit = opts.eval_limit or (4 if q else 32)
     opts.lr = opts.lr or (2e-4 if opts.model == "scratch" else 5e-6)
     return opts
@@ -509,9 +513,10 @@ def main(argv: list[str] | None = None) -> None:
     if opts.sft_run is None or opts.out.resolve() not in opts.sft_run.resolve().parents:
         shutil.rmtree(opts.out, ignore_errors=True)
     opts.out.mkdir(parents=True, exist_ok=True)
-    train, dev = one_hop("train", 64 if opts.quick else None), one_hop("dev", opts.eval_limit)
+    world = QUICK_WORLD if opts.quick else WORLD
+    train, dev = one_hop("train", 64 if opts.quick else None, world), one_hop("dev", opts.eval_limit, world)
     train_file, dev_file = write_qa(train, opts.out / "train-1hop.jsonl"), write_qa(dev, opts.out / "dev-1hop.jsonl")
-    env_options = {"max_turns": 3, "dataset": str(train_file), "corpus_options": WORLD, **REWARD}
+    env_options = {"max_turns": 3, "dataset": str(train_file), "corpus_options": world, **REWARD}
     eval_options = {"dataset": str(dev_file)}
     print(f"synthwiki single-hop questions: {len(train)} train, {len(dev)} dev")
     model, sft_info = warm_start(opts, env_options, eval_options)
@@ -542,6 +547,9 @@ def main(argv: list[str] | None = None) -> None:
     print(table(runs))
     for line in lines:
         print(line)
+    if opts.quick:
+        print("--quick: the lines above are printed, not judged: two GRPO steps of a tiny model barely trained by SFT measure "
+              "that both trainers run on the same schedule, not which reaches a dev reward sooner (run without --quick for that)")
     plot(runs, opts.out)
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(opts).items()}
     (opts.out / "trainers.json").write_text(json.dumps({"settings": settings, "sft": sft_info, "runs": runs, "verdict": lines}, indent=1))

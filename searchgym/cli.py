@@ -477,7 +477,7 @@ _COMMANDS = {"bench": _bench, "train": _train_or_sft, "sft": _train_or_sft, "dis
 
 
 def main(argv: list[str] | None = None) -> int:
-    from searchgym.error import SearchGymError, TrainingStopped, missing_optional
+    from searchgym.error import MissingDependencyError, SearchGymError, TrainingStopped, missing_optional
 
     args = build_parser().parse_args(argv)
     try:
@@ -486,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"searchgym {args.command}: stopped: {e}", file=sys.stderr)
         return 130
     except SearchGymError as e:  # one line that says what to fix, never a traceback
+        if isinstance(e, MissingDependencyError) and getattr(e, "entry_point", False):
+            e = MissingDependencyError(e.package, e.extra, f"searchgym {args.command}", e.install)
         print(f"searchgym {args.command}: error: {e}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as e:  # an optional dependency imported plainly deep inside a command

@@ -142,6 +142,29 @@ def missing_optional(error: ModuleNotFoundError, feature: str) -> MissingDepende
     return MissingDependencyError(package, extra, feature)
 
 
+def reports_missing_extras(feature: str) -> Callable[[_F], _F]:
+    """Wrap a public entry point (``sft``, ``distill_summarizer``, ...) so that an optional
+    dependency it imports plainly, missing, raises the :class:`MissingDependencyError` the command
+    line prints (the extra and its install command) instead of a bare ``ModuleNotFoundError``.
+    A missing module that is not optional (a bug) is re-raised as it is."""
+
+    def wrap(function: _F) -> _F:
+        @functools.wraps(function)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return function(*args, **kwargs)
+            except ModuleNotFoundError as e:
+                missing = missing_optional(e, feature)
+                if missing is None:
+                    raise
+                missing.entry_point = True  # the command line names its command instead of this function
+                raise missing from e
+
+        return checked  # type: ignore[return-value]
+
+    return wrap
+
+
 class MissingDependencyError(SearchGymError, ImportError):
     """An optional dependency is not installed."""
 

@@ -76,3 +76,14 @@ def test_bad_arguments_are_refused():
     ]:
         done = subprocess.run([sys.executable, str(SCALE), *args], capture_output=True, text=True, timeout=120)
         assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_the_env_questions_have_answers_that_survive_normalization(tmp_path):
+    from searchgym.corpora.registry import load_dataset
+
+    path = tmp_path / "qa.jsonl"
+    scale.write_env_questions(path, ["the had on most", "Ploner rangly vaal", "the a an", "an dan from"])
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    # "the a an" has no word that keeps a word after normalization: no question from it
+    assert [r["golden_answers"] for r in rows] == [["had"], ["Ploner"], ["dan"]]
+    assert [ex.answers for ex in load_dataset(str(path))] == [("had",), ("Ploner",), ("dan",)]

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.envs.lm_summarizer import ASPECTS, PAPER_SAMPLING, recon_prompt
-from searchgym.error import ConfigError, TrainingError, UnknownNameError
+from searchgym.error import ConfigError, TrainingError, UnknownNameError, reports_missing_extras
 
 
 @dataclass
@@ -319,6 +319,7 @@ def _train(model: Any, params: list[Any], batches: list[list[Any]], loss_of: Any
     return rows
 
 
+@reports_missing_extras("searchgym.training.distill.distill_summarizer")
 def distill_summarizer(args: DistillArgs, *, teacher: Any = None) -> dict[str, Any]:
     """Run both stages and save ``OUT/final``; returns the metric rows and the data counts.
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from searchgym.agents.lm_agents import LMAgent
 from searchgym.envs.access import search_env
-from searchgym.error import ConfigError, TrainingError, TrainingStopped, UnknownNameError
+from searchgym.error import ConfigError, TrainingError, TrainingStopped, UnknownNameError, reports_missing_extras
 from searchgym.lm.base import Generation
 from searchgym.lm.scripted import ScriptedLM
 from searchgym.progress import Progress
@@ -394,6 +394,7 @@ def _save_final(out: Path, model: Any, tokenizer: Any) -> None:
     os.replace(tmp, out / "final")
 
 
+@reports_missing_extras("searchgym.training.sft.sft")
 def sft(args: SFTArgs) -> list[dict[str, Any]]:
     """Record the oracle, train the student on its turns, save ``out/final``; the metric rows.
 

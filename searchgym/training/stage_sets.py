@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from searchgym.error import ConfigError, UnknownNameError
+from searchgym.error import ConfigError, UnknownNameError, reports_missing_extras
 
 #: The files of a stage-sets folder, by stage.
 STAGE_FILES = {1: "stage1.jsonl", 2: "stage2.jsonl"}
@@ -256,6 +256,7 @@ def read_rollouts(out: Path, args: StageSetArgs) -> dict[tuple[str, int], dict[s
     return done
 
 
+@reports_missing_extras("searchgym.training.stage_sets.stage_sets")
 def stage_sets(args: StageSetArgs, *, lm: Any = None, progress: bool = True) -> dict[str, int]:
     """Score the questions by rollouts and write the folder (see the module docstring).
 

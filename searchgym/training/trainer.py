@@ -42,7 +42,7 @@ from searchgym.agents.trajectory import Trajectory
 from searchgym.bench import BenchConfig, run_bench
 from searchgym.envs import search_env
 from searchgym.envs.registration import full_env_id
-from searchgym.error import ConfigError, TrainingError, require
+from searchgym.error import ConfigError, TrainingError, reports_missing_extras, require
 from searchgym.lm.hf import TransformersLM, load_model
 from searchgym.lm.registry import load_lm
 from searchgym.lm.vllm import VLLMLM, model_folder
@@ -235,6 +235,7 @@ class Trainer:
     """Runs :class:`Args` (see the module docstring). ``Trainer(args).train()`` returns the
     metric rows of the steps it played."""
 
+    @reports_missing_extras("searchgym.training.Trainer")
     def __init__(self, args: Args, *, model: Any = None, tokenizer: Any = None):
         check_args(args)
         self.args = args
@@ -542,6 +543,7 @@ class Trainer:
         finally:
             self.model.train()
 
+    @reports_missing_extras("searchgym.training.Trainer.train")
     def train(self) -> list[dict[str, Any]]:
         """Play steps until ``total_steps``; returns this call's metric rows."""
         if not self._built:
