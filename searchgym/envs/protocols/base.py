@@ -111,6 +111,8 @@ def strip_blocks(text: str, tags: Sequence[tuple[str, str]]) -> tuple[str, bool]
     """
     found = False
     for open_tag, close_tag in tags:
+        if open_tag not in text and close_tag not in text:
+            continue  # the common turn: nothing to remove, no pattern to run
         pattern = re.compile(re.escape(open_tag) + r".*?(?:" + re.escape(close_tag) + r"|\Z)", re.DOTALL)
         text, n = pattern.subn("", text)
         # A stray closing tag alone is also the environment's, not the agent's.
