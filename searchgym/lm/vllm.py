@@ -19,6 +19,7 @@ to 17.8 for one); ``VLLM_CPU_NUM_OF_RESERVED_CPU`` set beforehand wins.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,27 @@ def cpu_thread_defaults(cores: int | None = None) -> None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if cores <= SMALL_CPU_CORES:
         os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+
+
+def whole_prefills(folder: str, max_model_len: int | None, max_num_batched_tokens: int | None) -> dict[str, Any]:
+    """Engine options that keep every prompt's prefill in one step, for a CPU engine.
+
+    With chunked prefill a step may prefill part of a prompt; vLLM (0.32) then takes back
+    the token it sampled by rewinding the request's random generator, which a CPU generator
+    cannot do: a seeded request (``generate(..., seed=[...])``: RECON's sampling, the
+    per-rollout streams of stage-sets) whose prompt was split died with "CPU Generator does
+    not use offset" and took the engine with it. Without chunking, a step takes whole prompts
+    only, and must have room for the longest (``max_num_batched_tokens`` >= the context).
+    """
+    if max_model_len is None:
+        try:
+            config = json.loads((Path(folder) / "config.json").read_text())
+            max_model_len = int(config.get("max_position_embeddings") or 0) or None
+        except (OSError, ValueError, TypeError):
+            max_model_len = None
+    if max_model_len is None:  # unknown context: vLLM would refuse a step shorter than it
+        return {}
+    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, max_num_batched_tokens or 0, 2048)}
 
 
 def model_folder(name: str) -> str:
@@ -123,6 +145,8 @@ class VLLMLM(LanguageModel):
         options = {"enable_prefix_caching": True, "logprobs_mode": "processed_logprobs", **engine_options}
         if max_model_len is not None:
             options["max_model_len"] = max_model_len
+        if current_platform.is_cpu() and "enable_chunked_prefill" not in engine_options:
+            options.update(whole_prefills(folder, max_model_len, engine_options.get("max_num_batched_tokens")))
         previous = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
         if in_process:
             os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"

@@ -285,11 +285,11 @@ def stage_sets(args: StageSetArgs, *, lm: Any = None, progress: bool = True) -> 
     examples = search_env(envs[0]).examples[: args.limit]
     budget = args.budget()
     tasks = [Task(ex.id, seed=rollout_seed(args.seed, r)) for ex in examples for r in range(budget)]
-    out.mkdir(parents=True, exist_ok=True)
     done = read_rollouts(out, args)
     todo = [t for t in tasks if (t.example_id, t.seed) not in done]
     if todo and lm is None:  # an earlier run that played every rollout needs no model
         lm = load_lm(args.model, backend=args.backend)
+    out.mkdir(parents=True, exist_ok=True)  # after the model loads: a missing backend leaves nothing behind
     with (out / ROLLOUTS_FILE).open("a") as sink:
         if sink.tell() == 0:
             sink.write(json.dumps({"settings": rollout_settings(args)}) + "\n")
