@@ -51,6 +51,10 @@ def cpu_thread_defaults(cores: int | None = None) -> None:
         os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
 
 
+#: vLLM's own step budget for an offline CPU engine (``LLM``), kept as the least.
+CPU_STEP_TOKENS = 4096
+
+
 def whole_prefills(folder: str, max_model_len: int | None, max_num_batched_tokens: int | None) -> dict[str, Any]:
     """Engine options that keep every prompt's prefill in one step, for a CPU engine.
 
@@ -69,7 +73,7 @@ def whole_prefills(folder: str, max_model_len: int | None, max_num_batched_token
             max_model_len = None
     if max_model_len is None:  # unknown context: vLLM would refuse a step shorter than it
         return {}
-    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, max_num_batched_tokens or 0, 2048)}
+    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, max_num_batched_tokens or 0, CPU_STEP_TOKENS)}
 
 
 def model_folder(name: str) -> str:

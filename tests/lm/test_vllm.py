@@ -72,13 +72,13 @@ def test_prompts_longer_than_the_context_are_flagged_not_raised(engine):
 
 
 def test_seeded_prompts_that_fill_more_than_one_step_are_sampled_whole(engine):
-    # 8 prompts of 400 tokens: more than one engine step's token budget. With chunked prefill
+    # 12 prompts of 450 tokens: more than one CPU engine step's 4,096 tokens. With chunked prefill
     # a prompt split across steps had its first sampled token taken back by rewinding its
     # seeded generator, which vLLM 0.32 cannot do on a CPU ("CPU Generator does not use
     # offset"): the engine died. Whole prompts per step, each sampled from its own seed.
     assert engine.engine.llm_engine.vllm_config.scheduler_config.enable_chunked_prefill is False
-    prompts = [[5 + (i * 7 + j) % 300 for j in range(400)] for i in range(8)]
-    seeds = list(range(100, 108))
+    prompts = [[5 + (i * 7 + j) % 300 for j in range(450)] for i in range(12)]
+    seeds = list(range(100, 112))
     together = engine.generate(prompts, max_new_tokens=6, temperature=1.0, seed=seeds)
     assert all(len(g.token_ids) == 6 for g in together)
     alone = [engine.generate([p], max_new_tokens=6, temperature=1.0, seed=[s])[0] for p, s in zip(prompts[:2], seeds[:2])]
@@ -88,8 +88,8 @@ def test_seeded_prompts_that_fill_more_than_one_step_are_sampled_whole(engine):
 def test_chunked_prefill_stays_the_callers_choice(monkeypatch):
     from searchgym.lm import vllm as backend
 
-    assert backend.whole_prefills(str(tiny_model_folder()), 512, None) == {"enable_chunked_prefill": False, "max_num_batched_tokens": 2048}
-    assert backend.whole_prefills(str(tiny_model_folder()), 4096, 1024)["max_num_batched_tokens"] == 4096
+    assert backend.whole_prefills(str(tiny_model_folder()), 512, None) == {"enable_chunked_prefill": False, "max_num_batched_tokens": 4096}
+    assert backend.whole_prefills(str(tiny_model_folder()), 8192, 1024)["max_num_batched_tokens"] == 8192
     assert backend.whole_prefills("/no/such/folder", None, None) == {}  # context unknown: vLLM's own defaults
 
 
