@@ -451,8 +451,9 @@ class BM25Retriever(Retriever):
         ``in_memory=True`` reads the score matrix into the process's memory instead of mapping
         it: about the index folder's size in RAM (``data.npy`` + ``indices.npy`` + ``indptr.npy``:
         ~0.5 GB at 1M passages, ~10 GB for wiki-18's 21M), a load that reads the whole folder
-        (seconds per GB), not shared with other processes, and queries a few percent faster
-        (anonymous memory gets huge pages, a mapped file 4 KiB page-cache pages).
+        (seconds per GB), not shared with other processes. Queries may run a few percent
+        faster (anonymous memory gets huge pages, a mapped file 4 KiB page-cache pages): seen
+        once on an idle machine, not under load (``benchmarks/query_latency.py``).
 
         Raises :class:`ConfigError` when the index was built for another corpus (the corpus
         fingerprints differ) or with another analyzer. rank-bm25 indexes are pickles: load
