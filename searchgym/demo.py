@@ -225,7 +225,7 @@ def quick_settings(args: Any) -> dict[str, Any]:
         f"at most {settings['max_turns']} turns per episode",
     ]
     if not settings["dense"]:
-        left_out.append(f"no row {DEMO_RUNS[[r[2] for r in DEMO_RUNS].index(DENSE_AGENT)][0]!r}")
+        left_out.append(f"no row {next(label for label, _, agent in DEMO_RUNS if agent == DENSE_AGENT)!r}")
     if not settings["training"]:
         left_out.append(f"no row {TRAINED_LABEL!r}")
     print(
