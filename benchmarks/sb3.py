@@ -84,7 +84,13 @@ def main() -> None:
     opts.timesteps = opts.timesteps if opts.timesteps is not None else (4096 if q else 60_000)
     opts.limit = opts.limit if opts.limit is not None else (10 if q else 100)
     opts.max_new_tokens = opts.max_new_tokens if opts.max_new_tokens is not None else (16 if q else 256)
+    fresh_runs = q and opts.out is None  # the quick form's own folder: its runs are started afresh
     opts.out = opts.out if opts.out is not None else Path("results/sb3-quick" if q else "results/sb3")
+    if q and not fresh_runs:
+        held = [a for a in opts.algorithms if (opts.out / a / "policy.json").is_file()]
+        if held:
+            parser.error(f"--quick with --out {opts.out}: it holds {' and '.join(held)} runs, which training would continue; "
+                         "give an empty folder, or leave --out out (results/sb3-quick, started afresh each time)")
     opts.threads = opts.threads if opts.threads is not None else (1 if q else None)
     for name in ("timesteps", "limit", "max_new_tokens") + (("threads",) if opts.threads is not None else ()):
         if getattr(opts, name) < 1:
@@ -122,7 +128,7 @@ def main() -> None:
     runs = {}
     for algorithm in opts.algorithms:
         run = opts.out / algorithm
-        if q and run.exists():
+        if fresh_runs and run.exists():
             # train_sb3 continues a run it finds; a smoke run starts afresh each time.
             shutil.rmtree(run)
         t0 = time.perf_counter()

@@ -1,6 +1,7 @@
 """Every script under benchmarks/ starts and explains itself (``--help``), and every quick form
 (``--quick``) has its measured time recorded in benchmarks/RESULTS.md "Documented commands"."""
 
+import json
 import re
 import subprocess
 import sys
@@ -88,3 +89,28 @@ def test_train_step_quick_runs_and_reports_its_sizes():
     throughput = re.search(r"^\| update throughput \| ([\d,]+) tokens/s \|$", done.stdout, flags=re.M)
     assert throughput and int(throughput.group(1).replace(",", "")) > 0, done.stdout[-2000:]
     assert re.search(r"^\| peak memory \| [\d,]+ MB \|$", done.stdout, flags=re.M), done.stdout[-2000:]
+
+
+def test_multi_agent_quick_fails_when_an_episode_does_not_finish(tmp_path):
+    # Two wiki-vital documents overflow the tiny model's 2,048-token context at the searcher's
+    # first turn (why --quick retrieves one): the smoke run must say so and exit 1, not print
+    # a table of zeros and pass.
+    done = run_script(str(ROOT / "benchmarks" / "multi_agent.py"), "--quick", "--part", "agents", "--limit", "1", "--top-k", "2",
+                      "--out", str(tmp_path), timeout=300)
+    assert done.returncode == 1, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    assert ("--quick: FAIL: episodes that did not finish, by roster: {'searcher+generator': 1} "
+            f"(their outcome and error are in {tmp_path}/episodes-*.jsonl)") in done.stdout
+    record = json.loads((tmp_path / "episodes-searcher+generator.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    assert record["outcome"] == "prompt_too_long"
+
+
+def test_sb3_quick_refuses_an_out_folder_holding_runs(tmp_path):
+    # train_sb3 continues a run it finds: a quick form pointed at a full run's folder would
+    # add 4,096 timesteps to it; only its own default folder is started afresh.
+    (tmp_path / "sb3-ppo").mkdir()
+    (tmp_path / "sb3-ppo" / "policy.json").write_text("{}")
+    done = run_script(str(ROOT / "benchmarks" / "sb3.py"), "--quick", "--out", str(tmp_path), timeout=60)
+    assert done.returncode == 2, (done.returncode, done.stdout[-500:], done.stderr[-2000:])
+    assert (f"--quick with --out {tmp_path}: it holds sb3-ppo runs, which training would continue; give an empty folder, "
+            "or leave --out out (results/sb3-quick, started afresh each time)") in done.stderr
+    assert (tmp_path / "sb3-ppo" / "policy.json").read_text() == "{}"
