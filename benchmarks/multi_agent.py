@@ -183,9 +183,9 @@ def main() -> None:
         opts.model, opts.train_model = opts.model or tiny, opts.train_model or tiny
         print(f"--quick: the tiny random test model in every LLM role unless named, both rosters on {opts.limit} questions "
               f"(top-{opts.top_k}, {opts.max_searcher_turns} searcher turns of {opts.searcher_tokens} tokens, summaries of "
-              f"{opts.summarizer_tokens}), {opts.train_steps} GRPO steps of "
-              f"{opts.train_questions} question(s) x {opts.train_n} summaries on {opts.threads} torch thread(s), into {opts.out}; nothing is judged (a random model's "
-              "rewards say nothing): it checks that every role and the summarizer's trainer run")
+              f"{opts.summarizer_tokens}), {opts.train_steps} GRPO steps of {opts.train_questions} question(s) x {opts.train_n} "
+              f"summaries on {opts.threads} torch thread(s), into {opts.out}; nothing is judged (a random model's rewards say "
+              "nothing): it checks that every role and the summarizer's trainer run")
     opts.model, opts.train_model = opts.model or "smollm2", opts.train_model or "smollm2"
 
     summary: dict[str, list[dict]] = {}
