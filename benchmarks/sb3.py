@@ -14,12 +14,22 @@
 
     python benchmarks/sb3.py                          # ~12 minutes on 2 CPU cores
     python benchmarks/sb3.py --timesteps 20000 --skip-bench
+    python benchmarks/sb3.py --quick                  # a smoke run of all three parts
+
+--quick plays every part small: 4,096 timesteps of each algorithm (2 evaluations), the
+first 10 questions of each held-out split, and in part 3 the tiny random test model as the
+reader (16 tokens a turn) instead of SmolLM2, on one torch thread, into results/sb3-quick
+(its run folders started afresh); sizes given on the command line win. Nothing is judged at that size: 4,096 timesteps do not train
+PPO past naive RAG (the full form's comparison), and a random reader answers nothing, so
+part 3 checks that the bench plays the trained policy, not GenAcc (it exits 1 if an
+episode there did not finish).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -51,18 +61,65 @@ class NaiveTemplates:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env-id", default="SearchR1-v0", help="env of every part (default SearchR1-v0)")
-    parser.add_argument("--timesteps", type=int, default=60_000, help="SB3 timesteps per algorithm (default 60000)")
+    parser.add_argument("--timesteps", type=int, default=None, help="SB3 timesteps per algorithm (default 60000; --quick: 4096)")
     parser.add_argument("--algorithms", nargs="+", default=["sb3-ppo", "sb3-dqn"], help="algorithms to train")
-    parser.add_argument("--limit", type=int, default=100, help="dev questions of the tables (default 100: all)")
+    parser.add_argument("--limit", type=int, default=None, help="questions of each held-out split in the tables (default 100: all; --quick: 10)")
     parser.add_argument("--seed", type=int, default=0, help="training seed")
     parser.add_argument("--passage-cost", type=float, default=0.05, help="reward cost per passage answered from, in training and the LM-free table (default 0.05)")
     parser.add_argument("--bench-splits", nargs="+", default=["dev", "test"], help="held-out splits of part 3 (default dev test)")
-    parser.add_argument("--skip-bench", action="store_true", help="skip part 3 (the SmolLM2 bench)")
-    parser.add_argument("--bench-options", default='{"dtype": "bfloat16"}', help="backend options of the bench's SmolLM2 (JSON)")
-    parser.add_argument("--out", type=Path, default=Path("results/sb3"), help="output folder (default results/sb3)")
+    parser.add_argument("--skip-bench", action="store_true", help="skip part 3 (the bench with an LM reader)")
+    parser.add_argument("--bench-options", default='{"dtype": "bfloat16"}', help="backend options of part 3's reader (JSON)")
+    parser.add_argument("--model", default=None,
+                        help="reader of part 3, a load_lm name or folder (default smollm2; --quick: the tiny random test model)")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="most tokens per reader turn in part 3 (default 256; --quick: 16)")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default results/sb3; --quick: results/sb3-quick)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads of the process (default torch's own, one per core; --quick: 1: the policies' small "
+                        "MLPs gain nothing from more, and on a shared CPU the waiting threads spin)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run of every part: 4096 timesteps each, 10 questions per split, the tiny random test model reading "
+                        "in part 3, into results/sb3-quick (sizes given on the command line win)")
     opts = parser.parse_args()
+    q = opts.quick
+    opts.timesteps = opts.timesteps if opts.timesteps is not None else (4096 if q else 60_000)
+    opts.limit = opts.limit if opts.limit is not None else (10 if q else 100)
+    opts.max_new_tokens = opts.max_new_tokens if opts.max_new_tokens is not None else (16 if q else 256)
+    fresh_runs = q and opts.out is None  # the quick form's own folder: its runs are started afresh
+    opts.out = opts.out if opts.out is not None else Path("results/sb3-quick" if q else "results/sb3")
+    if q and not fresh_runs:
+        held = [a for a in opts.algorithms if (opts.out / a / "policy.json").is_file()]
+        if held:
+            parser.error(f"--quick with --out {opts.out}: it holds {' and '.join(held)} runs, which training would continue; "
+                         "give an empty folder, or leave --out out (results/sb3-quick, started afresh each time)")
+    opts.threads = opts.threads if opts.threads is not None else (1 if q else None)
+    for name in ("timesteps", "limit", "max_new_tokens") + (("threads",) if opts.threads is not None else ()):
+        if getattr(opts, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} expects a positive integer, got {getattr(opts, name)}")
+    try:
+        bench_options = json.loads(opts.bench_options)
+    except json.JSONDecodeError as e:
+        parser.error(f"--bench-options expects a JSON object like '{{\"dtype\": \"bfloat16\"}}', got {opts.bench_options!r} ({e})")
+    if not isinstance(bench_options, dict):
+        parser.error(f"--bench-options expects a JSON object like '{{\"dtype\": \"bfloat16\"}}', got {opts.bench_options!r}")
+    if opts.model is None and q:
+        from searchgym.lm.testing import tiny_model_folder
+
+        opts.model = str(tiny_model_folder())
+    reader = "SmolLM2" if opts.model is None else ("tiny random model" if q and "tiny-random" in opts.model else opts.model)
+    opts.model = opts.model or "smollm2"
+    evaluations = 2 if q else 6  # each also redraws the run's curves.png
+    if q:
+        print(f"--quick: {opts.timesteps} timesteps per algorithm ({evaluations} evaluations), {opts.limit} questions per held-out split, "
+              f"{reader} reading in part 3 ({opts.max_new_tokens} tokens a turn), {opts.threads} torch thread(s), into {opts.out}; "
+              "nothing is judged at this size (too few timesteps to train past naive RAG, and a random reader answers nothing): "
+              "it checks that every part runs")
 
     from searchgym.sb3 import GLOBAL_FEATURES, SB3Args, evaluate_template_policy, make_template_env, train_sb3
+
+    if opts.threads is not None:
+        import torch
+
+        torch.set_num_threads(opts.threads)
 
     opts.out.mkdir(parents=True, exist_ok=True)
     report: dict = {"timesteps": opts.timesteps, "env_id": opts.env_id}
@@ -71,8 +128,11 @@ def main() -> None:
     runs = {}
     for algorithm in opts.algorithms:
         run = opts.out / algorithm
+        if fresh_runs and run.exists():
+            # train_sb3 continues a run it finds; a smoke run starts afresh each time.
+            shutil.rmtree(run)
         t0 = time.perf_counter()
-        rows = train_sb3(SB3Args(algorithm=algorithm, env_id=opts.env_id, total_timesteps=opts.timesteps, eval_every=max(opts.timesteps // 6, 1),
+        rows = train_sb3(SB3Args(algorithm=algorithm, env_id=opts.env_id, total_timesteps=opts.timesteps, eval_every=max(opts.timesteps // evaluations, 1),
                                  eval_limit=opts.limit, out=str(run), seed=opts.seed, passage_cost=opts.passage_cost, progress=False))
         seconds = time.perf_counter() - t0
         runs[algorithm] = run
@@ -102,18 +162,23 @@ def main() -> None:
     if not opts.skip_bench and "sb3-ppo" in runs:
         from searchgym.bench import BenchConfig, run_bench
 
-        labels = ["random agent", "naive RAG (SmolLM2 reads top-3)", "SB3 PPO policy (SmolLM2 reads its passages)"]
+        labels = ["random agent", f"naive RAG ({reader} reads top-3)", f"SB3 PPO policy ({reader} reads its passages)"]
         paired = []
         report["bench"] = {}
         for split in opts.bench_splits:
-            print(f"\n== 3. searchgym bench, {split} split (first {opts.limit}), SmolLM2 reads the passages")
+            print(f"\n== 3. searchgym bench, {split} split (first {opts.limit}), {reader} reads the passages")
             config = BenchConfig(
                 runs=[(opts.env_id, "random"), (opts.env_id, "naive-rag"), (opts.env_id, "sb3")], split=split, limit=opts.limit,
-                backend_options=json.loads(opts.bench_options), agent_options={"sb3": {"policy": str(runs["sb3-ppo"])}}, labels=labels,
+                model=opts.model, max_new_tokens=opts.max_new_tokens, backend_options=bench_options,
+                agent_options={"sb3": {"policy": str(runs["sb3-ppo"])}}, labels=labels,
             )
             results = run_bench(config, opts.out / f"bench-{split}", resume=False)
             print(results.markdown())
             report["bench"][split] = results.rows
+            failed = {r["label"]: r["failures"] for r in results.rows if r.get("failures", "-") != "-"}
+            if failed and opts.quick:
+                print(f"--quick: FAIL: episodes that did not finish on the {split} split: {failed}")
+                raise SystemExit(1)
             (opts.out / f"bench-{split}.md").write_text(results.markdown() + "\n")
             naive = {r["example_id"]: r["gen_acc"] for r in results.episodes[labels[1]]}
             paired += [(r["gen_acc"], naive[r["example_id"]]) for r in results.episodes[labels[2]]]

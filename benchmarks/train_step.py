@@ -6,7 +6,14 @@ epochs), the peak resident memory, and the share of each step spent in rollout (
 which retrieval), update, and pushing weights to the engine.
 
     python benchmarks/train_step.py                      # tiny random model, ~1 min
+    python benchmarks/train_step.py --quick              # 2 steps of 2x2 episodes, 16 tokens a turn: a smoke run
     python benchmarks/train_step.py --model smollm2 --steps 2 --lora-rank 8
+
+--quick plays 2 GRPO steps of 2 questions x 2 samples with 16 tokens a turn on one torch
+thread (the tiny model unless --model); any size given on the command line wins. There is
+no target to judge here; its figures measure a smaller step than the full form's and are
+not comparable to benchmarks/RESULTS.md's "Training step" (4 x 4 episodes, 32 tokens,
+steps 2-4).
 """
 
 from __future__ import annotations
@@ -20,14 +27,34 @@ from pathlib import Path
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None, help="policy (default: the tiny random test model, context 2048)")
-    parser.add_argument("--steps", type=int, default=4, help="GRPO steps (the first one is reported apart: warm-up)")
-    parser.add_argument("--questions", type=int, default=4, help="questions per step")
-    parser.add_argument("--n", type=int, default=4, help="samples per question")
-    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=None, help="GRPO steps, the first one reported apart: warm-up (default 4; --quick: 2)")
+    parser.add_argument("--questions", type=int, default=None, help="questions per step (default 4; --quick: 2)")
+    parser.add_argument("--n", type=int, default=None, help="samples per question (default 4; --quick: 2)")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="tokens per turn (default 32; --quick: 16)")
     parser.add_argument("--micro-batch-size", type=int, default=4)
     parser.add_argument("--lora-rank", type=int, default=0)
     parser.add_argument("--engine", default="transformers", choices=["transformers", "vllm"])
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads of the trainer (default torch's own, one per core; --quick: 1, which keeps a shared "
+                        "CPU's waiting threads from spinning)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run: 2 steps of 2 questions x 2 samples, 16 tokens a turn, 1 torch thread (sizes given on the "
+                        "command line win)")
     opts = parser.parse_args()
+    for name, full, quick in (("steps", 4, 2), ("questions", 4, 2), ("n", 4, 2), ("max_new_tokens", 32, 16)):
+        if getattr(opts, name) is None:
+            setattr(opts, name, quick if opts.quick else full)
+    if opts.threads is None and opts.quick:
+        opts.threads = 1
+    for name in ("steps", "questions", "n", "max_new_tokens", "micro_batch_size") + (("threads",) if opts.threads is not None else ()):
+        if getattr(opts, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} expects a positive integer, got {getattr(opts, name)}")
+    if opts.lora_rank < 0:
+        parser.error(f"--lora-rank expects 0 (full fine-tuning) or a positive rank, got {opts.lora_rank}")
+    if opts.quick:
+        print(f"--quick: {opts.steps} GRPO steps of {opts.questions} questions x {opts.n} samples, {opts.max_new_tokens} tokens a turn, "
+              f"{opts.threads} torch thread(s); "
+              "no target is judged, and the figures measure a smaller step than benchmarks/RESULTS.md's 'Training step' (not comparable)")
 
     from searchgym.lm.testing import tiny_model_folder
     from searchgym.training.args import Args
@@ -39,7 +66,7 @@ def main() -> None:
             model=opts.model or str(tiny_model_folder()), env_options={"max_turns": 3}, algorithm="grpo", n=opts.n,
             questions_per_step=opts.questions, micro_batch_size=opts.micro_batch_size, max_new_tokens=opts.max_new_tokens,
             num_envs=opts.questions * opts.n, total_steps=opts.steps, save_every=opts.steps, lr=1e-5, lora_rank=opts.lora_rank,
-            engine=opts.engine, out=str(out), tensorboard=False, progress=True, kl_coef=0.001,
+            engine=opts.engine, out=str(out), tensorboard=False, progress=True, kl_coef=0.001, threads=opts.threads,
         )
         rows = Trainer(args).train()
     finally:
