@@ -21,7 +21,7 @@ from searchgym.envs.model_calls import Play, model_users, replay, run_play
 from searchgym.envs.protocols import Protocol
 from searchgym.envs.protocols.base import Answer, Complete, Evidence, Invalid, ParsedTurn, Search, Select
 from searchgym.envs.summarizers import Summarizer
-from searchgym.envs.tasks import count_tokens, count_tokens_with, doc_text, positive_int, text_action
+from searchgym.envs.tasks import count_tokens, doc_text, positive_int, text_action
 from searchgym.error import SearchGymError
 from searchgym.rewards import Episode, RewardRecipe, Turn
 
@@ -304,7 +304,6 @@ class SearchGame:
         query_cut = False
         invalid_reason = None
         hits: list[Hit] = []
-        shown: list[str] = []  # passage texts the observation renders verbatim, for the word count
         for act in turn.actions:
             if isinstance(act, Search):
                 query = act.query
@@ -320,8 +319,6 @@ class SearchGame:
                 self.retrieved.append([h.passage for h in hits])
                 pieces.append((yield from self._render(act.query, hits)))
                 kinds.append("documents")
-                if self.summarizer.passthrough:
-                    shown.extend(h.passage.text for h in hits)
                 self.log.open_window(act.query, hits)
             elif isinstance(act, Select):
                 self.log.select(act.doc_numbers)
@@ -350,11 +347,7 @@ class SearchGame:
         self.records.append(Turn(turn.text, turn.kinds, () if ended else tuple(kinds)))
         self.well_formed.append(turn.well_formed)
         self.context_chars += len(turn.text) + len(observation)
-        if shown and self.token_counter is count_tokens:
-            observation_tokens = count_tokens_with(observation, shown)
-        else:
-            observation_tokens = self.token_counter(observation)
-        self.context_tokens += self.token_counter(turn.text) + observation_tokens
+        self.context_tokens += self.token_counter(turn.text) + self.token_counter(observation)
 
         info = self._info(observation_truncated=obs_cut)
         info.update(

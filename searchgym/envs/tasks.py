@@ -25,40 +25,14 @@ def count_tokens(text: str) -> int:
     """Whitespace-separated words: the token count used when no ``token_counter`` is given.
 
     It is cheap on purpose (it runs on every observation); pass a tokenizer's length as
-    ``token_counter`` for model tokens. ``len(text.split())``, without building the words
-    where the text is ASCII (a third of the time on an observation of three Wikipedia leads).
+    ``token_counter`` for model tokens. It is ``len(text.split())``, without building the
+    words where the text is ASCII (about 0.87x the time of ``split`` on wiki-vital's top-3
+    observations, 0.5x on an ASCII passage).
     """
     if text.isascii():
         marks = text.encode().translate(_WORD_BYTES)
         return marks.count(b" a") + marks.startswith(b"a")
     return len(text.split())
-
-
-def count_tokens_with(text: str, known: Sequence[str]) -> int:
-    """``count_tokens(text)`` where ``text`` holds the strings ``known`` verbatim, in order
-    (the passages an observation renders): each is counted on its own, so that an ASCII
-    passage takes the fast path of :func:`count_tokens` even where another passage of the
-    observation is not ASCII. Where a string is not found (a cut observation, a protocol
-    that rewrites the passages) the whole text is counted; words joined across a boundary
-    are counted once, so the result is ``count_tokens(text)`` either way."""
-    total = 0
-    position = 0
-    ends_in_word = False  # whether the text counted so far ends inside a word
-    for piece in known:
-        if not piece:
-            continue
-        found = text.find(piece, position)
-        if found < 0:
-            return count_tokens(text)
-        for segment in (text[position:found], piece):
-            if segment:
-                total += count_tokens(segment) - (ends_in_word and not segment[0].isspace())
-                ends_in_word = not segment[-1].isspace()
-        position = found + len(piece)
-    tail = text[position:]
-    if tail:
-        total += count_tokens(tail) - (ends_in_word and not tail[0].isspace())
-    return total
 
 
 def positive_int(name: str, value: Any, *, allow_none: bool = False, owner: str = "SearchEnv") -> Any:
