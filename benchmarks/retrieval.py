@@ -328,7 +328,7 @@ def bench_env(b: Bench, retriever: BM25Retriever, steps: int, repeats: int) -> d
 
     env_round(), search_round(), reference_round()  # warm all three
     env_s, search_s, reference_s = [], [], []
-    for _ in range(repeats):  # interleaved, so that a burst of load hits both alike
+    for _ in range(repeats):  # interleaved, so that a burst of load hits all three alike
         env_s.append(env_round())
         search_s.append(search_round())
         reference_s.append(reference_round())
