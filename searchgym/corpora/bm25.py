@@ -20,7 +20,7 @@ import numpy as np
 from searchgym.corpora.postings import (
     DEFAULT_SHARD_SIZE, Postings, build_postings, load_postings, passage_text, save_postings, split_postings,
 )
-from searchgym.corpora.indexes import index_meta
+from searchgym.corpora.index_folder import index_meta
 from searchgym.corpora.tokenize import Analyzer, default_analyzer
 from searchgym.corpora.types import Corpus, Hit, Retriever
 from searchgym.error import ConfigError, DataFormatError, UnknownNameError, require

@@ -1,7 +1,7 @@
 """Passage files opened, not loaded: a memory-mapped passage store built once beside the file.
 
 The first time a passage file is opened, its lines are read and checked once (the same checks
-and errors as :func:`searchgym.corpora.store.read_passages` always made) and written as a
+and errors as :func:`read_passages` always made) and written as a
 *passage store*: a folder ``<file>.searchgym/`` beside the file (or, where that folder cannot
 be written, under the cache dir) holding
 
@@ -40,10 +40,17 @@ from typing import Any
 import numpy as np
 
 from searchgym.cache import cache_dir
+from searchgym.corpora.store import (
+    PASSAGE_LINE_FORMAT,
+    check_data_file,
+    default_corpus_name,
+    iter_jsonl_objects,
+    passage_from,
+    repeated_id_error,
+)
 from searchgym.corpora.types import Corpus, Passage, fingerprint_record
-from searchgym.error import DataFormatError
 
-__all__ = ["STORE_SUFFIX", "MappedCorpus", "PassageStore", "open_corpus", "stable_hash", "store_folder", "stored_fingerprint"]
+__all__ = ["STORE_SUFFIX", "MappedCorpus", "PassageStore", "open_corpus", "read_passages", "stable_hash", "store_folder", "stored_fingerprint"]
 
 STORE_SUFFIX = ".searchgym"
 _FORMAT_VERSION = 1
@@ -215,10 +222,9 @@ def open_corpus(path: str | os.PathLike, name: str | None = None) -> MappedCorpu
     The first open of a file builds its passage store (reading every line once; a progress
     bar for large files); later opens, in this process or any other, map it. Raises
     :class:`~searchgym.error.DataFormatError` naming the file and line for a malformed line or
-    a repeated id, as :func:`~searchgym.corpora.store.read_passages` documents, and for a
+    a repeated id, as :func:`read_passages` documents, and for a
     path that is not a regular file (a directory, a named pipe).
     """
-    from searchgym.corpora.store import check_data_file, default_corpus_name
 
     # Before anything reads it: a named pipe would block the signature's read, and a
     # directory is no passage file.
@@ -230,6 +236,18 @@ def open_corpus(path: str | os.PathLike, name: str | None = None) -> MappedCorpu
         if store is None or store.meta["source"]["signature"] != signature:
             store = _STORES[key] = _open_store(source, signature)
     return MappedCorpus(store, name or default_corpus_name(source))
+
+
+def read_passages(path: str | os.PathLike, *, name: str | None = None) -> Corpus:
+    """Open a passage file (see :mod:`searchgym.corpora.store` for the layouts) as a :class:`Corpus`.
+
+    The passages stay on disk: the first open of a file checks every line and writes a
+    memory-mapped passage store beside it (this module); later opens, in
+    any process, map that store in milliseconds. ``name`` defaults to the file name without
+    ``.jsonl``/``.gz``. Raises :class:`DataFormatError` naming the file and line for a
+    malformed line or a repeated id, and ``FileNotFoundError`` if the file does not exist.
+    """
+    return open_corpus(check_data_file(path, "passage"), name=name)
 
 
 def stored_fingerprint(path: str | os.PathLike) -> str | None:
@@ -272,7 +290,6 @@ def _open_store(source: Path, signature: dict[str, Any]) -> PassageStore:
 
 def _build_store(source: Path, signature: dict[str, Any], folder: Path) -> dict[str, Any]:
     """Read the passage file once and write its store to ``folder`` (replacing a stale one)."""
-    from searchgym.corpora.store import PASSAGE_LINE_FORMAT, iter_jsonl_objects, passage_from, repeated_id_error
 
     started = time.perf_counter()
     tmp = folder.with_name(f".{folder.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.corpora.datasets import read_qa
-from searchgym.corpora.store import missing_file_error, read_passages
+from searchgym.corpora.mapped import read_passages
+from searchgym.corpora.store import missing_file_error
 from searchgym.corpora.types import Corpus, Passage, QAExample
 from searchgym.error import ConfigError, UnknownNameError, check_name
 

@@ -35,11 +35,10 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from searchgym.corpora.mapped import open_corpus
-from searchgym.corpora.types import Corpus, Passage
+from searchgym.corpora.types import Passage
 from searchgym.error import ConfigError, DataFileNotFoundError, DataFormatError
 
-__all__ = ["MAX_JSON_DEPTH", "PASSAGE_FORMATS", "check_data_file", "chunk_documents", "read_passages", "write_passages"]
+__all__ = ["MAX_JSON_DEPTH", "PASSAGE_FORMATS", "check_data_file", "chunk_documents", "write_passages"]
 
 PASSAGE_FORMATS = ("flashrag", "title_text")
 
@@ -309,18 +308,6 @@ def default_corpus_name(path: Path) -> str:
     return name or path.name
 
 
-def read_passages(path: str | os.PathLike, *, name: str | None = None) -> Corpus:
-    """Open a passage file (see the module docstring for the layouts) as a :class:`Corpus`.
-
-    The passages stay on disk: the first open of a file checks every line and writes a
-    memory-mapped passage store beside it (:mod:`searchgym.corpora.mapped`); later opens, in
-    any process, map that store in milliseconds. ``name`` defaults to the file name without
-    ``.jsonl``/``.gz``. Raises :class:`DataFormatError` naming the file and line for a
-    malformed line or a repeated id, and ``FileNotFoundError`` if the file does not exist.
-    """
-    return open_corpus(check_data_file(path, "passage"), name=name)
-
-
 def check_new_id(first_line: dict[str, int], item_id: str, path: Path, line_number: int, what: str) -> None:
     """Record that ``item_id`` is on ``line_number``; ``DataFormatError`` if an earlier line had it."""
     if item_id in first_line:
@@ -355,7 +342,7 @@ def write_passages(
     path: str | os.PathLike,
     format: Literal["flashrag", "title_text"] = "flashrag",
 ) -> Path:
-    """Write passages as JSON lines that :func:`read_passages` reads back unchanged.
+    """Write passages as JSON lines that :func:`~searchgym.corpora.mapped.read_passages` reads back unchanged.
 
     ``format="flashrag"`` writes ``{"id", "contents"}`` with ``contents = "\\"title\\"\\ntext"``
     (what Search-R1 and FlashRAG retrievers index); ``"title_text"`` writes

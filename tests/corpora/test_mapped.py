@@ -13,7 +13,8 @@ import pytest
 
 from searchgym.corpora import load_corpus
 from searchgym.corpora.mapped import MappedCorpus, open_corpus, store_folder
-from searchgym.corpora.store import read_passages, write_passages
+from searchgym.corpora.mapped import read_passages
+from searchgym.corpora.store import write_passages
 from searchgym.corpora.types import Corpus, Passage
 from searchgym.error import DataFormatError
 

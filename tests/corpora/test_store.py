@@ -9,14 +9,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from searchgym.corpora.datasets import QA_LINE_FORMAT, read_qa
-from searchgym.corpora.mapped import open_corpus
+from searchgym.corpora.mapped import open_corpus, read_passages
 from searchgym.corpora.registry import load_corpus, load_dataset
 from searchgym.corpora.store import (
     MAX_JSON_DEPTH,
     PASSAGE_LINE_FORMAT,
     chunk_documents,
     parquet_hint,
-    read_passages,
     split_contents,
     split_sentences,
     write_passages,
