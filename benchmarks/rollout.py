@@ -205,9 +205,9 @@ def compare_engines(args, tasks, rows: list) -> None:
 def compare_recon(args, lm, rows: list) -> None:
     from searchgym.corpora.registry import load_corpus, load_dataset
     from searchgym.corpora.retrievers import make_retriever
-    from searchgym.envs.lm_frozen import LMGenerator
-    from searchgym.envs.model_calls import play_all, replay
-    from searchgym.envs.summarizers import make_summarizer
+    from searchgym.envs.components.lm_frozen import LMGenerator
+    from searchgym.envs.components.model_calls import play_all, replay
+    from searchgym.envs.components.summarizers import make_summarizer
     from searchgym.rewards.metrics import f1_score
 
     corpus = load_corpus("wiki-vital")

@@ -99,9 +99,12 @@ def main() -> None:
     import gymnasium as gym
 
     from searchgym.envs.access import search_env
-    from searchgym.envs.lm_summarizer import LLMSummarizer
+    from searchgym.envs.components.lm_summarizer import LLMSummarizer
+    from searchgym.envs.components.summarizers import (
+        ExtractiveSummarizer,
+        IdentitySummarizer,
+    )
     from searchgym.envs.registration import full_env_id
-    from searchgym.envs.summarizers import ExtractiveSummarizer, IdentitySummarizer
     from searchgym.lm.registry import load_lm
     from searchgym.rewards.metrics import exact_match, f1_score, span_check
 
@@ -120,9 +123,9 @@ def main() -> None:
     if distilled is None and "distilled" in columns:
         distilled = str(a.out / "distill" / "final")
         if not Path(distilled, "config.json").is_file():
-            from searchgym.training.distill import DistillArgs, distill_summarizer
-
             import shutil
+
+            from searchgym.training.distill import DistillArgs, distill_summarizer
 
             shutil.rmtree(a.out / "distill", ignore_errors=True)
             distill_args = DistillArgs(

@@ -30,14 +30,20 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from searchgym.cache import sync_folder
 from searchgym.agents import LM_FREE, Agent, EpisodeResult, Task, make_agent, run_episodes
 from searchgym.agents.driver import RAW_SCORES, check_scheduling
-from searchgym.agents.registry import agent_label, build_agent, check_agent, describe_agent, factory_needs_lm, registered_factory
+from searchgym.agents.registry import (
+    agent_label,
+    build_agent,
+    check_agent,
+    describe_agent,
+    factory_needs_lm,
+    registered_factory,
+)
 from searchgym.agents.registry import needs_lm as agent_needs_lm
+from searchgym.cache import sync_folder
 from searchgym.envs.access import search_env
-from searchgym.envs.frozen import with_frozen_models
-from searchgym.envs.registration import NAMESPACE, full_env_id
+from searchgym.envs.registration import NAMESPACE, full_env_id, with_frozen_models
 from searchgym.error import ConfigError, DataFormatError, check_keywords, check_name, install_command
 
 #: Columns of the summary table: (key, header, format). F1, cover-EM and GenAcc score a
@@ -157,7 +163,7 @@ def cross(envs: Sequence[str], agents: Sequence[str]) -> list[tuple[str, str]]:
 
 def check_config(config: BenchConfig) -> None:
     """Every name in ``config`` is known (called before any model loads)."""
-    from searchgym.envs.summarizers import SUMMARIZERS
+    from searchgym.envs.components.summarizers import SUMMARIZERS
     from searchgym.lm.registry import BACKENDS
 
     for env_id, agent in config.runs:
@@ -195,8 +201,8 @@ def _check_env_options(config: BenchConfig) -> None:
     import inspect
 
     from searchgym.corpora.registry import check_data_name
-    from searchgym.envs.core import SearchEnv
     from searchgym.envs.registration import ENV_SPECS
+    from searchgym.envs.single.core import SearchEnv
 
     accepted = inspect.signature(SearchEnv).parameters
     for env_id, _ in config.runs:
@@ -497,10 +503,10 @@ def judge_records(items: Sequence[tuple[dict[str, Any], Any]], lm: Any, *, batch
     a prediction, or whose prediction is hedged (:func:`~searchgym.rewards.hedging.hedged`,
     with the question's candidates), scores 0 on both without a call; GenAcc+judge is 1
     without a call when s3's span check passes. The rest go to the two judges
-    (:class:`~searchgym.envs.lm_frozen.LMJudge` over ``lm``, s3's and R1-Searcher's prompt),
+    (:class:`~searchgym.envs.components.lm_frozen.LMJudge` over ``lm``, s3's and R1-Searcher's prompt),
     ``batch`` prompts per ``generate`` call, each distinct (question, prediction) once.
     """
-    from searchgym.envs.lm_frozen import LMJudge
+    from searchgym.envs.components.lm_frozen import LMJudge
     from searchgym.rewards.hedging import hedged
     from searchgym.rewards.metrics import span_check
     from searchgym.rewards.normalize import normalize_answer

@@ -225,7 +225,7 @@ class TrainingStopped(SearchGymError, RuntimeError):
 
 
 class InvalidActionError(SearchGymError, ValueError):
-    """Raised by :class:`searchgym.envs.wrappers.StrictActions` for a malformed action."""
+    """Raised by :class:`searchgym.envs.single.wrappers.StrictActions` for a malformed action."""
 
 
 def require(

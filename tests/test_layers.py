@@ -16,6 +16,14 @@ error, cache and progress, and the env components that call a model (LLM summari
 generator, reader, judge) use it, as DESIGN.md says ("lm on nothing of ours; envs on
 corpora, rewards, lm"). Agents and trainers use it from above.
 
+Inside ``envs`` the rooms are layered the same way, lowest first: ``protocols`` (the tag
+grammars), ``components`` (summarizers, frozen models, batched model calls), ``single`` (the
+single-agent env), ``team`` (the team game over it), then the package's own modules
+(registration, access, the old paths) that see every room.
+
+No module imports itself back through others: there is no import circle, counting imports
+inside functions and under ``TYPE_CHECKING``.
+
 A module may import its own layer and the layers below, at module level or inside a
 function. There are no exceptions: KNOWN is empty, and an entry added there (with its
 reason) must be deleted once the break is gone, or the test fails.
@@ -38,6 +46,10 @@ LAYERS = {
     "integrations": 5, "sb3": 5,
 }
 LAYER_NAMES = ["foundation", "parts", "envs", "agents", "applications", "edge"]
+
+#: The rooms of ``searchgym.envs``, lowest first; modules directly in envs/ see them all.
+ENV_ROOMS = {"protocols": 0, "components": 1, "single": 2, "team": 3}
+ENV_TOP = len(ENV_ROOMS)
 
 #: Today's breaks, each with its reason. Keys:
 #: ("layer", file, imported module): an import of a higher layer;
@@ -65,6 +77,18 @@ def layer_of(module: str) -> int | None:
 
 
 MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def env_room_of(module: str) -> int | None:
+    """The room level of a ``searchgym.envs`` module (None outside envs)."""
+    parts = module.split(".")
+    if parts[:2] != ["searchgym", "envs"]:
+        return None
+    if len(parts) == 2 or f"searchgym.envs.{parts[2]}" in MODULES and not (PACKAGE / "envs" / parts[2]).is_dir():
+        return ENV_TOP  # the package itself and the modules directly in envs/
+    if parts[2] not in ENV_ROOMS:
+        raise AssertionError(f"{module} is in no room of envs: add {parts[2]!r} to ENV_ROOMS in tests/test_layers.py.")
+    return ENV_ROOMS[parts[2]]
 
 
 def imports(tree: ast.AST, module: str, is_package: bool) -> list[tuple[str, list[str]]]:
@@ -125,10 +149,14 @@ def module_breaks(module: str, file: str, source: str) -> dict[tuple[str, str, s
     found: dict[tuple[str, str, str], str] = {}
     tree = ast.parse(source, filename=file)
     own = layer_of(module)
+    own_room = env_room_of(module)
     for target, names in imports(tree, module, file.endswith("__init__.py")):
         layer = layer_of(target)
         if layer is not None and layer > own:
             found[("layer", file, target)] = f"{LAYER_NAMES[own]} imports {LAYER_NAMES[layer]}"
+        room = env_room_of(target)
+        if own_room is not None and room is not None and room > own_room:
+            found[("room", file, target)] = f"envs room {module.split('.')[2]} imports a higher room"
         for name in names:
             if private(name) and target != module:
                 found[("private", file, f"{target}.{name}")] = "imports a private name"
@@ -174,13 +202,14 @@ def test_the_rules_catch_what_they_are_meant_to():
         "    from searchgym.bench import run_bench\n"
         "    return hf._load, env.unwrapped.example, trainer.Trainer, env.unwrapped\n"
     )
-    assert module_breaks("searchgym.envs.core", "searchgym/envs/core.py", source) == {
-        ("layer", "searchgym/envs/core.py", "searchgym.training.trainer"): "envs imports applications",
-        ("layer", "searchgym/envs/core.py", "searchgym.agents.driver"): "envs imports agents",
-        ("layer", "searchgym/envs/core.py", "searchgym.bench"): "envs imports applications",
-        ("private", "searchgym/envs/core.py", "searchgym.agents.driver._describe"): "imports a private name",
-        ("private", "searchgym/envs/core.py", "searchgym.envs._private_module"): "imports a private name",
-        ("private", "searchgym/envs/core.py", "searchgym.lm.hf._load"): "reads a private name",
+    core = "searchgym/envs/single/core.py"
+    assert module_breaks("searchgym.envs.single.core", core, source) == {
+        ("layer", core, "searchgym.training.trainer"): "envs imports applications",
+        ("layer", core, "searchgym.agents.driver"): "envs imports agents",
+        ("layer", core, "searchgym.bench"): "envs imports applications",
+        ("private", core, "searchgym.agents.driver._describe"): "imports a private name",
+        ("private", core, "searchgym.envs.single._private_module"): "imports a private name",
+        ("private", core, "searchgym.lm.hf._load"): "reads a private name",
     }
     unwrapped = module_breaks("searchgym.agents.x", "searchgym/agents/x.py", source)
     assert {key[2] for key in unwrapped if key[0] == "unwrapped"} == {"env.unwrapped.example", "env.unwrapped"}
@@ -201,3 +230,84 @@ def test_imports_point_one_way_and_no_private_name_or_unwrapped_crosses_modules(
     if gone:
         message.append("Fixed, so delete them from KNOWN in tests/test_layers.py:\n" + "\n".join(f"  {key}" for key in gone))
     assert not message, "\n\n".join(message)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the searchgym modules it imports anywhere in its source (in functions and
+    under ``TYPE_CHECKING`` too)."""
+    graph: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        graph[module] = {t for t, _ in imports(tree, module, path.name == "__init__.py") if t in MODULES and t != module}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_the_circle_finder_sees_imports_inside_functions_and_type_checking():
+    a = "from searchgym.corpora.b import B\n"
+    b = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from searchgym.corpora.c import C\n"
+    c = "def f():\n    from searchgym.corpora.a import A\n"
+    graph = {}
+    for name, source in (("a", a), ("b", b), ("c", c), ("d", "import searchgym.corpora.a\n")):
+        module = f"searchgym.corpora.{name}"
+        targets = {t for t, _ in imports(ast.parse(source), module, False)}
+        graph[module] = {t for t in targets if t.startswith("searchgym.corpora.")}
+    assert circles(graph) == [["searchgym.corpora.a", "searchgym.corpora.b", "searchgym.corpora.c"]]
+    graph["searchgym.corpora.c"] = set()
+    assert circles(graph) == []
+
+
+def test_no_import_circles():
+    found = circles(import_graph())
+    assert not found, "Modules that import each other (move the shared name to one side or a lower module):\n" + "\n".join(
+        "  " + " <-> ".join(group) for group in found
+    )
+
+
+def test_envs_rooms_are_layered_and_each_has_a_docstring():
+    for room in ENV_ROOMS:
+        init = PACKAGE / "envs" / room / "__init__.py"
+        assert ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))), f"{init} needs a docstring saying what lives there."
+    assert env_room_of("searchgym.envs.registration") == ENV_TOP and env_room_of("searchgym.envs") == ENV_TOP
+    assert env_room_of("searchgym.envs.team.game") > env_room_of("searchgym.envs.single.game") > env_room_of("searchgym.envs.components.frozen")
+    source = "from searchgym.envs.team.game import TeamGame\n"
+    assert module_breaks("searchgym.envs.single.core", "searchgym/envs/single/core.py", source) == {
+        ("room", "searchgym/envs/single/core.py", "searchgym.envs.team.game"): "envs room single imports a higher room",
+    }
+    # envs/ holds only the rooms and the modules that see them all
+    flat = sorted(p.name for p in (PACKAGE / "envs").glob("*.py"))
+    assert flat == ["__init__.py", "access.py", "old_paths.py", "registration.py"], flat

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from searchgym.envs.core import SearchEnv
 from searchgym.envs.protocols import PROTOCOLS
 from searchgym.envs.registration import ENV_SPECS
+from searchgym.envs.single.core import SearchEnv
 from searchgym.rewards import RECIPES
 from searchgym.training.args import PRESETS, preset
 

@@ -22,11 +22,10 @@ from searchgym.agents.lm_agents import LMTurnAgent
 from searchgym.agents.trajectory import Trajectory
 from searchgym.corpora.types import Retriever
 from searchgym.envs.access import search_env
-from searchgym.envs.lm_frozen import generator_messages
+from searchgym.envs.components.lm_frozen import generator_messages
 from searchgym.envs.protocols import Answer, Complete, Evidence, Protocol, Search, Select, make_protocol
 from searchgym.error import ConfigError
 from searchgym.lm.base import Generation, LanguageModel
-
 
 _TAG = re.compile(r"<[^<>]*>")
 

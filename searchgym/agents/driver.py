@@ -11,7 +11,7 @@ plays rounds:
 2. every env steps, together: the model calls of the envs' components (RECON
    summarizer, s3 generator and judge, R-Search reader) are batched too, one ``generate``
    per model and sampling parameters at each point where the steps wait on a model
-   (:func:`searchgym.envs.model_calls.play_all`; ``batch_counts`` counts them);
+   (:func:`searchgym.envs.components.model_calls.play_all`; ``batch_counts`` counts them);
 3. a finished episode hands over its result, and its slot starts the next task.
 
 The agent sees each info with ``slot`` (the episode's key for that agent) and
@@ -37,7 +37,7 @@ from typing import Any
 
 from searchgym.agents.base import Agent
 from searchgym.envs.access import env_play
-from searchgym.envs.model_calls import BatchCounts, Play, play_all
+from searchgym.envs.components.model_calls import BatchCounts, Play, play_all
 from searchgym.error import BackendError, ConfigError
 from searchgym.lm.base import Generation
 from searchgym.rewards.hedging import hedged
@@ -330,7 +330,7 @@ def run_episodes(
         desc: The progress bar's label.
         keep_trajectories: Attach the agent's token record to each result (LM agents).
         scheduling: ``"turns"``, the only scheduling (see :func:`check_scheduling`).
-        batch_counts: A :class:`~searchgym.envs.model_calls.BatchCounts` added to with the
+        batch_counts: A :class:`~searchgym.envs.components.model_calls.BatchCounts` added to with the
             batched model calls of the envs' components (e.g. 16 RECON envs searching in
             the same round make one summarizer call).
 

@@ -6,12 +6,12 @@ theirs with an :class:`~searchgym.agents.lm_agents.LMAgent`); any role can inste
 played by a baseline or a scripted callable ``(observation, info) -> str``.
 
 ``run_team_episodes(envs, policies, tasks)`` plays PettingZoo AEC envs
-(:func:`searchgym.envs.multi_agent.env` or ``raw_env``) with the loop that plays
+(:func:`searchgym.envs.team.multi_agent.env` or ``raw_env``) with the loop that plays
 Gymnasium envs, :func:`searchgym.agents.driver.drive`: ``len(envs)`` episodes are live at
 once; every round, each role's policy acts once for all the episodes waiting on that role
 (one batched ``generate`` for an LM agent), then the envs step together so that the LM
 calls of the env's own components (a frozen LM generator, the LLM summarizer component)
-are batched too (:func:`searchgym.envs.model_calls.play_all`). Failures are outcomes of
+are batched too (:func:`searchgym.envs.components.model_calls.play_all`). Failures are outcomes of
 one episode, not crashes.
 """
 
@@ -23,19 +23,19 @@ from typing import Any
 
 from searchgym.agents.base import Agent
 from searchgym.agents.driver import LiveEpisode, Task, check_actions, drive
-from searchgym.envs.access import env_play
-from searchgym.envs.model_calls import BatchCounts, Play
 from searchgym.agents.lm_agents import LMAgent, SearcherAgent
+from searchgym.envs.access import env_play
+from searchgym.envs.components.model_calls import BatchCounts, Play
 from searchgym.envs.protocols.s3 import S3Protocol
-from searchgym.envs.protocols.team import GeneratorProtocol, SummarizerProtocol
-from searchgym.envs.team_seats import ROLES, check_roster
+from searchgym.envs.team.protocol import GeneratorProtocol, SummarizerProtocol
+from searchgym.envs.team.seats import ROLES, check_roster
 from searchgym.error import ConfigError
 from searchgym.lm.base import LanguageModel
 from searchgym.rewards.metrics import exact_match, f1_score, span_check
 
 #: Tokens per turn of each role's LM agent unless told otherwise: a searcher reasons and
 #: writes a query, a summary is short; the generator gets the budget of the frozen
-#: :class:`~searchgym.envs.lm_frozen.LMGenerator` behind the naive-RAG baseline, so that
+#: :class:`~searchgym.envs.components.lm_frozen.LMGenerator` behind the naive-RAG baseline, so that
 #: Gain Beyond RAG compares answers written under the same limit.
 MAX_NEW_TOKENS = {"searcher": 256, "summarizer": 128, "generator": 64}
 
@@ -166,13 +166,13 @@ def run_team_episodes(
     """Play every task with ``len(envs)`` team episodes live at once (see the module docstring).
 
     Args:
-        envs: AEC envs of :mod:`searchgym.envs.multi_agent` with the same roster, used as slots.
+        envs: AEC envs of :mod:`searchgym.envs.team.multi_agent` with the same roster, used as slots.
         policies: role -> agent or callable, for every role of the roster.
         tasks: The episodes (question id and reset seed), in order.
         keep_trajectories: Attach each LM role's :class:`~searchgym.agents.trajectory.Trajectory`.
         on_result: Called with each result as soon as its episode ends.
         progress: Show a progress bar.
-        batch_counts: A :class:`~searchgym.envs.model_calls.BatchCounts` added to with the
+        batch_counts: A :class:`~searchgym.envs.components.model_calls.BatchCounts` added to with the
             batched model calls of the envs' components.
 
     Returns:

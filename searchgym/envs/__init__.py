@@ -1,21 +1,31 @@
-"""The environment: state machine, protocols, summarizers, wrappers and registration.
+"""The environment, in four rooms and the registration that names their envs.
 
-The PettingZoo multi-agent env is :mod:`searchgym.envs.multi_agent` (imported on demand:
-it needs the ``multiagent`` extra); its game and the single-agent view of one role are
-:class:`TeamGame` and :class:`RoleEnv`. :class:`SearchGame` is the single-agent game under
-:class:`SearchEnv`. :func:`search_env` and :func:`team_game` reach them under wrappers;
-:func:`step_all` steps many envs at once with their components' model calls batched.
+- :mod:`searchgym.envs.single`: the single-agent env, :class:`SearchEnv` over :class:`SearchGame`;
+- :mod:`searchgym.envs.protocols`: the five papers' tag grammars;
+- :mod:`searchgym.envs.components`: summarizers, frozen models, the batching of their model calls;
+- :mod:`searchgym.envs.team`: the team game, :class:`TeamGame`, its PettingZoo env
+  :mod:`searchgym.envs.team.multi_agent` (imported on demand: it needs the ``multiagent``
+  extra) and :class:`RoleEnv`, one role as a Gymnasium env;
+- :mod:`searchgym.envs.registration`: the ids ``gym.make`` knows; :mod:`searchgym.envs.access`:
+  :func:`search_env` and :func:`team_game` reach the games under wrappers, :func:`step_all`
+  steps many envs with their components' model calls batched.
+
+The modules' paths before this layout (``searchgym.envs.core``, ``searchgym.envs.multi_agent``,
+...) still import, as the same modules (:mod:`searchgym.envs.old_paths`).
 """
 
+from searchgym.envs import old_paths
 from searchgym.envs.access import env_play, search_env, step_all, team_game
-from searchgym.envs.core import SearchEnv
-from searchgym.envs.game import SearchGame, SearchLog
-from searchgym.envs.model_calls import BatchCounts, ModelCall, ModelUser, play_all
+from searchgym.envs.components.model_calls import BatchCounts, ModelCall, ModelUser, play_all
 from searchgym.envs.registration import ENV_SPECS, MULTI_AGENT_ENVS, ROLE_ENV_SPECS, make_multi_agent, register_envs
-from searchgym.envs.role_env import RoleEnv
-from searchgym.envs.team_game import TeamGame
-from searchgym.envs.team_seats import ROLES
-from searchgym.envs.wrappers import StrictActions
+from searchgym.envs.single.core import SearchEnv
+from searchgym.envs.single.game import SearchGame, SearchLog
+from searchgym.envs.single.wrappers import StrictActions
+from searchgym.envs.team.game import TeamGame
+from searchgym.envs.team.role_env import RoleEnv
+from searchgym.envs.team.seats import ROLES
+
+old_paths.install()
 
 __all__ = [
     "ENV_SPECS", "MULTI_AGENT_ENVS", "ROLES", "ROLE_ENV_SPECS", "BatchCounts", "ModelCall", "ModelUser", "RoleEnv",

@@ -3,9 +3,9 @@
 Agents, drivers and trainers read an env's protocol, questions, corpus, retriever and
 budgets. ``search_env(env)`` returns the searchgym env that holds them, whatever wraps
 it, and says clearly when ``env`` is not one; ``team_game(env)`` does the same for the
-:class:`~searchgym.envs.team_game.TeamGame` of a multi-agent env or of one of its roles.
+:class:`~searchgym.envs.team.game.TeamGame` of a multi-agent env or of one of its roles.
 ``step_all(envs, actions)`` steps many envs at once, batching the model calls of their
-components (:mod:`searchgym.envs.model_calls`).
+components (:mod:`searchgym.envs.components.model_calls`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 
 from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker
 
-from searchgym.envs.core import SearchEnv
-from searchgym.envs.model_calls import BatchCounts, Play, play_all
-from searchgym.envs.role_env import RoleEnv
-from searchgym.envs.team_game import TeamGame
+from searchgym.envs.components.model_calls import BatchCounts, Play, play_all
+from searchgym.envs.single.core import SearchEnv
+from searchgym.envs.team.game import TeamGame
+from searchgym.envs.team.role_env import RoleEnv
 from searchgym.error import ConfigError
 
 #: Wrappers of ``gym.make`` that only check the order of calls and the first step's output.
@@ -26,12 +26,12 @@ _BOOKKEEPING_WRAPPERS = (OrderEnforcing, PassiveEnvChecker)
 
 
 def search_env(env: Any) -> SearchEnv | RoleEnv:
-    """The :class:`~searchgym.envs.core.SearchEnv` (or role env of the multi-agent game)
+    """The :class:`~searchgym.envs.single.core.SearchEnv` (or role env of the multi-agent game)
     under any Gymnasium wrappers of ``env``.
 
     Both have ``protocol``, ``examples``, ``example``, ``corpus``, ``retriever`` (settable),
     ``top_k`` and ``transcript``; a SearchEnv also has ``recipe``, ``initial_top_k``,
-    ``max_turns``, ``max_searches`` and ``game`` (its :class:`~searchgym.envs.game.SearchGame`).
+    ``max_turns``, ``max_searches`` and ``game`` (its :class:`~searchgym.envs.single.game.SearchGame`).
     """
     inner = getattr(env, "unwrapped", env)
     if isinstance(inner, (SearchEnv, RoleEnv)):
@@ -44,7 +44,7 @@ def search_env(env: Any) -> SearchEnv | RoleEnv:
 
 
 def team_game(env: Any) -> TeamGame:
-    """The :class:`~searchgym.envs.team_game.TeamGame` of a multi-agent env (PettingZoo AEC
+    """The :class:`~searchgym.envs.team.game.TeamGame` of a multi-agent env (PettingZoo AEC
     or parallel, wrapped or not) or of a role env (``searchgym/MultiAgent*-v0``)."""
     inner = getattr(env, "unwrapped", env)
     game = getattr(inner, "game", None)
@@ -58,7 +58,7 @@ def team_game(env: Any) -> TeamGame:
 
 def env_play(env: Any, action: Any) -> Play[Any]:
     """``env.step(action)`` as a play whose model calls :func:`step_all` (or the driver)
-    batches with other envs' (see :mod:`searchgym.envs.model_calls`).
+    batches with other envs' (see :mod:`searchgym.envs.components.model_calls`).
 
     ``env`` is a searchgym env (:class:`SearchEnv`, a role env, a PettingZoo team env) behind none but
     the wrappers ``gym.make`` and ``multi_agent.env`` add (order enforcing, the passive
@@ -76,11 +76,11 @@ def env_play(env: Any, action: Any) -> Play[Any]:
 def step_all(envs: Sequence[Any], actions: Sequence[Any], counts: BatchCounts | None = None) -> list[Any]:
     """``[env.step(action) for env, action in zip(envs, actions)]`` with the model calls
     of the envs' components batched: each round of calls makes one ``generate`` call per
-    model and sampling parameters (see :func:`~searchgym.envs.model_calls.play_all`).
+    model and sampling parameters (see :func:`~searchgym.envs.components.model_calls.play_all`).
 
     An env whose step raises (a backend error included) gets its exception in its place
     in the returned list; the others are stepped all the same. ``counts``
-    (:class:`~searchgym.envs.model_calls.BatchCounts`) is added to when given.
+    (:class:`~searchgym.envs.components.model_calls.BatchCounts`) is added to when given.
     """
     if len(envs) != len(actions):
         raise ConfigError(f"step_all expects one action per env, got {len(actions)} actions for {len(envs)} envs.")

@@ -5,13 +5,16 @@ Bump the version when reward, corpus or protocol semantics change.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from gymnasium.envs.registration import register, registry
 
+from searchgym.error import ConfigError, UnknownNameError, check_name
+
 NAMESPACE = "searchgym/"
 
-ENTRY_POINT = "searchgym.envs.core:SearchEnv"
+ENTRY_POINT = "searchgym.envs.single.core:SearchEnv"
 
 #: id -> default kwargs; any of them can be overridden through ``gym.make`` kwargs.
 #: Budgets follow each seed's training scripts; ``max_turns`` counts the final turn in
@@ -32,11 +35,11 @@ ENV_SPECS: dict[str, dict[str, Any]] = {
 }
 
 
-#: Single-agent views of one role of the multi-agent game (searchgym.envs.role_env): the
+#: Single-agent views of one role of the multi-agent game (searchgym.envs.team.role_env): the
 #: role trains, the other roster roles are played by ``policies`` (frozen), the frozen
 #: ``generator`` answers when the generator is not in the roster and always gives the
 #: searcher's naive-RAG baseline (``--frozen-model`` sets it, as for S3-v0).
-ROLE_ENTRY_POINT = "searchgym.envs.role_env:RoleEnv"
+ROLE_ENTRY_POINT = "searchgym.envs.team.role_env:RoleEnv"
 #: The roster is the trained role, the searcher and every role with a policy.
 ROLE_ENV_SPECS: dict[str, dict[str, Any]] = {
     "searchgym/MultiAgentSearcher-v0": {"role": "searcher", "generator": "gold-span"},
@@ -46,7 +49,7 @@ ROLE_ENV_SPECS: dict[str, dict[str, Any]] = {
 
 #: PettingZoo environments: ``metadata["name"]`` -> the module exposing ``env()``,
 #: ``raw_env()`` and ``parallel_env()`` (PettingZoo's convention; it has no registry).
-MULTI_AGENT_ENVS: dict[str, str] = {"search_team_v0": "searchgym.envs.multi_agent"}
+MULTI_AGENT_ENVS: dict[str, str] = {"search_team_v0": "searchgym.envs.team.multi_agent"}
 
 
 def register_envs() -> None:
@@ -61,8 +64,6 @@ def register_envs() -> None:
 def full_env_id(env_id: str) -> str:
     """``"SearchR1-v0"`` or ``"searchgym/SearchR1-v0"`` -> the registered id; an unknown one
     raises with the valid names."""
-    from searchgym.error import UnknownNameError
-
     name = env_id if env_id.startswith(NAMESPACE) else NAMESPACE + env_id
     if name not in ENV_SPECS and name not in ROLE_ENV_SPECS:
         raise UnknownNameError("env id", env_id, [e.removeprefix(NAMESPACE) for e in (*ENV_SPECS, *ROLE_ENV_SPECS)])
@@ -75,12 +76,29 @@ def env_spec(env_id: str) -> dict[str, Any]:
     return dict(ENV_SPECS.get(name) or ROLE_ENV_SPECS[name])
 
 
+def with_frozen_models(env_id: str, kwargs: Mapping[str, Any], *, frozen: Any = None, summarizer: str | None = None, summarizer_model: Any = None) -> dict[str, Any]:
+    """``gym.make`` arguments of ``env_id`` with its frozen components filled in, unless
+    ``kwargs`` sets them already: ``frozen`` as the generator (s3) or reader (R-Search),
+    and ``summarizer`` (with ``summarizer_model`` as the model of the ``"llm"`` one)."""
+    spec = env_spec(env_id)
+    out = dict(kwargs)
+    if frozen is not None:
+        for role in ("generator", "reader"):
+            if role in spec:
+                out.setdefault(role, frozen)
+    if summarizer is not None and "summarizer" not in out:
+        out["summarizer"] = summarizer
+        if summarizer == "llm":
+            if summarizer_model is None:
+                raise ConfigError("summarizer='llm' needs a frozen model to summarize with; name one (e.g. 'smollm2').")
+            out.setdefault("summarizer_options", {"model": summarizer_model})
+    return out
+
+
 def make_multi_agent(name: str, *, parallel: bool = False, **options: Any) -> Any:
     """The PettingZoo env registered as ``name`` in :data:`MULTI_AGENT_ENVS`: its AEC form
     (``env()``, order-enforcing wrapper included) or with ``parallel=True`` its parallel form."""
     import importlib
-
-    from searchgym.error import check_name
 
     check_name("multi-agent env", name, MULTI_AGENT_ENVS)
     module = importlib.import_module(MULTI_AGENT_ENVS[name])

@@ -54,8 +54,7 @@ from typing import Any
 from searchgym.agents.driver import EpisodeResult, Task, run_episodes
 from searchgym.agents.lm_agents import policy_agent
 from searchgym.envs.access import search_env
-from searchgym.envs.frozen import with_frozen_models
-from searchgym.envs.registration import full_env_id
+from searchgym.envs.registration import full_env_id, with_frozen_models
 from searchgym.error import ConfigError, require
 
 __all__ = ["EnvRollout", "bf16_supported", "env_reward", "resolve_bf16"]

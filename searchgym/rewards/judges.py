@@ -15,7 +15,7 @@ Two judges, each a prompt (data, reproduced word for word) and a verdict vocabul
 punctuation, must be the judge's positive or negative word; anything else is *malformed*
 (``None``), which every judge here scores as a wrong answer and counts.
 
-The model calls live in :class:`searchgym.envs.lm_frozen.LMJudge` (batched, cached by
+The model calls live in :class:`searchgym.envs.components.lm_frozen.LMJudge` (batched, cached by
 question and answer); this module is pure.
 """
 

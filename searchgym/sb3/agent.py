@@ -26,8 +26,8 @@ from searchgym.agents.base import Agent, turn_seed
 from searchgym.agents.baselines import clean_answer
 from searchgym.agents.trajectory import Trajectory
 from searchgym.envs.access import search_env
-from searchgym.envs.lm_frozen import generator_messages
-from searchgym.envs.tasks import doc_text
+from searchgym.envs.components.frozen import doc_text
+from searchgym.envs.components.lm_frozen import generator_messages
 from searchgym.error import ConfigError
 from searchgym.lm.base import Generation, LanguageModel
 from searchgym.sb3.algorithms import algorithm_class

@@ -9,9 +9,8 @@ import gymnasium as gym
 import numpy as np
 
 from searchgym.corpora.types import Passage
-from searchgym.envs.core import SearchEnv
-from searchgym.envs.frozen import make_frozen
-from searchgym.envs.tasks import doc_text
+from searchgym.envs.components.frozen import doc_text, make_frozen
+from searchgym.envs.single.core import SearchEnv
 from searchgym.error import ConfigError, SearchGymError
 from searchgym.sb3.templates import TemplateState, window_passages
 
@@ -26,7 +25,7 @@ def answer_with(generator: Any, question: str, docs: Sequence[Passage], answers:
 
 
 class TemplateActions(gym.Wrapper):
-    """A :class:`~searchgym.envs.core.SearchEnv` with numeric observations and a
+    """A :class:`~searchgym.envs.single.core.SearchEnv` with numeric observations and a
     ``Discrete`` action space of templates, for classic RL (Stable-Baselines3).
 
     ## Action Space

@@ -1,6 +1,6 @@
 """Template actions and numeric features of a search episode, for classic RL policies.
 
-:class:`TemplateState` follows one episode of a :class:`~searchgym.envs.core.SearchEnv`
+:class:`TemplateState` follows one episode of a :class:`~searchgym.envs.single.core.SearchEnv`
 from what the env reports (the question, and the passages and scores of each search) and
 turns a template number into a turn text:
 
@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 
 from searchgym.corpora.types import Hit, Passage
-from searchgym.envs.game import SearchLog
 from searchgym.envs.protocols import Answer, Complete, Evidence, Protocol, Search, Select
+from searchgym.envs.single.game import SearchLog
 from searchgym.error import ConfigError
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")

@@ -16,9 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from searchgym.corpora import Retriever, load_corpus, make_retriever
-from searchgym.envs.core import load_examples
-from searchgym.envs.frozen import with_frozen_models
-from searchgym.envs.registration import env_spec, full_env_id
+from searchgym.envs.registration import env_spec, full_env_id, with_frozen_models
+from searchgym.envs.single.core import load_examples
 from searchgym.error import ConfigError, UnknownNameError
 from searchgym.training.args import Args
 

@@ -7,7 +7,7 @@ RECON trains its summarizer in two supervised stages and never with RL (§3.2):
    over the candidates; MS MARCO in the paper). The head is discarded afterwards.
 2. **Multi-aspect distillation**: a stronger teacher (GPT-4o-mini in the paper) writes a
    summary of the documents retrieved for each (question, query), once per aspect of
-   :data:`~searchgym.envs.lm_summarizer.ASPECTS`, with RECON's prompt; the student learns
+   :data:`~searchgym.envs.components.lm_summarizer.ASPECTS`, with RECON's prompt; the student learns
    to reproduce them (cross-entropy on the summary tokens only).
 
 Here both stages read the env: its questions (the paper: NQ and HotpotQA), its retriever
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from searchgym.envs.lm_summarizer import ASPECTS, PAPER_SAMPLING, recon_prompt
+from searchgym.envs.components.lm_summarizer import ASPECTS, PAPER_SAMPLING, recon_prompt
 from searchgym.error import ConfigError, TrainingError, UnknownNameError, reports_missing_extras
 
 

@@ -3,8 +3,9 @@
 import re
 
 import pytest
-
 from env_helpers import make_small
+from lm_helpers import recording_lm
+
 from searchgym.agents import EpisodeResult, Task, run_episodes
 from searchgym.agents.base import Agent
 from searchgym.agents.lm_agents import policy_agent
@@ -14,7 +15,6 @@ from searchgym.error import BackendError, ConfigError
 from searchgym.lm.base import Generation
 from searchgym.lm.scripted import ScriptedLM
 from searchgym.lm.testing import tiny_causal_lm, tiny_tokenizer
-from lm_helpers import recording_lm
 
 
 def tasks_for(env, n, seed=0):
@@ -81,7 +81,7 @@ def test_frozen_model_calls_of_parallel_steps_are_batched_and_results_unchanged(
 
 
 def test_recon_envs_searching_in_the_same_round_make_one_summarizer_call():
-    from searchgym.envs.lm_summarizer import LLMSummarizer
+    from searchgym.envs.components.lm_summarizer import LLMSummarizer
 
     lm = recording_lm(lambda prompt: "Summary: " + prompt.split("Search Query (used by the retriever): ")[1].split("\n")[0])
     envs = [make_small("searchgym/RECON-v0", summarizer=LLMSummarizer(lm)) for _ in range(16)]
@@ -347,7 +347,7 @@ def test_team_episodes_batch_the_frozen_generator_and_summarizer_component():
     pytest.importorskip("pettingzoo")
     from searchgym.agents.team import run_team_episodes
     from searchgym.envs import multi_agent
-    from searchgym.envs.lm_summarizer import LLMSummarizer
+    from searchgym.envs.components.lm_summarizer import LLMSummarizer
     from searchgym.envs.protocols import Search
     from searchgym.envs.protocols.s3 import S3Protocol
 

@@ -3,10 +3,10 @@
 import pytest
 
 from searchgym.corpora.types import Hit, Passage, QAExample
-from searchgym.envs.frozen import make_frozen
-from searchgym.envs.game import SearchGame, SearchLog
+from searchgym.envs.components.frozen import make_frozen
+from searchgym.envs.components.summarizers import make_summarizer
 from searchgym.envs.protocols import Answer, Complete, Evidence, Search, Select, make_protocol
-from searchgym.envs.summarizers import make_summarizer
+from searchgym.envs.single.game import SearchGame, SearchLog
 from searchgym.error import ConfigError, SearchGymError
 from searchgym.rewards import make_recipe
 

@@ -2,13 +2,19 @@
 RECON's summarizer. Prompts are checked verbatim; envs run with them end to end."""
 
 import pytest
-
 from env_helpers import make_small
+
 from searchgym.corpora.types import Hit, Passage
-from searchgym.envs.frozen import make_frozen
-from searchgym.envs.lm_frozen import LMGenerator, LMJudge, LMReader, generator_messages
-from searchgym.envs.lm_summarizer import ASPECTS, PAPER_SAMPLING, RECONSTRUCTED_ASPECTS, LLMSummarizer, recon_prompt
-from searchgym.envs.summarizers import make_summarizer
+from searchgym.envs.components.frozen import make_frozen
+from searchgym.envs.components.lm_frozen import LMGenerator, LMJudge, LMReader, generator_messages
+from searchgym.envs.components.lm_summarizer import (
+    ASPECTS,
+    PAPER_SAMPLING,
+    RECONSTRUCTED_ASPECTS,
+    LLMSummarizer,
+    recon_prompt,
+)
+from searchgym.envs.components.summarizers import make_summarizer
 from searchgym.error import ConfigError, UnknownNameError
 from searchgym.lm.base import Generation, LanguageModel
 from searchgym.lm.scripted import ScriptedLM
@@ -275,7 +281,7 @@ def test_envs_share_one_judge_cache_per_model_and_prompt():
 def test_the_verdict_cache_is_bounded_lru_and_thread_safe():
     import threading
 
-    from searchgym.envs.lm_frozen import JUDGE_CACHE_SIZE, VerdictCache
+    from searchgym.envs.components.lm_frozen import JUDGE_CACHE_SIZE, VerdictCache
 
     cache = VerdictCache(maxsize=2)
     cache.put(("q", "a", ()), True)

@@ -2,15 +2,15 @@
 calls of many plays, step_all steps many envs with their components' calls batched."""
 
 import pytest
-
 from env_helpers import make_small, search_turn
+from lm_helpers import recording_lm
+
 from searchgym.envs import BatchCounts, ModelCall, ModelUser, StrictActions, env_play, play_all, step_all
-from searchgym.envs.lm_summarizer import LLMSummarizer
-from searchgym.envs.model_calls import CallNeeded, model_users, replay, run_play
+from searchgym.envs.components.lm_summarizer import LLMSummarizer
+from searchgym.envs.components.model_calls import CallNeeded, model_users, replay, run_play
 from searchgym.error import BackendError, ConfigError, InvalidActionError
 from searchgym.lm.scripted import ScriptedLM
 from searchgym.lm.testing import tiny_tokenizer
-from lm_helpers import recording_lm
 
 
 class FailingLM(ScriptedLM):

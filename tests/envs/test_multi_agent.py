@@ -10,22 +10,27 @@ import gymnasium as gym
 import pytest
 
 pytest.importorskip("pettingzoo")
+from env_helpers import SMALL_WORLD  # noqa: E402
+from lm_helpers import recording_lm  # noqa: E402
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test  # noqa: E402
 
-from env_helpers import SMALL_WORLD  # noqa: E402
 from searchgym.agents.driver import Task  # noqa: E402
 from searchgym.agents.team import run_team_episodes, team_agents  # noqa: E402
 from searchgym.envs import multi_agent  # noqa: E402
-from searchgym.envs.checks import check_search_env, fuzz_actions  # noqa: E402
 from searchgym.envs.protocols import Complete, Search, Select  # noqa: E402
 from searchgym.envs.protocols.s3 import S3Protocol  # noqa: E402
-from searchgym.envs.protocols.team import GeneratorProtocol, Summary, SummarizerProtocol  # noqa: E402
-from searchgym.envs.team_game import TeamGame  # noqa: E402
-from searchgym.envs.registration import MULTI_AGENT_ENVS, ROLE_ENV_SPECS, full_env_id, make_multi_agent  # noqa: E402
+from searchgym.envs.registration import (  # noqa: E402
+    MULTI_AGENT_ENVS,
+    ROLE_ENV_SPECS,
+    full_env_id,
+    make_multi_agent,
+)
+from searchgym.envs.single.checks import check_search_env, fuzz_actions  # noqa: E402
+from searchgym.envs.team.game import TeamGame  # noqa: E402
+from searchgym.envs.team.protocol import GeneratorProtocol, SummarizerProtocol, Summary  # noqa: E402
 from searchgym.error import ConfigError, SearchGymError, UnknownNameError  # noqa: E402
 from searchgym.lm.scripted import ScriptedLM  # noqa: E402
 from searchgym.lm.testing import tiny_tokenizer  # noqa: E402
-from lm_helpers import recording_lm  # noqa: E402
 
 SMALL = {"corpus_options": SMALL_WORLD}
 ROSTERS = [("searcher", "summarizer", "generator"), ("searcher", "generator"), ("searcher", "summarizer"), ("searcher",)]
@@ -48,7 +53,7 @@ def test_pettingzoo_api_parallel_and_seed_tests_pass(roles):
 
 
 def test_the_env_is_discoverable_by_name():
-    assert MULTI_AGENT_ENVS == {"search_team_v0": "searchgym.envs.multi_agent"}
+    assert MULTI_AGENT_ENVS == {"search_team_v0": "searchgym.envs.team.multi_agent"}
     aec = make_multi_agent("search_team_v0", roles=("searcher", "generator"), **SMALL)
     par = make_multi_agent("search_team_v0", parallel=True, **SMALL)
     assert aec.metadata["name"] == par.metadata["name"] == multi_agent.NAME == "search_team_v0"

@@ -4,10 +4,10 @@ import dataclasses
 import re
 
 import pytest
-
 from env_helpers import SMALL_WORLD, make_small
+
 from searchgym.corpora.types import QAExample
-from searchgym.envs.question_filters import is_yes_no
+from searchgym.envs.components.question_filters import is_yes_no
 from searchgym.error import ConfigError, UnknownNameError
 from searchgym.rewards import span_check
 from searchgym.training.args import preset

@@ -8,11 +8,11 @@ questions: search the question, quote the first sentence of the top document, an
 import re
 
 import pytest
-
 from env_helpers import make_small
-from searchgym.envs.lm_frozen import LMReader
-from searchgym.lm.testing import tiny_tokenizer
+
+from searchgym.envs.components.lm_frozen import LMReader
 from searchgym.lm.scripted import ScriptedLM
+from searchgym.lm.testing import tiny_tokenizer
 from searchgym.rewards import span_check
 
 WRONG = "unknown"

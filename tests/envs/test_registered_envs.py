@@ -5,9 +5,9 @@ import pickle
 import gymnasium as gym
 import numpy as np
 import pytest
+from env_helpers import ENV_IDS, finish_turn, make_small, search_turn
 from gymnasium.utils.env_checker import check_env
 
-from env_helpers import ENV_IDS, finish_turn, make_small, search_turn
 from searchgym.agents import SynthWikiOracle, play_episode
 
 
@@ -112,7 +112,7 @@ def test_oracle_also_earns_the_format_rewards():
 
 
 def test_the_shipped_checker_passes_every_registered_env(env_id):
-    from searchgym.envs.checks import check_protocol, check_search_env
+    from searchgym.envs.single.checks import check_protocol, check_search_env
 
     env = make_small(env_id)
     check_protocol(env.unwrapped.protocol)
@@ -120,8 +120,8 @@ def test_the_shipped_checker_passes_every_registered_env(env_id):
 
 
 def test_the_shipped_checker_catches_a_protocol_that_raises():
-    from searchgym.envs.checks import check_protocol
     from searchgym.envs.protocols.search_r1 import SearchR1Protocol
+    from searchgym.envs.single.checks import check_protocol
     from searchgym.error import SearchGymError
 
     class Fragile(SearchR1Protocol):

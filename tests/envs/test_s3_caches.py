@@ -1,6 +1,7 @@
 """s3's naive-RAG baseline and training filter are computed once, then read from caches."""
 
 from env_helpers import make_small
+
 from searchgym.envs.protocols import Complete, Search, Select
 
 
@@ -67,7 +68,7 @@ def gold_parrot(examples):
 
 
 def test_the_s3_filter_asks_the_generator_once_per_setting_in_a_process():
-    from searchgym.envs.filter_cache import clear_filter_cache
+    from searchgym.envs.components.filter_cache import clear_filter_cache
 
     clear_filter_cache()
     examples = make_small("searchgym/S3-v0", split="train").unwrapped.examples
@@ -91,7 +92,7 @@ def test_the_s3_filter_asks_the_generator_once_per_setting_in_a_process():
 def test_the_s3_filter_verdicts_survive_the_process_on_disk(tmp_path, monkeypatch):
     """A re-run (another process) reads the verdicts from the cache folder: here the
     in-memory verdicts are forgotten and the built-in gold-span generator is counted."""
-    from searchgym.envs.filter_cache import clear_filter_cache
+    from searchgym.envs.components.filter_cache import clear_filter_cache
     from searchgym.rewards.base import GoldSpanReader
 
     monkeypatch.setenv("SEARCHGYM_CACHE", str(tmp_path))
@@ -122,8 +123,8 @@ def test_the_s3_filter_verdicts_survive_the_process_on_disk(tmp_path, monkeypatc
 
 def test_only_settings_named_the_same_in_every_process_go_to_disk():
     from searchgym.corpora.retrievers import make_retriever
-    from searchgym.envs.filter_cache import stable_identity
-    from searchgym.envs.lm_frozen import LMGenerator, LMJudge
+    from searchgym.envs.components.filter_cache import stable_identity
+    from searchgym.envs.components.lm_frozen import LMGenerator, LMJudge
     from searchgym.lm.registry import load_lm
     from searchgym.rewards.base import GoldSpanReader
 

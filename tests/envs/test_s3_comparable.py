@@ -12,13 +12,13 @@ the exploit the defenses close.
 import re
 
 import pytest
-
 from env_helpers import make_small
+
 from searchgym.agents.oracle import SynthWikiOracle
-from searchgym.envs.game import SearchLog
+from searchgym.corpora.types import Hit, Passage
 from searchgym.envs.protocols import Complete, Search, Select, make_protocol
 from searchgym.envs.protocols.s3 import S3Protocol
-from searchgym.corpora.types import Hit, Passage
+from searchgym.envs.single.game import SearchLog
 from searchgym.error import ConfigError
 
 QUESTIONS = 60

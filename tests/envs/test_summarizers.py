@@ -1,7 +1,7 @@
 import pytest
 
 from searchgym.corpora.types import Hit, Passage
-from searchgym.envs.summarizers import (
+from searchgym.envs.components.summarizers import (
     ExtractiveSummarizer,
     IdentitySummarizer,
     make_summarizer,

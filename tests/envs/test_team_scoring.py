@@ -5,11 +5,17 @@ import re
 import pytest
 
 from searchgym.envs.protocols.s3 import S3Protocol
-from searchgym.envs.tasks import finite_number, text_action
-from searchgym.envs.team_scoring import (
-    ANSWER_METRICS, TeamScore, answer_score, check_answer_metric, judge_answer, score_team, team_recipe,
+from searchgym.envs.single.tasks import finite_number, text_action
+from searchgym.envs.team.scoring import (
+    ANSWER_METRICS,
+    TeamScore,
+    answer_score,
+    check_answer_metric,
+    judge_answer,
+    score_team,
+    team_recipe,
 )
-from searchgym.envs.team_seats import ROLES, TURN_DEFAULTS, Seat, check_roster
+from searchgym.envs.team.seats import ROLES, TURN_DEFAULTS, Seat, check_roster
 from searchgym.error import ConfigError, SearchGymError, UnknownNameError
 from searchgym.rewards import Episode, Turn
 

@@ -5,9 +5,9 @@ import copy
 import gymnasium as gym
 import numpy as np
 import pytest
-
 from env_helpers import SMALL_WORLD, finish_turn, search_turn
-from searchgym.envs.spaces import SharedTextBatch, UnicodeText
+
+from searchgym.envs.single.spaces import SharedTextBatch, UnicodeText
 
 SEEDS = [3, 4]
 #: Unicode beyond the sample charset, a NUL and a lone surrogate: all must survive the trip.
@@ -71,7 +71,11 @@ def test_make_vec_equals_single_envs(env_id, mode, vector_kwargs):
 def test_shared_text_batch_follows_the_buffer_and_copies_to_a_tuple():
     import multiprocessing as mp
 
-    from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
+    from gymnasium.vector.utils import (
+        create_shared_memory,
+        read_from_shared_memory,
+        write_to_shared_memory,
+    )
 
     space = UnicodeText(8)
     buffer = create_shared_memory(space, n=2, ctx=mp)

@@ -6,11 +6,11 @@ import random
 import pytest
 
 from searchgym.corpora.types import Hit, Passage, QAExample
-from searchgym.envs.frozen import make_frozen
-from searchgym.envs.game import SearchGame
+from searchgym.envs.components.frozen import make_frozen
+from searchgym.envs.components.summarizers import make_summarizer
 from searchgym.envs.protocols import PROTOCOLS, Answer, Search, make_protocol
-from searchgym.envs.summarizers import make_summarizer
-from searchgym.envs.tasks import count_tokens
+from searchgym.envs.single.game import SearchGame
+from searchgym.envs.single.tasks import count_tokens
 from searchgym.rewards import make_recipe
 
 # ASCII word characters, every ASCII character str.split() splits on, and non-ASCII ones:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from searchgym.corpora.types import Hit, QAExample
 from searchgym.envs.protocols.base import Action, Answer, Invalid, Protocol, Search, search_or_answer
 
+
 class SearchR1Protocol(Protocol):
     """The grammar of Search-R1: ``<think>``, ``<search>``, ``<information>``, ``<answer>``."""
 
@@ -69,7 +70,7 @@ class SearchR1Protocol(Protocol):
 
 class ReconProtocol(SearchR1Protocol):
     """RECON: Search-R1's grammar; its environment condenses every retrieval (see
-    :mod:`searchgym.envs.summarizers`), so the agent's information blocks hold summaries.
+    :mod:`searchgym.envs.components.summarizers`), so the agent's information blocks hold summaries.
 
     Args:
         feedback: What a turn without a search or an answer gets back. ``"paper"``: the

@@ -3,7 +3,7 @@
 A *roster* names the roles played by agents, always with the searcher. A :class:`Seat` is
 one role's side of the episode: the text it has read and written, the text it has not
 read yet (its next observation), its turn counters and the details of its last turn.
-:class:`~searchgym.envs.team_game.TeamGame` keeps one seat per role of its roster.
+:class:`~searchgym.envs.team.game.TeamGame` keeps one seat per role of its roster.
 """
 
 from __future__ import annotations

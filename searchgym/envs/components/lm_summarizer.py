@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from searchgym.corpora.types import Hit
-from searchgym.envs.model_calls import ModelUser
-from searchgym.envs.summarizers import Summarizer
+from searchgym.envs.components.model_calls import ModelUser
+from searchgym.envs.components.summarizer_base import Summarizer
 from searchgym.error import ConfigError, UnknownNameError
 
 RECON_PROMPT = """You are a helpful assistant in a retrieval-augmented question-answering system.
@@ -149,8 +149,8 @@ class LLMSummarizer(Summarizer, ModelUser):
 
     An empty generation or a prompt that does not fit the model falls back to the seed's
     fallback (each document cut to 200 characters), so a search always returns something.
-    The model call goes through :meth:`~searchgym.envs.model_calls.ModelUser.generate`, so
-    envs stepped together batch it (:mod:`searchgym.envs.model_calls`).
+    The model call goes through :meth:`~searchgym.envs.components.model_calls.ModelUser.generate`, so
+    envs stepped together batch it (:mod:`searchgym.envs.components.model_calls`).
     """
 
     name = "llm"

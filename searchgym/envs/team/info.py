@@ -1,16 +1,15 @@
 """What each role of a team episode is told: its ``info``, read from the game's public state.
 
-The keys are documented with :class:`~searchgym.envs.multi_agent.SearchTeamEnv` (its
-Information section); :meth:`~searchgym.envs.team_game.TeamGame.info` returns
-:func:`role_info`. Nothing here changes the game.
+The keys are documented with :class:`~searchgym.envs.team.multi_agent.SearchTeamEnv` (its
+Information section); the multi-agent env and the role
+envs call :func:`role_info`. Nothing here changes the game.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from searchgym.envs.team_game import TeamGame
+from searchgym.envs.team.game import TeamGame
 
 
 def role_info(game: TeamGame, role: str) -> dict[str, Any]:

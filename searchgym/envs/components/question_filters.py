@@ -8,7 +8,7 @@ be positive on such a question, so a searcher trained on it only learns not to l
 baseline GenAcc of each kept question is left in the recipe's cache, so training does not
 pay for it again. The baseline GenAcc of every question asked is also kept per setting
 (dataset, generator, judge, retriever, top-n), in memory and on disk
-(:mod:`searchgym.envs.filter_cache`): the other envs of a vector env and later runs ask the
+(:mod:`searchgym.envs.components.filter_cache`): the other envs of a vector env and later runs ask the
 generator nothing and keep the same questions.
 """
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from searchgym.corpora.types import QAExample, Retriever
-from searchgym.envs.filter_cache import filter_verdicts
-from searchgym.envs.tasks import doc_text
+from searchgym.envs.components.filter_cache import filter_verdicts
+from searchgym.envs.components.frozen import doc_text
 from searchgym.error import ConfigError, check_name
 from searchgym.rewards import Episode, RewardRecipe, normalize_answer
 

@@ -3,9 +3,9 @@
 :class:`SearchLog` holds the rules every searcher plays by (s3's, shared by all
 protocols): the windows of documents it has read, the documents it kept, its turn and
 search budgets, and the context a frozen generator answers from. :class:`SearchGame`
-plays one episode of a :class:`~searchgym.envs.core.SearchEnv`: it parses the agent's
+plays one episode of a :class:`~searchgym.envs.single.core.SearchEnv`: it parses the agent's
 turn, runs searches, scores the end with the reward recipe and reports ``info``.
-:class:`~searchgym.envs.team_game.TeamGame` and the templates of classic RL policies
+:class:`~searchgym.envs.team.game.TeamGame` and the templates of classic RL policies
 (:mod:`searchgym.sb3.templates`) keep their searcher's side in a :class:`SearchLog` too.
 """
 
@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from searchgym.corpora.types import MAX_QUERY_CHARS, Hit, Passage, QAExample, Retriever
-from searchgym.envs.model_calls import Play, model_users, replay, run_play
+from searchgym.envs.components.frozen import doc_text
+from searchgym.envs.components.model_calls import Play, model_users, replay, run_play
+from searchgym.envs.components.summarizers import Summarizer
 from searchgym.envs.protocols import Protocol
 from searchgym.envs.protocols.base import Answer, Complete, Evidence, Invalid, ParsedTurn, Search, Select
-from searchgym.envs.summarizers import Summarizer
-from searchgym.envs.tasks import count_tokens, doc_text, positive_int, text_action
+from searchgym.envs.single.tasks import count_tokens, positive_int, text_action
 from searchgym.error import SearchGymError
 from searchgym.rewards import Episode, RewardRecipe, Turn
 
@@ -146,7 +147,7 @@ class SearchLog:
 
 
 class SearchGame:
-    """One agent's search episode (see :class:`~searchgym.envs.core.SearchEnv` for the
+    """One agent's search episode (see :class:`~searchgym.envs.single.core.SearchEnv` for the
     game's rules and every ``info`` key).
 
     Args:
@@ -267,7 +268,7 @@ class SearchGame:
     def play(self, action: Any) -> Play[tuple[str, float, bool, bool, dict[str, Any]]]:
         """:meth:`step` as a play: yields the model calls of the summarizer and of the
         recipe's frozen models, so that envs stepped together batch them
-        (:mod:`searchgym.envs.model_calls`).
+        (:mod:`searchgym.envs.components.model_calls`).
 
         A turn that raises (a retrieval server or a frozen model failing after its retries:
         :class:`~searchgym.error.BackendError`) is undone: the episode is where it was

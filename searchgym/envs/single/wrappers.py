@@ -1,4 +1,4 @@
-"""Wrappers around :class:`~searchgym.envs.core.SearchEnv` (the numeric one for classic RL is
+"""Wrappers around :class:`~searchgym.envs.single.core.SearchEnv` (the numeric one for classic RL is
 :class:`searchgym.sb3.TemplateActions`)."""
 
 from __future__ import annotations

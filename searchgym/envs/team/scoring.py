@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from searchgym.envs.frozen import make_frozen
+from searchgym.envs.components.frozen import make_frozen
 from searchgym.error import ConfigError, UnknownNameError
 from searchgym.rewards import Episode, S3GainBeyondRAG, call_frozen, exact_match, f1_score, gen_acc, hedged
 

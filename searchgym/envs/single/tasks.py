@@ -10,7 +10,7 @@ from typing import Any
 
 from searchgym.corpora.http import is_url
 from searchgym.corpora.registry import CORPORA, DeferredCorpus, default_dataset_for, load_corpus, load_dataset
-from searchgym.corpora.types import Corpus, Passage, QAExample
+from searchgym.corpora.types import Corpus, QAExample
 from searchgym.error import ConfigError, SearchGymError
 
 #: Keys of ``reset(options=...)`` that choose the question.
@@ -65,11 +65,6 @@ def text_action(action: Any, max_chars: int, *, expected: str) -> tuple[str, boo
     if not isinstance(action, str):
         raise SearchGymError(f"{expected}, got {type(action).__name__}.")
     return action[:max_chars], len(action) > max_chars
-
-
-def doc_text(p: Passage) -> str:
-    """A passage as the frozen models read it: title, newline, text."""
-    return f"{p.title}\n{p.text}"
 
 
 def load_task_data(

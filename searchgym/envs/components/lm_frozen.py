@@ -1,8 +1,8 @@
 """Frozen models backed by a language model: the s3 generator, the LLM judges, the R-Search reader.
 
 They are plain callables with the signatures the reward recipes call, and they make
-their LM calls through :meth:`~searchgym.envs.model_calls.ModelUser.generate`, so that
-envs stepped together batch the calls of their recipes (:mod:`searchgym.envs.model_calls`). A prompt that does not fit
+their LM calls through :meth:`~searchgym.envs.components.model_calls.ModelUser.generate`, so that
+envs stepped together batch the calls of their recipes (:mod:`searchgym.envs.components.model_calls`). A prompt that does not fit
 the model gives an empty answer (scored 0), never an exception.
 
 The prompts are the seeds' own, verbatim (the judges' in :mod:`searchgym.rewards.judges`).
@@ -10,14 +10,13 @@ The prompts are the seeds' own, verbatim (the judges' in :mod:`searchgym.rewards
 
 from __future__ import annotations
 
-import re
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from searchgym.envs.model_calls import ModelUser
+from searchgym.envs.components.lifetimes import LifetimeRegistry
+from searchgym.envs.components.model_calls import ModelUser
 from searchgym.error import ConfigError
 from searchgym.lm.base import LanguageModel
 
@@ -146,17 +145,7 @@ class VerdictCache:
             self._items.clear()
 
 
-_SHARED_VERDICTS: dict[tuple[int, str, int, float, float], VerdictCache] = {}
-_WATCHED: set[int] = set()  # ids of the models whose caches go with them
-# Reentrant: a finalizer (_forget_model) may run in a garbage collection while the lock is held.
-_SHARED_LOCK = threading.RLock()
-
-
-def _forget_model(lm_id: int) -> None:
-    with _SHARED_LOCK:
-        for key in [k for k in list(_SHARED_VERDICTS) if k[0] == lm_id]:
-            del _SHARED_VERDICTS[key]
-        _WATCHED.discard(lm_id)
+_SHARED_VERDICTS: LifetimeRegistry[VerdictCache] = LifetimeRegistry()
 
 
 def shared_verdict_cache(lm: LanguageModel, prompt: str, *, max_new_tokens: int, temperature: float, top_p: float) -> VerdictCache:
@@ -165,17 +154,7 @@ def shared_verdict_cache(lm: LanguageModel, prompt: str, *, max_new_tokens: int,
     these sampling settings, made on first use and dropped with the model. A model that
     cannot be referenced weakly gets a cache of its own."""
     key = (id(lm), prompt, max_new_tokens, float(temperature), float(top_p))
-    with _SHARED_LOCK:
-        cache = _SHARED_VERDICTS.get(key)
-        if cache is not None:
-            return cache
-        if id(lm) not in _WATCHED:
-            try:
-                weakref.finalize(lm, _forget_model, id(lm))
-            except TypeError:
-                return VerdictCache()
-            _WATCHED.add(id(lm))
-        return _SHARED_VERDICTS.setdefault(key, VerdictCache())
+    return _SHARED_VERDICTS.get(key, VerdictCache, owners=(lm,), unbound="private")
 
 
 class LMJudge(_LMCallable):
@@ -198,7 +177,7 @@ class LMJudge(_LMCallable):
     Calls made in the same batch by envs stepped together are not merged (each asks once;
     the later ones then read the cache). :meth:`judge_many` asks for many verdicts in one
     ``generate`` call (the bench's judge columns); inside the env, calls of envs stepped
-    together are batched by :mod:`searchgym.envs.model_calls`.
+    together are batched by :mod:`searchgym.envs.components.model_calls`.
     The seeds judge at temperature 0 (s3's vLLM judge) or with the API's default (R1-Searcher's
     gpt-4o-mini); the default here is greedy, so verdicts are reproducible.
     """

@@ -8,11 +8,12 @@ protocol renders the documents itself, keeping its own numbering and format.
 from __future__ import annotations
 
 import re
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
 from searchgym.corpora import store
 from searchgym.corpora.types import Hit
+from searchgym.envs.components.lm_summarizer import LLMSummarizer
+from searchgym.envs.components.summarizer_base import Summarizer
 from searchgym.error import ConfigError, UnknownNameError
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -31,18 +32,6 @@ def split_sentences(text: str) -> list[str]:
 
 def content_words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS}
-
-
-class Summarizer(ABC):
-    """Condenses the hits of one search into text for the agent."""
-
-    name: str
-    #: True when the protocol should render the raw documents itself.
-    passthrough: bool = False
-
-    @abstractmethod
-    def summarize(self, question: str, query: str, hits: Sequence[Hit]) -> str:
-        """Condensed text of ``hits`` for ``query`` asked while answering ``question``."""
 
 
 class IdentitySummarizer(Summarizer):
@@ -96,17 +85,11 @@ class ExtractiveSummarizer(Summarizer):
         )
 
 
-def _llm_summarizer(**options) -> Summarizer:
-    from searchgym.envs.lm_summarizer import LLMSummarizer
-
-    return LLMSummarizer(**options)
-
-
-#: Summarizer name -> constructor. ``llm`` is RECON's (searchgym.envs.lm_summarizer).
+#: Summarizer name -> constructor. ``llm`` is RECON's (searchgym.envs.components.lm_summarizer).
 SUMMARIZERS: dict[str, Callable[..., Summarizer]] = {
     "identity": IdentitySummarizer,
     "extractive": ExtractiveSummarizer,
-    "llm": _llm_summarizer,
+    "llm": LLMSummarizer,
 }
 
 

@@ -25,13 +25,13 @@ import json
 import os
 import tempfile
 import threading
-import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from searchgym.cache import cache_dir, sync_folder
 from searchgym.corpora.types import QAExample
+from searchgym.envs.components.lifetimes import LifetimeRegistry
 
 #: The sampling settings and prompt of a frozen LM role that change its answers.
 _ROLE_SETTINGS = ("max_new_tokens", "temperature", "top_p")
@@ -115,11 +115,10 @@ class FilterVerdicts:
     """The naive-RAG GenAcc of the questions of one setting: a dict example key -> GenAcc,
     read from and written to disk when the setting has a stable identity (``path``)."""
 
-    def __init__(self, path: Path | None, setting: Any, keep_alive: tuple[Any, ...]):
+    def __init__(self, path: Path | None, setting: Any):
         self.path = path
         self.setting = setting
         self.scores: dict[str, float] = {}
-        self._keep_alive = keep_alive
         self._lock = threading.Lock()
         self._loaded = False
 
@@ -156,9 +155,7 @@ class FilterVerdicts:
                 pass  # a read-only cache folder costs the next process the calls, nothing else
 
 
-_VERDICTS: dict[tuple[str, str], FilterVerdicts] = {}
-# Reentrant: a finalizer (_drop) may run in a garbage collection while the lock is held.
-_LOCK = threading.RLock()
+_VERDICTS: LifetimeRegistry[FilterVerdicts] = LifetimeRegistry()
 
 
 def filter_verdicts(examples: Sequence[QAExample], retriever: Any, recipe: Any, *, initial_top_k: int) -> FilterVerdicts:
@@ -181,29 +178,16 @@ def filter_verdicts(examples: Sequence[QAExample], retriever: Any, recipe: Any, 
     }
     digest = hashlib.sha256(json.dumps(setting, sort_keys=True, default=repr).encode()).hexdigest()[:32]
     path = cache_dir() / "s3-filter" / f"{digest}.json" if stable else None
-    with _LOCK:
-        key = (digest, str(path))
-        if key not in _VERDICTS:
-            # Objects known by id() drop the store when they go (so a reused id finds nothing);
-            # one that cannot be referenced weakly stays alive with it.
-            alive = []
-            for name, obj in parts.items():
-                if identities[name] is None:
-                    target = obj if setting[name][0] == "object" else obj.lm  # see process_identity
-                    try:
-                        weakref.finalize(target, _drop, key)
-                    except TypeError:
-                        alive.append(target)
-            _VERDICTS[key] = FilterVerdicts(path, setting, tuple(alive))
-        return _VERDICTS[key]
-
-
-def _drop(key: tuple[str, str]) -> None:
-    with _LOCK:
-        _VERDICTS.pop(key, None)
+    # Objects known by id() drop the store when they go (so a reused id finds nothing); one
+    # that cannot be referenced weakly stays alive with it.
+    owners = [
+        obj if setting[name][0] == "object" else obj.lm  # see process_identity
+        for name, obj in parts.items()
+        if identities[name] is None
+    ]
+    return _VERDICTS.get((digest, str(path)), lambda: FilterVerdicts(path, setting), owners=owners, unbound="keep")
 
 
 def clear_filter_cache() -> None:
     """Forget the verdicts kept in memory (the files on disk stay)."""
-    with _LOCK:
-        _VERDICTS.clear()
+    _VERDICTS.clear()

@@ -9,7 +9,8 @@ and the role's sampling settings::
     reader={"model": "meta-llama/Llama-3.2-3B-Instruct", "backend": "openai",
             "base_url": "http://127.0.0.1:8000/v1", "temperature": 0.1, "top_p": 0.9, "max_new_tokens": 512}
 
-A language model becomes the role's LM version (:mod:`searchgym.envs.lm_frozen`).
+A language model becomes the role's LM version (:mod:`searchgym.envs.components.lm_frozen`).
+:func:`make_scoring` builds an env's reward recipe with the frozen models it names.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from searchgym.error import ConfigError, UnknownNameError
+from searchgym.corpora.types import Passage
+from searchgym.error import ConfigError, UnknownNameError, check_name
 from searchgym.lm.base import LanguageModel
+from searchgym.rewards import RECIPES, GoldSpanReader, RewardRecipe, make_recipe
 
 
 def _gold_span() -> Callable[..., Any]:
-    from searchgym.rewards import GoldSpanReader
-
     return GoldSpanReader()
 
 
@@ -35,25 +36,9 @@ ROLE_OPTIONS = ("max_new_tokens", "temperature", "top_p")
 FROZEN_MODELS: dict[str, Callable[[], Callable[..., Any]]] = {"gold-span": _gold_span}
 
 
-def with_frozen_models(env_id: str, kwargs: Mapping[str, Any], *, frozen: Any = None, summarizer: str | None = None, summarizer_model: Any = None) -> dict[str, Any]:
-    """``gym.make`` arguments of ``env_id`` with its frozen components filled in, unless
-    ``kwargs`` sets them already: ``frozen`` as the generator (s3) or reader (R-Search),
-    and ``summarizer`` (with ``summarizer_model`` as the model of the ``"llm"`` one)."""
-    from searchgym.envs.registration import env_spec
-
-    spec = env_spec(env_id)
-    out = dict(kwargs)
-    if frozen is not None:
-        for role in ("generator", "reader"):
-            if role in spec:
-                out.setdefault(role, frozen)
-    if summarizer is not None and "summarizer" not in out:
-        out["summarizer"] = summarizer
-        if summarizer == "llm":
-            if summarizer_model is None:
-                raise ConfigError("summarizer='llm' needs a frozen model to summarize with; name one (e.g. 'smollm2').")
-            out.setdefault("summarizer_options", {"model": summarizer_model})
-    return out
+def doc_text(p: Passage) -> str:
+    """A passage as the frozen models read it: title, newline, text."""
+    return f"{p.title}\n{p.text}"
 
 
 def make_frozen(role: str, spec: Any, *, backend: str = "transformers", options: Mapping[str, Any] | None = None) -> Callable[..., Any]:
@@ -66,7 +51,7 @@ def make_frozen(role: str, spec: Any, *, backend: str = "transformers", options:
     ``api_key``, ``device``...). ``options`` configure the LM version (e.g.
     ``max_new_tokens``, ``temperature``).
     """
-    from searchgym.envs.lm_frozen import lm_frozen
+    from searchgym.envs.components.lm_frozen import lm_frozen
 
     if isinstance(spec, Mapping):
         return _from_mapping(role, spec, backend, options)
@@ -94,7 +79,7 @@ def make_frozen(role: str, spec: Any, *, backend: str = "transformers", options:
 
 def _from_mapping(role: str, spec: Mapping[str, Any], backend: str, options: Mapping[str, Any] | None) -> Callable[..., Any]:
     """The LM version of ``role`` described by a mapping spec (see :func:`make_frozen`)."""
-    from searchgym.envs.lm_frozen import lm_frozen
+    from searchgym.envs.components.lm_frozen import lm_frozen
     from searchgym.lm.registry import load_lm
 
     model = spec.get("model")
@@ -107,3 +92,26 @@ def _from_mapping(role: str, spec: Mapping[str, Any], backend: str, options: Map
     role_options = {**dict(options or {}), **{k: v for k, v in spec.items() if k in ROLE_OPTIONS}}
     lm = load_lm(model, backend=spec.get("backend", backend), **backend_options)
     return lm_frozen(role, lm, **role_options)
+
+
+def make_scoring(reward: Any, options: Mapping[str, Any] | None, **frozen: Any) -> RewardRecipe:
+    """The reward recipe of SearchEnv's ``reward=`` (a name in :data:`~searchgym.rewards.RECIPES`
+    or a recipe) with its ``reward_options`` and the frozen models it uses, made by :func:`make_frozen`."""
+    frozen = {k: v for k, v in frozen.items() if v is not None}
+    if isinstance(reward, RewardRecipe):
+        if frozen or options:
+            raise ConfigError(
+                f"SearchEnv got a reward recipe object and also {sorted(frozen) + sorted(options or {})}; "
+                "pass the frozen models and options to the recipe's constructor instead."
+            )
+        return reward
+    check_name("reward", reward, RECIPES)
+    accepted = RECIPES[reward].needs | getattr(RECIPES[reward], "optional", frozenset())
+    unused = sorted(set(frozen) - accepted)
+    if unused:
+        raise ConfigError(
+            f"The {reward!r} reward uses no {' or '.join(unused)}; expected only "
+            f"{', '.join(sorted(accepted)) or 'no frozen model'}. Drop the argument or pick a reward that uses it."
+        )
+    models = {k: make_frozen(k, v) for k, v in frozen.items()}
+    return make_recipe(reward, **models, **dict(options or {}))

@@ -1,4 +1,4 @@
-"""The search environment: a Gymnasium shell over :class:`~searchgym.envs.game.SearchGame`."""
+"""The search environment: a Gymnasium shell over :class:`~searchgym.envs.single.game.SearchGame`."""
 
 from __future__ import annotations
 
@@ -9,18 +9,18 @@ import gymnasium as gym
 
 from searchgym.corpora.retrievers import make_retriever
 from searchgym.corpora.types import MAX_QUERY_CHARS, Corpus, Passage, QAExample, Retriever
-from searchgym.envs.frozen import make_frozen
-from searchgym.envs.game import SearchGame
-from searchgym.envs.model_calls import Play, run_play
+from searchgym.envs.components.frozen import make_scoring
+from searchgym.envs.components.model_calls import Play, run_play
+from searchgym.envs.components.question_filters import QUESTION_FILTERS, filter_questions
+from searchgym.envs.components.summarizers import Summarizer, make_summarizer
 from searchgym.envs.protocols import Protocol, make_protocol
-from searchgym.envs.question_filters import QUESTION_FILTERS, filter_questions
-from searchgym.envs.spaces import UnicodeText
-from searchgym.envs.summarizers import Summarizer, make_summarizer
-from searchgym.envs.tasks import EXAMPLE_OPTIONS, load_examples, load_task_data, pick_example, positive_int
+from searchgym.envs.single.game import SearchGame
+from searchgym.envs.single.spaces import UnicodeText
+from searchgym.envs.single.tasks import EXAMPLE_OPTIONS, load_examples, load_task_data, pick_example, positive_int
 from searchgym.error import ConfigError, check_name, suggest_keywords
-from searchgym.rewards import RECIPES, Episode, RewardRecipe, make_recipe
+from searchgym.rewards import Episode, RewardRecipe
 
-__all__ = ["SearchEnv", "load_examples"]  # load_examples lives in searchgym.envs.tasks; importable here too
+__all__ = ["SearchEnv", "load_examples"]  # load_examples lives in searchgym.envs.single.tasks; importable here too
 
 
 class SearchEnv(gym.Env[str, str]):
@@ -32,7 +32,7 @@ class SearchEnv(gym.Env[str, str]):
     Search-R1, R1-Searcher, RECON, s3 or R-Search. The search engine, the optional
     summarizer of retrieved documents and the scoring of the answer all live inside the
     environment, so different agents can be compared on exactly the same task. The rules
-    are played by ``env.game``, a :class:`~searchgym.envs.game.SearchGame`; code outside
+    are played by ``env.game``, a :class:`~searchgym.envs.single.game.SearchGame`; code outside
     the env reaches this class under wrappers with :func:`searchgym.envs.search_env`.
     Public attributes: ``protocol``, ``examples``, ``example``, ``corpus``, ``retriever``
     (settable), ``summarizer``, ``recipe``, ``top_k``, ``initial_top_k``, ``max_turns``,
@@ -174,7 +174,7 @@ class SearchEnv(gym.Env[str, str]):
                                                dataset_options=dataset_options, retriever=retriever)
         retriever = make_retriever(retriever, self.corpus, **dict(retriever_options or {}))
         self.summarizer: Summarizer = make_summarizer(summarizer, **dict(summarizer_options or {}))
-        self.recipe: RewardRecipe = _recipe(reward, reward_options, generator=generator, reader=reader, judge=judge)
+        self.recipe: RewardRecipe = make_scoring(reward, reward_options, generator=generator, reader=reader, judge=judge)
         self.game = SearchGame(
             self.protocol, retriever, self.summarizer, self.recipe, top_k=top_k, initial_top_k=initial_top_k,
             max_turns=max_turns, max_searches=max_searches, max_action_chars=max_action_chars,
@@ -209,7 +209,7 @@ class SearchEnv(gym.Env[str, str]):
 
     def play(self, action: str) -> Play[tuple[str, float, bool, bool, dict]]:
         """:meth:`step` with its model calls explicit, for :func:`searchgym.envs.step_all`
-        (see :mod:`searchgym.envs.model_calls`)."""
+        (see :mod:`searchgym.envs.components.model_calls`)."""
         result = yield from self.game.play(action)
         if self.render_mode == "human":
             print(self.render())
@@ -248,24 +248,3 @@ class SearchEnv(gym.Env[str, str]):
         """The record the reward recipe scores, so far (see :meth:`SearchGame.record`)."""
         return self.game.record()
 
-
-def _recipe(reward: Any, options: Mapping[str, Any] | None, **frozen: Any) -> RewardRecipe:
-    """The reward recipe of SearchEnv's ``reward=``, with the frozen models it uses."""
-    frozen = {k: v for k, v in frozen.items() if v is not None}
-    if isinstance(reward, RewardRecipe):
-        if frozen or options:
-            raise ConfigError(
-                f"SearchEnv got a reward recipe object and also {sorted(frozen) + sorted(options or {})}; "
-                "pass the frozen models and options to the recipe's constructor instead."
-            )
-        return reward
-    check_name("reward", reward, RECIPES)
-    accepted = RECIPES[reward].needs | getattr(RECIPES[reward], "optional", frozenset())
-    unused = sorted(set(frozen) - accepted)
-    if unused:
-        raise ConfigError(
-            f"The {reward!r} reward uses no {' or '.join(unused)}; expected only "
-            f"{', '.join(sorted(accepted)) or 'no frozen model'}. Drop the argument or pick a reward that uses it."
-        )
-    models = {k: make_frozen(k, v) for k, v in frozen.items()}
-    return make_recipe(reward, **models, **dict(options or {}))

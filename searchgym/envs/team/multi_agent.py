@@ -7,7 +7,7 @@ classes carry ``metadata["name"] == "search_team_v0"``, and
 :data:`searchgym.envs.registration.MULTI_AGENT_ENVS` maps that name to this module
 (``make_multi_agent("search_team_v0", parallel=True, **options)``).
 
-The game itself lives in :mod:`searchgym.envs.team_game`; this module only adds the
+The game itself lives in :mod:`searchgym.envs.team.game`; this module only adds the
 PettingZoo APIs. Requires the ``multiagent`` extra (``pip install -e '.[multiagent]'`` in the checkout).
 """
 
@@ -18,10 +18,11 @@ from typing import Any
 
 from gymnasium.utils import seeding
 
-from searchgym.envs.model_calls import Play, run_play
-from searchgym.envs.spaces import TextObservation, UnicodeText
-from searchgym.envs.team_game import TeamGame
-from searchgym.envs.team_seats import ROLES
+from searchgym.envs.components.model_calls import Play, run_play
+from searchgym.envs.single.spaces import TextObservation, UnicodeText
+from searchgym.envs.team.game import TeamGame
+from searchgym.envs.team.info import role_info
+from searchgym.envs.team.seats import ROLES
 from searchgym.error import ConfigError, SearchGymError, UnknownNameError, check_name, require
 
 _pettingzoo = require("pettingzoo", extra="multiagent", feature="The PettingZoo multi-agent env")
@@ -116,7 +117,7 @@ class SearchTeamEnv(_TeamShell, AECEnv):
     appended since its last turn (the next retrieval or summary, feedback). Each agent's
     whole context is ``transcript(agent)``. Prompts: the searcher's is s3's, with the
     initial documents (or their summary); the summarizer's is
-    :data:`~searchgym.envs.protocols.team.SUMMARIZER_INSTRUCTIONS` with the question, then
+    :data:`~searchgym.envs.team.protocol.SUMMARIZER_INSTRUCTIONS` with the question, then
     each retrieval as a query and a ``<documents>`` block; the generator's is s3's
     generator prompt. ``infos[agent]["prompt_messages"]`` holds the prompt as chat
     messages before the agent's first turn.
@@ -155,7 +156,7 @@ class SearchTeamEnv(_TeamShell, AECEnv):
 
     ## Arguments
     ``roles`` (default all three) and ``render_mode`` (``"ansi"``, ``"human"``); every other
-    argument is :class:`~searchgym.envs.team_game.TeamGame`'s: corpus, dataset, split,
+    argument is :class:`~searchgym.envs.team.game.TeamGame`'s: corpus, dataset, split,
     retriever and their options, ``top_k``, ``initial_top_k``, ``max_searcher_turns``,
     ``max_searches``, ``summarizer``, ``generator``, ``judge``, ``answer_metric``,
     ``context_cost``, ``invalid_action_penalty``, ``max_action_chars``,
@@ -176,7 +177,7 @@ class SearchTeamEnv(_TeamShell, AECEnv):
         self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
         self.terminations = dict.fromkeys(self.agents, False)
         self.truncations = dict.fromkeys(self.agents, False)
-        self.infos = {a: self.game.info(a) for a in self.agents}
+        self.infos = {a: role_info(self.game, a) for a in self.agents}
         self.agent_selection = self.game.current
 
     def observe(self, agent: str) -> TextObservation:
@@ -187,7 +188,7 @@ class SearchTeamEnv(_TeamShell, AECEnv):
 
     def play(self, action: Any) -> Play[None]:
         """:meth:`step` with its model calls explicit, for the driver that steps many team
-        envs together (see :mod:`searchgym.envs.model_calls`)."""
+        envs together (see :mod:`searchgym.envs.components.model_calls`)."""
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)
@@ -195,7 +196,7 @@ class SearchTeamEnv(_TeamShell, AECEnv):
         rewards = yield from self.game.play(agent, action)  # raises on a non-text action before changing anything
         self._cumulative_rewards[agent] = 0.0
         self.rewards = {a: float(rewards.get(a, 0.0)) for a in self.agents}
-        self.infos = {a: self.game.info(a) for a in self.agents}
+        self.infos = {a: role_info(self.game, a) for a in self.agents}
         if self.game.done:
             self.terminations = dict.fromkeys(self.agents, True)
         else:
@@ -225,7 +226,7 @@ class SearchTeamParallelEnv(_TeamShell, ParallelEnv):
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, TextObservation], dict[str, dict]]:
         self._start(seed, options)
         self.agents = list(self.possible_agents)
-        return self._observations(), {a: self.game.info(a) for a in self.agents}
+        return self._observations(), {a: role_info(self.game, a) for a in self.agents}
 
     def step(self, actions: Mapping[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         if not self.agents:
@@ -244,7 +245,7 @@ class SearchTeamParallelEnv(_TeamShell, ParallelEnv):
         rewards = {a: float(rewards.get(a, 0.0)) for a in self.agents}
         terminations = dict.fromkeys(self.agents, done)
         truncations = dict.fromkeys(self.agents, False)
-        infos = {a: self.game.info(a) for a in self.agents}
+        infos = {a: role_info(self.game, a) for a in self.agents}
         if done:
             self.agents = []
         if self.render_mode == "human":

@@ -2,7 +2,7 @@
 played by given policies (frozen while this role trains).
 
 ``gym.make("searchgym/MultiAgentSummarizer-v0")`` looks to a trainer like any
-:class:`~searchgym.envs.core.SearchEnv`: text in and out, the role's protocol as
+:class:`~searchgym.envs.single.core.SearchEnv`: text in and out, the role's protocol as
 ``env.unwrapped.protocol`` (so :func:`searchgym.agents.lm_agents.policy_agent` picks the
 agent that plays it), the questions as ``env.unwrapped.examples``, and SearchEnv's info
 keys. ``searchgym train --env-id MultiAgentSummarizer-v0`` therefore trains the summarizer
@@ -34,11 +34,12 @@ from typing import Any
 import gymnasium as gym
 
 from searchgym.corpora.types import Corpus, QAExample, Retriever
-from searchgym.envs.model_calls import Play, run_play
+from searchgym.envs.components.model_calls import Play, run_play
 from searchgym.envs.protocols import Complete, Protocol, Search
-from searchgym.envs.spaces import UnicodeText
-from searchgym.envs.team_game import TeamGame
-from searchgym.envs.team_seats import ROLES, check_roster
+from searchgym.envs.single.spaces import UnicodeText
+from searchgym.envs.team.game import TeamGame
+from searchgym.envs.team.info import role_info
+from searchgym.envs.team.seats import ROLES, check_roster
 from searchgym.error import ConfigError, UnknownNameError, check_name
 
 #: Slots of agent policies: unique per env instance, so that envs may share one agent.
@@ -62,7 +63,7 @@ class _AgentPlayer(_Player):
         self.slot = slot
 
     def play(self, game: TeamGame, role: str) -> str:
-        info = dict(game.info(role), slot=self.slot)
+        info = dict(role_info(game, role), slot=self.slot)
         actions = self.agent.act([game.observation(role)], [info])
         if not isinstance(actions, Sequence) or len(actions) != 1:
             raise ConfigError(
@@ -82,7 +83,7 @@ class _CallablePlayer(_Player):
         self.fn = fn
 
     def play(self, game: TeamGame, role: str) -> str:
-        return self.fn(game.observation(role), game.info(role))
+        return self.fn(game.observation(role), role_info(game, role))
 
 
 class CompleteSearcher(_Player):
@@ -143,7 +144,7 @@ class RoleEnv(gym.Env[str, str]):
     """One role of the multi-agent search game; the other roles are played by policies.
 
     ## Description
-    The team game of :class:`~searchgym.envs.multi_agent.SearchTeamEnv` seen by one agent,
+    The team game of :class:`~searchgym.envs.team.multi_agent.SearchTeamEnv` seen by one agent,
     ``role``. Between its turns the env plays the other roster roles with their
     ``policies`` (frozen: nothing here updates them). Used to train one role with the
     single-agent trainer while the others stay fixed.
@@ -158,7 +159,7 @@ class RoleEnv(gym.Env[str, str]):
     ``step`` returns what the game appended for the role since its turn (``""`` at the end).
 
     ## Starting State
-    As :class:`~searchgym.envs.core.SearchEnv`: a question drawn with the seeded RNG, or
+    As :class:`~searchgym.envs.single.core.SearchEnv`: a question drawn with the seeded RNG, or
     ``options={"example_index" | "example_id" | "example": ...}``.
 
     ## Rewards
@@ -172,7 +173,7 @@ class RoleEnv(gym.Env[str, str]):
     budget (``max_searcher_turns``) ended the search (the answer is still scored).
 
     ## Information
-    The role's info of the team game (:class:`~searchgym.envs.multi_agent.SearchTeamEnv`),
+    The role's info of the team game (:class:`~searchgym.envs.team.multi_agent.SearchTeamEnv`),
     which has SearchEnv's keys: ``turn``, ``action_kinds``, ``query``, ``retrieved_ids``,
     ``selected_ids``, ``num_searches``, ``num_invalid``, ``invalid_reason``,
     ``context_chars``, ``context_tokens``, ``action_truncated``, ``observation_truncated``,
@@ -185,7 +186,7 @@ class RoleEnv(gym.Env[str, str]):
     - ``policies``: role -> policy for the other roster roles (see the module docstring).
       The searcher's defaults to ``"complete"`` when another role is trained.
     - ``roles``: the roster; default ``role``, the searcher and every role with a policy.
-    - Everything else is :class:`~searchgym.envs.team_game.TeamGame`'s (corpus, dataset,
+    - Everything else is :class:`~searchgym.envs.team.game.TeamGame`'s (corpus, dataset,
       retriever, ``top_k``, ``max_searcher_turns``, ``summarizer``, ``generator``,
       ``answer_metric``, ``context_cost``, ``invalid_action_penalty``, ...).
 
@@ -280,19 +281,19 @@ class RoleEnv(gym.Env[str, str]):
             player.end_episode()
         self.game.reset(self.game.pick_example(options, self.np_random, strict=True))
         run_play(self._advance())
-        return self.game.observation(self.role), self.game.info(self.role)
+        return self.game.observation(self.role), role_info(self.game, self.role)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
         return run_play(self.play(action))
 
     def play(self, action: str) -> Play[tuple[str, float, bool, bool, dict]]:
         """:meth:`step` with the model calls of the game's components explicit, for
-        :func:`searchgym.envs.step_all` (see :mod:`searchgym.envs.model_calls`)."""
+        :func:`searchgym.envs.step_all` (see :mod:`searchgym.envs.components.model_calls`)."""
         reward = (yield from self.game.play(self.role, action))[self.role]
         reward += yield from self._advance()
         done = self.game.done
         observation = "" if done else self.game.observation(self.role)
-        info = self.game.info(self.role)
+        info = role_info(self.game, self.role)
         truncated = done and self.role == "searcher" and self.game.search_truncated
         if self.render_mode == "human":
             print(self.render())

@@ -1,6 +1,6 @@
 """The grammars of the summarizer and the generator in the multi-agent env.
 
-In :mod:`searchgym.envs.multi_agent` the searcher plays s3's protocol unchanged
+In :mod:`searchgym.envs.team.multi_agent` the searcher plays s3's protocol unchanged
 (:class:`~searchgym.envs.protocols.s3.S3Protocol`). The two other roles get one
 protocol each, so that any LM agent (:class:`~searchgym.agents.lm_agents.LMAgent`) can
 play them and be trained through the same token-level contract:
@@ -22,8 +22,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from searchgym.corpora.types import Hit, QAExample
-from searchgym.envs.lm_frozen import S3_GENERATOR_SYSTEM, S3_ZERO_SHOT_SYSTEM, generator_context, generator_messages
-from searchgym.envs.lm_summarizer import render_documents
+from searchgym.envs.components.lm_frozen import (
+    S3_GENERATOR_SYSTEM,
+    S3_ZERO_SHOT_SYSTEM,
+    generator_context,
+    generator_messages,
+)
+from searchgym.envs.components.lm_summarizer import render_documents
 from searchgym.envs.protocols.base import Action, Answer, Invalid, Protocol
 
 
@@ -125,7 +130,7 @@ class SummarizerProtocol(Protocol):
 class GeneratorProtocol(Protocol):
     """The generator's grammar: s3's generator prompt; the reply is the answer.
 
-    The prompt is the one s3's frozen generator reads (:func:`~searchgym.envs.lm_frozen.
+    The prompt is the one s3's frozen generator reads (:func:`~searchgym.envs.components.lm_frozen.
     generator_messages`: the kept documents in the system message, the question as the
     user message), so an LM agent in this role reads exactly what the frozen generator
     behind the naive-RAG baseline reads. The answer is the content of an ``<answer>``

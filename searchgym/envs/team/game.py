@@ -10,11 +10,11 @@ condenses them) and the frozen ``generator=`` answers.
 
 Turn order follows the data: ``[summarizer] searcher ([summarizer] searcher)* generator``.
 :class:`TeamGame` holds the state machine; its searcher keeps windows, selection and
-budgets in the same :class:`~searchgym.envs.game.SearchLog` as a single agent, each role
-its context in a :class:`~searchgym.envs.team_seats.Seat`, and the end of the episode is
-scored by :mod:`searchgym.envs.team_scoring` (where the rewards are described).
-:mod:`searchgym.envs.multi_agent` wraps it as a PettingZoo AEC and parallel env and
-:mod:`searchgym.envs.role_env` as a single-agent Gymnasium view of one role.
+budgets in the same :class:`~searchgym.envs.single.game.SearchLog` as a single agent, each role
+its context in a :class:`~searchgym.envs.team.seats.Seat`, and the end of the episode is
+scored by :mod:`searchgym.envs.team.scoring` (where the rewards are described).
+:mod:`searchgym.envs.team.multi_agent` wraps it as a PettingZoo AEC and parallel env and
+:mod:`searchgym.envs.team.role_env` as a single-agent Gymnasium view of one role.
 """
 
 from __future__ import annotations
@@ -26,18 +26,23 @@ from typing import Any
 
 from searchgym.corpora.retrievers import make_retriever
 from searchgym.corpora.types import Hit, Passage, QAExample, Retriever
-from searchgym.envs.game import SearchLog, Window
-from searchgym.envs.model_calls import Play, model_users, replay, run_play
+from searchgym.envs.components.model_calls import Play, model_users, replay, run_play
+from searchgym.envs.components.summarizers import Summarizer, make_summarizer
 from searchgym.envs.protocols import Answer, Complete, Invalid, Protocol, Search, Select
 from searchgym.envs.protocols.s3 import S3Protocol
-from searchgym.envs.protocols.team import GeneratorProtocol, Summary, SummarizerProtocol, doc_texts
-from searchgym.envs.summarizers import Summarizer, make_summarizer
-from searchgym.envs.tasks import (
-    EXAMPLE_OPTIONS, count_tokens, finite_number, load_task_data, pick_example, positive_int, text_action,
+from searchgym.envs.single.game import SearchLog, Window
+from searchgym.envs.single.tasks import (
+    EXAMPLE_OPTIONS,
+    count_tokens,
+    finite_number,
+    load_task_data,
+    pick_example,
+    positive_int,
+    text_action,
 )
-from searchgym.envs.team_info import role_info
-from searchgym.envs.team_scoring import answer_score, check_answer_metric, judge_answer, score_team, team_recipe
-from searchgym.envs.team_seats import ROLES, Seat, check_roster
+from searchgym.envs.team.protocol import GeneratorProtocol, SummarizerProtocol, Summary, doc_texts
+from searchgym.envs.team.scoring import answer_score, check_answer_metric, judge_answer, score_team, team_recipe
+from searchgym.envs.team.seats import ROLES, Seat, check_roster
 from searchgym.error import ConfigError, SearchGymError, did_you_mean
 from searchgym.rewards import Episode
 
@@ -48,7 +53,7 @@ class TeamGame:
     Args:
         roles: The agents' roles, a non-empty subset of :data:`ROLES` holding the searcher.
         corpus, dataset, split, corpus_options, dataset_options, retriever,
-            retriever_options: as :class:`~searchgym.envs.core.SearchEnv`'s.
+            retriever_options: as :class:`~searchgym.envs.single.core.SearchEnv`'s.
         top_k: Documents per search. ``initial_top_k``: documents of the initial retrieval for
             the question (default ``top_k``), which is also the naive-RAG baseline.
         max_searcher_turns: Turns of the searcher; as in s3 its last turn cannot search, and
@@ -183,7 +188,7 @@ class TeamGame:
     def play(self, role: str, action: Any) -> Play[dict[str, float]]:
         """:meth:`act` as a play: yields the model calls of the summarizer component and of
         the frozen generator and judge, so that envs stepped together batch them
-        (:mod:`searchgym.envs.model_calls`)."""
+        (:mod:`searchgym.envs.components.model_calls`)."""
         if self.done:
             raise SearchGymError("The multi-agent episode is over; reset the env before acting again.")
         if role != self.current:
@@ -346,10 +351,6 @@ class TeamGame:
     def transcript(self, role: str) -> str:
         """Everything ``role`` has read and written, then what it has not read yet."""
         return self.seats[role].transcript()
-
-    def info(self, role: str) -> dict[str, Any]:
-        """``role``'s info (see :mod:`searchgym.envs.team_info` and :class:`~searchgym.envs.multi_agent.SearchTeamEnv`)."""
-        return role_info(self, role)
 
     # ------------------------------------------------------------------ helpers
     def _show(self, role: str, text: str, messages: list[dict[str, str]] | None = None) -> None:
