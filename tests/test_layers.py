@@ -17,7 +17,8 @@ generator, reader, judge) use it, as DESIGN.md says ("lm on nothing of ours; env
 corpora, rewards, lm"). Agents and trainers use it from above.
 
 Inside ``envs`` the rooms are layered the same way, lowest first: ``protocols`` (the tag
-grammars), ``components`` (summarizers, frozen models, batched model calls), ``single`` (the
+grammars), then ``tools`` (the tool-call surface beside them) and ``components`` (summarizers,
+frozen models, batched model calls), ``single`` (the
 single-agent env), ``team`` (the team game over it), then the package's own modules
 (registration, access, the old paths) that see every room.
 
@@ -48,7 +49,7 @@ LAYERS = {
 LAYER_NAMES = ["foundation", "parts", "envs", "agents", "applications", "edge"]
 
 #: The rooms of ``searchgym.envs``, lowest first; modules directly in envs/ see them all.
-ENV_ROOMS = {"protocols": 0, "components": 1, "single": 2, "team": 3}
+ENV_ROOMS = {"protocols": 0, "tools": 1, "components": 1, "single": 2, "team": 3}
 ENV_TOP = len(ENV_ROOMS)
 
 #: Today's breaks, each with its reason. Keys:

@@ -1,7 +1,8 @@
-"""The environment, in four rooms and the registration that names their envs.
+"""The environment, in five rooms and the registration that names their envs.
 
 - :mod:`searchgym.envs.single`: the single-agent env, :class:`SearchEnv` over :class:`SearchGame`;
 - :mod:`searchgym.envs.protocols`: the five papers' tag grammars;
+- :mod:`searchgym.envs.tools`: the same games through native tool calls (``action_format="tools"``);
 - :mod:`searchgym.envs.components`: summarizers, frozen models, the batching of their model calls;
 - :mod:`searchgym.envs.team`: the team game, :class:`TeamGame`, its PettingZoo env
   :mod:`searchgym.envs.team.multi_agent` (imported on demand: it needs the ``multiagent``

@@ -196,10 +196,15 @@ class Protocol(ABC):
     def parse_actions(self, text: str) -> tuple[tuple[Action, ...], bool]:
         """Actions of one cleaned turn and whether the turn is well formed."""
 
-    @abstractmethod
     def render_docs(self, hits: Sequence[Hit]) -> str:
         """The observation for a retrieval: the documents, numbered from 1 in this window,
         inside the protocol's tags. ``Select`` numbers refer to the latest window."""
+        return self.wrap_information(self.docs_text(hits))
+
+    def docs_text(self, hits: Sequence[Hit]) -> str:
+        """The documents of a retrieval as this protocol writes them, without its tags (what a
+        tool call's result holds in ``action_format="tools"``). Default: ``Doc 1(Title: X) text``."""
+        return "\n".join(self.format_doc(i, h) for i, h in enumerate(hits, 1))
 
     @abstractmethod
     def wrap_information(self, text: str) -> str:

@@ -76,9 +76,8 @@ class R1SearcherProtocol(Protocol):
             return f"{head}{BEGIN_QUERY} {act.query} {END_QUERY}"
         return f"{head}</think><answer> {act.text} </answer>"
 
-    def render_docs(self, hits: Sequence[Hit]) -> str:
-        docs = "\n".join(f"({i}){h.passage.title}\n{h.passage.text}" for i, h in enumerate(hits, 1))
-        return self.wrap_information(docs)
+    def docs_text(self, hits: Sequence[Hit]) -> str:
+        return "\n".join(f"({i}){h.passage.title}\n{h.passage.text}" for i, h in enumerate(hits, 1))
 
     def wrap_information(self, text: str) -> str:
         return f"\n\n{BEGIN_DOCS}\n{text.strip()}\n{END_DOCS}\n\n"

@@ -61,9 +61,9 @@ class RSearchProtocol(Protocol):
             return f"{head}<search> {acts[0].query} </search>"
         return f"{head}{evidence}<answer> {acts[0].text} </answer>"
 
-    def render_docs(self, hits: Sequence[Hit]) -> str:
+    def docs_text(self, hits: Sequence[Hit]) -> str:
         # R-Search shows documents without a number.
-        return self.wrap_information("\n".join(f"(Title: {h.passage.title}) {h.passage.text}" for h in hits))
+        return "\n".join(f"(Title: {h.passage.title}) {h.passage.text}" for h in hits)
 
     def wrap_information(self, text: str) -> str:
         return f"\n\n<observation>{text.strip()}</observation>\n\n"

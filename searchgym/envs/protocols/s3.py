@@ -147,9 +147,6 @@ class S3Protocol(Protocol):
             return f"{head}<search_complete>True</search_complete>"
         return f"{head}<search_complete>False</search_complete>\n<query>{json.dumps({'query': acts[0].query})}</query>"
 
-    def render_docs(self, hits: Sequence[Hit]) -> str:
-        return self.wrap_information("\n".join(self.format_doc(i, h) for i, h in enumerate(hits, 1)))
-
     def wrap_information(self, text: str) -> str:
         return f"\n\n<information>{text.strip()}</information>\n\n"
 

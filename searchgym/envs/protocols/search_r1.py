@@ -53,10 +53,6 @@ class SearchR1Protocol(Protocol):
             return f"{head}<search> {act.query} </search>"
         return f"{head}<answer> {act.text} </answer>"
 
-    def render_docs(self, hits: Sequence[Hit]) -> str:
-        docs = "\n".join(self.format_doc(i, h) for i, h in enumerate(hits, 1))
-        return self.wrap_information(docs)
-
     def wrap_information(self, text: str) -> str:
         return f"\n\n<information>{text.strip()}</information>\n\n"
 

@@ -16,11 +16,12 @@ from searchgym.envs.components.summarizers import Summarizer, make_summarizer
 from searchgym.envs.protocols import Protocol, make_protocol
 from searchgym.envs.single.game import SearchGame
 from searchgym.envs.single.spaces import UnicodeText
-from searchgym.envs.single.tasks import EXAMPLE_OPTIONS, load_examples, load_task_data, pick_example, positive_int
-from searchgym.error import ConfigError, check_name, suggest_keywords
+from searchgym.envs.single.tasks import EXAMPLE_OPTIONS, check_arguments, load_examples, load_task_data, pick_example
+from searchgym.envs.tools.surface import ACTION_FORMATS, ToolSurface
+from searchgym.error import ConfigError, suggest_keywords
 from searchgym.rewards import Episode, RewardRecipe
 
-__all__ = ["SearchEnv", "load_examples"]  # load_examples lives in searchgym.envs.single.tasks; importable here too
+__all__ = ["ACTION_FORMATS", "SearchEnv", "load_examples"]  # load_examples lives in searchgym.envs.single.tasks
 
 
 class SearchEnv(gym.Env[str, str]):
@@ -31,16 +32,16 @@ class SearchEnv(gym.Env[str, str]):
     time, in the tag grammar of one of five published systems (the *protocol*):
     Search-R1, R1-Searcher, RECON, s3 or R-Search. The search engine, the optional
     summarizer of retrieved documents and the scoring of the answer all live inside the
-    environment, so different agents can be compared on exactly the same task. The rules
-    are played by ``env.game``, a :class:`~searchgym.envs.single.game.SearchGame`; code outside
-    the env reaches this class under wrappers with :func:`searchgym.envs.search_env`.
-    Public attributes: ``protocol``, ``examples``, ``example``, ``corpus``, ``retriever``
+    environment, so different agents can be compared on exactly the same task; every game
+    is also played through native tool calls (``action_format="tools"``). The rules are
+    played by ``env.game``, a :class:`~searchgym.envs.single.game.SearchGame`; code outside
+    reaches this class under wrappers with :func:`searchgym.envs.search_env`. Public attributes: ``protocol``, ``examples``, ``example``, ``corpus``, ``retriever``
     (settable), ``summarizer``, ``recipe``, ``top_k``, ``initial_top_k``, ``max_turns``,
     ``max_searches``, ``transcript``, ``game``.
 
     ## Action Space
-    ``UnicodeText(max_length=max_action_chars)``: one agent turn, any string. The turn is
-    cut at the protocol's first stop string (as a generation engine stops there) and
+    ``UnicodeText(max_length=max_action_chars)``: one agent turn, any string (with tools also an
+    OpenAI assistant message: see docs/tools.md). The turn is cut at the protocol's first stop string (as a generation engine stops there) and
     longer turns are cut to ``max_action_chars`` (``info["action_truncated"]``). Blocks of
     environment-owned tags written by the agent itself (e.g. a forged
     ``<information>…</information>``) are removed before parsing and flagged in
@@ -74,16 +75,14 @@ class SearchEnv(gym.Env[str, str]):
     Truncated when ``max_turns`` turns have passed without that.
 
     ## Information
-    Every step's ``info`` has: ``turn``, ``action_kinds``, ``query`` (or None),
-    ``retrieved_ids`` and ``retrieved_scores`` (this step's search, best first),
-    ``selected_ids`` (all kept so far, s3), ``num_searches``,
-    ``num_invalid``, ``invalid_reason``, ``context_chars``, ``context_tokens``,
-    ``action_truncated``, ``query_truncated``, ``observation_truncated``, ``forged_env_tags``,
-    ``ignored_chars`` (text after the stop string), ``example_id``; ``reset`` adds
-    ``question`` and ``prompt_messages`` (the prompt as chat messages); at the end also
-    ``answer`` (the agent's), ``prediction`` (the answer that was scored: the agent's, or
-    for s3 the frozen generator's), ``evidence``, ``reward_components`` and ``answers``
-    (the gold answers).
+    Every step's ``info`` has: ``turn``, ``action_kinds``, ``query`` (or None), ``retrieved_ids``
+    and ``retrieved_scores`` (this step's searches, best first), ``selected_ids`` (all kept so
+    far, s3), ``num_searches``, ``num_invalid``, ``invalid_reason``, ``context_chars``,
+    ``context_tokens``, ``action_truncated``, ``query_truncated``, ``observation_truncated``,
+    ``forged_env_tags``, ``ignored_chars`` (text after the stop string), ``example_id``, and with
+    tools ``tools``, ``messages`` and ``queries``; ``reset`` adds ``question`` and ``prompt_messages``;
+    at the end also ``answer`` (the agent's), ``prediction`` (the scored answer: the agent's, or
+    for s3 the frozen generator's), ``evidence``, ``reward_components`` and ``answers`` (the golds).
 
     ## Arguments
     - ``protocol``: ``"search_r1"``, ``"r1_searcher"``, ``"recon"``, ``"s3"``, ``"r_search"`` or a
@@ -102,20 +101,21 @@ class SearchEnv(gym.Env[str, str]):
       :class:`Retriever`; ``retriever_options`` go to its constructor. ``top_k``: documents per
       search; ``initial_top_k``: documents in the first observation of protocols that start
       from naive retrieval (s3; default ``top_k``).
-    - ``max_turns``: agent turns per episode. As in Search-R1 and s3, the last turn cannot search (a
-      search there is not run), so at most ``max_turns - 1`` searches happen.
-      ``max_searches``: a lower search budget (None: none).
+    - ``max_turns``: agent turns per episode; as in Search-R1 and s3 the last turn's search is not
+      run. ``max_searches``: a lower search budget (None: none; each parallel search counts).
     - ``summarizer``: ``None``/``"identity"``, ``"extractive"`` or a :class:`Summarizer`.
     - ``reward``: a recipe name from :data:`searchgym.rewards.RECIPES` or a recipe;
       ``reward_options`` go to its constructor. ``generator``, ``reader``, ``judge``: the
       frozen models a recipe needs, as callables, names (``"gold-span"``, a model name), a
       ``LanguageModel``, or a mapping ``{"model", "backend", <backend options>, <sampling>}``.
-    - ``max_action_chars``, ``max_observation_chars``: the bounds above.
-    - ``max_query_chars``: longer search queries are cut to it (and to a retrieval server's own
-      limit, read once from its ``/info``) before searching, in-process and over HTTP alike
-      (``info["query_truncated"]``); lone surrogates in a query are searched as U+FFFD.
+    - ``max_action_chars``, ``max_observation_chars``: the bounds above. ``max_query_chars``: longer
+      queries are cut to it (and to a retrieval server's own limit, from its ``/info``) before
+      searching (``info["query_truncated"]``); lone surrogates in a query are searched as U+FFFD.
     - ``token_counter``: ``str -> int`` for ``context_tokens`` (e.g. a tokenizer's length);
       default counts whitespace-separated words.
+    - ``action_format``: ``"tags"`` (the protocol's grammar) or ``"tools"``: native tool calls, read
+      from a message or by ``tool_parser`` (``"hermes"``, ``"llama3_json"``, ``"mistral"``, a callable);
+      ``info`` adds ``tools`` (function schemas) and ``messages`` (the conversation).
 
     ## Version History
     - v0: initial release.
@@ -153,22 +153,20 @@ class SearchEnv(gym.Env[str, str]):
         max_observation_chars: int = 16384,
         max_query_chars: int = MAX_QUERY_CHARS,
         token_counter: Callable[[str], int] | None = None,
+        action_format: str = "tags",
+        tool_parser: Any = "hermes",
         render_mode: str | None = None,
     ):
-        # Checked before the corpus loads, so a typo fails at once (SearchGame checks them too).
-        budgets = {"top_k": top_k, "max_turns": max_turns, "max_action_chars": max_action_chars,
-                   "max_observation_chars": max_observation_chars, "max_query_chars": max_query_chars}
-        for name, value in budgets.items():
-            positive_int(name, value)
-        for name, value in {"initial_top_k": initial_top_k, "max_searches": max_searches, "limit": limit}.items():
-            positive_int(name, value, allow_none=True)
-        if question_filter is not None:
-            check_name("question filter", question_filter, QUESTION_FILTERS)
-        if render_mode is not None:
-            check_name("render mode", render_mode, self.metadata["render_modes"])
-        self.render_mode = render_mode
-
+        check_arguments(  # before the corpus loads, so a typo fails at once (SearchGame checks the budgets too)
+            {"top_k": top_k, "max_turns": max_turns, "max_action_chars": max_action_chars,
+             "max_observation_chars": max_observation_chars, "max_query_chars": max_query_chars},
+            {"initial_top_k": initial_top_k, "max_searches": max_searches, "limit": limit},
+            [("question filter", question_filter, QUESTION_FILTERS), ("action format", action_format, ACTION_FORMATS),
+             ("render mode", render_mode, self.metadata["render_modes"])],
+        )
+        self.render_mode, self.action_format = render_mode, action_format
         self.protocol: Protocol = make_protocol(protocol, **dict(protocol_options or {}))
+        tools = ToolSurface(self.protocol, tool_parser) if action_format == "tools" else None
         self.corpus: Corpus
         self.corpus, examples = load_task_data(corpus, dataset, split=split, corpus_options=corpus_options,
                                                dataset_options=dataset_options, retriever=retriever)
@@ -179,9 +177,11 @@ class SearchEnv(gym.Env[str, str]):
             self.protocol, retriever, self.summarizer, self.recipe, top_k=top_k, initial_top_k=initial_top_k,
             max_turns=max_turns, max_searches=max_searches, max_action_chars=max_action_chars,
             max_observation_chars=max_observation_chars, max_query_chars=max_query_chars, token_counter=token_counter,
-            owner="SearchEnv",
+            tools=tools, owner="SearchEnv",
         )
-        self.top_k, self.initial_top_k, self.max_turns = self.game.top_k, self.game.initial_top_k, self.game.max_turns
+        for name in ("top_k", "initial_top_k", "max_turns", "max_searches", "max_action_chars", "max_observation_chars",
+                     "token_counter"):
+            setattr(self, name, getattr(self.game, name))  # the game's checked values
         self.examples: list[QAExample] = filter_questions(
             question_filter, examples, retriever, self.recipe, initial_top_k=self.initial_top_k, limit=limit
         )
@@ -191,8 +191,6 @@ class SearchEnv(gym.Env[str, str]):
                 f"{len(examples)} questions of split {split!r}; drop the filter or pick another split or dataset."
             )
         self._by_id = {ex.id: i for i, ex in enumerate(self.examples)}
-        self.max_searches, self.max_action_chars = self.game.max_searches, self.game.max_action_chars
-        self.max_observation_chars, self.token_counter = self.game.max_observation_chars, self.game.token_counter
         self.action_space = UnicodeText(self.max_action_chars)
         self.observation_space = UnicodeText(self.max_observation_chars)
 
@@ -204,10 +202,10 @@ class SearchEnv(gym.Env[str, str]):
             raise ConfigError(f"SearchEnv.reset expects options among {sorted(EXAMPLE_OPTIONS)}, got {sorted(unknown)}.")
         return self.game.reset(pick_example(self.examples, self._by_id, options, self.np_random))
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict]:
         return run_play(self.play(action))
 
-    def play(self, action: str) -> Play[tuple[str, float, bool, bool, dict]]:
+    def play(self, action: Any) -> Play[tuple[str, float, bool, bool, dict]]:
         """:meth:`step` with its model calls explicit, for :func:`searchgym.envs.step_all`
         (see :mod:`searchgym.envs.components.model_calls`)."""
         result = yield from self.game.play(action)

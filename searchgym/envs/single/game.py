@@ -12,7 +12,7 @@ turn, runs searches, scores the end with the reward recipe and reports ``info``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from searchgym.envs.components.summarizers import Summarizer
 from searchgym.envs.protocols import Protocol
 from searchgym.envs.protocols.base import Answer, Complete, Evidence, Invalid, ParsedTurn, Search, Select
 from searchgym.envs.single.tasks import count_tokens, positive_int, text_action
+from searchgym.envs.tools.surface import ToolSurface
 from searchgym.error import SearchGymError
 from searchgym.rewards import Episode, RewardRecipe, Turn
 
@@ -155,11 +156,14 @@ class SearchGame:
             condenser of retrievals and the reward recipe.
         top_k, initial_top_k, max_turns, max_searches, max_action_chars,
             max_observation_chars, token_counter: as SearchEnv's.
+        tools: The tool surface when the game is played through tool calls
+            (``action_format="tools"``); None: the protocol's tag grammar.
         owner: The name errors give the game (the env that wraps it).
 
     Public state (read it, do not write it): ``example``, ``turn``, ``num_searches``,
     ``num_invalid``, ``log`` (windows and selection), ``selected``, ``evidence``, ``answer``,
-    ``prompt``, ``turns`` (cleaned turn and observation of each step), ``done``.
+    ``prompt``, ``turns`` (cleaned turn and observation of each step), ``done``, and with
+    tools ``messages`` (the conversation so far).
     """
 
     def __init__(
@@ -177,9 +181,11 @@ class SearchGame:
         max_observation_chars: int = 16384,
         max_query_chars: int = MAX_QUERY_CHARS,
         token_counter: Callable[[str], int] | None = None,
+        tools: ToolSurface | None = None,
         owner: str = "SearchGame",
     ):
         self.owner = owner
+        self.tools = tools
         self.top_k = positive_int("top_k", top_k, owner=owner)
         self.initial_top_k = positive_int("initial_top_k", initial_top_k, allow_none=True, owner=owner) or self.top_k
         self.max_turns = positive_int("max_turns", max_turns, owner=owner)
@@ -241,13 +247,19 @@ class SearchGame:
         if self.protocol.initial_retrieval:
             initial_hits = self.search(example.question, self.initial_top_k)[0]
             self.log.open_window(example.question, initial_hits)
-        self.prompt, obs_cut = self._bound(self.protocol.prompt(example, initial_hits))
+        if self.tools is None:
+            prompt, messages = self.protocol.prompt(example, initial_hits), self.protocol.messages(example, initial_hits)
+        else:
+            messages = self.tools.prompt_messages(example, initial_hits)
+            prompt = messages[-1]["content"]
+        self.messages: list[dict[str, Any]] = [dict(m) for m in messages]
+        self.prompt, obs_cut = self._bound(prompt)
         self.context_chars = len(self.prompt)
         self.context_tokens = self.token_counter(self.prompt)
         info = self._info(observation_truncated=obs_cut)
         info["retrieved_ids"] = [h.passage.id for h in initial_hits or []]
         info["retrieved_scores"] = [float(h.score) for h in initial_hits or []]
-        info["prompt_messages"] = self.protocol.messages(example, initial_hits)
+        info["prompt_messages"] = [dict(m) for m in messages]
         info["question"] = example.question
         return self.prompt, info
 
@@ -259,11 +271,16 @@ class SearchGame:
         """The hits of ``query`` and whether it was cut: longer than ``max_query_chars`` (or
         the retriever's own limit, e.g. a server's) it is cut to it, and characters UTF-8
         cannot carry (lone surrogates) become U+FFFD, the same in-process and over HTTP."""
+        hits, cut = self.search_many([query], k)
+        return hits[0], cut[0]
+
+    def search_many(self, queries: Sequence[str], k: int) -> tuple[list[list[Hit]], list[bool]]:
+        """:meth:`search` of several queries in one call of the retriever (a turn's parallel
+        searches)."""
         limits = [n for n in (self.max_query_chars, getattr(self.retriever, "max_query_chars", None)) if isinstance(n, int)]
         longest = min(limits)
-        cut = query[:longest]
-        cut = _SURROGATE.sub("\ufffd", cut)
-        return self.retriever.search([cut], k)[0], len(query) > longest
+        cut = [_SURROGATE.sub("\ufffd", q[:longest]) for q in queries]
+        return self.retriever.search(cut, k), [len(q) > longest for q in queries]
 
     def play(self, action: Any) -> Play[tuple[str, float, bool, bool, dict[str, Any]]]:
         """:meth:`step` as a play: yields the model calls of the summarizer and of the
@@ -275,8 +292,18 @@ class SearchGame:
         before it, its turn not spent, and the same action can be played again."""
         if self.done:
             raise SearchGymError(f"{self.owner}.step() was called on a finished episode; call reset() first.")
-        expected = f"{self.owner}.step expects the action to be a str (one agent turn)"
-        action, action_cut = text_action(action, self.max_action_chars, expected=expected)
+        if self.tools is None:
+            expected = f"{self.owner}.step expects the action to be a str (one agent turn)"
+            action, action_cut = text_action(action, self.max_action_chars, expected=expected)
+        else:
+            if isinstance(action, bytes):
+                action = action.decode("utf-8", errors="replace")
+            if not isinstance(action, (str, Mapping)):
+                raise SearchGymError(
+                    f"{self.owner}.step expects the action to be an assistant message (a dict with content and "
+                    f"tool_calls) or the model's text, got {type(action).__name__}."
+                )
+            action_cut = False  # the surface cuts it
         saved = self._save()
         try:
             return (yield from self._play(action, action_cut))
@@ -286,71 +313,96 @@ class SearchGame:
 
     def _save(self) -> tuple[Any, ...]:
         return (self.log.snapshot(), self.num_invalid, len(self.turns), len(self.records), len(self.well_formed),
-                len(self.retrieved), self.evidence, self.answer, self.done, self.context_chars, self.context_tokens)
+                len(self.retrieved), self.evidence, self.answer, self.done, self.context_chars, self.context_tokens,
+                len(self.messages))
 
     def _restore(self, saved: tuple[Any, ...]) -> None:
         log, self.num_invalid, turns, records, well_formed, retrieved, self.evidence, self.answer, self.done, \
-            self.context_chars, self.context_tokens = saved
+            self.context_chars, self.context_tokens, messages = saved
         self.log.restore(log)
         del self.turns[turns:], self.records[records:], self.well_formed[well_formed:], self.retrieved[retrieved:]
+        del self.messages[messages:]
 
-    def _play(self, action: str, action_cut: bool) -> Play[tuple[str, float, bool, bool, dict[str, Any]]]:
+    def _play(self, action: Any, action_cut: bool) -> Play[tuple[str, float, bool, bool, dict[str, Any]]]:
         self.log.turn += 1
-        turn: ParsedTurn = self.protocol.parse(action)
+        turn: ParsedTurn
+        if self.tools is None:
+            turn = self.protocol.parse(action)
+        else:
+            window = len(self.log.windows[-1].shown) if self.log.windows else 0
+            turn, action_cut = self.tools.parse(action, turn=self.log.turn, window_size=window, max_chars=self.max_action_chars)
+        surface = self.tools or self.protocol
         reward = 0.0
         terminated = False
-        pieces: list[str] = []
-        kinds: list[str] = []  # the kind of each piece, for the recipe (never the text)
-        query = None
-        query_cut = False
-        invalid_reason = None
+        results: list[str | None] = []  # what each action got back, in order (None: nothing)
+        kinds: list[tuple[str, ...]] = []  # and its kind, for the recipe (never the text)
+        queries, query_cut, invalid_reason = [], False, None
         hits: list[Hit] = []
+        found = iter((yield from self._turn_searches(turn.actions)))
         for act in turn.actions:
+            result, kind = None, ()
             if isinstance(act, Search):
-                query = act.query
-                query_cut = len(query) > self.max_query_chars
-                if self.log.final_turn:
-                    continue  # as in Search-R1 and s3, the last turn's search is not run: nothing would show it
-                if self.log.budget_spent:
-                    pieces.append(self.protocol.budget_feedback())
-                    kinds.append("budget")
-                    continue
-                hits, query_cut = self.search(act.query, self.top_k)
-                self.log.num_searches += 1
-                self.retrieved.append([h.passage for h in hits])
-                pieces.append((yield from self._render(act.query, hits)))
-                kinds.append("documents")
-                self.log.open_window(act.query, hits)
+                queries.append(act.query)
+                query_cut = query_cut or len(act.query) > self.max_query_chars
+                searched = next(found)
+                if searched == "final":
+                    pass  # as in Search-R1 and s3, the last turn's search is not run: nothing would show it
+                elif searched == "budget":
+                    result, kind = surface.budget_feedback(), ("budget",)
+                else:
+                    found_hits, cut, result = searched
+                    hits += found_hits
+                    query_cut = query_cut or cut
+                    self.log.num_searches += 1
+                    self.retrieved.append([h.passage for h in found_hits])
+                    self.log.open_window(act.query, found_hits)
+                    kind = ("documents",)
             elif isinstance(act, Select):
-                self.log.select(act.doc_numbers)
+                kept = {h.passage.id for h in self.log.select(act.doc_numbers)}
+                if self.tools is not None:
+                    shown = self.log.windows[-1].shown if self.log.windows else []
+                    result = self.tools.selected_text(act.doc_numbers, [n for n in act.doc_numbers if 1 <= n <= len(shown) and shown[n - 1].passage.id in kept])
             elif isinstance(act, Evidence):
                 self.evidence = act.text
             elif isinstance(act, Answer):
                 self.answer = act.text
                 terminated = True
-                break
             elif isinstance(act, Complete):
                 terminated = True
-                break
             elif isinstance(act, Invalid):
                 invalid_reason = act.reason
                 self.num_invalid += 1
                 reward += self.recipe.invalid_action_penalty
-                pieces.append(self.protocol.invalid_feedback())
-                kinds.append("feedback")
+                kind = ("feedback",)
+                result = self.protocol.invalid_feedback() if self.tools is None else self.tools.error_text(act.reason, self.recipe.invalid_action_penalty)
+            results.append(result)
+            kinds.append(kind)
+            if terminated:
+                break
+        query = queries[-1] if queries else None
 
         truncated = not terminated and self.log.final_turn
         ended = terminated or truncated
-        observation, obs_cut = self._bound("" if ended else "".join(pieces))
+        if ended:
+            kinds = [()] * len(kinds)
+        if self.tools is None:
+            observation, obs_cut = self._bound("" if ended else "".join(r for r in results if r))
+            self.records.append(Turn(turn.text, turn.kinds, tuple(k for ks in kinds for k in ks)))
+        else:
+            replies = [] if ended else self.tools.tool_messages(turn, results)
+            observation, obs_cut = self._bound("\n\n".join(m["content"] for m in replies))
+            self.records.extend(self.tools.records(turn, kinds + [()] * (len(turn.actions) - len(kinds))))
+            self.messages += [dict(turn.message), *replies]
         self.turns.append((turn.text, observation))
-        if "documents" in kinds and observation:
+        if any("documents" in k for k in kinds) and observation:
             self.observed.append(observation)
-        self.records.append(Turn(turn.text, turn.kinds, () if ended else tuple(kinds)))
         self.well_formed.append(turn.well_formed)
         self.context_chars += len(turn.text) + len(observation)
         self.context_tokens += self.token_counter(turn.text) + self.token_counter(observation)
 
         info = self._info(observation_truncated=obs_cut)
+        if self.tools is not None:
+            info["queries"] = queries
         info.update(
             action_kinds=turn.kinds,
             query=query,
@@ -411,17 +463,49 @@ class SearchGame:
         )
 
     # ------------------------------------------------------------------ helpers
+    def _turn_searches(self, actions: Sequence[Any]) -> Play[list[Any]]:
+        """What each search of a turn gets, in order: ``"final"`` (the last turn's search is
+        not run), ``"budget"`` (past the search budget) or its hits, whether its query was
+        cut, and its rendered text. The searches that run are retrieved in one call."""
+        outcome: list[Any] = []
+        run: list[int] = []  # where in ``outcome`` the searches that run stand
+        budget = None if self.max_searches is None else self.max_searches - self.num_searches
+        for act in actions:
+            if isinstance(act, (Answer, Complete)):
+                break
+            if isinstance(act, Search):
+                if self.log.final_turn:
+                    outcome.append("final")
+                elif budget is not None and budget <= 0:
+                    outcome.append("budget")
+                else:
+                    run.append(len(outcome))
+                    outcome.append(act.query)
+                    budget = None if budget is None else budget - 1
+        if run:
+            found, cut = self.search_many([outcome[i] for i in run], self.top_k)
+            for i, hits, was_cut in zip(run, found, cut):
+                outcome[i] = (hits, was_cut, (yield from self._render(outcome[i], hits)))
+        return outcome
+
     def _render(self, query: str, hits: Sequence[Hit]) -> Play[str]:
+        surface = self.tools or self.protocol
         if self.summarizer.passthrough:
-            return self.protocol.render_docs(hits)
+            return surface.render_docs(hits)
         question = self.example.question
         summary = yield from replay(lambda: self.summarizer.summarize(question, query, hits), model_users(self.summarizer))
-        return self.protocol.wrap_information(summary)
+        return surface.wrap_information(summary)
 
     def _bound(self, text: str) -> tuple[str, bool]:
         return text[: self.max_observation_chars], len(text) > self.max_observation_chars
 
     def _info(self, observation_truncated: bool) -> dict[str, Any]:
+        info = self._base_info(observation_truncated)
+        if self.tools is not None:
+            info["tools"], info["messages"] = self.tools.tools, list(self.messages)
+        return info
+
+    def _base_info(self, observation_truncated: bool) -> dict[str, Any]:
         return {
             "example_id": self.example.id,
             "turn": self.turn,

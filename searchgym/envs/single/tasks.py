@@ -11,7 +11,7 @@ from typing import Any
 from searchgym.corpora.http import is_url
 from searchgym.corpora.registry import CORPORA, DeferredCorpus, default_dataset_for, load_corpus, load_dataset
 from searchgym.corpora.types import Corpus, QAExample
-from searchgym.error import ConfigError, SearchGymError
+from searchgym.error import ConfigError, SearchGymError, check_name
 
 #: Keys of ``reset(options=...)`` that choose the question.
 EXAMPLE_OPTIONS = frozenset({"example_index", "example_id", "example"})
@@ -55,6 +55,21 @@ def finite_number(
         bounds = " and ".join(f"{op} {bound:g}" for op, bound in ((">=", low), ("<=", high)) if bound is not None)
         raise ConfigError(f"{owner} expects {name} to be a finite number {bounds}, got {value!r}.")
     return float(value)
+
+
+def check_arguments(
+    positive: Mapping[str, Any], optional: Mapping[str, Any], names: Sequence[tuple[str, Any, Any]], owner: str = "SearchEnv"
+) -> None:
+    """An env's arguments checked before anything loads: ``positive`` must be positive
+    integers, ``optional`` positive integers or None, and each ``(what, value, choices)`` of
+    ``names`` None or one of its choices; each with its own clear error."""
+    for name, value in positive.items():
+        positive_int(name, value, owner=owner)
+    for name, value in optional.items():
+        positive_int(name, value, allow_none=True, owner=owner)
+    for what, value, choices in names:
+        if value is not None:
+            check_name(what, value, choices)
 
 
 def text_action(action: Any, max_chars: int, *, expected: str) -> tuple[str, bool]:

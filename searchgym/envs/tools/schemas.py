@@ -1,0 +1,112 @@
+"""Each game's tools as OpenAI function schemas, and the prompt that offers them.
+
+The tools follow the game's actions one to one (:mod:`searchgym.envs.protocols.base`):
+
+- Search-R1, R1-Searcher, RECON: ``search(query)``, ``answer(answer)``;
+- R-Search: ``search(query)``, ``answer(answer, evidence)`` (the evidence its Eq. 4 reader
+  reads, grounded as in the tag game);
+- s3: ``search(query)``, ``select(doc_ids)``, ``finish()``; the frozen generator answers.
+
+Which set a game gets is read from its protocol's flags (``answers_with_generator``,
+``writes_evidence``), so a user's own protocol gets the set its flags describe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from searchgym.corpora.types import Hit, QAExample
+from searchgym.envs.protocols.base import Protocol
+
+
+def _function(name: str, description: str, properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": list(required)},
+        },
+    }
+
+
+SEARCH = _function(
+    "search",
+    "Search the corpus. Returns the top documents for the query. Several calls in one turn run as parallel searches.",
+    {"query": {"type": "string", "description": "The search query."}},
+    ["query"],
+)
+ANSWER = _function(
+    "answer",
+    "Give the final answer to the question. Ends the episode.",
+    {"answer": {"type": "string", "description": "The answer alone, without explanation (e.g. \"Beijing\")."}},
+    ["answer"],
+)
+ANSWER_WITH_EVIDENCE = _function(
+    "answer",
+    "Give the final answer with the evidence it rests on. Ends the episode.",
+    {
+        "answer": {"type": "string", "description": "The answer alone, without explanation (e.g. \"Beijing\")."},
+        "evidence": {
+            "type": "string",
+            "description": "The passages of the search results that support the answer, quoted in their original "
+            "wording (omit when nothing was searched).",
+        },
+    },
+    ["answer"],
+)
+SELECT = _function(
+    "select",
+    "Keep documents of the latest search results for the generation model (up to 3 a search).",
+    {"doc_ids": {"type": "array", "items": {"type": "integer"}, "description": "Document numbers as shown, e.g. [1, 4]."}},
+    ["doc_ids"],
+)
+FINISH = _function(
+    "finish",
+    "Declare the search complete: the generation model answers from the kept documents. Ends the episode.",
+    {},
+    [],
+)
+
+
+def tool_schemas(protocol: Protocol) -> list[dict[str, Any]]:
+    """The tools of ``protocol``'s game, as OpenAI function schemas (fresh copies)."""
+    import copy
+
+    if protocol.answers_with_generator:
+        tools = [SEARCH, SELECT, FINISH]
+    elif protocol.writes_evidence:
+        tools = [SEARCH, ANSWER_WITH_EVIDENCE]
+    else:
+        tools = [SEARCH, ANSWER]
+    return copy.deepcopy(tools)
+
+
+def tool_prompt(protocol: Protocol, example: QAExample, docs: Sequence[Hit] | None = None) -> str:
+    """The first user message of the tool game: the tag prompt's instructions with tools in
+    place of tags, then the question (s3: and the initial documents)."""
+    question = example.question.strip()
+    if protocol.answers_with_generator:
+        shown = protocol.docs_text(docs or [])
+        return (
+            "You are a search copilot for the generation model. Based on a user's question and the initial search "
+            "results, first decide whether the results are enough for the generation model to produce an answer.\n"
+            "If they are, call finish(). If they are not, call search with a new query; you will get the top "
+            "results. Keep the important documents of the latest results (up to 3) with select(doc_ids), using "
+            "the numbers they are shown with, then search again or call finish(). Only the kept documents, and "
+            "the documents of results you never select from, reach the generation model.\n\n"
+            f"Question: {question}\n\nInitial search results:\n{shown}"
+        )
+    evidence = (
+        " Before answering, quote the search results your answer rests on, in their original wording, as the "
+        "answer tool's evidence (omit it if you did not search)."
+        if protocol.writes_evidence else ""
+    )
+    return (
+        "Answer the given question. Reason step by step. If you find you lack some knowledge, call the search "
+        "tool with a query; it returns the top search results. You can search as many times as you want, and "
+        "several searches in one turn run in parallel." + evidence + " When you know the answer, call the answer "
+        "tool with the answer alone, without detailed illustrations (e.g. answer=\"Beijing\"); a reply without "
+        f"any tool call is taken as the final answer.\n\nQuestion: {question}"
+    )
