@@ -388,14 +388,17 @@ class SearchGame:
         if self.tools is None:
             observation, obs_cut = self._bound("" if ended else "".join(r for r in results if r))
             self.records.append(Turn(turn.text, turn.kinds, tuple(k for ks in kinds for k in ks)))
+            if any("documents" in k for k in kinds) and observation:
+                self.observed.append(observation)
         else:
-            replies = [] if ended else self.tools.tool_messages(turn, results)
-            observation, obs_cut = self._bound("\n\n".join(m["content"] for m in replies))
+            # Each call's reply within the observation bound; what R-Search's grounding may find
+            # quoted is the search results as shown, never an error or a note (which can echo the agent).
+            replies, observation, obs_cut, shown = ([], "", False, []) if ended else \
+                self.tools.reply(turn, results, kinds, self.max_observation_chars)
+            self.observed += shown
             self.records.extend(self.tools.records(turn, kinds + [()] * (len(turn.actions) - len(kinds))))
-            self.messages += [dict(turn.message), *replies]
+            self.messages += [turn.message, *replies]
         self.turns.append((turn.text, observation))
-        if any("documents" in k for k in kinds) and observation:
-            self.observed.append(observation)
         self.well_formed.append(turn.well_formed)
         self.context_chars += len(turn.text) + len(observation)
         self.context_tokens += self.token_counter(turn.text) + self.token_counter(observation)
