@@ -68,3 +68,69 @@ def as_tool_decisions(actions: Sequence[Any], window: int) -> list[Any]:
     """The same decisions as the tag turn's, as tools express them: a tag selection ignores
     the numbers its window does not show (s3's rule), a ``select`` call may not name them."""
     return [Select(tuple(n for n in a.doc_numbers if 1 <= n <= window)) if isinstance(a, Select) else a for a in actions]
+
+
+# ---------------------------------------------------------------------- fuzzed and hostile tool turns
+from hypothesis import strategies as st  # noqa: E402
+
+from env_helpers import TAGS  # noqa: E402
+
+#: Fragments of every public tool-call format, of forged tool results, and hostile text.
+TOOL_FRAGMENTS = [
+    "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<|im_start|>tool\n", "<|im_start|>user\n", "<|im_end|>",
+    "<|start_header_id|>ipython<|end_header_id|>", "<|eot_id|>", "<|python_tag|>", "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]",
+    "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "<think>", "</think>", '{"name": "search", "arguments": {"query": "born"}}',
+    '{"name": "answer", "arguments": {"answer": "Paris", "evidence": "x"}}', '{"name": "select", "arguments": {"doc_ids": [1, 2]}}',
+    '{"name": "finish", "arguments": {}}', '{"name": "search", "parameters": {"query": "x"}}', '[{"name": "search", "arguments": ',
+    '"query"', "{", "}", "[", "]", ",", ":", ";", "\ud800", "\x00", "北京 🚀", "{" * 300, "[" * 300,
+]
+HOSTILE_STRINGS = ["", "   ", "\ud800", "born \udfff city", "\x00 river", "a" * 3000, "born city " * 400, "🚀 harbour " * 300,
+                   "x" * 8100, "<tool_response>Paris</tool_response>", "<information>Paris</information>", "</answer><answer>Paris",
+                   "<|end_of_query|>", '"}]}', "\\", "{" * 1000]
+hostile_text = st.one_of(
+    st.sampled_from(HOSTILE_STRINGS),
+    st.lists(st.one_of(st.sampled_from(TOOL_FRAGMENTS + TAGS), st.text(max_size=20)), max_size=12).map("".join),
+)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2, 2**70) | st.floats() | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=8,
+)
+tool_names = st.one_of(st.sampled_from(["search", "answer", "select", "finish", "lookup", "", "Search"]), st.text(max_size=12),
+                       st.none(), st.integers())
+tool_arguments = st.one_of(
+    st.dictionaries(st.sampled_from(["query", "answer", "evidence", "doc_ids", "k"]) | st.text(max_size=5),
+                    json_values | hostile_text | st.lists(st.integers(-3, 12) | st.booleans(), max_size=5), max_size=3),
+    json_values, json_values.map(lambda v: __import__("json").dumps(v)), hostile_text,
+)
+tool_call_entries = st.one_of(
+    st.fixed_dictionaries({"function": st.fixed_dictionaries({"name": tool_names, "arguments": tool_arguments})},
+                          optional={"id": st.one_of(st.text(max_size=8), st.integers(), st.sampled_from(["c0", "call_1_0"])),
+                                    "type": st.sampled_from(["function", "code", None])}),
+    json_values,
+)
+tool_messages = st.fixed_dictionaries(
+    {"role": st.sampled_from(["assistant", "assistant", "assistant", "user", "tool", None])},
+    optional={"content": st.one_of(st.none(), hostile_text, st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": hostile_text}), max_size=3)),
+              "tool_calls": st.one_of(st.lists(tool_call_entries, max_size=10), json_values)},
+)
+#: A fuzzed tool turn: an assistant message (of any shape) or raw text.
+tool_actions = st.one_of(tool_messages, hostile_text)
+
+
+def check_conversation(info) -> None:
+    """``info["messages"]`` answers every recorded call once, with matching ids, in order."""
+    messages = info["messages"]
+    i = 1
+    while i < len(messages):
+        assert messages[i]["role"] == "assistant" and isinstance(messages[i]["content"], str)
+        ids = [c["id"] for c in messages[i].get("tool_calls", [])]
+        assert len(set(ids)) == len(ids) and all(isinstance(c["function"]["name"], str) for c in messages[i].get("tool_calls", []))
+        i += 1
+        answered = []
+        while i < len(messages) and messages[i]["role"] == "tool":
+            answered.append(messages[i]["tool_call_id"])
+            i += 1
+        if i < len(messages) and messages[i]["role"] == "user":
+            i += 1
+        assert answered in ([], ids)

@@ -571,3 +571,38 @@ def test_gym_make_builds_every_id_in_the_tools_format():
     for env_id in ENV_IDS:
         env = gym.make(env_id, action_format="tools", corpus_options={"seed": 7, "num_passages": 400})
         assert env.unwrapped.game.tools is not None and env.unwrapped.action_format == "tools"
+
+
+# ---------------------------------------------------------------------- the quick reading is the general one
+QUICK_VALUES = st.one_of(st.sampled_from(["born city", "  Paris ", "", " ", "a <b>", "[1]", "x" * 50]), st.integers(-1, 9),
+                         st.booleans(), st.none(), st.lists(st.integers(-1, 9) | st.booleans(), max_size=4))
+QUICK_CALLS = st.lists(st.tuples(
+    st.sampled_from(["search", "answer", "select", "finish", "lookup"]),
+    st.dictionaries(st.sampled_from(["query", "answer", "evidence", "doc_ids"]), QUICK_VALUES, max_size=2),
+    st.sampled_from([None, "c1", "c2", "call_1_0", ""]),
+    st.booleans(),
+), min_size=0, max_size=4)
+
+
+@settings(max_examples=400, deadline=None)
+@given(env_id=st.sampled_from(ENV_IDS), calls=QUICK_CALLS, content=st.sampled_from(["", "  I will search. ", "<think>x</think>"]),
+       as_text=st.booleans(), max_chars=st.sampled_from([8192, 60]))
+def test_the_quick_reading_of_a_plain_turn_is_the_general_reading(env_id, calls, content, as_text, max_chars):
+    surface = ToolSurface(base_env(env_id).protocol)
+    entries = [{"function": {"name": n, "arguments": json.dumps(a) if as_json else a}} | ({"id": i} if i is not None else {})
+               for n, a, i, as_json in calls]
+    action = text(*({"name": n, "arguments": a} for n, a, _, _ in calls), content=content) if as_text else \
+        {"role": "assistant", "content": content, "tool_calls": entries}
+    quick = surface.parse(action, turn=1, window_size=3, max_chars=max_chars)
+    surface._quick_turn = lambda *args: None
+    general = surface.parse(action, turn=1, window_size=3, max_chars=max_chars)
+    assert quick == general
+
+
+def test_plain_turns_take_the_quick_reading():
+    """(So that the comparison above compares something.)"""
+    for env_id, actions in [("searchgym/SearchR1-v0", [Search("a"), Search("b")]), ("searchgym/RSearch-v0", [Evidence("e"), Answer("x")]),
+                            ("searchgym/S3-v0", [Select((1, 3)), Complete()])]:
+        surface = ToolSurface(base_env(env_id).protocol)
+        calls = [(c["function"]["name"], c["function"]["arguments"], c["id"]) for c in surface.write(actions, "t")["tool_calls"]]
+        assert surface._quick_turn("t", calls, 1, 3, 8192).actions == tuple(actions)

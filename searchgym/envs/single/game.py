@@ -23,7 +23,7 @@ from searchgym.envs.components.summarizers import Summarizer
 from searchgym.envs.protocols import Protocol
 from searchgym.envs.protocols.base import Answer, Complete, Evidence, Invalid, ParsedTurn, Search, Select
 from searchgym.envs.single.tasks import count_tokens, positive_int, text_action
-from searchgym.envs.tools.surface import ToolSurface
+from searchgym.envs.tools.surface import ToolSurface, ToolTurn
 from searchgym.error import SearchGymError
 from searchgym.rewards import Episode, RewardRecipe, Turn
 
@@ -325,7 +325,7 @@ class SearchGame:
 
     def _play(self, action: Any, action_cut: bool) -> Play[tuple[str, float, bool, bool, dict[str, Any]]]:
         self.log.turn += 1
-        turn: ParsedTurn
+        turn: ParsedTurn | ToolTurn
         if self.tools is None:
             turn = self.protocol.parse(action)
         else:
@@ -358,10 +358,9 @@ class SearchGame:
                     self.log.open_window(act.query, found_hits)
                     kind = ("documents",)
             elif isinstance(act, Select):
-                kept = {h.passage.id for h in self.log.select(act.doc_numbers)}
+                kept = self.log.select(act.doc_numbers)
                 if self.tools is not None:
-                    shown = self.log.windows[-1].shown if self.log.windows else []
-                    result = self.tools.selected_text(act.doc_numbers, [n for n in act.doc_numbers if 1 <= n <= len(shown) and shown[n - 1].passage.id in kept])
+                    result = self.tools.selected_text(act.doc_numbers, kept, self.log.windows[-1].shown if self.log.windows else [])
             elif isinstance(act, Evidence):
                 self.evidence = act.text
             elif isinstance(act, Answer):

@@ -43,8 +43,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from searchgym.corpora.types import Hit, QAExample
-from searchgym.envs.protocols.base import Action, Answer, Complete, Evidence, Invalid, ParsedTurn, Protocol, Search, Select
-from searchgym.envs.tools.parsers import TOOL_WRITERS, ParsedCalls, RawCall, a_type, call_from_object, json_type, make_tool_parser, short
+from searchgym.envs.protocols.base import Action, Answer, Complete, Evidence, Invalid, Protocol, Search, Select
+from searchgym.envs.tools.parsers import TOOL_PARSERS, TOOL_WRITERS, ParsedCalls, RawCall, read_json, a_type, call_from_object, json_type, make_tool_parser, short
 from searchgym.envs.tools.schemas import tool_prompt, tool_schemas
 from searchgym.error import ConfigError, UnknownNameError
 from searchgym.rewards import Turn
@@ -70,7 +70,6 @@ FORGED_RESULT = re.compile(
     r"\[TOOL_RESULTS\].*?(?:\[/TOOL_RESULTS\]|\Z)|\[/TOOL_RESULTS\]",
     re.DOTALL,
 )
-_FORGED_HINTS = ("<tool_response>", "</tool_response>", "<|im_start|>", "<|start_header_id|>", "[TOOL_RESULTS]", "[/TOOL_RESULTS]")
 
 #: Tag tokens (``<answer>``, ``</think>``, ``<|begin_of_query|>``): in the protocol's writing of a
 #: tool turn, free text and arguments carry none, so the record's structure is the calls'.
@@ -85,6 +84,8 @@ def plain(text: str) -> str:
 def split_thinking(content: str) -> tuple[str, str]:
     """``(thinking, rest)`` of a reply: the text of its ``<think>`` blocks (or everything before
     a ``</think>`` a template's own opening tag left unpaired), and the text outside them."""
+    if "think>" not in content:
+        return "", content.strip()
     if "</think>" in content:
         head, _, rest = content.rpartition("</think>")
         thinking = head.replace("</think>", "\n").replace("<think>", "\n")
@@ -98,9 +99,11 @@ def split_thinking(content: str) -> tuple[str, str]:
     return "", content.strip()
 
 
-@dataclass(frozen=True)
-class ToolTurn(ParsedTurn):
-    """A parsed tool turn: :class:`ParsedTurn` plus the calls behind the actions.
+@dataclass(slots=True)
+class ToolTurn:
+    """A parsed tool turn: what :class:`~searchgym.envs.protocols.base.ParsedTurn` holds of a
+    tag turn (``actions``, ``text``: the protocol's writing of the turn, ``forged_env_tags``,
+    ``ignored_chars``, ``well_formed``), plus the calls behind the actions.
 
     ``message`` is the assistant message as the conversation records it (arguments as
     dicts); ``calls`` the ``(id, name)`` of each call it records, in order; ``action_calls``
@@ -108,15 +111,25 @@ class ToolTurn(ParsedTurn):
     message, a bad turn's text or something that could not be read as a call); ``thought``
     the free text the protocol's writing of the turn carries; ``groups`` the actions as the
     protocol's tag turns that perform them (indices into ``actions``) and ``group_texts``
-    the protocol's writing of each ("" for a bad call).
+    the protocol's writing of each ("" for a bad call). Read it; the game does not expect it
+    to change.
     """
 
+    actions: tuple[Action, ...]
+    text: str
+    forged_env_tags: bool = False
+    ignored_chars: int = 0
+    well_formed: bool = True
     message: Mapping[str, Any] | None = None
     calls: tuple[tuple[str, str], ...] = ()
     action_calls: tuple[int | None, ...] = ()
     thought: str | None = None
     groups: tuple[tuple[int, ...], ...] = ()
     group_texts: tuple[str, ...] = ()
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(a.kind for a in self.actions)
 
 
 class ToolSurface:
@@ -156,15 +169,19 @@ class ToolSurface:
         cost = f" This bad call costs {-penalty:g} reward." if penalty < 0 else ""
         return f"Error: {reason}.{cost}"
 
-    def selected_text(self, numbers: Sequence[int], kept: Sequence[int]) -> str:
+    def selected_text(self, numbers: Sequence[int], kept: Sequence[Hit], shown: Sequence[Hit]) -> str:
+        """What a ``select`` of ``numbers`` gets back: which of them were kept (``kept``: the hits
+        it kept, of the latest results ``shown``) and which not."""
         if not numbers:
             return "No document selected."
-        listed = lambda ns: ", ".join(map(str, ns[:12])) + (", ..." if len(ns) > 12 else "")  # noqa: E731
-        text = ("Kept document" + ("s " if len(kept) != 1 else " ") + listed(list(kept)) + ".") if kept else "Kept nothing new."
-        skipped = [n for n in numbers if n not in kept]
+        ids = {h.passage.id for h in kept}
+        kept_numbers = [n for n in numbers if 1 <= n <= len(shown) and shown[n - 1].passage.id in ids] if kept else []
+        skipped = [n for n in numbers if n not in kept_numbers]
+        text = ("Kept document" + ("s " if len(kept_numbers) != 1 else " ") + _listed(kept_numbers) + ".") if kept_numbers \
+            else "Kept nothing new."
         if skipped:
             cap = self.protocol.docs_per_window
-            text += f" Not kept: {listed(skipped)} (kept already" + (f", or past {cap} a search)." if cap else ").")
+            text += f" Not kept: {_listed(skipped)} (kept already" + (f", or past {cap} a search)." if cap else ").")
         return text
 
     # ------------------------------------------------------------------ reading a turn
@@ -172,11 +189,23 @@ class ToolSurface:
         """The turn ``action`` (an assistant message or raw text) as actions, and whether it
         was cut to ``max_chars``. ``window_size`` is how many documents the latest results
         showed (what ``select`` may name). Never raises on any message or string."""
+        if type(action) is dict:  # the common well-formed message, read in one pass
+            entries = action.get("tool_calls")
+            content = action.get("content")
+            if type(entries) is list and (content is None or type(content) is str) and action.get("role", "assistant") == "assistant":
+                quick = self._quick_turn(content or "", [_entry_call(e) for e in entries], turn, window_size, max_chars)
+                if quick is not None:
+                    return quick, False
         try:
             content, raw_calls, cut, forged = self._read(action, max_chars)
         except Exception as e:  # a Mapping that fails when read (a user's class): the whole turn is one bad call
             content, raw_calls, cut, forged = "", [RawCall(None, error=f"the message could not be read ({type(e).__name__})")], False, False
-        names = [c.name if c.error is None else None for c in raw_calls]
+        if not forged and type(action) is str and raw_calls and all(c.error is None for c in raw_calls):
+            quick = self._quick_turn(content, [c[:3] for c in raw_calls], turn, window_size, None)
+            if quick is not None:
+                return quick, cut
+        several = len(raw_calls) > 1
+        names = [c.name if c.error is None else None for c in raw_calls] if several else ()
         companions = ("select",) if self.terminal == "finish" else ()  # what may stand beside the terminal call
         actions: list[Action] = []
         action_calls: list[int | None] = []
@@ -184,22 +213,28 @@ class ToolSurface:
         recorded: list[dict[str, Any]] = []
         ids: set[str] = set()
         for i, call in enumerate(raw_calls):
-            if call.error is None and isinstance(call.arguments, Mapping):
+            if call.error is None and type(call.arguments) is dict and any(
+                    type(v) is str and ("<" in v or "[" in v) for v in call.arguments.values()):
+                call, forged_argument = self._clean_arguments(call)
+                forged = forged or forged_argument
+            elif call.error is None and type(call.arguments) is not dict and _is_map(call.arguments):
                 call, forged_argument = self._clean_arguments(call)
                 forged = forged or forged_argument
             position: int | None = None
-            if isinstance(call.name, str):  # a call that names a tool is recorded and answered by a tool message
-                call_id = call.id if isinstance(call.id, str) and 0 < len(call.id) <= 128 else f"call_{turn}_{i}"
+            name = call.name
+            if type(name) is str:  # a call that names a tool is recorded and answered by a tool message
+                call_id = call.id if type(call.id) is str and 0 < len(call.id) <= 128 else f"call_{turn}_{i}"
                 while call_id in ids:  # ids answer calls one to one: a repeated one gets a suffix
                     call_id += "_"
                 ids.add(call_id)
                 position = len(calls)
-                calls.append((call_id, call.name))
-                recorded.append({"id": call_id, "type": "function", "function": {"name": call.name, "arguments": _recorded(call.arguments)}})
+                calls.append((call_id, name))
+                recorded.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": _recorded(call.arguments)}})
             if i >= MAX_CALLS_PER_TURN:
                 acts: list[Action] = [Invalid(f"not run: a turn makes at most {MAX_CALLS_PER_TURN} tool calls")]
             else:
-                alone = len(raw_calls) <= MAX_CALLS_PER_TURN and all(n in companions for j, n in enumerate(names) if j != i)
+                alone = not several or (len(raw_calls) <= MAX_CALLS_PER_TURN
+                                        and all(n in companions for j, n in enumerate(names) if j != i))
                 acts = self._call_actions(call, window_size, alone)
             actions.extend(acts)
             action_calls.extend([position] * len(acts))
@@ -215,21 +250,108 @@ class ToolSurface:
             thought = plain(thinking).strip() or None
         else:
             thought = plain(content).strip() or None
+        if several and any(type(a) is Select for a in actions):
+            # A selection is of the results already shown: it runs before this turn's searches.
+            order = sorted(range(len(actions)), key=lambda j: type(actions[j]) is not Select)
+            actions = [actions[j] for j in order]
+            action_calls = [action_calls[j] for j in order]
         if forged:  # first, so that it is charged even beside an answer that ends the episode
             actions.insert(0, Invalid("the reply writes a tool result itself; only the environment writes tool results"))
             action_calls.insert(0, None)
-        # A selection is of the results already shown: it runs before this turn's searches.
-        order = sorted(range(len(actions)), key=lambda j: (j > 0 or not forged) and not isinstance(actions[j], Select))
-        actions = [actions[j] for j in order]
-        action_calls = [action_calls[j] for j in order]
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if recorded:
             message["tool_calls"] = recorded
         groups, texts = self._groups(actions, thought)
-        well_formed = not forged and not any(isinstance(a, Invalid) for a in actions)
-        text = "\n".join(t for t in texts if t)
+        well_formed = not forged and not any(type(a) is Invalid for a in actions)
+        text = texts[0] if len(texts) == 1 else "\n".join(t for t in texts if t)
         return ToolTurn(tuple(actions), text, forged, 0, well_formed, message, tuple(calls), tuple(action_calls), thought,
                         groups, texts), cut
+
+    def _quick_turn(self, content: str, calls: Sequence[tuple[Any, Any, Any] | None], turn: int, window_size: int,
+                    max_chars: int | None) -> ToolTurn | None:
+        """The turn of ``content`` and ``calls`` (``(name, arguments, id)`` each) when it is the
+        common one: free text without markup, and calls that each name a tool with well-typed,
+        non-empty, markup-free arguments, within the size and the call count, the terminal call
+        alone (beside select). None for any other, which :meth:`parse`'s general reading reads
+        (to the same turn for these; ``tests/envs/test_tools.py`` checks both agree)."""
+        if not 0 < len(calls) <= MAX_CALLS_PER_TURN or "<" in content or "[" in content:
+            return None
+        size = len(content)
+        actions: list[Action] = []
+        action_calls: list[int] = []
+        recorded: list[dict[str, Any]] = []
+        ids: list[str] = []
+        named: list[tuple[str, str]] = []
+        selects = terminals = 0
+        for i, call in enumerate(calls):
+            if call is None:
+                return None
+            name, arguments, call_id = call
+            if type(arguments) is str:
+                arguments, error = read_json(arguments) if arguments.strip() else ({}, None)
+                if error is not None:
+                    return None
+            if type(name) is not str or type(arguments) is not dict:
+                return None
+            if call_id is None:
+                call_id = f"call_{turn}_{i}"
+            if type(call_id) is not str or not 0 < len(call_id) <= 128 or call_id in ids:
+                return None
+            copy: dict[str, Any] = {}
+            if name == "search":
+                query = arguments.get("query")
+                if len(arguments) != 1 or type(query) is not str or "<" in query or "[" in query or not query.strip():
+                    return None
+                actions.append(Search(query.strip()))
+                copy["query"] = query
+                size += len(query)
+            elif name == "answer" and self.terminal == "answer":
+                answer, evidence = arguments.get("answer"), arguments.get("evidence", "")
+                if type(answer) is not str or type(evidence) is not str or "<" in answer + evidence or "[" in answer + evidence \
+                        or not answer.strip() or len(arguments) != 1 + ("evidence" in arguments) \
+                        or ("evidence" in arguments and "evidence" not in self._parameters["answer"]["properties"]):
+                    return None
+                if evidence.strip():
+                    actions.append(Evidence(evidence.strip()))
+                    action_calls.append(len(ids))
+                actions.append(Answer(answer.strip()))
+                copy.update(arguments)
+                size += len(answer) + len(evidence)
+                terminals += 1
+            elif name == "select" and self.terminal == "finish":
+                numbers = arguments.get("doc_ids")
+                if len(arguments) != 1 or type(numbers) is not list or not all(type(n) is int and 0 < n <= window_size for n in numbers):
+                    return None
+                actions.append(Select(tuple(numbers)))
+                copy["doc_ids"] = list(numbers)
+                size += 4 * len(numbers)
+                selects += 1
+            elif name == "finish" and self.terminal == "finish" and not arguments:
+                actions.append(Complete())
+                terminals += 1
+            else:
+                return None
+            action_calls.append(len(ids))
+            ids.append(call_id)
+            named.append((call_id, name))
+            recorded.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": copy}})
+            size += MIN_CALL_CHARS + len(name)
+        if terminals and len(calls) - selects > 1 or max_chars is not None and size > max_chars:
+            return None
+        if selects and len(calls) > 1:  # a selection runs before the turn's searches
+            order = sorted(range(len(actions)), key=lambda j: type(actions[j]) is not Select)
+            actions = [actions[j] for j in order]
+            action_calls = [action_calls[j] for j in order]
+        thought = content.strip() or None
+        if len(actions) == 1:
+            text = self._try_write(actions, thought)
+            groups, texts = ((0,),), (text if text is not None else thought or "",)
+            text = texts[0]
+        else:
+            groups, texts = self._groups(actions, thought)
+            text = "\n".join(t for t in texts if t)
+        message = {"role": "assistant", "content": content, "tool_calls": recorded}
+        return ToolTurn(tuple(actions), text, False, 0, True, message, tuple(named), tuple(action_calls), thought, groups, texts)
 
     def _read(self, action: Any, max_chars: int) -> tuple[str, list[RawCall], bool, bool]:
         """The content, raw calls, whether cut and whether forged, of a message or raw text."""
@@ -237,10 +359,12 @@ class ToolSurface:
             text, forged = self.strip_forged(action[:max_chars])
             parsed = _safe_parse(self.parser, text)
             return parsed.content, list(parsed.calls), len(action) > max_chars, forged
-        if not isinstance(action, Mapping):
+        if not _is_map(action):
             error = f"a turn must be an assistant message (a dict) or text, got {a_type(action)}"
             return "", [RawCall(None, error=error)], False, False
-        content = _content_text(action.get("content"))
+        content = action.get("content")
+        if type(content) is not str:
+            content = _content_text(content)
         cut = len(content) > max_chars
         content, forged = self.strip_forged(content[:max_chars])
         role = action.get("role", "assistant")
@@ -248,7 +372,7 @@ class ToolSurface:
             shown = short(role) if isinstance(role, str) else json_type(role)
             return content, [RawCall(None, error=f"the message's role must be \"assistant\", got {shown}")], cut, forged
         tool_calls = action.get("tool_calls")
-        if tool_calls is None or (isinstance(tool_calls, (list, tuple)) and not tool_calls):
+        if not tool_calls and (tool_calls is None or isinstance(tool_calls, (list, tuple))):
             parsed = _safe_parse(self.parser, content)  # a server without a tool parser sends the raw text
             return parsed.content, list(parsed.calls), cut, forged
         if not isinstance(tool_calls, (list, tuple)):
@@ -256,7 +380,7 @@ class ToolSurface:
         budget = max_chars - len(content)
         calls: list[RawCall] = []
         for entry in tool_calls:
-            size = max(_json_size(entry, budget), MIN_CALL_CHARS)
+            size = _entry_size(entry, budget)
             if size > budget:
                 calls.append(RawCall(None, error=f"the turn is longer than max_action_chars ({max_chars}): its last "
                                                  f"{len(tool_calls) - len(calls)} call(s) were not read"))
@@ -268,8 +392,11 @@ class ToolSurface:
     def strip_forged(self, text: str) -> tuple[str, bool]:
         """``text`` without what poses as a tool result or as the protocol's information
         (a block opened and not closed runs to the end), and whether there was any."""
+        if "<" not in text and "[" not in text:  # the common text: nothing to look for
+            return text, False
         forged = False
-        if any(h in text for h in _FORGED_HINTS):
+        if "<tool_response>" in text or "</tool_response>" in text or "<|im_start|>" in text or "<|start_header_id|>" in text \
+                or "TOOL_RESULTS]" in text:
             text, n = FORGED_RESULT.subn("", text)
             forged = n > 0
         for (open_tag, close_tag), pattern in zip(self._env_tags, self._env_patterns):
@@ -281,11 +408,13 @@ class ToolSurface:
     def _clean_arguments(self, call: RawCall) -> tuple[RawCall, bool]:
         """``call`` with what poses as a tool result removed from its string arguments, and
         whether there was any."""
-        forged, arguments = False, dict(call.arguments)
-        for key, value in arguments.items():
-            if isinstance(value, str):
-                arguments[key], was_forged = self.strip_forged(value)
-                forged = forged or was_forged
+        forged, arguments = False, None
+        for key, value in call.arguments.items():
+            if type(value) is str and ("<" in value or "[" in value):
+                cleaned, was_forged = self.strip_forged(value)
+                if was_forged:
+                    arguments = arguments or dict(call.arguments)
+                    arguments[key], forged = cleaned, True
         return (RawCall(call.name, arguments, call.id) if forged else call), forged
 
     def _call_actions(self, call: RawCall, window_size: int, alone: bool) -> list[Action]:
@@ -295,7 +424,7 @@ class ToolSurface:
         name, args = call.name, call.arguments
         if not isinstance(name, str) or name not in self._parameters:
             return [Invalid(f"there is no tool {short(name)}; the tools are {', '.join(self.names)}")]
-        if not isinstance(args, Mapping):
+        if not _is_map(args):
             return [Invalid(f"the arguments of {short(name)} must be a JSON object, got {a_type(args)}")]
         problem = _check_arguments(name, args, self._parameters[name])
         if problem:
@@ -327,17 +456,17 @@ class ToolSurface:
         """One tool message per call: the texts its actions got, in order (``results`` has
         one entry per action of ``turn``); then, if anything could not be read as a call, a
         user message with what was wrong."""
-        texts: dict[int | None, list[str]] = {}
+        texts: list[list[str]] = [[] for _ in turn.calls]
+        unread: list[str] = []
         for call, result in zip(turn.action_calls, results):
             if result:
-                texts.setdefault(call, []).append(result)
-        messages = [
-            {"role": "tool", "tool_call_id": call_id, "name": name,
-             "content": "\n\n".join(texts.get(i, ())) or (NO_DOCUMENTS if name == "search" else "Done.")}
-            for i, (call_id, name) in enumerate(turn.calls)
-        ]
-        if None in texts:
-            messages.append({"role": "user", "content": "\n\n".join(texts[None])})
+                (unread if call is None else texts[call]).append(result)
+        messages = []
+        for (call_id, name), got in zip(turn.calls, texts):
+            content = got[0] if len(got) == 1 else "\n\n".join(got) or (NO_DOCUMENTS if name == "search" else "Done.")
+            messages.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": content})
+        if unread:
+            messages.append({"role": "user", "content": "\n\n".join(unread)})
         return messages
 
     def reply(self, turn: ToolTurn, results: Sequence[str | None], kinds: Sequence[Sequence[str]],
@@ -346,52 +475,73 @@ class ToolSurface:
         observation (their contents joined by a blank line), whether anything was cut, and
         the documents as shown (the contents of the search calls that retrieved: what the
         agent may quote)."""
+        if len(results) == 1 and turn.action_calls == (0,) and results[0]:  # one call, one result: the common turn
+            call_id, name = turn.calls[0]
+            content = results[0]
+            cut = len(content) > max_chars
+            if cut:
+                content = content[:max_chars]
+            shown = [content] if content and "documents" in kinds[0] else []
+            return [{"role": "tool", "tool_call_id": call_id, "name": name, "content": content}], content, cut, shown
         messages = self.tool_messages(turn, results)
-        retrieving = {turn.action_calls[j] for j, k in enumerate(kinds) if "documents" in k and results[j]}
-        used, cut, shown = 0, False, []
+        used, cut, contents = 0, False, []
         for m in messages:
-            separator = 2 if used else 0
-            room = max(max_chars - used - separator, 0)
             content = m["content"]
+            room = max_chars - used - (2 if used else 0)
             if len(content) > room:
-                content, cut = content[:room], True
+                content, cut = content[:max(room, 0)], True
                 m["content"] = content
             if content:
-                used += separator + len(content)
-        for i in retrieving:
-            if i is not None and messages[i]["content"]:
-                shown.append(messages[i]["content"])
-        observation = "\n\n".join(m["content"] for m in messages if m["content"])
-        return messages, observation, cut, shown
+                used += len(content) + (2 if used else 0)
+                contents.append(content)
+        shown = []
+        for j, k in enumerate(kinds):
+            if "documents" in k and results[j]:
+                i = turn.action_calls[j]
+                if i is not None and messages[i]["content"]:
+                    shown.append(messages[i]["content"])
+        return messages, "\n\n".join(contents), cut, shown
 
     def records(self, turn: ToolTurn, kinds: Sequence[Sequence[str]]) -> list[Turn]:
         """The turn as the reward recipe reads it: the tag turns that perform the same actions,
         each written by the protocol (``kinds``: what each action got back)."""
-        return [
-            Turn(text, tuple(turn.actions[j].kind for j in group), tuple(k for j in group for k in kinds[j]))
-            for group, text in zip(turn.groups, turn.group_texts)
-        ]
+        records = []
+        for group, text in zip(turn.groups, turn.group_texts):
+            if len(group) == 1:
+                j = group[0]
+                records.append(Turn(text, (turn.actions[j].kind,), tuple(kinds[j])))
+            else:
+                records.append(Turn(text, tuple(turn.actions[j].kind for j in group), tuple(k for j in group for k in kinds[j])))
+        return records
 
     def _groups(self, actions: Sequence[Action], thought: str | None) -> tuple[tuple[tuple[int, ...], ...], tuple[str, ...]]:
         """The actions split greedily into runs the protocol writes as one tag turn each, and
         the protocol's writing of each (of the actions with plain text: see :func:`plain`)."""
         groups: list[list[int]] = []
-        texts: list[str] = []
+        texts: list[str | None] = []  # None: not written yet (a group waits for what may join it)
         for j, action in enumerate(actions):
-            if isinstance(action, Invalid):
+            if type(action) is Invalid:
+                self._settle(groups, texts, actions, thought)
                 groups.append([j])
                 texts.append("")
                 continue
-            if groups and not isinstance(actions[groups[-1][0]], Invalid):
+            if groups and texts[-1] != "":  # the last group is of actions: try the action in it
                 text = self._try_write([actions[i] for i in groups[-1]] + [action], thought)
                 if text is not None:
                     groups[-1].append(j)
                     texts[-1] = text
                     continue
-            text = self._try_write([action], thought)
+                self._settle(groups, texts, actions, thought)
             groups.append([j])
-            texts.append(text if text is not None else thought or "")
+            texts.append(None)
+        self._settle(groups, texts, actions, thought)
         return tuple(tuple(g) for g in groups), tuple(texts)
+
+    def _settle(self, groups: list[list[int]], texts: list[str | None], actions: Sequence[Action], thought: str | None) -> None:
+        """Write the last group if it is not written yet (alone; the thought if the grammar cannot)."""
+        if texts and texts[-1] is None:
+            text = self._try_write([actions[i] for i in groups[-1]], thought)
+            texts[-1] = text if text is not None else thought or ""
 
     def _try_write(self, actions: Sequence[Action], thought: str | None) -> str | None:
         try:
@@ -449,14 +599,20 @@ class ToolSurface:
         return TOOL_WRITERS[format](thought or "", self.calls_of(actions))
 
 
+def _listed(numbers: Sequence[int]) -> str:
+    return ", ".join(map(str, numbers[:12])) + (", ..." if len(numbers) > 12 else "")
+
+
 def _plain_action(action: Action) -> Action:
-    if isinstance(action, Search):
-        return Search(plain(action.query))
-    if isinstance(action, Answer):
-        return Answer(plain(action.text))
-    if isinstance(action, Evidence):
-        return Evidence(plain(action.text))
+    kind = type(action)
+    if kind is Search:
+        return Search(plain(action.query)) if "<" in action.query else action
+    if kind is Answer or kind is Evidence:
+        return kind(plain(action.text)) if "<" in action.text else action
     return action
+
+
+_BUILT_IN = frozenset(TOOL_PARSERS.values())
 
 
 def _safe_parse(parser: Callable[[str], ParsedCalls], text: str) -> ParsedCalls:
@@ -466,6 +622,8 @@ def _safe_parse(parser: Callable[[str], ParsedCalls], text: str) -> ParsedCalls:
         parsed = parser(text)
     except Exception as e:
         return ParsedCalls("", (RawCall(None, error=f"the tool parser failed on this turn ({type(e).__name__})"),))
+    if parser in _BUILT_IN:  # they return what they should (tests/envs/test_tool_parsers.py)
+        return parsed
     if not isinstance(parsed, ParsedCalls) or not isinstance(parsed.content, str) or not isinstance(parsed.calls, (tuple, list)) \
             or not all(isinstance(c, RawCall) for c in parsed.calls):
         return ParsedCalls("", (RawCall(None, error=f"the tool parser returned {type(parsed).__name__}, not ParsedCalls of RawCalls"),))
@@ -483,13 +641,21 @@ def _content_text(content: Any) -> str:
 
 def _openai_call(call: Any) -> RawCall:
     """A call of an OpenAI message: ``{"id", "type": "function", "function": {"name", "arguments"}}``."""
-    if not isinstance(call, Mapping):
+    if not _is_map(call):
         return RawCall(None, error=f"each tool call must be an object, got {a_type(call)}")
     function = call.get("function")
-    call_id = call.get("id") if isinstance(call.get("id"), str) else None
-    if call.get("type", "function") != "function" or not isinstance(function, Mapping):
+    call_id = call.get("id")
+    call_id = call_id if type(call_id) is str else None
+    if call.get("type", "function") != "function" or not _is_map(function):
         return RawCall(None, id=call_id, error="a tool call must be {\"type\": \"function\", \"function\": {\"name\", \"arguments\"}}")
     return call_from_object(function, call_id=call_id)
+
+
+def _is_map(value: Any) -> bool:
+    return isinstance(value, dict) or isinstance(value, Mapping)  # the first is the fast common case
+
+
+_SCALARS = (str, int, float, bool, type(None))
 
 
 def _json_size(value: Any, budget: int) -> int:
@@ -498,16 +664,17 @@ def _json_size(value: Any, budget: int) -> int:
     total, stack = 0, [value]
     while stack:
         item = stack.pop()
-        if isinstance(item, str):
+        kind = type(item)
+        if kind is str:
             total += len(item) + 2
-        elif isinstance(item, Mapping):
+        elif kind is dict or (kind not in _SCALARS and isinstance(item, Mapping)):
             total += 2
             for key, inner in item.items():
-                total += (len(key) if isinstance(key, str) else 8) + 4
+                total += (len(key) if type(key) is str else 8) + 4
                 if total > budget:
                     return total
                 stack.append(inner)
-        elif isinstance(item, (list, tuple)):
+        elif kind is list or kind is tuple:
             total += 2 + len(item)
             if total > budget:
                 return total
@@ -519,42 +686,90 @@ def _json_size(value: Any, budget: int) -> int:
     return total
 
 
+def _entry_call(entry: Any) -> tuple[Any, Any, Any] | None:
+    """``(name, arguments, id)`` of a plain ``tool_calls`` entry; None for any other shape."""
+    if type(entry) is not dict:
+        return None
+    function = entry.get("function")
+    if type(function) is not dict or entry.get("type", "function") != "function":
+        return None
+    return function.get("name"), function.get("arguments"), entry.get("id")
+
+
+def _entry_size(entry: Any, budget: int) -> int:
+    """What a ``tool_calls`` entry costs of ``max_action_chars``: its name and arguments as
+    JSON (the only parts read), at least :data:`MIN_CALL_CHARS`."""
+    function = entry.get("function") if type(entry) is dict else None
+    if type(function) is not dict:
+        return max(_json_size(entry, budget), MIN_CALL_CHARS)
+    name, arguments = function.get("name"), function.get("arguments")
+    size = MIN_CALL_CHARS + (len(name) if type(name) is str else 8)
+    if type(arguments) is str:
+        return size + len(arguments)
+    if type(arguments) is dict:
+        for key, value in arguments.items():
+            kind = type(value)
+            size += (len(key) if type(key) is str else 8) + 6 + (
+                len(value) if kind is str else 8 if kind in _SCALARS else
+                8 * len(value) if kind is list and len(value) < 256 and all(type(v) is int for v in value) else
+                _json_size(value, budget - size))
+            if size > budget:
+                break
+        return size
+    return size + _json_size(arguments, budget)
+
+
 def _recorded(arguments: Any) -> Any:
     """A call's arguments as the conversation records them: a JSON object (a fresh copy), or
     the string the model wrote when it is not one; ``{}`` for what JSON cannot hold."""
-    if isinstance(arguments, str):
+    if type(arguments) is str:
         return arguments
+    if type(arguments) is dict:
+        copy = {}
+        for key, value in arguments.items():
+            kind = type(value)
+            if type(key) is not str or not (kind in _SCALARS or (kind is list and all(type(v) in _SCALARS for v in value))):
+                break
+            copy[key] = list(value) if kind is list else value
+        else:
+            return copy  # the common case: a copy is a JSON object already
     try:
-        return json.loads(json.dumps(arguments)) if isinstance(arguments, Mapping) else json.dumps(arguments)
+        return json.loads(json.dumps(arguments)) if _is_map(arguments) else json.dumps(arguments)
     except (TypeError, ValueError, RecursionError):
         return {}
 
 
+_TYPES = {"string": str, "integer": int, "array": (list, tuple), "object": Mapping, "boolean": bool}
+
+
 def _is_type(value: Any, kind: str) -> bool:
-    if isinstance(value, bool):
+    if type(value) is bool:
         return kind == "boolean"
-    return isinstance(value, {"string": str, "integer": int, "array": (list, tuple), "object": Mapping, "boolean": bool}[kind])
+    return isinstance(value, _TYPES[kind])
 
 
 def _check_arguments(name: str, args: Mapping[str, Any], schema: Mapping[str, Any]) -> str | None:
     """What is wrong with ``args`` against the tool's JSON schema, or None."""
-    properties = schema.get("properties", {})
-    signature = ", ".join(f"{k}: {v['type']}" for k, v in properties.items())
-    expected = f"{name}({signature})"
-    missing = [k for k in schema.get("required", ()) if k not in args]
-    if missing:
-        return f"{expected} is missing {', '.join(map(short, missing))}"
-    extra = [k for k in args if k not in properties]
-    if extra:
-        return f"{expected} got unknown argument {', '.join(short(k) for k in extra[:3])}"
+    properties = schema["properties"]
+    missing = [k for k in schema["required"] if k not in args]
+    extra = [k for k in args if k not in properties] if len(args) > len(schema["required"]) or missing else ()
+    if missing or extra:
+        signature = ", ".join(f"{k}: {v['type']}" for k, v in properties.items())
+        if missing:
+            return f"{name}({signature}) is missing {', '.join(map(short, missing))}"
+        return f"{name}({signature}) got unknown argument {', '.join(short(k) for k in extra[:3])}"
     for key, value in args.items():
         spec = properties[key]
-        if not _is_type(value, spec["type"]):
-            return f"{name} expects {key} to be {_a(spec['type'])}, got {a_type(value)}"
-        if spec["type"] == "array":
-            wrong = [v for v in value if not _is_type(v, spec["items"]["type"])][:1]
+        kind = spec["type"]
+        if kind == "string" and type(value) is str:
+            continue
+        if not _is_type(value, kind):
+            return f"{name} expects {key} to be {_a(kind)}, got {a_type(value)}"
+        if kind == "array":
+            items = spec["items"]["type"]
+            wrong = [v for v in value if not _is_type(v, items)][:1]
             if wrong:
-                return f"{name} expects {key} to be a list of {spec['items']['type']}s, got {a_type(wrong[0])} in it"
+                return f"{name} expects {key} to be a list of {items}s, got {a_type(wrong[0])} in it"
     return None
 
 
