@@ -13,7 +13,8 @@ from transformers.utils.chat_template_utils import render_jinja_template
 from env_helpers import ENV_IDS
 from searchgym.envs.protocols import Answer, Complete, Evidence, Search, Select
 from searchgym.envs.tools.parsers import hermes
-from searchgym.envs.tools.surface import MAX_CALLS_PER_TURN, ToolSurface, split_thinking
+from searchgym.envs.tools.messages import split_thinking
+from searchgym.envs.tools.surface import MAX_CALLS_PER_TURN, ToolSurface
 from searchgym.error import ConfigError, SearchGymError, UnknownNameError
 from tool_helpers import base_env, make_env
 
@@ -123,7 +124,7 @@ ARGUMENT_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-3, 12), st.fl
                             st.lists(st.one_of(st.integers(-3, 12), st.booleans(), st.text(max_size=3)), max_size=4))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(tool=st.sampled_from(["search", "answer", "select", "finish"]), evidence_game=st.booleans(),
        arguments=st.dictionaries(st.sampled_from(["query", "answer", "evidence", "doc_ids", "k"]), ARGUMENT_VALUES, max_size=3))
 def test_the_env_accepts_exactly_the_arguments_its_schemas_describe(tool, evidence_game, arguments):
@@ -584,7 +585,7 @@ QUICK_CALLS = st.lists(st.tuples(
 ), min_size=0, max_size=4)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(env_id=st.sampled_from(ENV_IDS), calls=QUICK_CALLS, content=st.sampled_from(["", "  I will search. ", "<think>x</think>"]),
        as_text=st.booleans(), max_chars=st.sampled_from([8192, 60]))
 def test_the_quick_reading_of_a_plain_turn_is_the_general_reading(env_id, calls, content, as_text, max_chars):
@@ -606,3 +607,9 @@ def test_plain_turns_take_the_quick_reading():
         surface = ToolSurface(base_env(env_id).protocol)
         calls = [(c["function"]["name"], c["function"]["arguments"], c["id"]) for c in surface.write(actions, "t")["tool_calls"]]
         assert surface._quick_turn("t", calls, 1, 3, 8192).actions == tuple(actions)
+
+
+def test_the_conversation_holds_the_prompt_as_shown():
+    env = make_env("searchgym/S3-v0", max_observation_chars=300)
+    obs, info = env.reset(seed=1)
+    assert info["observation_truncated"] and len(obs) == 300 and info["messages"][0]["content"] == obs

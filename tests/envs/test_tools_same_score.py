@@ -5,6 +5,10 @@ decisions, played in lockstep in the tag env (written by the protocol) and in th
 (written as an assistant message, or as hermes text, with the same thought as content), give
 the same reward at every step, the same searches, documents, selection, answer, evidence,
 termination and reward components.
+
+The decisions are the agent's as the tag game reads them: a selection of numbers its window
+does not show keeps what the window shows (s3's rule), and is written so in both formats (a
+``select`` call naming a document never shown is a bad call).
 """
 
 import pytest

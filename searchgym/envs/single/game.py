@@ -254,6 +254,8 @@ class SearchGame:
             prompt = messages[-1]["content"]
         self.messages: list[dict[str, Any]] = [dict(m) for m in messages]
         self.prompt, obs_cut = self._bound(prompt)
+        if self.tools is not None and obs_cut:
+            self.messages[-1]["content"] = self.prompt  # the conversation holds what the agent was shown
         self.context_chars = len(self.prompt)
         self.context_tokens = self.token_counter(self.prompt)
         info = self._info(observation_truncated=obs_cut)

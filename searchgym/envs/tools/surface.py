@@ -36,7 +36,6 @@ turn in s3.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,7 +43,11 @@ from typing import Any
 
 from searchgym.corpora.types import Hit, QAExample
 from searchgym.envs.protocols.base import Action, Answer, Complete, Evidence, Invalid, Protocol, Search, Select
-from searchgym.envs.tools.parsers import TOOL_PARSERS, TOOL_WRITERS, ParsedCalls, RawCall, read_json, a_type, call_from_object, json_type, make_tool_parser, short
+from searchgym.envs.tools.messages import (
+    MIN_CALL_CHARS, check_arguments, content_text, entry_call, entry_size, is_mapping, openai_call, plain, recorded_arguments,
+    safe_parse, split_thinking,
+)
+from searchgym.envs.tools.parsers import TOOL_WRITERS, ParsedCalls, RawCall, a_type, json_type, make_tool_parser, read_json, short
 from searchgym.envs.tools.schemas import tool_prompt, tool_schemas
 from searchgym.error import ConfigError, UnknownNameError
 from searchgym.rewards import Turn
@@ -54,10 +57,6 @@ ACTION_FORMATS = ("tags", "tools")
 
 #: The most calls one turn may make; the ones after it are bad calls.
 MAX_CALLS_PER_TURN = 8
-
-#: A call costs at least this many characters of ``max_action_chars`` (so a message of
-#: many empty entries is cut like a long text).
-MIN_CALL_CHARS = 32
 
 #: What a search that found nothing gets back (never read as a document).
 NO_DOCUMENTS = "No document matches the query."
@@ -70,34 +69,6 @@ FORGED_RESULT = re.compile(
     r"\[TOOL_RESULTS\].*?(?:\[/TOOL_RESULTS\]|\Z)|\[/TOOL_RESULTS\]",
     re.DOTALL,
 )
-
-#: Tag tokens (``<answer>``, ``</think>``, ``<|begin_of_query|>``): in the protocol's writing of a
-#: tool turn, free text and arguments carry none, so the record's structure is the calls'.
-_TAG_TOKEN = re.compile(r"</?[A-Za-z][\w-]{0,40}>|<\|[^<>|\s]{1,40}\|>")
-
-
-def plain(text: str) -> str:
-    """``text`` without tag tokens (each becomes a space)."""
-    return _TAG_TOKEN.sub(" ", text) if "<" in text else text
-
-
-def split_thinking(content: str) -> tuple[str, str]:
-    """``(thinking, rest)`` of a reply: the text of its ``<think>`` blocks (or everything before
-    a ``</think>`` a template's own opening tag left unpaired), and the text outside them."""
-    if "think>" not in content:
-        return "", content.strip()
-    if "</think>" in content:
-        head, _, rest = content.rpartition("</think>")
-        thinking = head.replace("</think>", "\n").replace("<think>", "\n")
-        if "<think>" in rest:  # a block opened after the last close runs to the end
-            rest, _, more = rest.partition("<think>")
-            thinking += "\n" + more.replace("<think>", "\n")
-        return thinking.strip(), rest.strip()
-    if "<think>" in content:
-        rest, _, thinking = content.partition("<think>")
-        return thinking.replace("<think>", "\n").strip(), rest.strip()
-    return "", content.strip()
-
 
 @dataclass(slots=True)
 class ToolTurn:
@@ -193,7 +164,7 @@ class ToolSurface:
             entries = action.get("tool_calls")
             content = action.get("content")
             if type(entries) is list and (content is None or type(content) is str) and action.get("role", "assistant") == "assistant":
-                quick = self._quick_turn(content or "", [_entry_call(e) for e in entries], turn, window_size, max_chars)
+                quick = self._quick_turn(content or "", [entry_call(e) for e in entries], turn, window_size, max_chars)
                 if quick is not None:
                     return quick, False
         try:
@@ -217,7 +188,7 @@ class ToolSurface:
                     type(v) is str and ("<" in v or "[" in v) for v in call.arguments.values()):
                 call, forged_argument = self._clean_arguments(call)
                 forged = forged or forged_argument
-            elif call.error is None and type(call.arguments) is not dict and _is_map(call.arguments):
+            elif call.error is None and type(call.arguments) is not dict and is_mapping(call.arguments):
                 call, forged_argument = self._clean_arguments(call)
                 forged = forged or forged_argument
             position: int | None = None
@@ -229,7 +200,7 @@ class ToolSurface:
                 ids.add(call_id)
                 position = len(calls)
                 calls.append((call_id, name))
-                recorded.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": _recorded(call.arguments)}})
+                recorded.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": recorded_arguments(call.arguments)}})
             if i >= MAX_CALLS_PER_TURN:
                 acts: list[Action] = [Invalid(f"not run: a turn makes at most {MAX_CALLS_PER_TURN} tool calls")]
             else:
@@ -357,14 +328,14 @@ class ToolSurface:
         """The content, raw calls, whether cut and whether forged, of a message or raw text."""
         if isinstance(action, str):
             text, forged = self.strip_forged(action[:max_chars])
-            parsed = _safe_parse(self.parser, text)
+            parsed = safe_parse(self.parser, text)
             return parsed.content, list(parsed.calls), len(action) > max_chars, forged
-        if not _is_map(action):
+        if not is_mapping(action):
             error = f"a turn must be an assistant message (a dict) or text, got {a_type(action)}"
             return "", [RawCall(None, error=error)], False, False
         content = action.get("content")
         if type(content) is not str:
-            content = _content_text(content)
+            content = content_text(content)
         cut = len(content) > max_chars
         content, forged = self.strip_forged(content[:max_chars])
         role = action.get("role", "assistant")
@@ -373,20 +344,20 @@ class ToolSurface:
             return content, [RawCall(None, error=f"the message's role must be \"assistant\", got {shown}")], cut, forged
         tool_calls = action.get("tool_calls")
         if not tool_calls and (tool_calls is None or isinstance(tool_calls, (list, tuple))):
-            parsed = _safe_parse(self.parser, content)  # a server without a tool parser sends the raw text
+            parsed = safe_parse(self.parser, content)  # a server without a tool parser sends the raw text
             return parsed.content, list(parsed.calls), cut, forged
         if not isinstance(tool_calls, (list, tuple)):
             return content, [RawCall(None, error=f"the message's tool_calls must be a list, got {a_type(tool_calls)}")], cut, forged
         budget = max_chars - len(content)
         calls: list[RawCall] = []
         for entry in tool_calls:
-            size = _entry_size(entry, budget)
+            size = entry_size(entry, budget)
             if size > budget:
                 calls.append(RawCall(None, error=f"the turn is longer than max_action_chars ({max_chars}): its last "
                                                  f"{len(tool_calls) - len(calls)} call(s) were not read"))
                 return content, calls, True, forged
             budget -= size
-            calls.append(_openai_call(entry))
+            calls.append(openai_call(entry))
         return content, calls, cut, forged
 
     def strip_forged(self, text: str) -> tuple[str, bool]:
@@ -424,9 +395,9 @@ class ToolSurface:
         name, args = call.name, call.arguments
         if not isinstance(name, str) or name not in self._parameters:
             return [Invalid(f"there is no tool {short(name)}; the tools are {', '.join(self.names)}")]
-        if not _is_map(args):
+        if not is_mapping(args):
             return [Invalid(f"the arguments of {short(name)} must be a JSON object, got {a_type(args)}")]
-        problem = _check_arguments(name, args, self._parameters[name])
+        problem = check_arguments(name, args, self._parameters[name])
         if problem:
             return [Invalid(problem)]
         if name == self.terminal and not alone:
@@ -610,168 +581,3 @@ def _plain_action(action: Action) -> Action:
     if kind is Answer or kind is Evidence:
         return kind(plain(action.text)) if "<" in action.text else action
     return action
-
-
-_BUILT_IN = frozenset(TOOL_PARSERS.values())
-
-
-def _safe_parse(parser: Callable[[str], ParsedCalls], text: str) -> ParsedCalls:
-    """A parser's reading of ``text``; a parser that fails (a user's) or returns something
-    else makes the whole turn one broken call, never an exception."""
-    try:
-        parsed = parser(text)
-    except Exception as e:
-        return ParsedCalls("", (RawCall(None, error=f"the tool parser failed on this turn ({type(e).__name__})"),))
-    if parser in _BUILT_IN:  # they return what they should (tests/envs/test_tool_parsers.py)
-        return parsed
-    if not isinstance(parsed, ParsedCalls) or not isinstance(parsed.content, str) or not isinstance(parsed.calls, (tuple, list)) \
-            or not all(isinstance(c, RawCall) for c in parsed.calls):
-        return ParsedCalls("", (RawCall(None, error=f"the tool parser returned {type(parsed).__name__}, not ParsedCalls of RawCalls"),))
-    return parsed
-
-
-def _content_text(content: Any) -> str:
-    """A message's content as text: a string, a list of text parts, or nothing."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, (list, tuple)):
-        return "".join(p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
-    return ""
-
-
-def _openai_call(call: Any) -> RawCall:
-    """A call of an OpenAI message: ``{"id", "type": "function", "function": {"name", "arguments"}}``."""
-    if not _is_map(call):
-        return RawCall(None, error=f"each tool call must be an object, got {a_type(call)}")
-    function = call.get("function")
-    call_id = call.get("id")
-    call_id = call_id if type(call_id) is str else None
-    if call.get("type", "function") != "function" or not _is_map(function):
-        return RawCall(None, id=call_id, error="a tool call must be {\"type\": \"function\", \"function\": {\"name\", \"arguments\"}}")
-    return call_from_object(function, call_id=call_id)
-
-
-def _is_map(value: Any) -> bool:
-    return isinstance(value, dict) or isinstance(value, Mapping)  # the first is the fast common case
-
-
-_SCALARS = (str, int, float, bool, type(None))
-
-
-def _json_size(value: Any, budget: int) -> int:
-    """About how many characters ``value`` takes as JSON, counted until past ``budget``
-    (so cyclic, deeply nested or huge values cost no more than the budget to measure)."""
-    total, stack = 0, [value]
-    while stack:
-        item = stack.pop()
-        kind = type(item)
-        if kind is str:
-            total += len(item) + 2
-        elif kind is dict or (kind not in _SCALARS and isinstance(item, Mapping)):
-            total += 2
-            for key, inner in item.items():
-                total += (len(key) if type(key) is str else 8) + 4
-                if total > budget:
-                    return total
-                stack.append(inner)
-        elif kind is list or kind is tuple:
-            total += 2 + len(item)
-            if total > budget:
-                return total
-            stack.extend(item)
-        else:
-            total += 8
-        if total > budget:
-            return total
-    return total
-
-
-def _entry_call(entry: Any) -> tuple[Any, Any, Any] | None:
-    """``(name, arguments, id)`` of a plain ``tool_calls`` entry; None for any other shape."""
-    if type(entry) is not dict:
-        return None
-    function = entry.get("function")
-    if type(function) is not dict or entry.get("type", "function") != "function":
-        return None
-    return function.get("name"), function.get("arguments"), entry.get("id")
-
-
-def _entry_size(entry: Any, budget: int) -> int:
-    """What a ``tool_calls`` entry costs of ``max_action_chars``: its name and arguments as
-    JSON (the only parts read), at least :data:`MIN_CALL_CHARS`."""
-    function = entry.get("function") if type(entry) is dict else None
-    if type(function) is not dict:
-        return max(_json_size(entry, budget), MIN_CALL_CHARS)
-    name, arguments = function.get("name"), function.get("arguments")
-    size = MIN_CALL_CHARS + (len(name) if type(name) is str else 8)
-    if type(arguments) is str:
-        return size + len(arguments)
-    if type(arguments) is dict:
-        for key, value in arguments.items():
-            kind = type(value)
-            size += (len(key) if type(key) is str else 8) + 6 + (
-                len(value) if kind is str else 8 if kind in _SCALARS else
-                8 * len(value) if kind is list and len(value) < 256 and all(type(v) is int for v in value) else
-                _json_size(value, budget - size))
-            if size > budget:
-                break
-        return size
-    return size + _json_size(arguments, budget)
-
-
-def _recorded(arguments: Any) -> Any:
-    """A call's arguments as the conversation records them: a JSON object (a fresh copy), or
-    the string the model wrote when it is not one; ``{}`` for what JSON cannot hold."""
-    if type(arguments) is str:
-        return arguments
-    if type(arguments) is dict:
-        copy = {}
-        for key, value in arguments.items():
-            kind = type(value)
-            if type(key) is not str or not (kind in _SCALARS or (kind is list and all(type(v) in _SCALARS for v in value))):
-                break
-            copy[key] = list(value) if kind is list else value
-        else:
-            return copy  # the common case: a copy is a JSON object already
-    try:
-        return json.loads(json.dumps(arguments)) if _is_map(arguments) else json.dumps(arguments)
-    except (TypeError, ValueError, RecursionError):
-        return {}
-
-
-_TYPES = {"string": str, "integer": int, "array": (list, tuple), "object": Mapping, "boolean": bool}
-
-
-def _is_type(value: Any, kind: str) -> bool:
-    if type(value) is bool:
-        return kind == "boolean"
-    return isinstance(value, _TYPES[kind])
-
-
-def _check_arguments(name: str, args: Mapping[str, Any], schema: Mapping[str, Any]) -> str | None:
-    """What is wrong with ``args`` against the tool's JSON schema, or None."""
-    properties = schema["properties"]
-    missing = [k for k in schema["required"] if k not in args]
-    extra = [k for k in args if k not in properties] if len(args) > len(schema["required"]) or missing else ()
-    if missing or extra:
-        signature = ", ".join(f"{k}: {v['type']}" for k, v in properties.items())
-        if missing:
-            return f"{name}({signature}) is missing {', '.join(map(short, missing))}"
-        return f"{name}({signature}) got unknown argument {', '.join(short(k) for k in extra[:3])}"
-    for key, value in args.items():
-        spec = properties[key]
-        kind = spec["type"]
-        if kind == "string" and type(value) is str:
-            continue
-        if not _is_type(value, kind):
-            return f"{name} expects {key} to be {_a(kind)}, got {a_type(value)}"
-        if kind == "array":
-            items = spec["items"]["type"]
-            wrong = [v for v in value if not _is_type(v, items)][:1]
-            if wrong:
-                return f"{name} expects {key} to be a list of {items}s, got {a_type(wrong[0])} in it"
-    return None
-
-
-def _a(kind: str) -> str:
-    return ("an " if kind[:1] in "aeiou" else "a ") + kind
