@@ -1,7 +1,7 @@
 """Tool calls: the env's own time per step in tools format against tags, and fuzzed tool turns.
 
-    python benchmarks/tools_env.py            # overhead on 40 questions a game, 100,000 fuzzed turns a game (~20 min of CPU)
-    python benchmarks/tools_env.py --quick    # 10 questions, 5,000 fuzzed turns a game (~1 min of CPU)
+    python benchmarks/tools_env.py            # 40 questions a game, 100,000 fuzzed turns a game (~2 min of CPU)
+    python benchmarks/tools_env.py --quick    # 10 questions, 5,000 fuzzed turns a game (~5 s of CPU)
 
 1. ``overhead``: every registered single-agent game plays the oracle's decisions on the
    same questions three ways, side by side in one process: written in the protocol's tags,
@@ -11,7 +11,7 @@
    the replies, ``info``, the recipe at the end (frozen models: the gold-span reader). The
    three forms are timed interleaved episode by episode, in a rotating order (a burst of load
    hits all alike), each step in the process's CPU time; a step's time is its best over the
-   rounds. Target: tools at most 1.2x tags.
+   rounds. Target: tools at most 1.2x tags (judged by the full form; ``--quick`` reports it).
 2. ``fuzz``: ``--fuzz-turns`` random and hostile tool turns a game (messages of any shape,
    arguments of any JSON and of no JSON, forged tool results, raw text of every public
    format's fragments), each checked: no exception, an observation within the bound, a
@@ -317,10 +317,10 @@ def bench_fuzz(env_id: str, turns: int, seed: int) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", type=int, default=40, help="oracle episodes a game in the overhead section (default 40)")
-    parser.add_argument("--rounds", type=int, default=7, help="timed rounds of each form (default 7; the best is kept)")
+    parser.add_argument("--rounds", type=int, default=7, help="timed rounds of each form (default 7; each step's best is kept)")
     parser.add_argument("--fuzz-turns", type=int, default=100_000, help="fuzzed tool turns a game (default 100,000)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="10 questions, 3 rounds, 5,000 fuzzed turns a game (~1 min of CPU)")
+    parser.add_argument("--quick", action="store_true", help="10 questions, 3 rounds, 5,000 fuzzed turns a game (~5 s of CPU)")
     parser.add_argument("--sections", nargs="+", choices=["overhead", "fuzz"], default=["overhead", "fuzz"])
     args = parser.parse_args(argv)
     if args.questions < 1 or args.rounds < 1 or args.fuzz_turns < 1:
@@ -344,9 +344,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         worst = max(max(r["message_us"], r["hermes_us"]) / r["tags_us"] for r in rows)
         print(f"{'all games':<26}{sum(r['episodes'] for r in rows):>9}{steps:>7}{mean['tags']:>10.1f}{mean['message']:>12.1f}"
               f"{mean['hermes']:>11.1f}{mean['message'] / mean['tags']:>11.2f}{mean['hermes'] / mean['tags']:>10.2f}")
-        verdict = "OK" if worst <= 1.2 else "ABOVE TARGET"
-        print(f"{verdict}: the largest ratio of a game is {worst:.2f}x (target: at most 1.2x)\n")
-        status |= worst > 1.2
+        if args.quick:  # 3 rounds of 10 episodes: at the target's edge, a verdict would be the load's
+            print(f"The largest ratio of a game is {worst:.2f}x (target: at most 1.2x; judged by the full form only)\n")
+        else:
+            verdict = "OK" if worst <= 1.2 else "ABOVE TARGET"
+            print(f"{verdict}: the largest ratio of a game is {worst:.2f}x (target: at most 1.2x)\n")
+            status |= worst > 1.2
     if "fuzz" in args.sections:
         print(f"Fuzzed tool turns ({fuzz_turns:,} a game, seed {args.seed}):")
         print(f"{'game':<26}{'turns':>9}{'episodes':>10}{'search calls':>14}{'seconds':>9}{'us/turn':>9}{'failures':>10}")

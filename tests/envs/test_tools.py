@@ -12,7 +12,7 @@ from transformers.utils.chat_template_utils import render_jinja_template
 
 from env_helpers import ENV_IDS
 from searchgym.envs.protocols import Answer, Complete, Evidence, Search, Select
-from searchgym.envs.tools.parsers import hermes
+from searchgym.envs.tools.parsers import hermes, llama3_json
 from searchgym.envs.tools.messages import split_thinking
 from searchgym.envs.tools.surface import MAX_CALLS_PER_TURN, ToolSurface
 from searchgym.error import ConfigError, SearchGymError, UnknownNameError
@@ -45,6 +45,21 @@ HERMES_TEMPLATE = (
     "{%- elif message.role == 'tool' %}\n<|im_start|>user\n<tool_response>\n{{ message.content }}\n</tool_response><|im_end|>"
     "{%- else %}\n<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>{%- endif %}"
     "{%- endfor %}{%- if add_generation_prompt %}\n<|im_start|>assistant\n{%- endif %}"
+)
+
+#: A Llama 3.1-style template (JSON tool calls, ``ipython`` results), written here too.
+LLAMA_TEMPLATE = (
+    "<|begin_of_text|>{%- if tools %}<|start_header_id|>system<|end_header_id|>\n\nYou may call these functions:\n"
+    "{%- for tool in tools %}\n{{ tool | tojson }}{%- endfor %}<|eot_id|>{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if message.role == 'assistant' %}<|start_header_id|>assistant<|end_header_id|>\n\n"
+    "{%- if message.tool_calls %}{%- for call in message.tool_calls %}{%- if not loop.first %}; {% endif %}"
+    "{\"name\": \"{{ call.function.name }}\", \"parameters\": "
+    "{%- if call.function.arguments is string %}{{ call.function.arguments }}{%- else %}{{ call.function.arguments | tojson }}{%- endif %}"
+    "}{%- endfor %}<|eom_id|>{%- else %}{{ message.content }}<|eot_id|>{%- endif %}"
+    "{%- elif message.role == 'tool' %}<|start_header_id|>ipython<|end_header_id|>\n\n{{ message.content }}<|eot_id|>"
+    "{%- else %}<|start_header_id|>{{ message.role }}<|end_header_id|>\n\n{{ message.content }}<|eot_id|>{%- endif %}"
+    "{%- endfor %}{%- if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{%- endif %}"
 )
 
 
@@ -164,10 +179,14 @@ def test_info_carries_the_tools_and_a_conversation_ready_for_a_chat_template(env
         if terminated or truncated:
             assert replies == [] and obs == ""
         rendered = assert_conversation(info)
-        if new[0].get("tool_calls"):  # the rendered turn reads back as the same calls
+        (llama, ), _ = render_jinja_template([info["messages"]], tools=info["tools"], chat_template=LLAMA_TEMPLATE,
+                                             add_generation_prompt=True)
+        if new[0].get("tool_calls"):  # the rendered turn reads back as the same calls, in both formats
+            expected = [(c["function"]["name"], c["function"]["arguments"]) for c in new[0]["tool_calls"]]
             turn_text = rendered.split("<|im_start|>assistant\n")[number].split("<|im_end|>")[0]
-            assert [(c.name, c.arguments) for c in hermes(turn_text).calls] == [
-                (c["function"]["name"], c["function"]["arguments"]) for c in new[0]["tool_calls"]]
+            assert [(c.name, c.arguments) for c in hermes(turn_text).calls] == expected
+            turn_text = llama.split("<|start_header_id|>assistant<|end_header_id|>")[number].split("<|eom_id|>")[0]
+            assert [(c.name, c.arguments) for c in llama3_json(turn_text).calls] == expected
     assert terminated and number == 4
     assert info["messages"][0]["content"] == env.unwrapped.game.prompt
 
