@@ -57,7 +57,9 @@ class SearchEnv(gym.Env[str, str]):
     prompt (instructions and question; for s3 also the initial documents). Each ``step``
     returns only the text the environment appends to the context after the agent's turn:
     rendered (or summarized) documents, feedback, or ``""`` once the episode has ended.
-    Longer observations are cut (``info["observation_truncated"]``).
+    Longer observations are cut (``info["observation_truncated"]``). With tools, a step's
+    observation is the contents of the messages answering the turn (``info["messages"]``), joined
+    by a blank line; they are cut so that together they stay within the bound.
 
     ## Starting State
     A question drawn uniformly from the dataset with the env's seeded RNG, or chosen by
@@ -114,7 +116,8 @@ class SearchEnv(gym.Env[str, str]):
     - ``token_counter``: ``str -> int`` for ``context_tokens`` (e.g. a tokenizer's length);
       default counts whitespace-separated words.
     - ``action_format``: ``"tags"`` (the protocol's grammar) or ``"tools"``: native tool calls, read
-      from a message or by ``tool_parser`` (``"hermes"``, ``"llama3_json"``, ``"mistral"``, a callable);
+      from a message or by ``tool_parser`` (``"hermes"``, the default, ``"llama3_json"``, ``"mistral"``, a name
+      given to :func:`~searchgym.envs.tools.parsers.register_tool_parser`, or a callable);
       ``info`` adds ``tools`` (function schemas) and ``messages`` (the conversation).
 
     ## Version History
@@ -154,7 +157,7 @@ class SearchEnv(gym.Env[str, str]):
         max_query_chars: int = MAX_QUERY_CHARS,
         token_counter: Callable[[str], int] | None = None,
         action_format: str = "tags",
-        tool_parser: Any = "hermes",
+        tool_parser: Any = None,
         render_mode: str | None = None,
     ):
         check_arguments(  # before the corpus loads, so a typo fails at once (SearchGame checks the budgets too)
@@ -166,7 +169,12 @@ class SearchEnv(gym.Env[str, str]):
         )
         self.render_mode, self.action_format = render_mode, action_format
         self.protocol: Protocol = make_protocol(protocol, **dict(protocol_options or {}))
-        tools = ToolSurface(self.protocol, tool_parser) if action_format == "tools" else None
+        if tool_parser is not None and action_format != "tools":
+            raise ConfigError(
+                f"SearchEnv reads tool_parser only with action_format='tools', got tool_parser={tool_parser!r} with "
+                f"action_format={action_format!r}; pass action_format='tools' or drop tool_parser."
+            )
+        tools = ToolSurface(self.protocol, tool_parser or "hermes") if action_format == "tools" else None
         self.corpus: Corpus
         self.corpus, examples = load_task_data(corpus, dataset, split=split, corpus_options=corpus_options,
                                                dataset_options=dataset_options, retriever=retriever)

@@ -23,7 +23,7 @@ from searchgym.envs.components.summarizers import Summarizer
 from searchgym.envs.protocols import Protocol
 from searchgym.envs.protocols.base import Answer, Complete, Evidence, Invalid, ParsedTurn, Search, Select
 from searchgym.envs.single.tasks import count_tokens, positive_int, text_action
-from searchgym.envs.tools.surface import ToolSurface
+from searchgym.envs.tools.surface import ToolSurface, ToolTurn
 from searchgym.error import SearchGymError
 from searchgym.rewards import Episode, RewardRecipe, Turn
 
@@ -254,6 +254,8 @@ class SearchGame:
             prompt = messages[-1]["content"]
         self.messages: list[dict[str, Any]] = [dict(m) for m in messages]
         self.prompt, obs_cut = self._bound(prompt)
+        if self.tools is not None and obs_cut:
+            self.messages[-1]["content"] = self.prompt  # the conversation holds what the agent was shown
         self.context_chars = len(self.prompt)
         self.context_tokens = self.token_counter(self.prompt)
         info = self._info(observation_truncated=obs_cut)
@@ -325,7 +327,7 @@ class SearchGame:
 
     def _play(self, action: Any, action_cut: bool) -> Play[tuple[str, float, bool, bool, dict[str, Any]]]:
         self.log.turn += 1
-        turn: ParsedTurn
+        turn: ParsedTurn | ToolTurn
         if self.tools is None:
             turn = self.protocol.parse(action)
         else:
@@ -358,10 +360,9 @@ class SearchGame:
                     self.log.open_window(act.query, found_hits)
                     kind = ("documents",)
             elif isinstance(act, Select):
-                kept = {h.passage.id for h in self.log.select(act.doc_numbers)}
+                kept = self.log.select(act.doc_numbers)
                 if self.tools is not None:
-                    shown = self.log.windows[-1].shown if self.log.windows else []
-                    result = self.tools.selected_text(act.doc_numbers, [n for n in act.doc_numbers if 1 <= n <= len(shown) and shown[n - 1].passage.id in kept])
+                    result = self.tools.selected_text(act.doc_numbers, kept, self.log.windows[-1].shown if self.log.windows else [])
             elif isinstance(act, Evidence):
                 self.evidence = act.text
             elif isinstance(act, Answer):
@@ -388,14 +389,17 @@ class SearchGame:
         if self.tools is None:
             observation, obs_cut = self._bound("" if ended else "".join(r for r in results if r))
             self.records.append(Turn(turn.text, turn.kinds, tuple(k for ks in kinds for k in ks)))
+            if any("documents" in k for k in kinds) and observation:
+                self.observed.append(observation)
         else:
-            replies = [] if ended else self.tools.tool_messages(turn, results)
-            observation, obs_cut = self._bound("\n\n".join(m["content"] for m in replies))
+            # Each call's reply within the observation bound; what R-Search's grounding may find
+            # quoted is the search results as shown, never an error or a note (which can echo the agent).
+            replies, observation, obs_cut, shown = ([], "", False, []) if ended else \
+                self.tools.reply(turn, results, kinds, self.max_observation_chars)
+            self.observed += shown
             self.records.extend(self.tools.records(turn, kinds + [()] * (len(turn.actions) - len(kinds))))
-            self.messages += [dict(turn.message), *replies]
+            self.messages += [turn.message, *replies]
         self.turns.append((turn.text, observation))
-        if any("documents" in k for k in kinds) and observation:
-            self.observed.append(observation)
         self.well_formed.append(turn.well_formed)
         self.context_chars += len(turn.text) + len(observation)
         self.context_tokens += self.token_counter(turn.text) + self.token_counter(observation)
