@@ -57,9 +57,8 @@ class SearchEnv(gym.Env[str, str]):
     prompt (instructions and question; for s3 also the initial documents). Each ``step``
     returns only the text the environment appends to the context after the agent's turn:
     rendered (or summarized) documents, feedback, or ``""`` once the episode has ended.
-    Longer observations are cut (``info["observation_truncated"]``). With tools, a step's
-    observation is the contents of the messages answering the turn (``info["messages"]``), joined
-    by a blank line; they are cut so that together they stay within the bound.
+    Longer observations are cut (``info["observation_truncated"]``). With tools, it is the messages
+    answering the turn (``info["messages"]``), joined by a blank line and cut together.
 
     ## Starting State
     A question drawn uniformly from the dataset with the env's seeded RNG, or chosen by
@@ -169,12 +168,7 @@ class SearchEnv(gym.Env[str, str]):
         )
         self.render_mode, self.action_format = render_mode, action_format
         self.protocol: Protocol = make_protocol(protocol, **dict(protocol_options or {}))
-        if tool_parser is not None and action_format != "tools":
-            raise ConfigError(
-                f"SearchEnv reads tool_parser only with action_format='tools', got tool_parser={tool_parser!r} with "
-                f"action_format={action_format!r}; pass action_format='tools' or drop tool_parser."
-            )
-        tools = ToolSurface(self.protocol, tool_parser or "hermes") if action_format == "tools" else None
+        tools = ToolSurface.for_env(self.protocol, action_format, tool_parser)
         self.corpus: Corpus
         self.corpus, examples = load_task_data(corpus, dataset, split=split, corpus_options=corpus_options,
                                                dataset_options=dataset_options, retriever=retriever)

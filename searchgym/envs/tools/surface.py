@@ -120,6 +120,17 @@ class ToolSurface:
             re.compile(re.escape(o) + r".*?(?:" + re.escape(c) + r"|\Z)", re.DOTALL) for o, c in self._env_tags
         )
 
+    @classmethod
+    def for_env(cls, protocol: Protocol, action_format: str, parser: Any = None) -> ToolSurface | None:
+        """The surface of an env's ``action_format`` (None: the protocol's tags); ``parser`` is
+        read only with ``"tools"`` (default hermes)."""
+        if parser is not None and action_format != "tools":
+            raise ConfigError(
+                f"SearchEnv reads tool_parser only with action_format='tools', got tool_parser={parser!r} with "
+                f"action_format={action_format!r}; pass action_format='tools' or drop tool_parser."
+            )
+        return cls(protocol, parser or "hermes") if action_format == "tools" else None
+
     # ------------------------------------------------------------------ what the agent reads
     def prompt_messages(self, example: QAExample, docs: Sequence[Hit] | None = None) -> list[dict[str, Any]]:
         """The conversation's first messages: the game's instructions and the question."""
