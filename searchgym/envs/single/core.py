@@ -197,12 +197,16 @@ class SearchEnv(gym.Env[str, str]):
         self.observation_space = UnicodeText(self.max_observation_chars)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
+        return run_play(self.reset_play(seed=seed, options=options))
+
+    def reset_play(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Play[tuple[str, dict]]:
+        """:meth:`reset` with its search explicit (s3's first retrieval), for :func:`searchgym.envs.env_reset_play`."""
         super().reset(seed=seed)
         options = options or {}
         unknown = set(options) - EXAMPLE_OPTIONS
         if unknown:
             raise ConfigError(f"SearchEnv.reset expects options among {sorted(EXAMPLE_OPTIONS)}, got {sorted(unknown)}.")
-        return self.game.reset(pick_example(self.examples, self._by_id, options, self.np_random))
+        return (yield from self.game.reset_play(pick_example(self.examples, self._by_id, options, self.np_random)))
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict]:
         return run_play(self.play(action))
@@ -216,9 +220,7 @@ class SearchEnv(gym.Env[str, str]):
         return result
 
     def render(self) -> str | None:
-        if self.render_mode is None or self.example is None:
-            return None
-        return self.transcript
+        return None if self.render_mode is None or self.example is None else self.transcript
 
     # ------------------------------------------------------------------ the game's state
     @property
