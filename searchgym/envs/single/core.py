@@ -192,8 +192,7 @@ class SearchEnv(gym.Env[str, str]):
                 f"{len(examples)} questions of split {split!r}; drop the filter or pick another split or dataset."
             )
         self._by_id = {ex.id: i for i, ex in enumerate(self.examples)}
-        self.action_space = UnicodeText(self.max_action_chars)
-        self.observation_space = UnicodeText(self.max_observation_chars)
+        self.action_space, self.observation_space = UnicodeText(self.max_action_chars), UnicodeText(self.max_observation_chars)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
         return run_play(self.reset_play(seed=seed, options=options))
