@@ -312,3 +312,12 @@ def test_envs_rooms_are_layered_and_each_has_a_docstring():
     # envs/ holds only the rooms and the modules that see them all
     flat = sorted(p.name for p in (PACKAGE / "envs").glob("*.py"))
     assert flat == ["__init__.py", "access.py", "old_paths.py", "registration.py"], flat
+
+
+def test_the_env_shell_and_the_readme_stay_short():
+    """SearchEnv is a shell over SearchGame (at most 250 lines, as Gymnasium's own core.py with
+    its docstrings); the README keeps one line a command and sends the rest to the docs."""
+    core = PACKAGE / "envs" / "single" / "core.py"
+    readme = PACKAGE.parent / "README.md"
+    assert len(core.read_text(encoding="utf-8").splitlines()) <= 250, f"{core} passed 250 lines: move logic into SearchGame or tasks"
+    assert len(readme.read_text(encoding="utf-8").splitlines()) <= 150, "README.md passed 150 lines: move details into docs/"
