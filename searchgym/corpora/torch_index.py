@@ -53,8 +53,9 @@ def _torch():
 
 
 def default_index_dtype(devices: Sequence[str]) -> str:
-    """``"float16"`` when every device is a GPU (half the memory and traffic of float32, the
-    form Search-R1's e5 vectors are searched in on GPUs), else ``"float32"``."""
+    """``"float16"`` when every device is a GPU (half the memory and traffic of float32; the
+    retrieval servers of FlashRAG and Search-R1 shard their flat index over the GPUs in float16
+    too, faiss's ``useFloat16``), else ``"float32"``."""
     return "float16" if devices and all(str(d).startswith("cuda") for d in devices) else "float32"
 
 
