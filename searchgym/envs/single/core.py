@@ -65,15 +65,14 @@ class SearchEnv(gym.Env[str, str]):
     ``options={"example_index": i}``, ``{"example_id": id}`` or ``{"example": QAExample}``.
 
     ## Rewards
-    Given by the reward recipe (``reward=``) when the episode ends (answer, search
-    complete, or turn budget); each malformed turn adds the recipe's
-    ``invalid_action_penalty``. Components are reported in ``info["reward_components"]``.
-    The recipe reads the agent's turns and, for R-Search's grounded evidence, the text of
-    the retrievals it was shown (``Episode.observations``).
+    Given by the reward recipe (``reward=``) when the episode ends (answer, search complete, or
+    turn budget); each malformed turn adds the recipe's ``invalid_action_penalty``; components in
+    ``info["reward_components"]``. The recipe reads the agent's turns and, for R-Search's
+    grounded evidence, the text of the retrievals it was shown (``Episode.observations``).
 
     ## Episode End
-    Terminated when the agent answers (or, for s3, declares its search complete).
-    Truncated when ``max_turns`` turns have passed without that.
+    Terminated when the agent answers (or, for s3, declares its search complete); truncated when
+    ``max_turns`` turns have passed without that.
 
     ## Information
     Every step's ``info`` has: ``turn``, ``action_kinds``, ``query`` (or None), ``retrieved_ids``
