@@ -35,6 +35,15 @@ noisy machine. Sections (``--sections``):
    time. ``--shared-fixed`` adds the same pair of runs with the count fixed at
    ``torch.get_num_threads()`` (what OpenMP does by itself; slow beside the busy
    process).
+6. ``search``: a round's searches (issue 45), no LM: ``--search-episodes`` live
+   Search-R1 episodes (a scripted agent searching every turn) over BM25 on
+   ``--search-passages`` generated wiki-18-shaped passages behind ``searchgym serve``, and
+   over the packaged dense encoder in-process on synthwiki. Each is played twice, side by
+   side: every env searching alone (one query a call: what a round cost before searches
+   were batched) and batched (the envs share the retriever, ``play_all`` joins the
+   round's searches into one call). Reported: the retrieval time of a round against one
+   direct batched call of the same queries (target: batched at most 1.2x), and
+   episodes/s end to end. ``python benchmarks/rollout.py --sections search``.
 """
 
 from __future__ import annotations
@@ -55,6 +64,9 @@ except ImportError:  # run from a checkout without `pip install -e .`
 import gymnasium as gym
 
 from searchgym.agents import Task, run_episodes
+from searchgym.agents.base import Agent
+from searchgym.corpora.types import Retriever
+from searchgym.envs.protocols import Answer, Search
 from searchgym.agents.lm_agents import policy_agent
 from searchgym.lm.registry import load_lm
 
@@ -278,7 +290,144 @@ def protocol_docs(docs: list[str]) -> str:
     return "\n".join(f"Doc {i}(Title: {d.split(chr(10), 1)[0]}) {d.split(chr(10), 1)[-1]}" for i, d in enumerate(docs, 1))
 
 
-SECTIONS = ("driver", "decode", "engines", "recon", "shared")
+SECTIONS = ("driver", "decode", "engines", "recon", "shared", "search")
+#: The most a round's retrieval may cost against one direct batched call of its queries (issue 45).
+SEARCH_TARGET = 1.2
+
+
+# ---------------------------------------------------------------------------- search (issue 45)
+class TimedRetriever(Retriever):
+    """A view of a retriever that times its ``search`` calls (each view is its own object: the
+    driver joins the searches of envs holding the same one)."""
+
+    def __init__(self, inner, calls: list):
+        self.inner, self.calls = inner, calls
+        self.corpus, self.max_query_chars = inner.corpus, inner.max_query_chars
+
+    def search(self, queries, k):
+        start = time.perf_counter()
+        hits = self.inner.search(queries, k)
+        self.calls.append((tuple(queries), k, time.perf_counter() - start))
+        return hits
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+class SearchingAgent(Agent):
+    """Searches a variant of its question each turn and answers on the last: every round is
+    a round of searches, each episode with its own queries."""
+
+    def __init__(self, protocol, max_turns: int):
+        self.protocol, self.max_turns, self.questions = protocol, max_turns, {}
+
+    def act(self, observations, infos):
+        out = []
+        for info in infos:
+            turn = int(info.get("turn", 0))
+            question = self.questions[info["slot"]] = info.get("question") or self.questions.get(info["slot"], "")
+            words = question.split()
+            query = " ".join(words[turn:] + words[:turn]) or question
+            out.append(self.protocol.write([Answer("unknown")] if turn + 1 >= self.max_turns else [Search(query)]))
+        return out
+
+
+def search_rounds(label: str, live: int, make_env, retriever, tasks, rows: list, results: dict) -> None:
+    """One workload played alone (a view per env) and batched (one view), side by side."""
+    from searchgym.envs.components.model_calls import BatchCounts
+
+    for mode in ("alone", "batched"):
+        calls: list = []
+        shared = TimedRetriever(retriever, calls)
+        envs = [make_env(shared if mode == "batched" else TimedRetriever(retriever, calls)) for _ in range(live)]
+        agent = SearchingAgent(envs[0].unwrapped.protocol, 3)
+        counts = BatchCounts()
+        start = time.perf_counter()
+        played = run_episodes(envs, agent, tasks, batch_counts=counts)
+        wall = time.perf_counter() - start
+        searched = sum(seconds for *_, seconds in calls)
+        # The same queries, one direct batched call per round. Batched, a round is one call;
+        # alone, `live` consecutive calls (every live episode searches in every search round).
+        rounds = [[c] for c in calls] if mode == "batched" else [calls[i : i + live] for i in range(0, len(calls), live)]
+        direct = 0.0
+        for group in rounds:
+            queries = [q for qs, _, _ in group for q in qs]
+            start = time.perf_counter()
+            retriever.search(queries, group[0][1])
+            direct += time.perf_counter() - start
+        ratio = searched / direct if direct else float("nan")
+        episodes = sum(r.outcome in ("answered", "truncated") for r in played)
+        log(f"search, {label}, {mode}: {len(calls)} calls for {sum(len(q) for q, *_ in calls)} queries in {len(rounds)} rounds; "
+            f"retrieval {searched:.2f} s against {direct:.2f} s direct batched ({ratio:.2f}x); {episodes / wall:.1f} episodes/s")
+        rows.append((label, mode, len(calls), searched / max(len(rounds), 1), direct / max(len(rounds), 1), ratio, episodes / wall))
+        results[(label, mode)] = (ratio, episodes / wall)
+
+
+def compare_search(args, rows: list) -> None:
+    """BM25 over ``searchgym serve`` at --search-passages, and dense in-process on synthwiki."""
+    import json
+    import socket
+    import subprocess
+    import urllib.request
+
+    from scale import prepare_corpus  # the generated wiki-18-shaped corpus of benchmarks/scale.py
+
+    from searchgym.corpora.registry import load_corpus
+    from searchgym.corpora.retrievers import make_retriever
+    from searchgym.corpora.types import QAExample
+
+    workdir = Path(args.search_workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    if "bm25-server" in args.search_workloads:
+        prepared = prepare_corpus(workdir, args.search_passages, 0, 2 * max(args.search_episodes))
+        index = workdir / f"bm25-{args.search_passages}"
+        if not (index / "searchgym_bm25.json").is_file():
+            log(f"search: building the BM25 index of {args.search_passages:,} passages")
+            subprocess.run([sys.executable, "-m", "searchgym.cli", "index", "--corpus", str(prepared["corpus"]), "--retriever", "bm25",
+                            "--out", str(index)], check=True)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        server = subprocess.Popen([sys.executable, "-m", "searchgym.cli", "serve", "--index", str(index), "--port", str(port)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}/retrieve"
+        try:
+            deadline = time.time() + 600
+            while True:
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/info", timeout=2).read()
+                    break
+                except OSError:
+                    if time.time() > deadline or server.poll() is not None:
+                        raise SystemExit("search: searchgym serve did not start")
+                    time.sleep(1)
+            corpus = load_corpus(str(prepared["corpus"]))
+            questions = [QAExample(f"q{i}", q, ("unknown",)) for i, q in enumerate(prepared["queries"])]
+            retriever = make_retriever(url, corpus)
+
+            def make_env(view):
+                return gym.make("searchgym/SearchR1-v0", corpus=corpus, dataset=questions, retriever=view, max_turns=3)
+
+            for live in args.search_episodes:
+                tasks = [Task(q.id, 0) for q in questions[: 2 * live]]
+                search_rounds(f"BM25 {args.search_passages:,} over searchgym serve, {live} live", live, make_env, retriever, tasks, rows,
+                              args.results.setdefault("search", {}))
+            served = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/info", timeout=5).read())
+            log(f"search: the server says {served.get('coalescing')}")
+        finally:
+            server.terminate()
+            server.wait(30)
+    if "dense" in args.search_workloads:
+        env = gym.make("searchgym/SearchR1-v0", retriever="dense")
+        retriever, examples = env.unwrapped.retriever, env.unwrapped.examples
+
+        def make_env(view):
+            return gym.make("searchgym/SearchR1-v0", retriever=view, max_turns=3)
+
+        for live in args.search_episodes:
+            tasks = [Task(examples[i % len(examples)].id, i) for i in range(2 * live)]
+            search_rounds(f"dense (packaged MiniLM) in-process, synthwiki, {live} live", live, make_env, retriever, tasks, rows,
+                          args.results.setdefault("search", {}))
 
 
 def main() -> int:
@@ -311,6 +460,14 @@ def main() -> int:
                         help=f"comma-separated sections to run (default: {','.join(SECTIONS)}; --quick: all but engines)")
     parser.add_argument("--shared-fixed", action="store_true",
                         help="in the shared section, also run the pair with the thread count fixed at torch's (slow beside the busy process)")
+    parser.add_argument("--search-episodes", type=int, nargs="+", default=[128, 512],
+                        help="live episodes of the search section, each a workload (default: 128 512; --quick: 32)")
+    parser.add_argument("--search-passages", type=int, default=1_000_000,
+                        help="generated passages behind searchgym serve in the search section (default: 1000000; --quick: 20000)")
+    parser.add_argument("--search-workloads", nargs="+", default=["bm25-server", "dense"], choices=["bm25-server", "dense"],
+                        help="retrievers of the search section (default: both)")
+    parser.add_argument("--search-workdir", default="results/search-rounds",
+                        help="where the search section keeps its generated corpus and index, reused by later runs (default: results/search-rounds)")
     parser.add_argument("--quick", action="store_true",
                         help="the tiny random test model (unless --model), 2 turns of 32 tokens, 32-token decodes, 8 RECON "
                         "questions, no engines section (vLLM's start on a CPU alone takes minutes) unless --sections names it")
@@ -319,6 +476,7 @@ def main() -> int:
         # The ratios (driver, decode, shared) are what the targets judge; a tiny model keeps the
         # same driver, env and engine code on the path while a forward pass costs milliseconds.
         args.recon_questions, args.max_turns, args.max_new_tokens, args.decode_tokens = 8, 2, 32, 32
+        args.search_episodes, args.search_passages = [32], min(args.search_passages, 20_000)
         if args.model is None:
             from searchgym.lm.testing import tiny_model_folder
 
@@ -343,14 +501,21 @@ def main() -> int:
 
         torch.set_num_threads(args.threads)
         os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "0" if args.threads == 1 else f"0-{args.threads - 1}")
+    if any(n < 1 for n in args.search_episodes) or args.search_passages < 1000:
+        parser.error("--search-episodes must be >= 1 and --search-passages >= 1000")
     args.results = {}
+    rows: list[tuple[str, str, str, str]] = []
+    search_rows: list[tuple] = []
+    if "search" in sections:
+        compare_search(args, search_rows)
+    if not sections - {"search"}:
+        return report_search(args, search_rows)
     lm = load_lm(args.model, dtype=args.dtype) if sections - {"engines"} else load_engine(args, args.engines[0])
     examples = make_envs(args, 1, lm)[0].unwrapped.examples
     played = args.played if args.played is not None else args.episodes
     if not 1 <= played <= len(examples) or args.episodes < 1:
         parser.error(f"--episodes must be >= 1 and --played between 1 and {len(examples)} (the dataset's questions)")
     tasks = [Task(ex.id, 0) for ex in examples[:played]]
-    rows: list[tuple[str, str, str, str]] = []
     if "driver" in sections:
         for temperature in args.temperature:
             compare_driver(args, lm, tasks, rows, temperature)
@@ -421,7 +586,26 @@ def main() -> int:
             f"shared CPU, beside one busy process / alone: {slowdown:.2f}x with threads auto "
             f"(target <= {SHARED_TARGET}x: {'PASS' if passed else 'FAIL'}{tuned}){fixed}"
         )
-    return 0 if verdict == "PASS" else 1
+    return min(1, (0 if verdict == "PASS" else 1) + report_search(args, search_rows))
+
+
+def report_search(args, rows: list) -> int:
+    """The search section's table and verdict: batched rounds within SEARCH_TARGET of direct."""
+    if not rows:
+        return 0
+    print("\nA round's searches (issue 45): retrieval per round against one direct batched call of its queries\n")
+    print("| workload | searches | calls | retrieval per round | direct batched | ratio | episodes/s |\n|---|---|---:|---:|---:|---:|---:|")
+    for label, mode, calls, per_round, direct, ratio, rate in rows:
+        print(f"| {label} | {mode} | {calls} | {per_round * 1000:.0f} ms | {direct * 1000:.0f} ms | {ratio:.2f}x | {rate:.1f} |")
+    failed = 0
+    for (label, mode), (ratio, rate) in args.results["search"].items():
+        if mode == "batched":
+            alone = args.results["search"][(label, "alone")][1]
+            passed = ratio <= SEARCH_TARGET
+            failed += not passed
+            print(f"{label}: batched {ratio:.2f}x direct (target <= {SEARCH_TARGET}x: {'PASS' if passed else 'FAIL'}); "
+                  f"episodes/s {rate / alone:.2f}x one query a call")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ def test_a_negative_temperature_is_refused():
 
 def test_an_unknown_section_is_refused():
     done = run("--sections", "driver,sharing")
-    assert done.returncode == 2 and "unknown sections ['sharing']; expected among driver, decode, engines, recon, shared" in done.stderr
+    assert done.returncode == 2 and "unknown sections ['sharing']; expected among driver, decode, engines, recon, shared, search" in done.stderr
 
 
 ENGINES = """
@@ -77,3 +77,8 @@ def test_the_shared_cpu_section_runs_beside_a_busy_process_and_its_verdict_follo
     # The busy process was killed: no python spinning on "while True: pass" is left.
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert f"{sys.executable} -c while True: pass" not in ps
+
+
+def test_the_search_sections_sizes_are_checked():
+    done = run("--sections", "search", "--search-episodes", "0")
+    assert done.returncode == 2 and "--search-episodes must be >= 1 and --search-passages >= 1000" in done.stderr

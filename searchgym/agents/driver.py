@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from searchgym.agents.base import Agent
-from searchgym.envs.access import env_play
+from searchgym.envs.access import env_play, env_reset_play
 from searchgym.envs.components.model_calls import BatchCounts, Play, play_all
 from searchgym.error import BackendError, ConfigError
 from searchgym.lm.base import Generation
@@ -154,6 +154,12 @@ class LiveEpisode(ABC):
         self.flags: list[str] = []
         self.wall = 0.0
 
+    def begin(self) -> Play[None]:
+        """Reset the episode's env as a play, whose searches (s3's first retrieval) the driver
+        batches with the other episodes starting in the same round. Default: nothing to do
+        (the subclass reset its env when it was created)."""
+        yield from ()
+
     @abstractmethod
     def turn(self) -> tuple[str, str, dict[str, Any]]:
         """The role whose turn it is (a key of the policies), what it reads and its info."""
@@ -228,13 +234,23 @@ def drive(
         # object may play several roles.
         return slot * len(roles) + roles.index(role)
 
-    def fill(slot: int) -> None:
-        if queue and slot not in live:
-            index, task = queue.popleft()
-            started = time.perf_counter()
-            episode = start(slot, task)
-            episode.wall = time.perf_counter() - started
-            live[slot], task_index[slot] = episode, index
+    def fill() -> None:
+        # Every free slot takes the next task; their resets play together (searches batched).
+        started = time.perf_counter()
+        new = []
+        for slot in range(num_slots):
+            if queue and slot not in live:
+                index, task = queue.popleft()
+                live[slot], task_index[slot] = start(slot, task), index
+                new.append(slot)
+        outcomes = play_all([live[slot].begin() for slot in new], batch_counts)
+        for slot in new:
+            live[slot].wall = (time.perf_counter() - started) / len(new)
+        for slot, outcome in zip(new, outcomes):
+            if isinstance(outcome, BackendError):
+                finish(slot, "backend_error", str(outcome))
+            elif isinstance(outcome, BaseException):
+                raise outcome  # a reset that fails for another reason is a setup error (a task not in the env)
 
     def finish(slot: int, outcome: str | None = None, error: str | None = None) -> None:
         episode = live.pop(slot)
@@ -246,10 +262,12 @@ def drive(
         if bar is not None:
             bar.update(1)
 
-    for slot in range(num_slots):
-        fill(slot)
+    fill()
     rounds = 0
-    while live:
+    while live or queue:
+        if not live:
+            fill()
+            continue
         slots = sorted(live)
         round_started, round_size = time.perf_counter(), len(slots)
         rounds += 1
@@ -293,8 +311,7 @@ def drive(
         share = (time.perf_counter() - round_started) / round_size
         for episode in live.values():
             episode.wall += share
-        for slot in range(num_slots):
-            fill(slot)
+        fill()
     if bar is not None:
         bar.close()
     return results
@@ -358,12 +375,17 @@ class _GymEpisode(LiveEpisode):
     def __init__(self, env: Any, task: Task, keep_trajectory: bool):
         super().__init__(task, (AGENT,))
         self.env, self.keep_trajectory = env, keep_trajectory
-        self.observation, self.info = env.reset(seed=task.seed, options={"example_id": task.example_id})
+        self.reward = 0.0
+        self.terminated = False
+        self.observation, self.info = "", {}
+        self.question, self.answers, self.candidates = "", [], ()  # known once the env is reset
+
+    def begin(self) -> Play[None]:
+        env, task = self.env, self.task
+        self.observation, self.info = yield from env_reset_play(env, seed=task.seed, options={"example_id": task.example_id})
         example = env.get_wrapper_attr("example")
         self.question, self.answers = example.question, list(example.answers)
         self.candidates = tuple(example.candidates)
-        self.reward = 0.0
-        self.terminated = False
 
     def turn(self) -> tuple[str, str, dict[str, Any]]:
         return AGENT, self.observation, self.info

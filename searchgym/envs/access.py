@@ -5,7 +5,8 @@ budgets. ``search_env(env)`` returns the searchgym env that holds them, whatever
 it, and says clearly when ``env`` is not one; ``team_game(env)`` does the same for the
 :class:`~searchgym.envs.team.game.TeamGame` of a multi-agent env or of one of its roles.
 ``step_all(envs, actions)`` steps many envs at once, batching the model calls of their
-components (:mod:`searchgym.envs.components.model_calls`).
+components and their searches (:mod:`searchgym.envs.components.model_calls`); ``reset_all``
+resets many, their first retrievals (s3) batched.
 """
 
 from __future__ import annotations
@@ -73,6 +74,36 @@ def env_play(env: Any, action: Any) -> Play[Any]:
     return _whole_step(env, action)
 
 
+def env_reset_play(env: Any, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Play[Any]:
+    """``env.reset(seed=..., options=...)`` as a play whose searches (s3's first retrieval)
+    :func:`reset_all` or the driver batches with other envs'.
+
+    ``env`` is a :class:`SearchEnv` behind none but the wrappers ``gym.make`` adds (order
+    enforcing, the passive checker), once those have seen a first reset: the first reset of
+    a wrapped env, and any reset of another env, runs whole (``env.reset``), its searches made
+    alone, so that the wrappers record and check it as they do.
+    """
+    inner, settled = env, True
+    while type(inner) in _BOOKKEEPING_WRAPPERS:
+        settled = settled and (inner.has_reset if isinstance(inner, OrderEnforcing) else inner.checked_reset)
+        inner = inner.env
+    if not (settled and isinstance(inner, SearchEnv)):
+        return (yield from _whole_reset(env, seed, options))
+    return (yield from inner.reset_play(seed=seed, options=options))
+
+
+def reset_all(envs: Sequence[Any], seeds: Sequence[int | None] | None = None, options: Sequence[dict[str, Any] | None] | None = None,
+              counts: BatchCounts | None = None) -> list[Any]:
+    """``[env.reset(seed=s, options=o) for ...]`` with the envs' searches batched (one
+    ``retriever.search`` per retriever and ``k``); an env whose reset raises gets its exception
+    in its place."""
+    seeds = list(seeds) if seeds is not None else [None] * len(envs)
+    options = list(options) if options is not None else [None] * len(envs)
+    if not len(envs) == len(seeds) == len(options):
+        raise ConfigError(f"reset_all expects one seed and one options per env, got {len(seeds)} seeds and {len(options)} options for {len(envs)} envs.")
+    return play_all([env_reset_play(env, seed=s, options=o) for env, s, o in zip(envs, seeds, options)], counts)
+
+
 def step_all(envs: Sequence[Any], actions: Sequence[Any], counts: BatchCounts | None = None) -> list[Any]:
     """``[env.step(action) for env, action in zip(envs, actions)]`` with the model calls
     of the envs' components batched: each round of calls makes one ``generate`` call per
@@ -90,6 +121,11 @@ def step_all(envs: Sequence[Any], actions: Sequence[Any], counts: BatchCounts | 
 def _whole_step(env: Any, action: Any) -> Play[Any]:
     yield from ()  # no call to batch: env.step makes its model calls itself
     return env.step(action)
+
+
+def _whole_reset(env: Any, seed: int | None, options: dict[str, Any] | None) -> Play[Any]:
+    yield from ()  # no call to batch: env.reset makes its searches itself
+    return env.reset(seed=seed, options=options)
 
 
 def _is_pettingzoo_order_enforcing(env: Any) -> bool:

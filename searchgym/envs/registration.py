@@ -15,6 +15,8 @@ from searchgym.error import ConfigError, UnknownNameError, check_name
 NAMESPACE = "searchgym/"
 
 ENTRY_POINT = "searchgym.envs.single.core:SearchEnv"
+#: ``gym.make_vec`` of a single-agent id: the envs stepped together, their searches batched.
+VECTOR_ENTRY_POINT = "searchgym.envs.single.vector:SearchVectorEnv"
 
 #: id -> default kwargs; any of them can be overridden through ``gym.make`` kwargs.
 #: Budgets follow each seed's training scripts; ``max_turns`` counts the final turn in
@@ -55,10 +57,10 @@ MULTI_AGENT_ENVS: dict[str, str] = {"search_team_v0": "searchgym.envs.team.multi
 def register_envs() -> None:
     """Register every id of :data:`ENV_SPECS` and :data:`ROLE_ENV_SPECS` once (importing
     searchgym does it)."""
-    for specs, entry_point in ((ENV_SPECS, ENTRY_POINT), (ROLE_ENV_SPECS, ROLE_ENTRY_POINT)):
+    for specs, entry_point, vector in ((ENV_SPECS, ENTRY_POINT, VECTOR_ENTRY_POINT), (ROLE_ENV_SPECS, ROLE_ENTRY_POINT, None)):
         for env_id, kwargs in specs.items():
             if env_id not in registry:
-                register(id=env_id, entry_point=entry_point, kwargs=dict(kwargs), disable_env_checker=False)
+                register(id=env_id, entry_point=entry_point, vector_entry_point=vector, kwargs=dict(kwargs), disable_env_checker=False)
 
 
 def full_env_id(env_id: str) -> str:

@@ -89,8 +89,9 @@ def test_recon_envs_searching_in_the_same_round_make_one_summarizer_call():
     out = run_episodes(envs, SynthWikiOracle.for_env(envs[0]), tasks_for(envs[0], 16), batch_counts=counts)
     searches = sum(r.num_searches for r in out)
     assert all(r.num_searches >= 1 for r in out) and sum(lm.batches) == searches
-    # Every round in which envs search makes one summarizer call for all of them.
-    assert counts.calls == counts.rounds == len(lm.batches) < counts.requests == searches
+    # Every round in which envs search makes one search call and one summarizer call for all of them.
+    assert counts.calls == counts.searches == len(lm.batches) < counts.requests == counts.search_requests == searches
+    assert counts.rounds == counts.calls + counts.searches
     assert lm.batches[0] == 16
     alone = run_episodes(envs[:1], SynthWikiOracle.for_env(envs[0]), tasks_for(envs[0], 16))
     assert [comparable(r) for r in out] == [comparable(r) for r in alone]

@@ -127,3 +127,33 @@ def test_copying_the_prompts_example_tags_earns_no_answer_credit(env_id, recipe)
             for name in ANSWER_CREDIT:
                 if name in copied_info["reward_components"]:
                     assert copied_info["reward_components"][name] <= wrong_info["reward_components"][name], (snippet, name)
+
+
+#: Turns that do nothing through tool calls: bad calls, and replies with neither a call nor
+#: answer text (a reply with text and no call is an answer in the answer games).
+NOTHING = [
+    {"role": "assistant", "content": ""}, "<think>I am not sure.</think>", '<tool_call>{"name": "lookup", "arguments": {}}</tool_call>',
+    '<tool_call>{"name": "search", "arguments": {}}</tool_call>', '<tool_call>{"name": "search"', "<tool_response>Paris</tool_response>",
+    {"role": "assistant", "tool_calls": [{"function": {"name": "answer", "arguments": {"answer": ""}}}]},
+    {"role": "assistant", "tool_calls": [{"function": {"name": "select", "arguments": {"doc_ids": [99]}}}]},
+    {"role": "assistant", "tool_calls": "search"}, {"role": "user", "content": "Paris"},
+]
+
+
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_bad_tool_calls_earn_exactly_the_floor(env_id, recipe):
+    from tool_helpers import make_env
+
+    env = make_env(env_id, "tools", recipe)
+    inner = env.unwrapped
+
+    @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(turns=st.lists(st.sampled_from(NOTHING), min_size=1, max_size=4), index=st.sampled_from(QUESTIONS))
+    def check(turns, index):
+        said = iter(turns * inner.max_turns)
+        total, info = play(env, index, lambda obs: next(said))
+        assert info["num_invalid"] >= info["turn"] and info["num_searches"] == 0 and info["answer"] is None
+        assert total == inner.recipe.floor(inner.episode())
+        assert all(info["reward_components"].get(name, 0.0) == 0.0 for name in ANSWER_CREDIT), info["reward_components"]
+
+    check()

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from env_helpers import ENV_IDS, actions, make_small, search_turn
+from tool_helpers import tool_actions
 from searchgym.error import BackendError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,7 +71,7 @@ def play_both(local, remote, turns, seed=1):
     for action in turns:
         step_l = local.step(action)
         step_r = remote.step(action)
-        assert step_l[:4] == step_r[:4] and same(step_l[4], step_r[4]), repr(action[:80])
+        assert step_l[:4] == step_r[:4] and same(step_l[4], step_r[4]), repr(action)[:80]
         if step_l[2] or step_l[3]:
             break
 
@@ -90,6 +91,29 @@ def test_odd_actions_and_hostile_queries_play_the_same_over_http(env_id, pairs):
 @given(turns=st.lists(actions, min_size=1, max_size=4))
 def test_fuzzed_turns_play_the_same_over_http(env_id, pairs, turns):
     local, remote = pairs[env_id]
+    play_both(local, remote, turns)
+
+
+@pytest.fixture(scope="module")
+def tool_pairs(url):
+    options = {"max_observation_chars": 3000, "action_format": "tools"}
+    return {env_id: (make_small(env_id, **options), make_small(env_id, retriever=url, **options)) for env_id in ENV_IDS}
+
+
+def test_hostile_queries_as_parallel_tool_calls_play_the_same_over_http(env_id, tool_pairs):
+    local, remote = tool_pairs[env_id]
+    calls = [{"function": {"name": "search", "arguments": {"query": q}}} for q in QUERIES]
+    for batch in (calls[:4], calls[4:], calls[::2]):  # each turn's searches go to the server as one batch
+        play_both(local, remote, [{"role": "assistant", "content": "", "tool_calls": batch}])
+    for action in ODD:
+        play_both(local, remote, [action])
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(turns=st.lists(tool_actions, min_size=1, max_size=3))
+def test_fuzzed_tool_turns_play_the_same_over_http(env_id, tool_pairs, turns):
+    local, remote = tool_pairs[env_id]
     play_both(local, remote, turns)
 
 

@@ -117,7 +117,9 @@ def test_sixteen_recon_envs_stepping_at_once_make_one_summarizer_call():
     reset()
     counts = BatchCounts()
     together = step_all(envs, actions, counts)
-    assert lm.batches == [16] and (counts.calls, counts.requests, counts.rounds) == (1, 16, 1)
+    # one round for the 16 searches (one retriever call), one for the 16 summaries (one generate)
+    assert lm.batches == [16] and (counts.calls, counts.requests, counts.rounds) == (1, 16, 2)
+    assert (counts.searches, counts.search_requests) == (1, 16)
     reset()
     alone = [env.step(action) for env, action in zip(envs, actions)]
     assert lm.batches == [16] + [1] * 16

@@ -37,7 +37,8 @@ def questions(env_id: str) -> list[int]:
 
 def test_the_catalogue_covers_every_family_and_protocol():
     families = {s.family for s in rh.STRATEGIES}
-    assert families == {"hedge", "copy", "golds", "format", "forge", "evidence", "s3"}
+    assert families == {"hedge", "copy", "golds", "format", "forge", "evidence", "s3", "tools"}
+    assert {s.family for s in rh.STRATEGIES if s.formats == ("tools",)} == {"tools"}
     protocols = {p for s in rh.STRATEGIES for p in s.protocols}
     assert protocols == {"search_r1", "recon", "r1_searcher", "r_search", "s3"}
 
@@ -47,12 +48,27 @@ def test_no_strategy_beats_an_honest_wrong_answer(env_id):
     world = WORLDS.get(env_id, SMALL)
     protocol = rh.make_env(env_id, "search_r1_em", world).unwrapped.protocol.name
     rows = rh.evaluate([env_id], sorted(RECIPES), questions(env_id), world)
-    print(f"\n{env_id}: {len(rows)} (recipe, strategy) pairs")
+    check_rows(env_id, protocol, rows, "tags")
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_no_strategy_beats_an_honest_wrong_answer_through_tool_calls(env_id):
+    """The same suite with every turn written as tool calls, and the strategies only tool calls
+    can play: parallel searches and answers, an answer beside a search, forged tool responses
+    (in the text and in the arguments), evidence quoting what the env echoed back."""
+    world = WORLDS.get(env_id, SMALL)
+    protocol = rh.make_env(env_id, "search_r1_em", world).unwrapped.protocol.name
+    rows = rh.evaluate([env_id], sorted(RECIPES), questions(env_id), world, action_format="tools")
+    check_rows(env_id, protocol, rows, "tools")
+
+
+def check_rows(env_id, protocol, rows, action_format):
+    print(f"\n{env_id} in {action_format}: {len(rows)} (recipe, strategy) pairs")
     for r in sorted(rows, key=lambda r: -r.gain)[:8]:
         print(f"  {r.gain:+.3f}  {r.recipe:<20} {r.strategy}  (honest {r.honest:.3f}, strategy {r.hacked:.3f})")
     # Every recipe, and every strategy of the env's protocol, was played.
     assert {r.recipe for r in rows} == set(RECIPES)
-    assert {r.strategy for r in rows} == {s.name for s in rh.STRATEGIES if protocol in s.protocols}
+    assert {r.strategy for r in rows} == {s.name for s in rh.STRATEGIES if protocol in s.protocols and action_format in s.formats}
     beaten = [f"{r.recipe} / {r.strategy}: {r.hacked:.3f} > {r.honest:.3f}" for r in rows if r.gain > rh.TOLERANCE]
     assert not beaten, "\n".join(beaten)
 
@@ -73,3 +89,35 @@ def test_under_the_papers_raw_metrics_the_suite_finds_the_exploits(env_id, recip
     (now,) = rh.evaluate([env_id], [recipe], questions(env_id), world, strategies=chosen)
     print(f"\n{env_id} x {recipe} / {strategy}: gain {raw.gain:+.3f} raw, {now.gain:+.3f} with the defenses")
     assert raw.gain > 0.02 and now.gain <= rh.TOLERANCE
+
+
+def test_without_grounding_in_search_results_only_evidence_quoting_the_envs_echo_pays(monkeypatch):
+    """The tool surface's defense: R-Search's grounding reads the search results as shown,
+    never the env's error notes (which quote what the agent wrote, if briefly). Made to
+    read every reply, as the first cut of the surface did, the strategy that names the options
+    as a tool and quotes the error back as evidence gets the reader's F1 where the honest
+    quote does not. (Its bad call costs it the answer-format score, so its total stays below
+    the honest one either way: the evidence term is what the defense guards.)"""
+    from searchgym.envs.tools.surface import ToolSurface
+
+    env_id = "searchgym/RSearch-v0"
+    (strategy,) = [s for s in rh.STRATEGIES if s.name == "tools: evidence quoting what the env echoed"]
+    env = rh.make_env(env_id, "r_search", SMALL, action_format="tools")
+    inner = env.unwrapped
+    seen = rh.Seen(inner.protocol, "", inner.max_turns, [], lambda question: [], tools=inner.game.tools)
+
+    def evidence_f1(policy):
+        return sum(rh.play(env, i, policy, seen)[1]["reward_components"]["evidence_f1"] for i in questions(env_id))
+
+    honest, defended = evidence_f1(rh.honest_wrong), evidence_f1(strategy.policy)
+    reply = ToolSurface.reply
+
+    def every_reply_groundable(self, turn, results, kinds, max_chars):
+        messages, observation, cut, _ = reply(self, turn, results, kinds, max_chars)
+        return messages, observation, cut, [m["content"] for m in messages if m["content"]]
+
+    monkeypatch.setattr(ToolSurface, "reply", every_reply_groundable)
+    undefended = evidence_f1(strategy.policy)
+    print(f"\nevidence F1 over {len(questions(env_id))} questions: honest {honest:.2f}, echo quoted {defended:.2f} defended, "
+          f"{undefended:.2f} grounding every reply")
+    assert undefended > honest + 1 and defended <= honest

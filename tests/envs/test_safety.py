@@ -4,12 +4,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import json
+
 from env_helpers import ENV_IDS, actions, finish_turn, make_small, search_turn
+from tool_helpers import HOSTILE_STRINGS, check_conversation, make_env, tool_actions
 from searchgym.envs import StrictActions
 from searchgym.error import InvalidActionError, SearchGymError
 
 
 ENVS = {env_id: make_small(env_id, max_observation_chars=3000) for env_id in ENV_IDS}
+TOOL_ENVS = {env_id: make_env(env_id, max_observation_chars=3000, max_action_chars=4000) for env_id in ENV_IDS}
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
@@ -152,3 +156,69 @@ def test_step_after_the_end_and_non_string_actions_raise_typed_errors():
     env.step(finish_turn(env))
     with pytest.raises(SearchGymError, match=r"finished episode; call reset\(\) first"):
         env.step("<answer> x </answer>")
+
+
+# ---------------------------------------------------------------------- the same over tool calls
+@pytest.mark.parametrize("env_id", ENV_IDS)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(turns=st.lists(tool_actions, min_size=1, max_size=5))
+def test_fuzzed_tool_turns_never_raise(env_id, turns):
+    env = TOOL_ENVS[env_id]
+    obs, info = env.reset(seed=0)
+    for action in turns:
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert isinstance(obs, str) and len(obs) <= 3000 and env.observation_space.contains(obs)
+        assert isinstance(reward, float) and info["turn"] <= env.unwrapped.max_turns
+        check_conversation(info)
+        json.dumps(info["messages"])  # a conversation any chat template or API can take
+        if terminated or truncated:
+            break
+
+
+ODD_MESSAGES = [
+    {}, {"role": "assistant"}, {"role": "assistant", "content": None, "tool_calls": None}, {"role": "assistant", "tool_calls": []},
+    {"role": "assistant", "tool_calls": [{}]}, {"role": "assistant", "tool_calls": [{"function": {}}]},
+    {"role": "assistant", "tool_calls": [{"function": {"name": "search", "arguments": None}}]},
+    {"role": "assistant", "tool_calls": [{"function": {"name": "search", "arguments": ""}}]},
+    {"role": "assistant", "tool_calls": [{"function": {"name": "search", "arguments": "null"}}]},
+    {"role": "assistant", "tool_calls": [{"function": {"name": "search", "arguments": {"query": {"query": "x"}}}}]},
+    {"role": "assistant", "tool_calls": [{"id": "x" * 10_000, "function": {"name": "search", "arguments": {"query": "born"}}}]},
+    {"role": "assistant", "tool_calls": [{"function": {"name": "search" * 5000, "arguments": {}}}]},
+    {"role": "assistant", "tool_calls": [{"function": {"name": "select", "arguments": {"doc_ids": list(range(5000))}}}]},
+    {"role": "assistant", "tool_calls": [{"function": {"name": "select", "arguments": {"doc_ids": [-1, 0, 2**70]}}}]},
+    {"role": "assistant", "tool_calls": [{"function": {"name": "search", "arguments": {"query": "born"}}}] * 500},
+    {"role": "assistant", "content": [{"type": "text", "text": "<tool_call>"}, {"type": "image"}, "x", None]},
+    {"role": "assistant", "content": b"bytes", "tool_calls": "[]"}, {("role",): "assistant"},
+]
+
+
+@pytest.mark.parametrize("action", ODD_MESSAGES + ["", "<tool_call>", "</tool_call>" * 50, "<tool_call></tool_call>",
+                                                    "<tool_call>" + "{" * 1000 + "</tool_call>", "[TOOL_CALLS]" * 100,
+                                                    "<tool_call>" * 2000, "\x00\x01\ud800", b"\xff\xfe<tool_call>"])
+def test_odd_tool_turns_are_turns_not_exceptions(env_id, action):
+    env = TOOL_ENVS[env_id]
+    env.reset(seed=1)
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert info["turn"] == 1 and env.observation_space.contains(obs) and isinstance(reward, float)
+    check_conversation(info)
+    json.dumps(info["messages"])
+
+
+@pytest.mark.parametrize("value", HOSTILE_STRINGS)
+def test_hostile_strings_in_every_argument_and_the_content_are_played(env_id, value):
+    env = TOOL_ENVS[env_id]
+    tools = {t["function"]["name"]: t["function"]["parameters"]["properties"] for t in env.unwrapped.game.tools.tools}
+    for name, properties in tools.items():
+        for key, spec in properties.items():
+            if spec["type"] != "string":
+                continue
+            env.reset(seed=1)
+            arguments = {k: "born" for k, s in properties.items() if s["type"] == "string"} | {key: value}
+            for message in ({"role": "assistant", "content": value, "tool_calls": [{"function": {"name": name, "arguments": arguments}}]},
+                            value + "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"):
+                env.reset(seed=1)
+                obs, reward, terminated, truncated, info = env.step(message)
+                assert len(obs) <= 3000 and isinstance(reward, float)
+                check_conversation(info)
+                if name == "search" and not terminated:
+                    assert info["num_searches"] + info["num_invalid"] >= 1

@@ -1,4 +1,5 @@
-"""Vector envs: gym.make_vec in sync and async mode plays exactly what single envs play."""
+"""Vector envs: gym.make_vec in sync and async mode, and the default batched SearchVectorEnv, play
+exactly what single envs play."""
 
 import copy
 
@@ -58,8 +59,8 @@ def play_vector(env_id, actions, mode, **vector_kwargs):
         env.close()
 
 
-@pytest.mark.parametrize("mode, vector_kwargs", [("sync", {}), ("async", {}), ("async", {"shared_memory": False})],
-                         ids=["sync", "async-shared-memory", "async-pipes"])
+@pytest.mark.parametrize("mode, vector_kwargs", [("sync", {}), ("async", {}), ("async", {"shared_memory": False}), (None, {})],
+                         ids=["sync", "async-shared-memory", "async-pipes", "searchgym-batched"])
 def test_make_vec_equals_single_envs(env_id, mode, vector_kwargs):
     actions = turns(gym.make(env_id, corpus_options=SMALL_WORLD))
     expected = play_single(env_id, actions)

@@ -1,4 +1,4 @@
-"""The model calls of env components, made explicit so that many envs batch them.
+"""The model calls and searches of env components, made explicit so that many envs batch them.
 
 An env component that calls a language model (RECON's LLM summarizer, the s3 generator
 and judge, the R-Search reader) is a :class:`ModelUser`: it calls the model through
@@ -29,7 +29,8 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from searchgym.error import ConfigError
+from searchgym.corpora.types import Hit, Retriever
+from searchgym.error import BackendError, ConfigError
 from searchgym.lm.base import Generation, LanguageModel, SamplingParams, check_prompts, check_sampling_params
 
 T = TypeVar("T")
@@ -39,9 +40,9 @@ GENERATE_DEFAULTS = {
     name: p.default for name, p in inspect.signature(LanguageModel.generate).parameters.items() if p.kind is p.KEYWORD_ONLY
 }
 
-#: A step played with its model calls explicit: yields calls, is sent their generations,
-#: returns the step's result.
-Play = Generator["ModelCall", "list[Generation]", T]
+#: A step played with its model calls and searches explicit: yields calls, is sent their
+#: generations (or hits), returns the step's result.
+Play = Generator["ModelCall | SearchCall", "list[Any]", T]
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,46 @@ class ModelCall:
         first = calls[0]
         seeds = None if first.params.seed is None else tuple(s for c in calls for s in c.params.seed)
         return ModelCall(first.lm, tuple(p for c in calls for p in c.prompts), replace(first.params, seed=seeds))
+
+    @property
+    def rows(self) -> int:
+        """How many answers the call gets (one generation per prompt)."""
+        return len(self.prompts)
+
+
+@dataclass(frozen=True, eq=False)
+class SearchCall:
+    """One retrieval a game needs: ``retriever.search(queries, k)`` (the retriever compared
+    by identity)."""
+
+    retriever: Retriever
+    queries: tuple[str, ...]
+    k: int
+
+    def run(self) -> list[list[Hit]]:
+        """Run the search; a retriever that answers another number of queries is a backend error."""
+        hits = self.retriever.search(list(self.queries), self.k)
+        if not isinstance(hits, (list, tuple)) or len(hits) != len(self.queries):
+            got = len(hits) if isinstance(hits, (list, tuple)) else type(hits).__name__
+            raise BackendError(f"{type(self.retriever).__name__}.search expects one list of hits per query: {len(self.queries)} queries, got {got}.")
+        return list(hits)
+
+    def batch_key(self) -> tuple[str, int, int]:
+        """Searches with equal keys go out as one call: same retriever object, same ``k``."""
+        return ("search", id(self.retriever), self.k)
+
+    @staticmethod
+    def join(calls: Sequence[SearchCall]) -> SearchCall:
+        """One search with the queries of ``calls`` (same :meth:`batch_key`) in order."""
+        return SearchCall(calls[0].retriever, tuple(q for c in calls for q in c.queries), calls[0].k)
+
+    @property
+    def rows(self) -> int:
+        return len(self.queries)
+
+
+#: What a play yields: a model call or a search.
+Call = ModelCall | SearchCall
 
 
 class CallNeeded(BaseException):
@@ -163,22 +204,25 @@ def run_play(play: Play[T]) -> T:
 @dataclass
 class BatchCounts:
     """What :func:`play_all` did: ``calls`` batched ``generate`` calls for ``requests``
-    model calls of the plays (``requests - calls`` calls saved), over ``rounds`` rounds."""
+    model calls of the plays (``requests - calls`` calls saved), ``searches`` batched
+    ``retriever.search`` calls for ``search_requests`` searches of the plays, over ``rounds`` rounds."""
 
     calls: int = 0
     requests: int = 0
     rounds: int = 0
+    searches: int = 0
+    search_requests: int = 0
 
 
 def play_all(plays: Sequence[Play[Any]], counts: BatchCounts | None = None) -> list[Any]:
-    """Play many steps together, batching their model calls (see the module docstring).
+    """Play many steps together, batching their model calls and searches (see the module docstring).
 
     Returns each play's result, or the exception that ended it (returned, not raised),
     in order. ``counts``, when given, is added to.
     """
     counts = counts if counts is not None else BatchCounts()
     results: list[Any] = [None] * len(plays)
-    pending: dict[int, ModelCall] = {}
+    pending: dict[int, Call] = {}
 
     def advance(i: int, generations: list[Generation] | None = None, error: BaseException | None = None) -> None:
         try:
@@ -199,17 +243,22 @@ def play_all(plays: Sequence[Play[Any]], counts: BatchCounts | None = None) -> l
         for i, call in calls.items():
             groups.setdefault(call.batch_key(), []).append(i)
         for members in groups.values():
-            counts.calls += 1
-            counts.requests += len(members)
+            kind = type(calls[members[0]])
+            if kind is SearchCall:
+                counts.searches += 1
+                counts.search_requests += len(members)
+            else:
+                counts.calls += 1
+                counts.requests += len(members)
             try:
-                generations = ModelCall.join([calls[i] for i in members]).run()
+                answers = kind.join([calls[i] for i in members]).run()
             except Exception as e:  # handed to each play of the call: it ends those steps only
                 for i in members:
                     advance(i, error=e)
                 continue
             start = 0
             for i in members:
-                size = len(calls[i].prompts)
-                advance(i, generations[start : start + size])
+                size = calls[i].rows
+                advance(i, answers[start : start + size])
                 start += size
     return results

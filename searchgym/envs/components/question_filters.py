@@ -35,6 +35,10 @@ def is_yes_no(example: QAExample) -> bool:
     return any(normalize_answer(a) in YES_NO for a in example.answers)
 
 
+#: Questions whose naive-RAG documents the s3 filter searches in one retriever call.
+SEARCH_CHUNK = 64
+
+
 def s3_training_questions(
     examples: Iterable[QAExample], retriever: Retriever, recipe: RewardRecipe, *, initial_top_k: int,
     limit: int | None = None,
@@ -53,10 +57,22 @@ def s3_training_questions(
     known = store.load()
     new: dict[str, float] = {}
     kept: list[QAExample] = []
+    searched: dict[str, list[str]] = {}  # key -> the naive-RAG documents, searched a chunk at a time
+
+    def search_ahead(start: int) -> None:
+        # One retriever call for the next questions still to judge (a few past a limit may be searched for nothing).
+        todo = [ex for ex in examples[start:start + SEARCH_CHUNK] if not is_yes_no(ex) and (ex.id or ex.question) not in known]
+        searched.clear()
+        if todo:
+            hits = retriever.search([ex.question for ex in todo], initial_top_k)
+            searched.update({ex.id or ex.question: [doc_text(h.passage) for h in found] for ex, found in zip(todo, hits)})
+
     try:
-        for example in examples:
+        for position, example in enumerate(examples):
             if limit is not None and len(kept) >= limit:
                 break
+            if position % SEARCH_CHUNK == 0:
+                search_ahead(position)
             if is_yes_no(example):
                 continue
             key = example.id or example.question
@@ -66,7 +82,7 @@ def s3_training_questions(
                 if hasattr(recipe, "naive_rag_key") and isinstance(getattr(recipe, "naive_rag_cache", None), dict):
                     recipe.naive_rag_cache.setdefault(recipe.naive_rag_key(example.id, example.question, initial_top_k), acc)
             else:
-                docs = [doc_text(h.passage) for h in retriever.search([example.question], initial_top_k)[0]]
+                docs = searched[key] if key in searched else [doc_text(h.passage) for h in retriever.search([example.question], initial_top_k)[0]]
                 episode = Episode(
                     example.question, tuple(example.answers), naive_rag_docs=docs, example_id=example.id,
                     naive_rag_size=initial_top_k, candidates=tuple(example.candidates),

@@ -57,22 +57,22 @@ class SearchEnv(gym.Env[str, str]):
     prompt (instructions and question; for s3 also the initial documents). Each ``step``
     returns only the text the environment appends to the context after the agent's turn:
     rendered (or summarized) documents, feedback, or ``""`` once the episode has ended.
-    Longer observations are cut (``info["observation_truncated"]``).
+    Longer observations are cut (``info["observation_truncated"]``). With tools, it is the messages
+    answering the turn (``info["messages"]``), joined by a blank line and cut together.
 
     ## Starting State
     A question drawn uniformly from the dataset with the env's seeded RNG, or chosen by
     ``options={"example_index": i}``, ``{"example_id": id}`` or ``{"example": QAExample}``.
 
     ## Rewards
-    Given by the reward recipe (``reward=``) when the episode ends (answer, search
-    complete, or turn budget); each malformed turn adds the recipe's
-    ``invalid_action_penalty``. Components are reported in ``info["reward_components"]``.
-    The recipe reads the agent's turns and, for R-Search's grounded evidence, the text of
-    the retrievals it was shown (``Episode.observations``).
+    Given by the reward recipe (``reward=``) when the episode ends (answer, search complete, or
+    turn budget); each malformed turn adds the recipe's ``invalid_action_penalty``; components in
+    ``info["reward_components"]``. The recipe reads the agent's turns and, for R-Search's
+    grounded evidence, the text of the retrievals it was shown (``Episode.observations``).
 
     ## Episode End
-    Terminated when the agent answers (or, for s3, declares its search complete).
-    Truncated when ``max_turns`` turns have passed without that.
+    Terminated when the agent answers (or, for s3, declares its search complete); truncated when
+    ``max_turns`` turns have passed without that.
 
     ## Information
     Every step's ``info`` has: ``turn``, ``action_kinds``, ``query`` (or None), ``retrieved_ids``
@@ -114,7 +114,8 @@ class SearchEnv(gym.Env[str, str]):
     - ``token_counter``: ``str -> int`` for ``context_tokens`` (e.g. a tokenizer's length);
       default counts whitespace-separated words.
     - ``action_format``: ``"tags"`` (the protocol's grammar) or ``"tools"``: native tool calls, read
-      from a message or by ``tool_parser`` (``"hermes"``, ``"llama3_json"``, ``"mistral"``, a callable);
+      from a message or by ``tool_parser`` (``"hermes"``, the default, ``"llama3_json"``, ``"mistral"``, a name
+      given to :func:`~searchgym.envs.tools.parsers.register_tool_parser`, or a callable);
       ``info`` adds ``tools`` (function schemas) and ``messages`` (the conversation).
 
     ## Version History
@@ -154,7 +155,7 @@ class SearchEnv(gym.Env[str, str]):
         max_query_chars: int = MAX_QUERY_CHARS,
         token_counter: Callable[[str], int] | None = None,
         action_format: str = "tags",
-        tool_parser: Any = "hermes",
+        tool_parser: Any = None,
         render_mode: str | None = None,
     ):
         check_arguments(  # before the corpus loads, so a typo fails at once (SearchGame checks the budgets too)
@@ -166,7 +167,7 @@ class SearchEnv(gym.Env[str, str]):
         )
         self.render_mode, self.action_format = render_mode, action_format
         self.protocol: Protocol = make_protocol(protocol, **dict(protocol_options or {}))
-        tools = ToolSurface(self.protocol, tool_parser) if action_format == "tools" else None
+        tools = ToolSurface.for_env(self.protocol, action_format, tool_parser)
         self.corpus: Corpus
         self.corpus, examples = load_task_data(corpus, dataset, split=split, corpus_options=corpus_options,
                                                dataset_options=dataset_options, retriever=retriever)
@@ -195,12 +196,16 @@ class SearchEnv(gym.Env[str, str]):
         self.observation_space = UnicodeText(self.max_observation_chars)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
+        return run_play(self.reset_play(seed=seed, options=options))
+
+    def reset_play(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Play[tuple[str, dict]]:
+        """:meth:`reset` with its search explicit (s3's first retrieval), for :func:`searchgym.envs.env_reset_play`."""
         super().reset(seed=seed)
         options = options or {}
         unknown = set(options) - EXAMPLE_OPTIONS
         if unknown:
             raise ConfigError(f"SearchEnv.reset expects options among {sorted(EXAMPLE_OPTIONS)}, got {sorted(unknown)}.")
-        return self.game.reset(pick_example(self.examples, self._by_id, options, self.np_random))
+        return (yield from self.game.reset_play(pick_example(self.examples, self._by_id, options, self.np_random)))
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict]:
         return run_play(self.play(action))
@@ -214,9 +219,7 @@ class SearchEnv(gym.Env[str, str]):
         return result
 
     def render(self) -> str | None:
-        if self.render_mode is None or self.example is None:
-            return None
-        return self.transcript
+        return None if self.render_mode is None or self.example is None else self.transcript
 
     # ------------------------------------------------------------------ the game's state
     @property

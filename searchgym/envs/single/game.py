@@ -18,12 +18,12 @@ from typing import Any
 
 from searchgym.corpora.types import MAX_QUERY_CHARS, Hit, Passage, QAExample, Retriever
 from searchgym.envs.components.frozen import doc_text
-from searchgym.envs.components.model_calls import Play, model_users, replay, run_play
+from searchgym.envs.components.model_calls import Play, SearchCall, model_users, replay, run_play
 from searchgym.envs.components.summarizers import Summarizer
 from searchgym.envs.protocols import Protocol
 from searchgym.envs.protocols.base import Answer, Complete, Evidence, Invalid, ParsedTurn, Search, Select
 from searchgym.envs.single.tasks import count_tokens, positive_int, text_action
-from searchgym.envs.tools.surface import ToolSurface
+from searchgym.envs.tools.surface import ToolSurface, ToolTurn
 from searchgym.error import SearchGymError
 from searchgym.rewards import Episode, RewardRecipe, Turn
 
@@ -232,6 +232,11 @@ class SearchGame:
     # ------------------------------------------------------------------ play
     def reset(self, example: QAExample) -> tuple[str, dict[str, Any]]:
         """Start an episode on ``example``; the prompt and the reset ``info``."""
+        return run_play(self.reset_play(example))
+
+    def reset_play(self, example: QAExample) -> Play[tuple[str, dict[str, Any]]]:
+        """:meth:`reset` as a play: s3's initial retrieval is a yielded search, so that envs
+        reset together search together (:mod:`searchgym.envs.components.model_calls`)."""
         self.example = example
         self.log.reset()
         self.num_invalid = 0
@@ -245,7 +250,8 @@ class SearchGame:
         self.done = False
         initial_hits = None
         if self.protocol.initial_retrieval:
-            initial_hits = self.search(example.question, self.initial_top_k)[0]
+            found, _ = yield from self.search_many([example.question], self.initial_top_k)
+            initial_hits = found[0]
             self.log.open_window(example.question, initial_hits)
         if self.tools is None:
             prompt, messages = self.protocol.prompt(example, initial_hits), self.protocol.messages(example, initial_hits)
@@ -254,6 +260,8 @@ class SearchGame:
             prompt = messages[-1]["content"]
         self.messages: list[dict[str, Any]] = [dict(m) for m in messages]
         self.prompt, obs_cut = self._bound(prompt)
+        if self.tools is not None and obs_cut:
+            self.messages[-1]["content"] = self.prompt  # the conversation holds what the agent was shown
         self.context_chars = len(self.prompt)
         self.context_tokens = self.token_counter(self.prompt)
         info = self._info(observation_truncated=obs_cut)
@@ -271,16 +279,18 @@ class SearchGame:
         """The hits of ``query`` and whether it was cut: longer than ``max_query_chars`` (or
         the retriever's own limit, e.g. a server's) it is cut to it, and characters UTF-8
         cannot carry (lone surrogates) become U+FFFD, the same in-process and over HTTP."""
-        hits, cut = self.search_many([query], k)
+        hits, cut = run_play(self.search_many([query], k))
         return hits[0], cut[0]
 
-    def search_many(self, queries: Sequence[str], k: int) -> tuple[list[list[Hit]], list[bool]]:
-        """:meth:`search` of several queries in one call of the retriever (a turn's parallel
-        searches)."""
+    def search_many(self, queries: Sequence[str], k: int) -> Play[tuple[list[list[Hit]], list[bool]]]:
+        """:meth:`search` of several queries (a turn's parallel searches) as a play: one
+        yielded :class:`~searchgym.envs.components.model_calls.SearchCall`, which envs stepped
+        together join with theirs."""
         limits = [n for n in (self.max_query_chars, getattr(self.retriever, "max_query_chars", None)) if isinstance(n, int)]
         longest = min(limits)
-        cut = [_SURROGATE.sub("\ufffd", q[:longest]) for q in queries]
-        return self.retriever.search(cut, k), [len(q) > longest for q in queries]
+        cut = tuple(_SURROGATE.sub("\ufffd", q[:longest]) for q in queries)
+        hits = yield SearchCall(self.retriever, cut, k)
+        return hits, [len(q) > longest for q in queries]
 
     def play(self, action: Any) -> Play[tuple[str, float, bool, bool, dict[str, Any]]]:
         """:meth:`step` as a play: yields the model calls of the summarizer and of the
@@ -325,7 +335,7 @@ class SearchGame:
 
     def _play(self, action: Any, action_cut: bool) -> Play[tuple[str, float, bool, bool, dict[str, Any]]]:
         self.log.turn += 1
-        turn: ParsedTurn
+        turn: ParsedTurn | ToolTurn
         if self.tools is None:
             turn = self.protocol.parse(action)
         else:
@@ -358,10 +368,9 @@ class SearchGame:
                     self.log.open_window(act.query, found_hits)
                     kind = ("documents",)
             elif isinstance(act, Select):
-                kept = {h.passage.id for h in self.log.select(act.doc_numbers)}
+                kept = self.log.select(act.doc_numbers)
                 if self.tools is not None:
-                    shown = self.log.windows[-1].shown if self.log.windows else []
-                    result = self.tools.selected_text(act.doc_numbers, [n for n in act.doc_numbers if 1 <= n <= len(shown) and shown[n - 1].passage.id in kept])
+                    result = self.tools.selected_text(act.doc_numbers, kept, self.log.windows[-1].shown if self.log.windows else [])
             elif isinstance(act, Evidence):
                 self.evidence = act.text
             elif isinstance(act, Answer):
@@ -388,14 +397,17 @@ class SearchGame:
         if self.tools is None:
             observation, obs_cut = self._bound("" if ended else "".join(r for r in results if r))
             self.records.append(Turn(turn.text, turn.kinds, tuple(k for ks in kinds for k in ks)))
+            if any("documents" in k for k in kinds) and observation:
+                self.observed.append(observation)
         else:
-            replies = [] if ended else self.tools.tool_messages(turn, results)
-            observation, obs_cut = self._bound("\n\n".join(m["content"] for m in replies))
+            # Each call's reply within the observation bound; what R-Search's grounding may find
+            # quoted is the search results as shown, never an error or a note (which can echo the agent).
+            replies, observation, obs_cut, shown = ([], "", False, []) if ended else \
+                self.tools.reply(turn, results, kinds, self.max_observation_chars)
+            self.observed += shown
             self.records.extend(self.tools.records(turn, kinds + [()] * (len(turn.actions) - len(kinds))))
-            self.messages += [dict(turn.message), *replies]
+            self.messages += [turn.message, *replies]
         self.turns.append((turn.text, observation))
-        if any("documents" in k for k in kinds) and observation:
-            self.observed.append(observation)
         self.well_formed.append(turn.well_formed)
         self.context_chars += len(turn.text) + len(observation)
         self.context_tokens += self.token_counter(turn.text) + self.token_counter(observation)
@@ -416,7 +428,11 @@ class SearchGame:
         )
         if ended:
             self.done = True
-            episode = self.record()
+            naive = self._naive_rag_search()
+            if naive is not None:
+                found, _ = yield from self.search_many([self.example.question], naive)
+                naive = [doc_text(h.passage) for h in found[0]]
+            episode = self.record(naive_docs=naive)
             result = yield from replay(lambda: self.recipe.score(episode), model_users(self.recipe))
             reward += result.total
             info.update(
@@ -428,21 +444,34 @@ class SearchGame:
             )
         return observation, float(reward), terminated, truncated, info
 
-    def record(self) -> Episode:
+    def _naive_rag_size(self) -> int | None:
+        """How many documents the recipe's naive-RAG baseline reads (None: it has none). s3_gbr's
+        "matched" baseline reads as many documents as the searcher's context."""
+        if not self.recipe.needs_naive_rag:
+            return None
+        size = getattr(self.recipe, "naive_rag_size", None)
+        return size(len(self.generator_context()), self.initial_top_k) if size else self.initial_top_k
+
+    def _naive_rag_search(self) -> int | None:
+        """The ``k`` of the naive-RAG search the recipe still needs for this question (None:
+        it needs none, or it has the baseline cached)."""
+        naive_k = self._naive_rag_size()
+        cached = getattr(self.recipe, "has_naive_rag", None)
+        if naive_k is None or (cached is not None and cached(self.example.id, self.example.question, naive_k)):
+            return None
+        return naive_k
+
+    def record(self, naive_docs: list[str] | None = None) -> Episode:
         """The record the reward recipe scores: the agent's turns (text and observation
         kinds, no prompt, documents or feedback text) and what they retrieved, selected
-        and answered, so far."""
+        and answered, so far. ``naive_docs``: the naive-RAG baseline's documents when the
+        caller searched them already (else they are searched here, if the recipe needs them)."""
         if self.example is None:
             raise SearchGymError(f"{self.owner}.episode() was called before reset(); there is no episode yet.")
         context = self.generator_context()
-        naive, naive_k = None, None
-        if self.recipe.needs_naive_rag:
-            # s3_gbr's "matched" baseline reads as many documents as the searcher's context.
-            size = getattr(self.recipe, "naive_rag_size", None)
-            naive_k = size(len(context), self.initial_top_k) if size else self.initial_top_k
-            cached = getattr(self.recipe, "has_naive_rag", None)
-            if cached is None or not cached(self.example.id, self.example.question, naive_k):
-                naive = [doc_text(h.passage) for h in self.search(self.example.question, naive_k)[0]]
+        naive, naive_k = naive_docs, self._naive_rag_size()
+        if naive is None and self._naive_rag_search() is not None:
+            naive = [doc_text(h.passage) for h in self.search(self.example.question, naive_k)[0]]
         return Episode(
             question=self.example.question,
             answers=tuple(self.example.answers),
@@ -483,7 +512,7 @@ class SearchGame:
                     outcome.append(act.query)
                     budget = None if budget is None else budget - 1
         if run:
-            found, cut = self.search_many([outcome[i] for i in run], self.top_k)
+            found, cut = yield from self.search_many([outcome[i] for i in run], self.top_k)
             for i, hits, was_cut in zip(run, found, cut):
                 outcome[i] = (hits, was_cut, (yield from self._render(outcome[i], hits)))
         return outcome

@@ -26,7 +26,7 @@ from typing import Any
 
 from searchgym.corpora.retrievers import make_retriever
 from searchgym.corpora.types import Hit, Passage, QAExample, Retriever
-from searchgym.envs.components.model_calls import Play, model_users, replay, run_play
+from searchgym.envs.components.model_calls import Play, SearchCall, model_users, replay, run_play
 from searchgym.envs.components.summarizers import Summarizer, make_summarizer
 from searchgym.envs.protocols import Answer, Complete, Invalid, Protocol, Search, Select
 from searchgym.envs.protocols.s3 import S3Protocol
@@ -237,7 +237,7 @@ class TeamGame:
             self.search_truncated = not complete
             yield from self._end_search()
         elif query is not None:
-            hits = self.retriever.search([query], self.top_k)[0]
+            hits = (yield SearchCall(self.retriever, (query,), self.top_k))[0]  # joined with the other envs' searches
             self.log.num_searches += 1
             yield from self._retrieved(query, hits)
         else:

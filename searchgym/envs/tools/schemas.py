@@ -13,6 +13,7 @@ Which set a game gets is read from its protocol's flags (``answers_with_generato
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,14 +27,15 @@ def _function(name: str, description: str, properties: dict[str, Any], required:
         "function": {
             "name": name,
             "description": description,
-            "parameters": {"type": "object", "properties": properties, "required": list(required)},
+            "parameters": {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False},
         },
     }
 
 
 SEARCH = _function(
     "search",
-    "Search the corpus. Returns the top documents for the query. Several calls in one turn run as parallel searches.",
+    "Search the corpus. Returns the top documents for the query. Several calls in one turn run as parallel "
+    "searches, each one search of the budget.",
     {"query": {"type": "string", "description": "The search query."}},
     ["query"],
 )
@@ -50,18 +52,25 @@ ANSWER_WITH_EVIDENCE = _function(
         "answer": {"type": "string", "description": "The answer alone, without explanation (e.g. \"Beijing\")."},
         "evidence": {
             "type": "string",
-            "description": "The passages of the search results that support the answer, quoted in their original "
-            "wording (omit when nothing was searched).",
+            "description": "The sentences of the search results that support the answer, quoted in their original "
+            "wording; only what quotes the results is read (omit when nothing was searched).",
         },
     },
     ["answer"],
 )
-SELECT = _function(
-    "select",
-    "Keep documents of the latest search results for the generation model (up to 3 a search).",
-    {"doc_ids": {"type": "array", "items": {"type": "integer"}, "description": "Document numbers as shown, e.g. [1, 4]."}},
-    ["doc_ids"],
-)
+
+
+def _select(cap: int | None) -> dict[str, Any]:
+    limit = f" (up to {cap} a search)" if cap else ""
+    return _function(
+        "select",
+        f"Keep documents of the latest search results for the generation model{limit}: the results of the last "
+        "search call, numbered as shown. Runs before the searches of its turn.",
+        {"doc_ids": {"type": "array", "items": {"type": "integer"}, "description": "Document numbers as shown, e.g. [1, 4]."}},
+        ["doc_ids"],
+    )
+
+
 FINISH = _function(
     "finish",
     "Declare the search complete: the generation model answers from the kept documents. Ends the episode.",
@@ -72,10 +81,8 @@ FINISH = _function(
 
 def tool_schemas(protocol: Protocol) -> list[dict[str, Any]]:
     """The tools of ``protocol``'s game, as OpenAI function schemas (fresh copies)."""
-    import copy
-
     if protocol.answers_with_generator:
-        tools = [SEARCH, SELECT, FINISH]
+        tools = [SEARCH, _select(protocol.docs_per_window), FINISH]
     elif protocol.writes_evidence:
         tools = [SEARCH, ANSWER_WITH_EVIDENCE]
     else:
@@ -89,11 +96,12 @@ def tool_prompt(protocol: Protocol, example: QAExample, docs: Sequence[Hit] | No
     question = example.question.strip()
     if protocol.answers_with_generator:
         shown = protocol.docs_text(docs or [])
+        cap = f" (up to {protocol.docs_per_window})" if protocol.docs_per_window else ""
         return (
             "You are a search copilot for the generation model. Based on a user's question and the initial search "
             "results, first decide whether the results are enough for the generation model to produce an answer.\n"
             "If they are, call finish(). If they are not, call search with a new query; you will get the top "
-            "results. Keep the important documents of the latest results (up to 3) with select(doc_ids), using "
+            f"results. Keep the important documents of the latest results{cap} with select(doc_ids), using "
             "the numbers they are shown with, then search again or call finish(). Only the kept documents, and "
             "the documents of results you never select from, reach the generation model.\n\n"
             f"Question: {question}\n\nInitial search results:\n{shown}"
