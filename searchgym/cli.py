@@ -195,6 +195,8 @@ _SERVE_EPILOG = """examples:
   SEARCHGYM_SERVE_TOKEN=secret searchgym serve --corpus wiki-vital --host 0.0.0.0 --port 8000
   searchgym serve --corpus wiki-18.jsonl --retriever dense --index e5_Flat.index \\
       --retriever-option model=/models/e5-base-v2          # Search-R1's index, 'query: ' prefix applied
+  searchgym serve --corpus wiki-18.jsonl --retriever dense --index e5_Flat.index \
+      --retriever-option model=/models/e5-base-v2 --retriever-option index=torch-flat   # the same, on GPUs without faiss-gpu
   # then, in every worker: gym.make("searchgym/SearchR1-v0", corpus="wiki-vital",
   #     retriever="http://HOST:8000/retrieve", retriever_options={"token": "secret"})"""
 
@@ -208,7 +210,9 @@ _INDEX_EPILOG = """examples:
 
 time on 2 CPU cores (wiki-18-shaped passages): opening a corpus file the first time ~10 s per 1M passages
 (then milliseconds); BM25 ~40 s per 1M passages; dense encoding ~20 passages/s with MiniLM on a CPU
-(bring a GPU, or serve Search-R1's prebuilt faiss file with searchgym serve --index FILE)."""
+(bring a GPU, or serve Search-R1's prebuilt faiss file with searchgym serve --index FILE).
+--retriever dense --retriever-option index=torch-flat: exact search by torch matrix products, float16 on every
+visible GPU (split across them) without faiss-gpu, float32 on the CPU; the folder holds a faiss flat file."""
 
 
 def _add_index(sub) -> None:
@@ -229,7 +233,8 @@ def _add_index(sub) -> None:
     index.add_argument("--corpus-option", action="append", default=[], metavar="KEY=VALUE", help="corpus option, e.g. num_passages=100000")
     index.add_argument("--retriever", default="bm25", help="bm25 (default), rank-bm25, dense or dense-hnsw")
     index.add_argument("--retriever-option", action="append", default=[], metavar="KEY=VALUE",
-                       help="retriever option, e.g. k1=0.9, b=0.4, method=lucene (BM25); model=PATH, index=IVF4096,PQ64 (dense)")
+                       help="retriever option, e.g. k1=0.9, b=0.4, method=lucene (BM25); model=PATH, index=IVF4096,PQ64, "
+                       "index=torch-flat, index_dtype=bfloat16 (dense)")
     index.add_argument("--out", type=Path, required=True, help="the index folder to write (must be new or empty unless --overwrite)")
     index.add_argument("--workers", type=_positive, default=None, help="BM25: processes tokenizing at once (default: every core)")
     index.add_argument("--shard-size", type=_positive, default=None,

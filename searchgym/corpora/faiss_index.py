@@ -1,6 +1,8 @@
 """faiss indexes for :class:`~searchgym.corpora.dense.DenseRetriever`: building one from a
 name or a factory string, training it on a sample, its search-time knobs, what it really
-is and weighs, memory-mapped reading and moving it to GPUs.
+is and weighs, memory-mapped reading and moving it to GPUs; and the file layout of a flat
+inner-product index, read and written without faiss (:func:`read_flat_file`,
+:func:`write_flat_file`) for the torch flat index.
 
 Plain functions over a faiss index; the retriever wires them.
 """
@@ -9,24 +11,28 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from searchgym.error import ConfigError
+from searchgym.error import ConfigError, DataFormatError
 
 __all__ = [
     "NAMED_INDEXES",
     "default_train_size",
     "describe",
+    "flat_file_size",
     "index_parts",
     "new_index",
+    "read_flat_file",
     "read_index",
     "serialized_size",
     "set_search_parameter",
     "to_gpus",
     "train_and_add",
+    "write_flat_file",
 ]
 
 #: Names that are not faiss factory strings: ``"flat"`` (``IndexFlatIP``) and ``"hnsw"`` (``IndexHNSWFlat``).
@@ -222,3 +228,74 @@ def to_gpus(faiss: Any, index: Any) -> tuple[Any, list[Any] | None]:
         return faiss.index_cpu_to_gpu(resources, 0, index, options), [resources]
     except RuntimeError:
         return index, None  # e.g. out of GPU memory: stay on the CPU
+
+
+# ---------------------------------------------------------------------------- flat files without faiss
+# faiss.write_index of an IndexFlatIP (Search-R1's e5_Flat.index, index_factory(d, "Flat",
+# METRIC_INNER_PRODUCT) alike; faiss/impl/index_write.cpp): the four bytes "IxFI", the index
+# header (d int32, ntotal int64, two int64 fields faiss ignores, is_trained bool, metric
+# int32), then the vectors as a counted float array (uint64 count, then ntotal x d float32),
+# all little-endian: 45 bytes before the vectors. A metric other than inner product or L2
+# writes a float metric argument after the metric and the fourcc "IxFl".
+_FLAT_HEADER = struct.Struct("<4siqqq?iQ")
+_METRIC_INNER_PRODUCT = 0
+#: Other faiss fourccs a user may hand in, named in the error.
+_OTHER_FOURCCS = {
+    b"IxF2": "a flat L2 index (IndexFlatL2)", b"IxFl": "a flat index with another metric", b"IHNf": "an HNSW index (IndexHNSWFlat)",
+    b"IwFl": "an IVF index (IndexIVFFlat)", b"IwPQ": "an IVF-PQ index (IndexIVFPQ)", b"IwSq": "an IVF scalar-quantizer index",
+    b"IxPq": "a PQ index (IndexPQ)", b"IxSQ": "a scalar-quantizer index", b"IxMp": "an id-mapped index (IndexIDMap)",
+    b"IxM2": "an id-mapped index (IndexIDMap2)", b"IxPT": "an index with a pre-transform (IndexPreTransform)",
+    b"IxRF": "a refined index (IndexRefineFlat)", b"IxFh": "a half-precision flat index",
+}
+
+
+def flat_file_size(ntotal: int, d: int) -> int:
+    """Bytes of a faiss ``IndexFlatIP`` file of ``ntotal`` vectors of dimension ``d``."""
+    return _FLAT_HEADER.size + 4 * ntotal * d
+
+
+def read_flat_file(path: str | os.PathLike) -> np.ndarray:
+    """The vectors of a faiss ``IndexFlatIP`` file, ``[ntotal, d]`` float32, memory-mapped
+    read-only from the file (faiss is not needed; nothing is copied).
+
+    Raises :class:`~searchgym.error.ConfigError` for a faiss file of another index type or
+    metric (naming it) and :class:`~searchgym.error.DataFormatError` for a file whose header
+    or length is not a flat index's."""
+    path = Path(path)
+    expected = "a faiss IndexFlatIP file (faiss.write_index of IndexFlatIP or index_factory(d, 'Flat', METRIC_INNER_PRODUCT))"
+    with open(path, "rb") as f:
+        head = f.read(_FLAT_HEADER.size)
+    if head[:4] != b"IxFI":
+        if head[:4] in _OTHER_FOURCCS:
+            raise ConfigError(
+                f"{str(path)!r} holds {_OTHER_FOURCCS[head[:4]]}, not a flat inner-product index; the torch flat index reads "
+                "faiss IndexFlatIP files. Serve this one with faiss (leave index= unset), or save its vectors as a flat "
+                "inner-product index."
+            )
+        raise DataFormatError(path, None, expected, f"a file starting with {head[:4]!r}")
+    if len(head) < _FLAT_HEADER.size:
+        raise DataFormatError(path, None, expected, f"a file of {len(head)} bytes (a header is {_FLAT_HEADER.size})")
+    _fourcc, d, ntotal, _, _, _trained, metric, count = _FLAT_HEADER.unpack(head)
+    if metric != _METRIC_INNER_PRODUCT:
+        raise DataFormatError(path, None, expected, f"metric type {metric} (inner product is {_METRIC_INNER_PRODUCT})")
+    if d < 1 or ntotal < 0 or count != ntotal * d:
+        raise DataFormatError(path, None, expected, f"a header saying d={d}, ntotal={ntotal} and {count} floats")
+    size = path.stat().st_size
+    if size != flat_file_size(ntotal, d):
+        raise DataFormatError(
+            path, None, f"{flat_file_size(ntotal, d):,} bytes for {ntotal:,} x {d} float32 vectors", f"{size:,} bytes (cut short or padded)"
+        )
+    if ntotal == 0:
+        return np.zeros((0, d), dtype=np.float32)
+    return np.memmap(path, dtype="<f4", mode="r", offset=_FLAT_HEADER.size, shape=(ntotal, d))
+
+
+def write_flat_file(path: str | os.PathLike, vectors: np.ndarray) -> None:
+    """Write ``vectors`` ``[ntotal, d]`` as faiss writes an ``IndexFlatIP`` (``faiss.read_index``
+    reads it back), in float32, 64 MB at a time: a memory-mapped array is never copied whole."""
+    ntotal, d = vectors.shape
+    step = max(1, (64 << 20) // (4 * d))
+    with open(path, "wb") as f:
+        f.write(_FLAT_HEADER.pack(b"IxFI", d, ntotal, 1 << 20, 1 << 20, True, _METRIC_INNER_PRODUCT, ntotal * d))
+        for start in range(0, ntotal, step):
+            f.write(np.ascontiguousarray(vectors[start : start + step], dtype="<f4").tobytes())

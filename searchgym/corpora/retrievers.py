@@ -56,7 +56,7 @@ def _dense_hnsw(corpus: Corpus, **options: Any) -> Retriever:
 _BUILDERS: dict[str, tuple[Callable[..., Retriever], str | None]] = {
     "bm25": (_bm25, "backend"),
     "rank-bm25": (_rank_bm25, "backend"),
-    "dense": (_dense, None),  # index="flat" by default, or any faiss factory string ("IVF4096,PQ64")
+    "dense": (_dense, None),  # index="flat" by default, "torch-flat", or any faiss factory string ("IVF4096,PQ64")
     "dense-hnsw": (_dense_hnsw, "index"),
 }
 
@@ -85,8 +85,8 @@ def make_retriever(name: str | Retriever, corpus: Corpus, *, cache: bool = True,
     """The retriever called ``name`` over ``corpus``, built with ``options``.
 
     Names: ``"bm25"`` (BM25 with the bm25s backend), ``"rank-bm25"`` (BM25 with the
-    rank-bm25 backend), ``"dense"`` (sentence-transformers + exact faiss inner product, or the faiss index
-    factory string given as ``index=``),
+    rank-bm25 backend), ``"dense"`` (sentence-transformers + exact faiss inner product, exact torch
+    matrix products on GPUs with ``index="torch-flat"``, or the faiss index factory string given as ``index=``),
     ``"dense-hnsw"`` (same encoder, approximate HNSW index), or the URL of a server
     speaking Search-R1's ``/retrieve`` API (``"http://127.0.0.1:8000/retrieve"``,
     :class:`searchgym.corpora.http.HTTPRetriever`; options such as ``timeout``, ``token``
