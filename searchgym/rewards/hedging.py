@@ -25,8 +25,8 @@ A prediction is hedged when it does not equal a gold answer (after normalization
    (those neither that gold answer nor the question has, after stripping inflections,
    and that are not :data:`FRAME_WORDS`, function words, initials of a name in the
    question, or numbers beside a gold answer without one) are at least as many as the
-   gold answer's own words: room for a second entity the size of the gold one
-   (``"Kyoto Tokyo"`` for ``"Tokyo"``); or, where the gold answer has a number (a month),
+   gold answer's own name words (frame words such as "University" aside): room for a
+   second entity the size of the gold one (``"Kyoto Tokyo"`` for ``"Tokyo"``); or, where the gold answer has a number (a month),
    it adds a number (a month) the question does not have (``"1636 1701"``);
 4. **too long**: against every gold answer it shares a word with, the words it has beyond
    that answer's occurrences (function words aside) are more than a sentence's worth:
@@ -242,7 +242,8 @@ def _second_answer(pred: list[str], gold: list[str], question: _Question) -> str
             new.append(word)
     if rivals:
         return f"it adds {rivals[0]!r} beside the gold answer's own number or month, room for another answer"
-    size = max(1, sum(1 for t in gold if t not in FUNCTION_WORDS))
+    # The gold's own name words: "University of Zaevrolano" leaves room for one ("mostokivo").
+    size = max(1, sum(1 for t in gold if t not in FUNCTION_WORDS and _stem(t) not in _FRAME_STEMS))
     if len(new) >= size:
         return (
             f"it adds {len(new)} {'word' if len(new) == 1 else 'words'} that neither the gold answer nor the question has "

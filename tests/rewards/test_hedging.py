@@ -43,6 +43,9 @@ CANDIDATES = ("Meibreluvia", "Paevaendovo")
         ("14 15 March 1872", ["14 March 1872", "March 14, 1872"], (), "it adds '15' beside the gold answer's own number or month, room for another answer"),
         ("14 March April 1872", ["14 March 1872"], (), "it adds 'april' beside the gold answer's own number or month, room for another answer"),
         ("yes no", ["yes"], (), "it names 2 of the question's candidates"),  # yes and no are each other's rival
+        # A frame word of the gold's name leaves no room: the name is one word.
+        ("University of Zaevrolano Mostokivo", ["University of Zaevrolano", "Zaevrolano"], (),
+         "it adds 1 word that neither the gold answer nor the question has (mostokivo), room for another answer"),
         ("Jeff Bezos Elon Musk", ["Jeff Bezos"], (), "it adds 2 words that neither the gold answer nor the question has (elon musk), room for another answer"),
     ],
 )
