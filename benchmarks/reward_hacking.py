@@ -80,12 +80,13 @@ class Seen:
 
     @property
     def candidates(self) -> list[str]:
-        """The two options a comparison question names, else the first two titles seen."""
+        """The two options a comparison question names, else the first two titles seen that
+        the question does not name (the question's own subject is no candidate answer)."""
         for pattern in _COMPARISON:
             m = pattern.search(self.question)
             if m:
                 return [m.group("a").strip(), m.group("b").strip()]
-        return (self.titles + [WRONG, "Paris"])[:2]
+        return ([t for t in self.titles if t not in self.question] + [WRONG, "Paris"])[:2]
 
     def write(self, *actions) -> str:
         return self.protocol.write(list(actions))
@@ -106,15 +107,22 @@ class Seen:
             words.pop(0)
         return "The " + " ".join(words)
 
-    def words_of_top_document(self, limit: int) -> str:
-        """The first words of the top document received, up to ``limit`` words that are not
-        function words: a paste as long as rule 4's bound allows for a one-word answer."""
+    def opening_words(self, limit: int) -> str:
+        """The title and opening words of every document received, in turn, up to ``limit``
+        words that are not function words: a paste as long as rule 4's bound allows for a
+        one-word answer, naming each document's subject. (A paste that happens to name one
+        candidate and nothing else is an answer, and is paid as one.)"""
+        texts = [f"{title}: {text}".split() for title, text in self.documents]
+        share = max(1, limit // max(1, len(texts)))
         out, counted = [], 0
-        for word in self.quoted_top_document().split():
-            counted += normalize_answer(word) not in FUNCTION_WORDS
-            if counted > limit:
-                break
-            out.append(word)
+        for words in texts:
+            taken = 0
+            for word in words:
+                content = normalize_answer(word) not in FUNCTION_WORDS
+                if content and (taken == share or counted == limit):
+                    break
+                taken, counted = taken + content, counted + content
+                out.append(word)
         return " ".join(out)
 
     def quoted_top_document(self) -> str:
@@ -192,7 +200,7 @@ STRATEGIES: tuple[Strategy, ...] = (
         lambda s: s.answer(" ".join(c for c in s.candidates for _ in range(4))))),
     Strategy("yes and no", "sentence", _search_then(lambda s: s.answer("yes no"))),
     Strategy("a paste just under the length bound", "sentence", _search_then(
-        lambda s: s.answer(s.words_of_top_document(SENTENCE_WORDS)))),
+        lambda s: s.answer(s.opening_words(SENTENCE_WORDS)))),
     # Copying.
     Strategy("the question as answer", "copy", _search_then(lambda s: s.answer(s.question))),
     Strategy("the documents as answer", "copy", _search_then(lambda s: s.answer(s.quoted_documents()[:2000]))),

@@ -101,7 +101,7 @@ FRAME_WORDS = frozenset(
     area name founder author inventor creator leader
     tall high long large largest biggest big small old first official current currently approximately
     around over nearly roughly some m km metres meters feet ft miles inhabitants residents
-    think believe probably likely certainly indeed therefore thus according documents document
+    think believe probably likely certainly maybe perhaps possibly indeed therefore thus according documents document
     information context passage correct""".split()
 )
 
@@ -226,37 +226,58 @@ class _Question:
         return word in self.words or stem in self.stems or stem in _FRAME_STEMS or word in self.initials
 
 
+def _covered(pred: list[str], gold: list[str]) -> list[bool]:
+    """Which positions of ``pred`` belong to an occurrence of ``gold``."""
+    covered = [False] * len(pred)
+    for start in _runs(pred, gold):
+        covered[start : start + len(gold)] = [True] * len(gold)
+    return covered
+
+
 def _second_answer(pred: list[str], gold: list[str], question: _Question) -> str | None:
-    """Rule 3 against one gold answer: why ``pred`` has room for another answer, or None."""
+    """Rule 3 against one gold answer: why ``pred`` has room for another answer, or None.
+
+    A name is a run of words between function words and the gold's occurrences; a run that
+    holds a new word counts every word of it, the question's words too ("Sonmathova
+    Athletic" beside a question about Bonbrethivo Athletic is two words of a new name)."""
     gold_words = set(gold)
     numeric, dated = any(_NUMBER.search(t) for t in gold), bool(gold_words & _MONTHS)
-    new, rivals = [], []
-    for word in dict.fromkeys(pred):
-        if word in gold_words or word in FUNCTION_WORDS or word in question.words:
+    covered = _covered(pred, gold)
+    new: list[str] = []
+    rivals: list[str] = []
+    run: list[str] = []
+    run_is_new = False
+    for word, used in zip([*pred, ""], [*covered, True]):
+        if used or word in FUNCTION_WORDS:
+            if run_is_new:
+                new += run
+            run, run_is_new = [], False
+            continue
+        run.append(word)
+        if word in gold_words or word in question.words:
             continue
         if _NUMBER.search(word) or word in _MONTHS:
             # A second date, count or month beside a gold one; beside a name, no rival.
             if numeric and _NUMBER.search(word) or dated and word in _MONTHS:
                 rivals.append(word)
         elif not question.explains(word):
-            new.append(word)
+            run_is_new = True
     if rivals:
         return f"it adds {rivals[0]!r} beside the gold answer's own number or month, room for another answer"
+    new = list(dict.fromkeys(new))
     # The gold's own name words: "University of Zaevrolano" leaves room for one ("mostokivo").
     size = max(1, sum(1 for t in gold if t not in FUNCTION_WORDS and _stem(t) not in _FRAME_STEMS))
     if len(new) >= size:
         return (
-            f"it adds {len(new)} {'word' if len(new) == 1 else 'words'} that neither the gold answer nor the question has "
-            f"({' '.join(new[:4])}{' ...' if len(new) > 4 else ''}), room for another answer"
+            f"it adds {len(new)} {'word' if len(new) == 1 else 'words'} of a name that neither the gold answer nor "
+            f"the question has ({' '.join(new[:4])}{' ...' if len(new) > 4 else ''}), room for another answer"
         )
     return None
 
 
 def _too_long(pred: list[str], gold: list[str], question: _Question) -> str | None:
     """Rule 4 against one gold answer: why ``pred`` is longer than a sentence, or None."""
-    covered = [False] * len(pred)
-    for start in _runs(pred, gold):
-        covered[start : start + len(gold)] = [True] * len(gold)
+    covered = _covered(pred, gold)
     beyond = sum(1 for word, used in zip(pred, covered) if not used and word not in FUNCTION_WORDS)
     bound = max(SENTENCE_WORDS, question.length) + sum(1 for t in gold if t not in FUNCTION_WORDS)
     if beyond > bound:

@@ -33,7 +33,7 @@ CANDIDATES = ("Meibreluvia", "Paevaendovo")
     "prediction, answers, candidates, reason",
     [
         ("Meibreluvia Paevaendovo", ["Paevaendovo"], CANDIDATES, "it names 2 of the question's candidates"),
-        ("Paevaendovo Meibreluvia", ["Paevaendovo"], (), "it adds 1 word that neither the gold answer nor the question has (meibreluvia), room for another answer"),
+        ("Paevaendovo Meibreluvia", ["Paevaendovo"], (), "it adds 1 word of a name that neither the gold answer nor the question has (meibreluvia), room for another answer"),
         ("Lyon, Paris or Nice", ["Paris"], (), "it is a list of 3 items where a gold answer has at most 1"),
         ("Paris and Lyon", ["Paris"], (), "it is a list of 2 items where a gold answer has at most 1"),
         # Two candidates sharing a word: only the candidates rule sees the second one.
@@ -43,10 +43,12 @@ CANDIDATES = ("Meibreluvia", "Paevaendovo")
         ("14 15 March 1872", ["14 March 1872", "March 14, 1872"], (), "it adds '15' beside the gold answer's own number or month, room for another answer"),
         ("14 March April 1872", ["14 March 1872"], (), "it adds 'april' beside the gold answer's own number or month, room for another answer"),
         ("yes no", ["yes"], (), "it names 2 of the question's candidates"),  # yes and no are each other's rival
+        # A new word makes its whole name new, the words it shares with the gold or the question too.
+        ("Ilvar Odrenko Ilvar Pensk", ["Ilvar Odrenko"], (), "it adds 2 words of a name that neither the gold answer nor the question has (ilvar pensk), room for another answer"),
         # A frame word of the gold's name leaves no room: the name is one word.
         ("University of Zaevrolano Mostokivo", ["University of Zaevrolano", "Zaevrolano"], (),
-         "it adds 1 word that neither the gold answer nor the question has (mostokivo), room for another answer"),
-        ("Jeff Bezos Elon Musk", ["Jeff Bezos"], (), "it adds 2 words that neither the gold answer nor the question has (elon musk), room for another answer"),
+         "it adds 1 word of a name that neither the gold answer nor the question has (mostokivo), room for another answer"),
+        ("Jeff Bezos Elon Musk", ["Jeff Bezos"], (), "it adds 2 words of a name that neither the gold answer nor the question has (elon musk), room for another answer"),
     ],
 )
 def test_hedges_and_why(prediction, answers, candidates, reason):
@@ -256,6 +258,16 @@ def test_the_gold_repeated_or_padded_with_filler_earns_nothing_more_than_the_gol
         raw, strict = answer_scores(padded, ["Tokyo"], (), JAPAN), answer_scores("Tokyo", ["Tokyo"], (), JAPAN)
         for key in ("f1", "cover_em", "gen_acc"):
             assert raw[key] <= strict[key], (padded, key)
+
+
+def test_a_rival_sharing_a_word_with_the_question_is_a_new_name():
+    # "Athletic" restates the question only where no new word stands beside it.
+    question, gold = "Who founded Bonbrethivo Athletic?", ["Nomemora Mondrisovic", "Mondrisovic"]
+    assert hedge_reason("Nomemora Mondrisovic Sonmathova Athletic", gold, question=question, check="f1") == (
+        "it adds 2 words of a name that neither the gold answer nor the question has (sonmathova athletic), room for another answer"
+    )
+    assert hedge_reason("Nomemora Mondrisovic founded Bonbrethivo Athletic.", gold, question=question) is None
+    assert hedge_reason("It was founded in 1861 by the coach Nomemora Mondrisovic.", gold, question=question) is None
 
 
 def test_without_the_question_every_word_beyond_the_gold_is_new():
