@@ -18,9 +18,11 @@ A prediction is hedged when it does not equal a gold answer (after normalization
    their words set aside, so a candidate that is part of the gold's name is not counted
    again;
 2. **a list**: split at commas, semicolons, slashes, ``&``, ``|``, line breaks and the
-   words ``and``, ``or``, ``nor``, ``versus``/``vs``, it has more non-empty parts than
-   every gold answer has (``"Simon and Garfunkel"`` and ``"Washington, D.C."`` have two
-   parts each, so answering them is not a list);
+   words ``and``, ``or``, ``nor``, ``versus``/``vs``, its parts name more things than
+   every gold answer has parts (``"Simon and Garfunkel"`` and ``"Washington, D.C."`` have
+   two each, so answering them is not a list). Parts holding the gold name it once
+   (``"New York City, New York"``); a part of function, frame and question words only
+   names nothing (``"Jeff Bezos, who founded the company in 1994"``);
 3. **a second answer**: against every gold answer it shares a word with, its *new* words
    (those neither that gold answer nor the question has, after stripping inflections,
    and that are not :data:`FRAME_WORDS`, function words, initials of a name in the
@@ -98,7 +100,8 @@ FRAME_WORDS = frozenset(
     city capital town village country nation state province region county continent island river
     lake mountain sea ocean year date century decade month day company corporation organisation
     organization university college school person people man woman population height length size
-    area name founder author inventor creator leader
+    area name founder author inventor creator leader basin delta valley plateau coast novel book
+    film song album
     tall high long large largest biggest big small old first official current currently approximately
     around over nearly roughly some m km metres meters feet ft miles inhabitants residents
     think believe probably likely certainly maybe perhaps possibly indeed therefore thus according documents document
@@ -120,6 +123,7 @@ _OPTIONS = (
     re.compile(r"\b[Ww]hich of (?:the )?(?P<a>.+?)\s+(?:and|or)\s+(?P<b>.+?)\s+(?:was|is|had|has|did|does|were|are)\b"),
     re.compile(r"\bbetween (?P<a>.+?)\s+and\s+(?P<b>[^,?]+?)\s*[,?]"),
     re.compile(r"(?P<a>\b[A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*)*)\s+or\s+(?P<b>[A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*)*)"),
+    re.compile(r"(?P<a>\b[\w'’-]+)\s+or\s+(?P<b>[\w'’-]+\b)"),  # "Is coffee or tea older?"
 )
 
 
@@ -129,8 +133,8 @@ def _as_list(values: Sequence[str] | str) -> list[str]:
 
 def question_options(question: str | None) -> tuple[str, ...]:
     """The options a comparison question offers, as written: ``"..., A or B?"``, ``"Which
-    of A and B was ..."``, ``"... between A and B?"``, and capitalized names either side of
-    ``or``; ``()`` when it offers none."""
+    of A and B was ..."``, ``"... between A and B?"``, capitalized names either side of
+    ``or``, and the single words either side of it; ``()`` when it offers none."""
     if not question:
         return ()
     found: list[str] = []
@@ -224,6 +228,38 @@ class _Question:
         """Whether ``word`` restates the question or frames a statement: no new entity."""
         stem = _stem(word)
         return word in self.words or stem in self.stems or stem in _FRAME_STEMS or word in self.initials
+
+
+def _list_items(parts: list[str], golds: list[list[str]], question: _Question) -> int:
+    """Rule 2: how many things the parts of a list name. A part holding a gold answer names
+    the gold (once, however many parts do: "New York City, New York"); a part with a word
+    that nothing explains (see rule 3) names another; a part of function, frame and
+    question words only names nothing ("Jeff Bezos, who founded the company in 1994")."""
+    gold_words = {w for g in golds for w in g}
+    numeric = any(_NUMBER.search(w) for w in gold_words)
+    dated = bool(gold_words & _MONTHS)
+    named_gold, others = False, 0
+    for part in parts:
+        words = part.split()
+        if any(_runs(words, g) for g in golds):
+            named_gold = True
+        elif any(_names(w, gold_words, numeric, dated, question) for w in words):
+            others += 1
+    return named_gold + others
+
+
+def _names(word: str, gold_words: set[str], numeric: bool, dated: bool, question: _Question) -> bool:
+    """Whether ``word`` could name something of its own: a gold word, or one that no rule of
+    rule 3 explains (a number or month counts only beside a gold answer with one)."""
+    if word in gold_words:
+        return True
+    if word in FUNCTION_WORDS or word in question.words:
+        return False
+    if _NUMBER.search(word):
+        return numeric
+    if word in _MONTHS:
+        return dated
+    return not question.explains(word)
 
 
 def _covered(pred: list[str], gold: list[str]) -> list[bool]:
@@ -320,13 +356,13 @@ def hedge_reason(
         named = _count_candidates(pred, gold_tokens, options)
         if named >= 2:
             return f"it names {named} of the question's candidates"
-    pieces = len(_parts(prediction, normalizer))
+    asked = _Question(question, normalizer)
+    items = _list_items(_parts(prediction, normalizer), gold_tokens, asked)
     most = max(len(_parts(a, normalizer)) for a in _as_list(answers) if normalizer(a))
-    if pieces > most:
-        return f"it is a list of {pieces} items where a gold answer has at most {most}"
+    if items > most:
+        return f"it is a list of {items} items where a gold answer has at most {most}"
     if 3 not in rules:
         return None
-    asked = _Question(question, normalizer)
     reasons = []
     for gold in gold_tokens:
         if not set(pred) & set(gold):

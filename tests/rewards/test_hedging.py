@@ -260,6 +260,26 @@ def test_the_gold_repeated_or_padded_with_filler_earns_nothing_more_than_the_gol
             assert raw[key] <= strict[key], (padded, key)
 
 
+@pytest.mark.parametrize(
+    "prediction, answers, question, reason",
+    [
+        # A clause naming nothing is no list item; parts naming the gold name it once.
+        ("The founder of Amazon.com is Jeff Bezos, who founded the company in 1994.", ["Jeff Bezos"], "Who founded Amazon.com?", None),
+        ("Franklin D. Roosevelt was born in New York City, New York.", ["New York"], "In which state was Franklin D. Roosevelt born?", None),
+        # A part with a name of its own is an item: a qualifier, a rival, a second year.
+        ("The origin city of The Beatles is Liverpool, United Kingdom.", ["Liverpool"], "What is the origin city of The Beatles?",
+         "it is a list of 2 items where a gold answer has at most 1"),
+        ("Jeff Bezos, Musk", ["Jeff Bezos"], "Who founded Amazon.com?", "it is a list of 2 items where a gold answer has at most 1"),
+        ("1636 or 1650", ["1636"], "What was the founding year of Harvard University?", "it is a list of 2 items where a gold answer has at most 1"),
+        # Lowercase options either side of "or" are the question's candidates.
+        ("coffee or tea", ["tea"], "Is coffee or tea older?", "it names 2 of the question's candidates"),
+    ],
+)
+def test_a_list_counts_the_things_its_parts_name(prediction, answers, question, reason):
+    assert hedge_reason(prediction, answers, question=question) == reason
+    assert hedge_reason(prediction, answers, question=question, check="frozen") == reason
+
+
 def test_a_rival_sharing_a_word_with_the_question_is_a_new_name():
     # "Athletic" restates the question only where no new word stands beside it.
     question, gold = "Who founded Bonbrethivo Athletic?", ["Nomemora Mondrisovic", "Mondrisovic"]
