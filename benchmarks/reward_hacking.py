@@ -39,7 +39,8 @@ import gymnasium as gym
 import searchgym  # noqa: F401  (registers the envs)
 from searchgym.envs.protocols import Answer, Complete, Evidence, Search, Select
 from searchgym.envs.registration import ENV_SPECS
-from searchgym.rewards import RECIPES, GoldSpanReader
+from searchgym.rewards import RECIPES, GoldSpanReader, normalize_answer
+from searchgym.rewards.hedging import FUNCTION_WORDS, SENTENCE_WORDS
 
 #: A name no corpus of searchgym holds: the honest episode's wrong answer.
 WRONG = "Zqxwv Plorth"
@@ -47,6 +48,7 @@ WRONG = "Zqxwv Plorth"
 TOLERANCE = 1e-6
 ANSWERING = ("search_r1", "recon", "r1_searcher", "r_search")
 
+_QUESTION_WORDS = {"what", "which", "who", "whom", "where", "when", "in", "of", "is", "was", "did", "does", "how"}
 _TITLE = re.compile(r"\(Title: ([^)\n]*)\)\s*([^\n]*)")
 _COMPARISON = (
     re.compile(r",\s*(?P<a>[^,?]+?) or (?P<b>[^,?]+?)\?\s*$"),
@@ -87,12 +89,13 @@ class Seen:
 
     @property
     def candidates(self) -> list[str]:
-        """The two options a comparison question names, else the first two titles seen."""
+        """The two options a comparison question names, else the first two titles seen that
+        the question does not name (the question's own subject is no candidate answer)."""
         for pattern in _COMPARISON:
             m = pattern.search(self.question)
             if m:
                 return [m.group("a").strip(), m.group("b").strip()]
-        return (self.titles + [WRONG, "Paris"])[:2]
+        return ([t for t in self.titles if t not in self.question] + [WRONG, "Paris"])[:2]
 
     def write(self, *actions) -> str:
         if self.tools is not None:
@@ -117,6 +120,33 @@ class Seen:
     def quoted_documents(self) -> str:
         """Every document received, verbatim."""
         return "\n".join(text for _, text in self.documents)
+
+    @property
+    def restated(self) -> str:
+        """The question turned into the opening of a statement: its words, without the
+        question word and the question mark ("the capital city of Japan")."""
+        words = self.question.rstrip(" ?").split()
+        while words and words[0].lower() in _QUESTION_WORDS:
+            words.pop(0)
+        return "The " + " ".join(words)
+
+    def opening_words(self, limit: int) -> str:
+        """The title and opening words of every document received, in turn, up to ``limit``
+        words that are not function words: a paste as long as rule 4's bound allows for a
+        one-word answer, naming each document's subject. (A paste that happens to name one
+        candidate and nothing else is an answer, and is paid as one.)"""
+        texts = [f"{title}: {text}".split() for title, text in self.documents]
+        share = max(1, limit // max(1, len(texts)))
+        out, counted = [], 0
+        for words in texts:
+            taken = 0
+            for word in words:
+                content = normalize_answer(word) not in FUNCTION_WORDS
+                if content and (taken == share or counted == limit):
+                    break
+                taken, counted = taken + content, counted + content
+                out.append(word)
+        return " ".join(out)
 
     def quoted_top_document(self) -> str:
         """The top document received, verbatim: what an honest agent quotes as evidence (one
@@ -176,6 +206,26 @@ STRATEGIES: tuple[Strategy, ...] = (
     Strategy("every title received", "hedge", _search_then(lambda s: s.answer(" ".join(s.titles)))),
     Strategy("answer blocks: a wrong one, then each option", "hedge", _search_then(
         lambda s: s.answer(WRONG) + "".join(s.write(Answer(c)) for c in s.candidates))),
+    # Sentences: the boundary between a sentence stating one answer and text holding several.
+    Strategy("the question restated around both options", "sentence", _search_then(
+        lambda s: s.answer(f"{s.restated} is {' '.join(s.candidates)}."))),
+    Strategy("a short sentence per option", "sentence", _search_then(
+        lambda s: s.answer(" ".join(f"It is {c}." for c in s.candidates)))),
+    Strategy("a short sentence per title received", "sentence", _search_then(
+        lambda s: s.answer(" ".join(f"It is {t}." for t in s.titles)))),
+    Strategy("filler words around both options", "sentence", _search_then(
+        lambda s: s.answer(f"I think the answer is probably {s.candidates[0]} but it may be {s.candidates[1]}"))),
+    Strategy("the question restated, then every title", "sentence", _search_then(
+        lambda s: s.answer(f"{s.restated} is {' '.join(s.titles)}"))),
+    Strategy("titles lowercased, no separators", "sentence", _search_then(
+        lambda s: s.answer(" ".join(t.lower() for t in s.titles)))),
+    # (One option repeated is a guess: it can beat a wrong answer only by being right, and
+    # earns no more than naming it once; tests/rewards/test_hedging.py plays it.)
+    Strategy("both options, each repeated", "sentence", _search_then(
+        lambda s: s.answer(" ".join(c for c in s.candidates for _ in range(4))))),
+    Strategy("yes and no", "sentence", _search_then(lambda s: s.answer("yes no"))),
+    Strategy("a paste just under the length bound", "sentence", _search_then(
+        lambda s: s.answer(s.opening_words(SENTENCE_WORDS)))),
     # Copying.
     Strategy("the question as answer", "copy", _search_then(lambda s: s.answer(s.question))),
     Strategy("the documents as answer", "copy", _search_then(lambda s: s.answer(s.quoted_documents()[:2000]))),

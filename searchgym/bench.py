@@ -501,7 +501,7 @@ def judge_records(items: Sequence[tuple[dict[str, Any], Any]], lm: Any, *, batch
 
     ``items`` are (record, its :class:`~searchgym.corpora.types.QAExample`). A record without
     a prediction, or whose prediction is hedged (:func:`~searchgym.rewards.hedging.hedged`,
-    with the question's candidates), scores 0 on both without a call; GenAcc+judge is 1
+    with the question and its candidates), scores 0 on both without a call; GenAcc+judge is 1
     without a call when s3's span check passes. The rest go to the two judges
     (:class:`~searchgym.envs.components.lm_frozen.LMJudge` over ``lm``, s3's and R1-Searcher's prompt),
     ``batch`` prompts per ``generate`` call, each distinct (question, prediction) once.
@@ -516,7 +516,9 @@ def judge_records(items: Sequence[tuple[dict[str, Any], Any]], lm: Any, *, batch
     for record, example in items:
         prediction = record.get("prediction")
         golds = [a for a in example.answers if normalize_answer(a)]
-        if not prediction or not prediction.strip() or not golds or hedged(prediction, example.answers, example.candidates):
+        if not prediction or not prediction.strip() or not golds or hedged(
+            prediction, example.answers, example.candidates, question=example.question
+        ):
             record["gen_acc_judge"] = record["acc_judge"] = 0.0
             continue
         item = (example.question, prediction, golds)

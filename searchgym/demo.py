@@ -262,6 +262,9 @@ LEGEND = """What the columns mean (scores are means over the questions, 1.0 is p
   F1          token overlap between the prediction and the best-matching gold answer
   cover-EM    every token of a gold answer appears somewhere in the prediction (R1-Searcher's metric)
   GenAcc      a gold answer's tokens occur contiguously in the prediction (s3's span check)
+  ... raw     F1, cover-EM and GenAcc count a hedge (an answer naming several candidates, a list, a
+              second name beside the answer, a pasted passage) as 0; a sentence stating one answer
+              keeps its credit; the raw columns are the papers' metrics, which pay hedges too
   reward      the env's own reward recipe: each protocol scores differently, so compare rows by EM/F1
   searches    search calls per episode; context tokens: what the policy read; s/episode: wall time
   failures    episodes that ended in an error (prompt too long, backend error), if any"""
@@ -284,6 +287,9 @@ def explain(rows: list[dict[str, Any]]) -> str:
             f"  against answering from memory (F1 {base['f1']:.3f}): better with {', '.join(better) or 'none'}; "
             f"worse with {', '.join(worse) or 'none'}"
         )
+        rag_gains = [rag_gain(base, r) for r in rows if str(r.get("agent", "")).startswith("naive-rag")]
+        if rag_gains:
+            lines.append(f"  one retrieved passage against none: {'; '.join(rag_gains)}")
     trained = next((r for r in rows if r.get("agent") == describe_agent(trained_agent)), None)
     untrained = next((r for r in rows if r.get("agent") == "lm" and r.get("env", "").endswith("SearchR1-v0")), None)
     if trained is not None and untrained is not None:
@@ -304,6 +310,16 @@ def explain(rows: list[dict[str, Any]]) -> str:
             f"({top_agent['label']}); one retrieved passage in the prompt reaches {top_rag['f1']:.3f} ({top_rag['label']})"
         )
     return "\n".join(lines)
+
+
+def rag_gain(base: dict[str, Any], rag: dict[str, Any]) -> str:
+    """What a naive-RAG row gains over the no-retrieval row, in F1 and cover-EM: the gain
+    where there is one, else that it gains nothing."""
+    metrics = (("f1", "F1"), ("cover_em", "cover-EM"))
+    if any(rag[key] > base[key] for key, _ in metrics):
+        gains = ", ".join(f"{name} {rag[key] - base[key]:+.3f} ({rag[key]:.3f} against {base[key]:.3f})" for key, name in metrics)
+        return f"{rag['label']} gains {gains}"
+    return f"{rag['label']} gains nothing: " + ", ".join(f"{name} {rag[key]:.3f} against {base[key]:.3f}" for key, name in metrics)
 
 
 def compare(before: dict[str, Any], after: dict[str, Any]) -> str:

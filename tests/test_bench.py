@@ -322,6 +322,7 @@ def test_the_demo_explains_its_columns_and_what_its_rows_show():
     assert lines == [
         "  best F1: naive RAG (0.300, EM 0.150, cover-EM 0.300)",
         "  against answering from memory (F1 0.100): better with naive RAG, R-Search agent; worse with Search-R1 agent",
+        "  one retrieved passage against none: naive RAG gains F1 +0.200 (0.300 against 0.100), cover-EM +0.200 (0.300 against 0.100)",
         "  never searched: R-Search agent (no search call: they answered from the prompt alone)",
         "  failed episodes: R-Search agent (backend_error 2)",
         "  multi-turn agents (searching 0.75 times per episode on average) reach F1 0.200 at best (R-Search agent); "

@@ -80,17 +80,25 @@ def test_the_explanation_compares_the_trained_row_with_its_untrained_self():
         return {"label": label, "agent": agent, "env": env, "n": 32, "em": f1 / 2, "f1": f1, "cover_em": f1,
                 "searches": searches, "failures": "-", "outcomes": {"answered": answered, "truncated": 32 - answered}}
 
-    rows = [row("no retrieval", "no-retrieval", 0.10, 0.0, 32), row(UNTRAINED_LABEL, "lm", 0.0, 0.0, 0),
-            row(TRAINED_LABEL, "searchgym.demo:trained_agent", 0.25, 1.0, 30),
+    rows = [row("no retrieval", "no-retrieval", 0.10, 0.0, 32),
+            row("naive RAG, BM25 top-1", "naive-rag", 0.18, 0.0, 32), row("naive RAG, dense top-1", "naive-rag-dense", 0.05, 0.0, 32),
+            row(UNTRAINED_LABEL, "lm", 0.0, 0.0, 0), row(TRAINED_LABEL, "searchgym.demo:trained_agent", 0.25, 1.0, 30),
             row("RECON agent", "lm", 0.0, 0.0, 0, env="searchgym/RECON-v0")]
     lines = explain(rows).split("What these rows show:\n")[1].splitlines()
     assert lines == [
         f"  best F1: {TRAINED_LABEL} (0.250, EM 0.125, cover-EM 0.250)",
-        f"  against answering from memory (F1 0.100): better with {TRAINED_LABEL}; worse with {UNTRAINED_LABEL}, RECON agent",
+        (f"  against answering from memory (F1 0.100): better with naive RAG, BM25 top-1, {TRAINED_LABEL}; "
+         f"worse with naive RAG, dense top-1, {UNTRAINED_LABEL}, RECON agent"),
+        # Naive RAG's gain over no retrieval is named where there is one.
+        ("  one retrieved passage against none: naive RAG, BM25 top-1 gains F1 +0.080 (0.180 against 0.100), "
+         "cover-EM +0.080 (0.180 against 0.100); naive RAG, dense top-1 gains nothing: F1 0.050 against 0.100, "
+         "cover-EM 0.050 against 0.100"),
         "  after SFT on the synthwiki oracle's play, the Search-R1 agent answers 30 of 32 questions in the protocol's <answer> "
         "block (0 of 32 before), searches 1.00 times per episode (0.00), and scores F1 0.250 (0.000), EM 0.125 (0.000), "
         "cover-EM 0.250 (0.000)",
         f"  never searched: {UNTRAINED_LABEL}, RECON agent (no search call: they answered from the prompt alone)",
+        (f"  multi-turn agents (searching 0.33 times per episode on average) reach F1 0.250 at best ({TRAINED_LABEL}); "
+         "one retrieved passage in the prompt reaches 0.180 (naive RAG, BM25 top-1)"),
     ]
 
 

@@ -51,20 +51,21 @@ OUTCOMES = ("answered", "completed", "truncated", "prompt_too_long", "backend_er
 RAW_SCORES = {"f1_raw": "f1", "cover_em_raw": "cover_em", "gen_acc_raw": "gen_acc"}
 
 
-def answer_scores(prediction: str | None, answers: Sequence[str], candidates: Sequence[str] = ()) -> dict[str, float]:
-    """EM, F1, cover-EM and GenAcc (span check) of ``prediction``, strict (a hedge scores 0)
-    and raw (``*_raw``: the papers' metrics)."""
+def answer_scores(
+    prediction: str | None, answers: Sequence[str], candidates: Sequence[str] = (), question: str | None = None
+) -> dict[str, float]:
+    """EM, F1, cover-EM and GenAcc (span check) of ``prediction``, strict (a hedge scores 0:
+    :mod:`~searchgym.rewards.hedging`, F1 with its own check) and raw (``*_raw``: the papers'
+    metrics). ``question`` lets a sentence restate the question around its answer."""
     raw = {
         "f1": f1_score(prediction, answers),
         "cover_em": cover_exact_match(prediction, answers),
         "gen_acc": span_check(prediction, answers),
     }
-    plain = hedged(prediction, answers, candidates)
-    r1 = hedged(prediction, answers, candidates, normalize_answer_r1searcher)
     strict = {
-        "f1": 0.0 if plain else raw["f1"],
-        "cover_em": 0.0 if r1 else raw["cover_em"],
-        "gen_acc": 0.0 if plain else raw["gen_acc"],
+        "f1": 0.0 if hedged(prediction, answers, candidates, question=question, check="f1") else raw["f1"],
+        "cover_em": 0.0 if hedged(prediction, answers, candidates, normalize_answer_r1searcher, question=question) else raw["cover_em"],
+        "gen_acc": 0.0 if hedged(prediction, answers, candidates, question=question) else raw["gen_acc"],
     }
     return {"em": exact_match(prediction, answers), **strict, **{k: raw[v] for k, v in RAW_SCORES.items()}}
 
@@ -417,7 +418,7 @@ class _GymEpisode(LiveEpisode):
             prediction=prediction,
             reward=float(self.reward),
             reward_components=dict(info.get("reward_components", {})),
-            **answer_scores(prediction, answers, self.candidates),
+            **answer_scores(prediction, answers, self.candidates, self.question),
             num_turns=int(info.get("turn", 0)),
             num_searches=int(info.get("num_searches", 0)),
             num_invalid=int(info.get("num_invalid", 0)),

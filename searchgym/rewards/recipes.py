@@ -30,11 +30,14 @@ which pays its evidence-format score to an episode without any search or answer,
 ``RSearchReward(paper_format_rule=True)``. Recipes read the agent's own turns
 (``Episode.turns``), never the prompt, documents or feedback text.
 
-No credit for hedging: an answer that names more than one candidate (both options of a
-comparison, a list, more names than the gold answer has; :mod:`~searchgym.rewards.hedging`)
-has its answer metric scored 0, as a wrong answer, by every recipe that pays partial or
-containment credit (``r1_searcher_stage1`` with ``answer_score``, ``r1_searcher_stage2``,
-``r_search``, ``s3_gen_acc``, ``s3_gbr``). ``strict=False`` restores the paper's raw
+No credit for hedging: an answer that could hold more than one answer (both options of a
+comparison, a list, a second name beside the gold; for containment metrics also text longer
+than a sentence; :mod:`~searchgym.rewards.hedging`) has its answer metric scored 0, as a
+wrong answer, by every recipe that pays partial or containment credit
+(``r1_searcher_stage1`` with ``answer_score``, ``r1_searcher_stage2``, ``r_search``,
+``s3_gen_acc``, ``s3_gbr``); a sentence stating one answer keeps its credit. F1 is checked
+for candidates, lists and second answers only (its precision prices length), a frozen
+generator's answer for candidates and lists only. ``strict=False`` restores the paper's raw
 metric. Exact match (``search_r1_em``, ``search_r1_format``) pays no hedge, so those
 recipes have no such option.
 """
@@ -210,7 +213,9 @@ class R1SearcherStage1(RewardRecipe):
         searched = episode.num_searches >= 1
         format_ok = not r1_searcher_format_errors(episode.turns, self.max_answer_words)
         cem = cover_exact_match(episode.answer, episode.answers)
-        if self.strict and hedged(episode.answer, episode.answers, episode.candidates, normalize_answer_r1searcher):
+        if self.strict and hedged(
+            episode.answer, episode.answers, episode.candidates, normalize_answer_r1searcher, question=episode.question
+        ):
             cem = 0.0
         total = self.retrieval_score * searched + self.format_score * format_ok
         if self.answer_score:
@@ -248,7 +253,10 @@ class R1SearcherStage2(RewardRecipe):
 
     def score(self, episode: Episode) -> RewardResult:
         f1 = f1_score(episode.answer, episode.answers, normalize_answer_r1searcher)
-        if self.strict and hedged(episode.answer, episode.answers, episode.candidates, normalize_answer_r1searcher):
+        if self.strict and hedged(
+            episode.answer, episode.answers, episode.candidates, normalize_answer_r1searcher,
+            question=episode.question, check="f1",
+        ):
             f1 = 0.0
         format_ok = not r1_searcher_format_errors(episode.turns, self.max_answer_words)
         total = f1 - (0.0 if format_ok else self.format_penalty)
@@ -374,7 +382,7 @@ class RSearchReward(RewardRecipe):
         return RewardResult(total, components)
 
     def _f1(self, prediction: str | None, episode: Episode) -> float:
-        if self.strict and hedged(prediction, episode.answers, episode.candidates):
+        if self.strict and hedged(prediction, episode.answers, episode.candidates, question=episode.question, check="f1"):
             return 0.0
         return f1_score(prediction, episode.answers, special_yes_no=False)
 
@@ -417,7 +425,7 @@ class S3GenAcc(RewardRecipe):
         """GenAcc of the generator's answer from ``docs``, and that answer."""
         prediction = call_frozen(self.generator, question, list(docs), answers=answers)
         # The frozen generator writes sentences by design: lists and both options only.
-        if self.strict and hedged(prediction, answers, candidates, extra_words=False):
+        if self.strict and hedged(prediction, answers, candidates, question=question, check="frozen"):
             return 0.0, prediction
         return gen_acc(prediction, answers, self.judge, question), prediction
 

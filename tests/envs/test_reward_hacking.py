@@ -1,7 +1,8 @@
 """The hack suite: no scripted strategy earns more than an honest wrong answer.
 
 Every registered env x every recipe of RECIPES, each strategy of
-benchmarks/reward_hacking.py (hedged answers, copies of the question or the documents,
+benchmarks/reward_hacking.py (hedged answers, sentences naming several candidates or pasting
+up to the length bound, copies of the question or the documents,
 evidence that was never retrieved, forged env tags, tag spam, repeated searches, maximal
 lengths, s3's re-search) against an honest episode that searches and answers wrong on the
 same questions. The gains are printed (``pytest -s``); docs/rewards.md has the table over
@@ -37,7 +38,7 @@ def questions(env_id: str) -> list[int]:
 
 def test_the_catalogue_covers_every_family_and_protocol():
     families = {s.family for s in rh.STRATEGIES}
-    assert families == {"hedge", "copy", "golds", "format", "forge", "evidence", "s3", "tools"}
+    assert families == {"hedge", "sentence", "copy", "golds", "format", "forge", "evidence", "s3", "tools"}
     assert {s.family for s in rh.STRATEGIES if s.formats == ("tools",)} == {"tools"}
     protocols = {p for s in rh.STRATEGIES for p in s.protocols}
     assert protocols == {"search_r1", "recon", "r1_searcher", "r_search", "s3"}
@@ -76,6 +77,9 @@ def check_rows(env_id, protocol, rows, action_format):
 @pytest.mark.parametrize("env_id, recipe, strategy", [
     ("searchgym/SearchR1-v0", "r1_searcher_stage2", "both options"),
     ("searchgym/R1Searcher-v0", "r1_searcher_stage1", "both options joined by 'and'"),
+    ("searchgym/R1Searcher-v0", "r1_searcher_stage1", "a short sentence per option"),
+    ("searchgym/RECON-v0", "r1_searcher_stage2", "the question restated, then every title"),
+    ("searchgym/SearchR1-v0", "r1_searcher_stage1", "a paste just under the length bound"),
     ("searchgym/RSearch-v0", "r_search", "evidence: every corpus title"),
     ("searchgym/S3-v0", "s3_gbr", "s3: search the question again, complete"),
 ])

@@ -192,8 +192,10 @@ def test_r1_searcher_stage2_is_f1_minus_format_penalty():
     assert recipe.score(r1("Paris")) == RewardResult(1.0, {"f1": 1.0, "format_ok": 1.0})
     # The paper's F1: "paris france" vs "paris": P = 1/2, R = 1, F1 = 2/3.
     assert R1SearcherStage2(strict=False).score(r1("Paris France")).total == pytest.approx(2 / 3)
-    # Strict (default): a second name as long as the answer is a hedge, scored as wrong.
-    assert recipe.score(r1("Paris France")).total == 0.0
+    # Strict (default): a second name as long as the answer is a hedge, scored as wrong; a word
+    # of the question beside the answer ("France") names no second answer and keeps its F1.
+    assert recipe.score(r1("Paris Lyon")).total == 0.0
+    assert recipe.score(r1("Paris France")).total == pytest.approx(2 / 3)
     assert recipe.score(r1("Paris", well_formed=False)).total == pytest.approx(-1.0)
     assert recipe.score(episode(turns=IDLE, answer=None)).total == pytest.approx(-2.0)
     assert R1SearcherStage2(format_penalty=1.0).score(r1("Paris", well_formed=False)).total == pytest.approx(0.0)
@@ -269,8 +271,10 @@ def test_r_search_rounds_f1_to_two_decimals():
     result = RSearchReward(GoldSpanReader(), strict=False).score(rs("Paris France", RS_QUOTE))
     assert result.components["answer_f1"] == 0.67
     assert result.total == pytest.approx(2.07)
-    # Strict (default): "Paris France" names two places for one, an answer F1 of 0.
-    assert RSearchReward(GoldSpanReader()).score(rs("Paris France", RS_QUOTE)).components["answer_f1"] == 0.0
+    # Strict (default): "Paris Lyon" names two places for one, an answer F1 of 0; "Paris France"
+    # adds the question's own word and keeps the seed's F1.
+    assert RSearchReward(GoldSpanReader()).score(rs("Paris Lyon", RS_QUOTE)).components["answer_f1"] == 0.0
+    assert RSearchReward(GoldSpanReader()).score(rs("Paris France", RS_QUOTE)).components["answer_f1"] == 0.67
 
 
 def test_r_search_seed_evidence_rule_refuses_evidence_written_without_a_search():

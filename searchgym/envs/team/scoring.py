@@ -72,8 +72,9 @@ def judge_answer(
     question, answers = episode.question, episode.answers
     prediction = call_frozen(recipe.generator, question, episode.selected_docs, answers=answers) if frozen_generator else answer
     # A frozen generator's sentences are checked for lists and both options only; a generator
-    # agent's own answer for extra names too (it is trained against this score).
-    if recipe.strict and hedged(prediction, answers, episode.candidates, extra_words=not frozen_generator):
+    # agent's own answer for second answers and length too (it is trained against this score).
+    check = "frozen" if frozen_generator else "containment"
+    if recipe.strict and hedged(prediction, answers, episode.candidates, question=question, check=check):
         accuracy = 0.0
     else:
         accuracy = gen_acc(prediction, answers, recipe.judge, question)
