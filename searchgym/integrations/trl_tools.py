@@ -20,7 +20,8 @@ to the rewards. :func:`tool_environment` returns such a factory for a searchgym 
 Each object plays a searchgym env made with ``action_format="tools"``:
 
 - its methods are the game's tools, made from the env's own schemas (so
-  ``get_json_schema(method)`` is ``info["tools"]``): ``search`` and ``answer``
+  ``get_json_schema(method)`` is ``info["tools"]``, less ``additionalProperties: false``,
+  which it does not write; the env refuses unknown arguments all the same): ``search`` and ``answer``
   (Search-R1, R1-Searcher, RECON), ``search`` and ``answer(answer, evidence)`` (R-Search),
   ``search``, ``select`` and ``finish`` (s3);
 - ``reset(**row)`` resets the env to the row's ``example_id`` (of the row's ``split``)

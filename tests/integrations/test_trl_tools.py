@@ -31,11 +31,13 @@ def trl_tools(environment):
 
 
 def same_schema(ours, env):
-    """get_json_schema leaves out an empty ``required``; otherwise the schemas are equal."""
-    env = {**env, "function": {**env["function"], "parameters": dict(env["function"]["parameters"])}}
-    if not env["function"]["parameters"].get("required"):
-        env["function"]["parameters"].pop("required", None)
-    return ours == env
+    """get_json_schema writes neither an empty ``required`` nor ``additionalProperties: false``
+    (the env refuses unknown arguments all the same); otherwise the schemas are equal."""
+    parameters = dict(env["function"]["parameters"])
+    assert parameters.pop("additionalProperties", False) is False
+    if not parameters.get("required"):
+        parameters.pop("required", None)
+    return ours == {**env, "function": {**env["function"], "parameters": parameters}}
 
 
 def direct_env(env_id, **kwargs):
@@ -132,7 +134,8 @@ def test_calls_play_the_env_one_turn_each_and_the_reward_is_the_envs(env_id, row
         if not terminated:
             assert text == info["messages"][-1]["content"]
     assert text == "Answer received. The episode is over."
-    assert environment.episode.info["messages"][4]["content"] == "Error: search expects (query: string); missing 'query'. This bad call costs 0.25 reward."
+    bad = environment.episode.info["messages"][4]["content"]
+    assert bad.startswith("Error: ") and "query" in bad and bad.endswith(" This bad call costs 0.25 reward.")
     assert environment.get_reward() == pytest.approx(total) and environment.get_reward() == pytest.approx(total)
     summary = environment.episode.summary()
     assert summary["answered"] and not summary["cut"] and summary["num_invalid"] == 1 and summary["num_searches"] == 1
@@ -143,11 +146,18 @@ def test_calls_play_the_env_one_turn_each_and_the_reward_is_the_envs(env_id, row
 
 
 def test_a_bad_call_gets_the_envs_error_text_and_penalty(rows):
-    environment = tool_environment("SearchR1-v0", **{**WORLD, "max_turns": 5}, reward_options={"invalid_action_penalty": -0.5})()
+    """Arguments reach the env as the model wrote them: missing, unknown and wrong-typed
+    ones get the env's own error text and its penalty."""
+    options = {**WORLD, "max_turns": 5, "reward_options": {"invalid_action_penalty": -0.5}}
+    environment = tool_environment("SearchR1-v0", **options)()
     environment.reset(**rows[0])
-    assert environment.search(q="x") == "Error: search expects (query: string); missing 'query'. This bad call costs 0.5 reward."
-    assert environment.search(query="a", limit=3) == "Error: search expects (query: string); got unknown argument 'limit'. This bad call costs 0.5 reward."
-    assert environment.answer(answer=7) == "Error: answer expects answer to be string, got int. This bad call costs 0.5 reward."
+    env = direct_env("SearchR1-v0", split="dev", **options)
+    env.reset(options={"example_id": rows[0]["example_id"]})
+    for i, (name, arguments) in enumerate([("search", {"q": "x"}), ("search", {"query": "a", "limit": 3}), ("answer", {"answer": 7})]):
+        text = getattr(environment, name)(**arguments)
+        _, reward, _, _, info = env.step(one_call(name, arguments, i))
+        assert text == info["messages"][-1]["content"] and reward == -0.5
+        assert text.startswith("Error: ") and text.endswith(" This bad call costs 0.5 reward.")
     assert environment.episode.summary()["num_invalid"] == 3
     assert environment.get_reward() == pytest.approx(-1.5)  # three penalties; cut with no answer: EM 0
 

@@ -84,6 +84,7 @@ class _Property(OpenAIFunctionPropertySchema):
 
 
 class _Parameters(OpenAIFunctionParametersSchema):
+    model_config = ConfigDict(extra="allow")  # keeps "additionalProperties": false
     properties: dict[str, _Property]
 
 
@@ -268,10 +269,13 @@ class SearchGymTool(BaseTool):
         if name not in tools:
             raise ConfigError(f"SearchGymTool expects config.name to be a tool of {self.env_id}'s game ({', '.join(tools)}), got {name!r}.")
         own = _ToolSchema.model_validate(tools[name])
-        if tool_schema is not None and _dump(tool_schema) != _dump(own):
+        # An entry's tool_schema went through verl's model, which keeps no "items" nor
+        # "additionalProperties": compare it with the env's schema seen the same way.
+        seen = OpenAIFunctionToolSchema.model_validate(tools[name])
+        if tool_schema is not None and _dump(tool_schema) != _dump(seen):
             raise ConfigError(
                 f"SearchGymTool {name!r} plays {self.env_id}'s own schema, and the tool_schema of its entry differs: "
-                f"{json.dumps(_dump(tool_schema))} against {json.dumps(_dump(own))}. Leave tool_schema out of the tool config."
+                f"{json.dumps(_dump(tool_schema))} against {json.dumps(_dump(seen))}. Leave tool_schema out of the tool config."
             )
         self.env_key = json.dumps([self.env_id, self.env_kwargs], sort_keys=True, default=repr)
         self._instances: dict[str, dict[str, Any]] = {}  # instance id -> {"create_kwargs", "episode"}
