@@ -1,10 +1,16 @@
-"""Train any searchgym env with TRL's ``GRPOTrainer``.
+"""Train any searchgym env with TRL's ``GRPOTrainer``, two ways.
+
+- :class:`EnvRollout`, a ``rollout_func``: the env's own protocol (tags), token-exact
+  records from searchgym's driver (below).
+- :func:`tool_environment`, an ``environment_factory``: the game through the model's native
+  tool calls, played by TRL's own tool loop (:mod:`searchgym.integrations.trl_tools`), with
+  :func:`tool_dataset` for its rows.
 
 TRL's ``rollout_func`` hook hands the trainer's prompts to a function that returns, for
 each one, prompt ids, completion ids, the sampled logprobs and an ``env_mask`` (1 on
 tokens the model generated, 0 on tokens the environment wrote). That is searchgym's
 :class:`~searchgym.agents.trajectory.Trajectory` exactly, so the five tag protocols stay
-as they are (TRL's JSON tool calling would replace them)::
+as they are::
 
     from trl import GRPOConfig, GRPOTrainer
     from searchgym.integrations.trl import EnvRollout, bf16_supported, env_reward
@@ -56,8 +62,9 @@ from searchgym.agents.lm_agents import policy_agent
 from searchgym.envs.access import search_env
 from searchgym.envs.registration import full_env_id, with_frozen_models
 from searchgym.error import ConfigError, require
+from searchgym.integrations.trl_tools import ToolEnvironment, tool_dataset, tool_environment
 
-__all__ = ["EnvRollout", "bf16_supported", "env_reward", "resolve_bf16"]
+__all__ = ["EnvRollout", "ToolEnvironment", "bf16_supported", "env_reward", "resolve_bf16", "tool_dataset", "tool_environment"]
 
 #: TRL GRPOConfig options this rollout cannot sample with, and their neutral values.
 _NEUTRAL_SAMPLING = {"top_k": (0, None), "min_p": (None, 0.0), "repetition_penalty": (1.0,)}

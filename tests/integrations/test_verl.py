@@ -525,3 +525,284 @@ def test_the_search_r1_recipe_composes_and_passes_verls_checks(gpus, overrides):
     assert entry.env_id == "searchgym/SearchR1-v0" and entry.env_kwargs.retriever == "http://127.0.0.1:8000/retrieve"
     (generic,) = OmegaConf.load(Path(folder) / "agent_loop.yaml")
     assert generic._target_ == entry._target_ and generic.env_id is None
+
+
+# --------------------------------------------------------------------------- the game as tools of verl's tool agent loop
+#: A minimal hermes-style template (ChatML turns, tools in the system turn, calls inside
+#: <tool_call></tool_call>, results inside <tool_response></tool_response>), written here.
+HERMES_TEMPLATE = (
+    "{% if tools %}<|im_start|>system\nCall a function by writing <tool_call>\n{\"name\": <name>, \"arguments\": <object>}\n"
+    "</tool_call>. The functions:{% for tool in tools %}\n{{ tool | tojson }}{% endfor %}<|im_end|>\n{% endif %}"
+    "{% for message in messages %}"
+    "{% if message.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ message.content }}\n</tool_response><|im_end|>\n"
+    "{% elif message.role == 'assistant' %}<|im_start|>assistant\n{{ message.content }}"
+    "{% for call in message.tool_calls or [] %}<tool_call>\n{\"name\": {{ call.function.name | tojson }}, \"arguments\": "
+    "{{ call.function.arguments | tojson }}}\n</tool_call>{% endfor %}<|im_end|>\n"
+    "{% else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endif %}"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+TOOL_WORLD = {"corpus_options": {"seed": 7, "num_passages": 400}, "max_turns": 3, "top_k": 1}
+
+
+def tool_call(name: str, **arguments: object) -> str:
+    import json
+
+    return f'<tool_call>\n{json.dumps({"name": name, "arguments": arguments})}\n</tool_call>'
+
+
+class ToolPlay:
+    """The policy the scripted LM plays through tool calls. Question 0: two parallel
+    searches, then the gold answer as a plain reply. Question 1: a search, then the answer
+    call, then a last reply after the episode ended. Question 2: a call of a tool the game
+    does not have, then a search (whose result no turn reads: the loop's turn limit).
+    Question 3: the gold answer at once, after a think block, without any call."""
+
+    def __init__(self, examples: list[QAExample]):
+        self.examples = examples
+
+    def __call__(self, context: str) -> str:
+        index = next(i for i, e in enumerate(self.examples) if e.question in context)
+        example, results = self.examples[index], context.count("<tool_response>")
+        if index == 0:
+            if results == 0:
+                return "Two searches at once.\n" + tool_call("search", query=example.question) + "\n" + tool_call("search", query="founded")
+            return f"{example.answers[0]}"
+        if index == 1:
+            return [tool_call("search", query=example.question), tool_call("answer", answer="not it"), "Done."][min(results, 2)]
+        if index == 2:
+            return tool_call("lookup", query="x") if results == 0 else tool_call("search", query=example.question)
+        return f"<think> I know this one. </think> {example.answers[0]}"
+
+
+def tool_files(tmp_path: Path, **env_kwargs: object) -> tuple[Path, Path]:
+    """A tool config with the game's two tools, and the packaged agent-loop file."""
+    tools = tmp_path / "tools.yaml"
+    entry = {"type": "native", "env_id": ENV_ID, "env_kwargs": {**TOOL_WORLD, **env_kwargs}}
+    OmegaConf.save(OmegaConf.create({"tools": [
+        {"class_name": "searchgym.integrations.verl.tools.SearchGymTool", "config": {**entry, "name": name}} for name in ("search", "answer")
+    ]}), tools)
+    return tools, ROOT / "searchgym" / "integrations" / "verl" / "agent_loop_tools.yaml"
+
+
+def tool_config(model_path: str, tmp_path: Path, **overrides: object):
+    tools, loops = tool_files(tmp_path)
+    config = verl_config(model_path, loops, **{
+        "actor_rollout_ref.rollout.multi_turn.enable": True,
+        "actor_rollout_ref.rollout.multi_turn.tool_config_path": str(tools),
+        "actor_rollout_ref.rollout.multi_turn.format": "hermes",
+        "actor_rollout_ref.rollout.multi_turn.max_parallel_calls": 4,
+        "actor_rollout_ref.rollout.multi_turn.max_tool_response_length": 8192,
+        "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": 3,
+        "actor_rollout_ref.rollout.prompt_length": 2048, "data.max_prompt_length": 2048,
+        "actor_rollout_ref.rollout.response_length": 1536,
+        **overrides,
+    })
+    config.actor_rollout_ref.model.custom_chat_template = HERMES_TEMPLATE
+    return config
+
+
+def tool_episodes(output: DataProto, tokenizer) -> list[dict]:
+    """Each sample of verl's batch: its prompt text, its response split into the model's
+    turns (mask 1) and the tool text (mask 0), its reward and what the loop recorded."""
+    batch, extra = output.batch, output.non_tensor_batch
+    width = batch["prompts"].shape[1]
+    out = []
+    for i in range(len(output)):
+        attention = batch["attention_mask"][i]
+        response_len = int(attention[width:].sum())
+        response, mask = batch["responses"][i, :response_len].tolist(), batch["response_mask"][i, :response_len].tolist()
+        spans, start = [], 0
+        for pos in range(1, len(mask) + 1):
+            if pos == len(mask) or mask[pos] != mask[start]:
+                spans.append((mask[start], tokenizer.decode(response[start:pos])))
+                start = pos
+        out.append({
+            "prompt": tokenizer.decode(batch["prompts"][i, width - int(attention[:width].sum()) :].tolist()),
+            "spans": spans,
+            "reward": float(batch["rm_scores"][i].sum()) if "rm_scores" in batch.keys() else None,
+            "score": float(extra["score"][i]) if "score" in extra else None,
+            "tool_rewards": list(extra["tool_rewards"][i]),
+            "summary": extra["searchgym_episode"][i],
+        })
+    return out
+
+
+def test_the_games_tools_play_through_verls_tool_agent_loop(ray_session, model_path, tmp_path):
+    """verl's AgentLoopWorker runs SearchGymToolAgentLoop (verl's ToolAgentLoop, tools from
+    the tool config, verl's hermes reader, its token building and masks) with the scripted
+    policy: each episode's reward is what a fresh env gives for the same turns."""
+    examples = gym.make(ENV_ID, split="dev", **TOOL_WORLD).unwrapped.examples[:4]
+    parquet = write_parquet(verl_rows(ENV_ID, split="dev", limit=4, tools=True, **TOOL_WORLD), tmp_path / "tools.parquet")
+    config = tool_config(model_path, tmp_path)
+    server = ray.remote(LanguageModelServer).remote(ScriptedLM(ToolPlay(examples), tiny_tokenizer()))
+    output = run_worker(config, server_client(config, server), parquet)
+
+    tokenizer = tiny_tokenizer()
+    first, second, third, fourth = tool_episodes(output, tokenizer)
+    env = gym.make(ENV_ID, split="dev", action_format="tools", **TOOL_WORLD)
+    # The prompt verl rendered: the env's tools through the template, then the env's prompt.
+    _, info = env.reset(options={"example": examples[0]})
+    assert info["tools"][0]["function"]["description"] in first["prompt"] and info["messages"][0]["content"] in first["prompt"]
+    # 0: the two searches are one turn (two tool messages), the plain reply is the answer: EM 1.
+    env.reset(options={"example": examples[0]})
+    calls = [{"type": "function", "function": {"name": "search", "arguments": {"query": q}}} for q in (examples[0].question, "founded")]
+    _, r1, _, _, info = env.step({"role": "assistant", "content": "Two searches at once.", "tool_calls": calls})
+    shown = [m["content"] for m in info["messages"][-2:]]
+    _, r2, terminated, _, info = env.step(examples[0].answers[0])
+    assert terminated and info["reward_components"]["em"] == 1.0
+    assert first["reward"] == first["score"] == pytest.approx(r1 + r2) == 1.0
+    assert first["summary"]["num_searches"] == 2 and first["summary"]["num_turns"] == 2 and first["summary"]["answered"]
+    assert [m for m, _ in first["spans"]] == [1, 0, 1]
+    tool_text = first["spans"][1][1]
+    assert tool_text.count("<tool_response>") == 2 and all(s in tool_text for s in shown)
+    assert first["tool_rewards"] == [r1, 0.0]  # the turn's reward on its first call
+    # 1: ended by the answer call; the reply after it changes nothing.
+    assert second["summary"]["answered"] and second["summary"]["prediction"] == "not it" and second["reward"] == 0.0
+    assert "Answer received. The episode is over." in second["spans"][3][1] and second["spans"][-1] == (1, "Done.<|im_end|>")
+    # 2: verl answers the unknown tool itself; the env plays that turn too (a bad call), then
+    # the search; verl's turn limit (3) stops the loop before a third turn: cut, no answer.
+    assert "Unknown function 'lookup'" in third["spans"][1][1]
+    summary = third["summary"]
+    assert summary["num_invalid"] == 1 and summary["num_searches"] == 1 and summary["cut"] and not summary["answered"]
+    assert third["reward"] == 0.0 and output.non_tensor_batch["answered"][2] == 0.0
+    # 3: no tool was ever called; the reply is the final answer (its think block dropped).
+    assert fourth["summary"]["prediction"] == examples[3].answers[0] and fourth["reward"] == 1.0 and fourth["tool_rewards"] == []
+    assert set(output.meta_info["reward_extra_keys"]) == set(REWARD_INFO_KEYS)
+
+
+class S3Play:
+    """s3 through tools: a search of the question, a selection of its first document, then finish."""
+
+    def __call__(self, context: str) -> str:
+        question = context.split("Question: ", 1)[1].split("\n", 1)[0]
+        results = context.count("<tool_response>")
+        return [tool_call("search", query=question), tool_call("select", doc_ids=[1]), tool_call("finish")][min(results, 2)]
+
+
+def test_s3_selects_and_finishes_through_verls_tool_agent_loop(ray_session, model_path, tmp_path):
+    """s3's three tools (select's doc_ids keep their integer items in verl's schema); the
+    reward is the env's Gain Beyond RAG for the same turns."""
+    s3 = "searchgym/S3-v0"
+    world = {"corpus_options": TOOL_WORLD["corpus_options"], "top_k": 2, "initial_top_k": 1}
+    tools = tmp_path / "s3_tools.yaml"
+    OmegaConf.save(OmegaConf.create({"tools": [
+        {"class_name": "searchgym.integrations.verl.tools.SearchGymTool",
+         "config": {"type": "native", "name": name, "env_id": s3, "env_kwargs": world}} for name in ("search", "select", "finish")
+    ]}), tools)
+    config = tool_config(model_path, tmp_path, **{
+        "actor_rollout_ref.rollout.multi_turn.tool_config_path": str(tools), "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": 4,
+    })
+    parquet = write_parquet(verl_rows(s3, split="dev", limit=1, tools=True, **world), tmp_path / "s3.parquet")
+    server = ray.remote(LanguageModelServer).remote(ScriptedLM(S3Play(), tiny_tokenizer()))
+    (episode,) = tool_episodes(run_worker(config, server_client(config, server), parquet), tiny_tokenizer())
+
+    assert '"doc_ids": {' in episode["prompt"] and '"items": {"type": "integer"}' in episode["prompt"]
+    env = gym.make(s3, split="dev", action_format="tools", **world)
+    example = env.unwrapped.examples[0]
+    env.reset(options={"example": example})
+    total = 0.0
+    for name, arguments in (("search", {"query": example.question}), ("select", {"doc_ids": [1]}), ("finish", {})):
+        _, reward, terminated, _, info = env.step({"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": name, "arguments": arguments}}]})
+        total += reward
+    assert terminated and episode["reward"] == pytest.approx(total) and episode["summary"]["answered"]
+    assert episode["summary"]["reward_components"] == info["reward_components"]
+    assert "Kept document 1." in episode["spans"][3][1]
+
+
+def test_the_tools_play_under_verls_plain_tool_agent_loop(ray_session, model_path, tmp_path):
+    """Rows run by verl's own tool_agent loop: the tools find the question in
+    tools_kwargs.<tool>.create_kwargs and play the turns; the step rewards are the tool
+    rewards (no reward_score: verl's reward function scores the response)."""
+    examples = gym.make(ENV_ID, split="dev", **TOOL_WORLD).unwrapped.examples[:2]
+    rows = [{**row, "agent_name": "tool_agent"} for row in verl_rows(ENV_ID, split="dev", limit=2, tools=True, **TOOL_WORLD)]
+    parquet = write_parquet(rows, tmp_path / "plain.parquet")
+    config = tool_config(model_path, tmp_path)
+    server = ray.remote(LanguageModelServer).remote(ScriptedLM(ToolPlay(examples), tiny_tokenizer()))
+    output = run_worker(config, server_client(config, server), parquet)
+    first, second = tool_episodes(output, tiny_tokenizer())
+    assert "rm_scores" not in output.batch.keys()
+    # 0: one turn of two searches played (the plain answer after it is not: the loop ended).
+    assert first["summary"]["num_searches"] == 2 and not first["summary"]["ended"] and first["tool_rewards"] == [0.0, 0.0]
+    # 1: the answer call ends the episode inside the loop.
+    assert second["summary"]["answered"] and second["summary"]["prediction"] == "not it"
+
+
+def test_a_tool_config_that_cannot_play_is_a_config_error():
+    from verl.tools.schemas import OpenAIFunctionToolSchema
+
+    from searchgym.integrations.verl.tools import SearchGymTool, game_tools
+
+    def tool(**config):
+        return SearchGymTool({"type": "native", **config}, None)
+
+    assert tool(name="search", env_id="SearchR1-v0").name == "search"
+    assert [t["function"]["name"] for t in game_tools("S3-v0")] == ["search", "select", "finish"]
+    with pytest.raises(ConfigError, match=r"^SearchGymTool expects config\.env_id, a registered env id such as searchgym/SearchR1-v0, got None\.$"):
+        tool(name="search")
+    with pytest.raises(ConfigError, match=r"expects config\.name to be a tool of searchgym/SearchR1-v0's game \(search, answer\), got 'select'\.$"):
+        tool(name="select", env_id="SearchR1-v0")
+    with pytest.raises(ConfigError, match=r"expects a single-agent env id .*got searchgym/MultiAgentSearcher-v0\.$"):
+        tool(name="search", env_id="MultiAgentSearcher-v0")
+    with pytest.raises(ConfigError, match=r"action_format='tools'\), got action_format='tags'\.$"):
+        tool(name="search", env_id="SearchR1-v0", env_kwargs={"action_format": "tags"})
+    other = OpenAIFunctionToolSchema.model_validate(
+        {"type": "function", "function": {"name": "search", "description": "web search", "parameters": {"type": "object", "properties": {}}}}
+    )
+    with pytest.raises(ConfigError, match=r"plays searchgym/SearchR1-v0's own schema, and the tool_schema of its entry differs: .* Leave tool_schema out"):
+        SearchGymTool({"type": "native", "env_id": "SearchR1-v0"}, other)
+    # The name may come from the entry's schema; the env's own schema is accepted as is.
+    own = OpenAIFunctionToolSchema.model_validate(game_tools("SearchR1-v0")[1])
+    assert SearchGymTool({"type": "native", "env_id": "SearchR1-v0"}, own).name == "answer"
+
+
+def test_the_packaged_tool_files_load_in_verl():
+    from hydra.utils import get_class
+    from verl.tools.tool_registry import initialize_tools_from_config
+
+    folder = ROOT / "searchgym" / "integrations" / "verl"
+    tools = initialize_tools_from_config(str(folder / "tools_search_r1.yaml"))
+    assert [t.name for t in tools] == ["search", "answer"]
+    assert {t.env_id for t in tools} == {ENV_ID} and {t.env_kwargs["retriever"] for t in tools} == {"http://127.0.0.1:8000/retrieve"}
+    (entry,) = OmegaConf.load(folder / "agent_loop_tools.yaml")
+    assert entry.name == "searchgym_tool_agent" and get_class(entry._target_).__name__ == "SearchGymToolAgentLoop"
+
+
+def test_tool_rows_carry_the_tool_prompt_and_each_tools_question(tmp_path):
+    path = write_parquet(verl_rows("searchgym/RSearch-v0", split="dev", limit=2, tools=True, **TOOL_WORLD), tmp_path / "r.parquet")
+    rows = read_parquet(path)
+    env = gym.make("searchgym/RSearch-v0", split="dev", action_format="tools", **TOOL_WORLD)
+    for row, example in zip(rows, env.unwrapped.examples):
+        _, info = env.reset(options={"example": example})
+        assert row["agent_name"] == "searchgym_tool_agent" and row["prompt"] == info["messages"]
+        kwargs = row["extra_info"]["tools_kwargs"]
+        assert sorted(kwargs) == ["answer", "search"]
+        assert kwargs["search"]["create_kwargs"] == {
+            "example_id": example.id, "question": example.question, "answers": list(example.answers),
+            "metadata_json": row["extra_info"]["metadata_json"],
+        }
+    assert read_examples(path) == env.unwrapped.examples[:2]
+    done = subprocess.run([sys.executable, "-m", "searchgym.integrations.verl", "prepare", "--tools", "--limit", "1", "--out", str(tmp_path / "cli"),
+                           "--env-kwargs", '{"corpus_options": {"seed": 7, "num_passages": 400}}'],
+                          capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr
+    assert read_parquet(tmp_path / "cli" / "train.parquet")[0]["agent_name"] == "searchgym_tool_agent"
+
+
+def test_the_documented_tool_command_composes_and_passes_verls_checks():
+    """docs/verl.md's one-GPU tool command line, composed as main_ppo composes it."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    folder = ROOT / "searchgym" / "integrations" / "verl"
+    page = (ROOT / "docs" / "verl.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", page, flags=re.S) if "agent_loop_tools.yaml" in b)
+    command = block.replace("\\\n", " ").split("--config-name search_r1", 1)[1].splitlines()[0]
+    overrides = [word.replace('"$CONF', str(folder)).replace('"', "") for word in command.split()]
+    with initialize_config_dir(config_dir=str(folder), version_base=None):
+        config = compose(config_name="search_r1", overrides=overrides)
+    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    multi_turn = config.actor_rollout_ref.rollout.multi_turn
+    assert multi_turn.enable and multi_turn.format == "hermes" and multi_turn.max_tool_response_length == 4096
+    assert Path(multi_turn.tool_config_path) == folder / "tools_search_r1.yaml"
+    (entry,) = OmegaConf.load(config.actor_rollout_ref.rollout.agent.agent_loop_config_path)
+    assert entry.name == "searchgym_tool_agent" and "tools_search_r1.yaml" in multi_turn.tool_config_path

@@ -1,8 +1,8 @@
 """``python -m searchgym.integrations.verl``: write verl's parquet files, read Search-R1's.
 
-    prepare          an env's train and test questions as verl parquet rows
+    prepare          an env's train and test questions as verl parquet rows (--tools: for the tool agent loop)
     from-search-r1   Search-R1 processed parquet -> searchgym QA jsonl (an env's dataset=)
-    config-dir       the folder of search_r1.yaml and the agent-loop files (verl's --config-path)
+    config-dir       the folder of search_r1.yaml, the agent-loop and tool files (verl's --config-path)
 """
 
 from __future__ import annotations
@@ -46,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--env-kwargs", type=json_object, default={},
         help='gym.make arguments as JSON, e.g. \'{"corpus_options": {"seed": 1}}\' (default {})',
     )
+    prepare.add_argument(
+        "--tools", action="store_true",
+        help="rows for verl's tool agent loop: the game's tool-calling prompt, agent_name 'searchgym_tool_agent', "
+        "extra_info.tools_kwargs (docs/verl.md)",
+    )
 
     convert = sub.add_parser(
         "from-search-r1",
@@ -60,8 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser(
         "config-dir",
-        help="print the folder of search_r1.yaml and agent_loop*.yaml (for verl's --config-path)",
-        description="Prints the folder that holds the Search-R1 recipe (search_r1.yaml) and the agent-loop config files.",
+        help="print the folder of search_r1.yaml, agent_loop*.yaml and tools_*.yaml (for verl's --config-path)",
+        description="Prints the folder that holds the Search-R1 recipe (search_r1.yaml), the agent-loop config files and the tool config files.",
     )
     return parser
 
@@ -77,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.train_split == args.test_split:
                 raise ConfigError(f"prepare expects different train and test splits, got {args.train_split!r} for both.")
             for name, split in (("train", args.train_split), ("test", args.test_split)):
-                rows = list(verl_rows(args.env, split=split, limit=args.limit, **args.env_kwargs))
+                rows = list(verl_rows(args.env, split=split, limit=args.limit, tools=args.tools, **args.env_kwargs))
                 path = write_parquet(rows, args.out / f"{name}.parquet")
                 print(f"{path}: {len(rows)} rows ({args.env}, split {split})")
         elif args.command == "from-search-r1":

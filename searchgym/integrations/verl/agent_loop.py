@@ -80,7 +80,7 @@ class EnvPool:
 ENV_POOL = EnvPool()
 
 
-def _plain(value: Any) -> Any:
+def plain_config(value: Any) -> Any:
     """OmegaConf containers (what hydra hands the loop) as plain dicts and lists."""
     if isinstance(value, (DictConfig, ListConfig)):
         return OmegaConf.to_container(value, resolve=True)
@@ -132,12 +132,12 @@ class SearchGymAgentLoop(AgentLoopBase):
     ):
         super().__init__(*args, **kwargs)
         self.env_id = env_id
-        self.env_kwargs = dict(_plain(env_kwargs) or {})
+        self.env_kwargs = dict(plain_config(env_kwargs) or {})
         self.max_tokens_per_turn = _positive_int_or_none("max_tokens_per_turn", max_tokens_per_turn)
         self.chat = chat
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.response_length = int(self.rollout_config.response_length)
-        self.template_options = dict(_plain(self.apply_chat_template_kwargs) or {})
+        self.template_options = dict(plain_config(self.apply_chat_template_kwargs) or {})
 
     def _env_id(self, row_env_id: Any) -> str:
         from searchgym.envs.registration import full_env_id

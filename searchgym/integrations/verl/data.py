@@ -15,6 +15,11 @@ A row, as :func:`verl_rows` writes it::
     extra_info    {"index", "example_id", "question", "split", "env_id", "metadata_json"}
     agent_name    "searchgym"                    (the agent loop verl runs for the row)
 
+A tool row (``verl_rows(..., tools=True)``, for verl's tool agent loop) has the game's
+tool-calling prompt, ``agent_name`` ``"searchgym_tool_agent"`` and
+``extra_info.tools_kwargs`` ``{<tool>: {"create_kwargs": {"example_id", "question",
+"answers", "metadata_json"}}}`` for each tool of the game.
+
 Search-R1's rows have ``data_source`` (``nq``, ``hotpotqa``, ...), ``prompt`` (its
 instructions ending in ``Question: ...``), ``ability``, ``reward_model`` with
 ``ground_truth.target`` (the golden answers) and ``extra_info`` with ``split`` and
@@ -37,15 +42,22 @@ from searchgym.error import ConfigError, DataFileNotFoundError, DataFormatError,
 
 #: The name the agent loop is registered under in verl (``agent_name`` of every row).
 AGENT_NAME = "searchgym"
+#: The name of verl's tool agent loop with searchgym's episode (``agent_name`` of tool rows).
+TOOL_AGENT_NAME = "searchgym_tool_agent"
 ABILITY = "search-qa"
 REWARD_STYLE = "searchgym"
 #: Columns verl's dataset needs in every row.
 REQUIRED_COLUMNS = ("data_source", "prompt", "reward_model")
 
 
-def verl_row(example: QAExample, prompt_messages: Sequence[Mapping[str, str]], *, index: int, split: str, env_id: str) -> dict[str, Any]:
-    """The parquet row of one question (see the module docstring)."""
-    return {
+def verl_row(
+    example: QAExample, prompt_messages: Sequence[Mapping[str, str]], *, index: int, split: str, env_id: str,
+    tools: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The parquet row of one question (see the module docstring). With ``tools`` (the
+    game's tool names) it is a tool row: ``agent_name`` is ``searchgym_tool_agent`` and
+    ``extra_info.tools_kwargs.<tool>.create_kwargs`` names the question for each tool."""
+    row = {
         "data_source": env_id,
         "prompt": [{"role": str(m["role"]), "content": str(m["content"])} for m in prompt_messages],
         "ability": ABILITY,
@@ -60,13 +72,27 @@ def verl_row(example: QAExample, prompt_messages: Sequence[Mapping[str, str]], *
         },
         "agent_name": AGENT_NAME,
     }
+    if tools:
+        question = {
+            "example_id": example.id, "question": example.question, "answers": list(example.answers),
+            "metadata_json": row["extra_info"]["metadata_json"],
+        }
+        row["extra_info"]["tools_kwargs"] = {name: {"create_kwargs": dict(question)} for name in tools}
+        row["agent_name"] = TOOL_AGENT_NAME
+    return row
 
 
-def verl_rows(env_id: str, *, split: str = "train", limit: int | None = None, **env_kwargs: Any) -> Iterator[dict[str, Any]]:
+def verl_rows(
+    env_id: str, *, split: str = "train", limit: int | None = None, tools: bool = False, **env_kwargs: Any
+) -> Iterator[dict[str, Any]]:
     """One row per question of ``env_id``'s dataset ``split`` (``gym.make`` arguments in
     ``env_kwargs``, e.g. ``corpus_options``), in dataset order.
 
     Each prompt is the one the env writes at reset (for s3 with its first documents).
+    ``tools=True`` writes rows for verl's tool agent loop
+    (:mod:`searchgym.integrations.verl.tools`): the game's tool-calling prompt
+    (``action_format="tools"``), ``agent_name`` ``searchgym_tool_agent`` and each tool's
+    ``create_kwargs``.
     """
     import gymnasium as gym
 
@@ -75,14 +101,17 @@ def verl_rows(env_id: str, *, split: str = "train", limit: int | None = None, **
     env_id = full_env_id(env_id)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"verl_rows expects limit to be a positive integer or None, got {limit!r}.")
+    if tools:
+        env_kwargs = {**env_kwargs, "action_format": "tools"}
     env = gym.make(env_id, split=split, **env_kwargs)
     try:
+        names = [t["function"]["name"] for t in search_env(env).game.tools.tools] if tools else []
         examples = list(search_env(env).examples)
         if not examples:
             raise ConfigError(f"verl_rows expects {env_id} to have questions in split {split!r}, got none. Pick another split.")
         for index, example in enumerate(examples[:limit]):
             _, info = env.reset(seed=index, options={"example": example})
-            yield verl_row(example, info["prompt_messages"], index=index, split=split, env_id=env_id)
+            yield verl_row(example, info["prompt_messages"], index=index, split=split, env_id=env_id, tools=names)
     finally:
         env.close()
 
