@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -111,3 +112,19 @@ class CoalescingRetriever(Retriever):
         if name == "retriever":
             raise AttributeError(name)
         return getattr(self.retriever, name)
+
+
+_COALESCERS: weakref.WeakKeyDictionary[Retriever, CoalescingRetriever] = weakref.WeakKeyDictionary()
+_COALESCERS_LOCK = threading.Lock()
+
+
+def coalesced(retriever: Retriever) -> Retriever:
+    """The process's :class:`CoalescingRetriever` of ``retriever`` (one per retriever object, so
+    that every env sharing the retriever shares its batches); a coalescing retriever as it is."""
+    if isinstance(retriever, CoalescingRetriever):
+        return retriever
+    with _COALESCERS_LOCK:
+        found = _COALESCERS.get(retriever)
+        if found is None:
+            found = _COALESCERS[retriever] = CoalescingRetriever(retriever)
+        return found

@@ -83,3 +83,14 @@ def test_bad_settings_are_refused(kwargs, message):
         CoalescingRetriever(make_retriever("bm25", corpus), **kwargs)
     with pytest.raises(ConfigError, match="expects a Retriever, got str"):
         CoalescingRetriever("bm25")
+
+
+def test_one_coalescer_per_retriever_object():
+    from searchgym.corpora.coalesce import coalesced
+
+    corpus = generate(seed=3, num_passages=100).corpus
+    bm25 = make_retriever("bm25", corpus)
+    first = coalesced(bm25)
+    assert coalesced(bm25) is first and coalesced(first) is first
+    assert isinstance(first, CoalescingRetriever) and first.retriever is bm25
+    assert first.search(["alpha"], 3) == bm25.search(["alpha"], 3)

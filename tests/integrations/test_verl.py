@@ -806,3 +806,51 @@ def test_the_documented_tool_command_composes_and_passes_verls_checks():
     assert Path(multi_turn.tool_config_path) == folder / "tools_search_r1.yaml"
     (entry,) = OmegaConf.load(config.actor_rollout_ref.rollout.agent.agent_loop_config_path)
     assert entry.name == "searchgym_tool_agent" and "tools_search_r1.yaml" in multi_turn.tool_config_path
+
+
+def test_pooled_envs_coalesce_the_searches_of_episodes_stepping_in_threads():
+    """verl's loops step each episode's env in a worker thread: the pool's envs share one
+    coalescing retriever, so searches made at once go out as one call, each with its own hits."""
+    import threading
+
+    from searchgym.corpora.coalesce import CoalescingRetriever
+    from searchgym.envs import search_env
+    from searchgym.integrations.verl.agent_loop import EnvPool
+
+    pool = EnvPool()
+    kwargs = {"corpus_options": {"seed": 7, "num_passages": 400}}
+    envs = [pool.acquire("searchgym/SearchR1-v0", kwargs) for _ in range(8)]
+    coalescing = search_env(envs[0]).retriever
+    assert isinstance(coalescing, CoalescingRetriever) and all(search_env(e).retriever is coalescing for e in envs)
+    inner, calls, gate = coalescing.retriever, [], threading.Event()
+    real = inner.search
+
+    def slow(queries, k):
+        calls.append(tuple(queries))
+        gate.wait(5)
+        return real(queries, k)
+
+    inner.search = slow
+    try:
+        examples = search_env(envs[0]).examples[:8]
+        for env, ex in zip(envs, examples):
+            env.reset(options={"example_id": ex.id})
+        out = [None] * 8
+        threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, envs[i].step(f"<search> {examples[i].question} </search>")))
+                   for i in range(8)]
+        threads[0].start()
+        while not calls:
+            threading.Event().wait(0.001)
+        for t in threads[1:]:
+            t.start()
+        while len(coalescing._pending) < 7:
+            threading.Event().wait(0.001)
+        gate.set()
+        for t in threads:
+            t.join(30)
+    finally:
+        del inner.search
+    assert len(calls) == 2 and len(calls[1]) == 7
+    for env, ex, (obs, *_) in zip(envs, examples, out):
+        env.reset(options={"example_id": ex.id})
+        assert env.step(f"<search> {ex.question} </search>")[0] == obs

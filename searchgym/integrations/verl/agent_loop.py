@@ -52,7 +52,9 @@ class EnvPool:
     """Idle searchgym envs by (id, arguments), shared by the loops of one worker process.
 
     verl builds an agent loop per row; envs (corpus, retriever index) are built once per
-    concurrent episode and reused.
+    concurrent episode and reused. Their retriever is coalesced
+    (:func:`searchgym.corpora.coalesce.coalesced`): the searches of episodes stepping in worker
+    threads at the same time go out as one call, as ``searchgym serve`` joins requests.
     """
 
     def __init__(self) -> None:
@@ -70,7 +72,14 @@ class EnvPool:
                 return idle.pop()
         import gymnasium as gym
 
-        return gym.make(env_id, **dict(env_kwargs))
+        from searchgym.corpora.coalesce import coalesced
+        from searchgym.envs import search_env
+
+        env = gym.make(env_id, **dict(env_kwargs))
+        # The episodes step in worker threads: their searches join in one call while one runs.
+        inner = search_env(env)
+        inner.retriever = coalesced(inner.retriever)
+        return env
 
     def release(self, env_id: str, env_kwargs: Mapping[str, Any], env: Any) -> None:
         with self._lock:
