@@ -166,9 +166,13 @@ def test_the_generators_reward_is_its_answer_score_and_the_searcher_is_scored_on
     assert totals == {"searcher": 1.0, "generator": 1.0}
     totals, _, _ = play(env, {"searcher": oracle_searcher(), "generator": lambda o, i: "<answer>Zirramith</answer>"})
     assert totals == {"searcher": -0.0, "generator": 0.0}
-    # The generator agent's own answer is held to every hedging rule: a sentence adding as many
-    # words as the gold has scores as a wrong answer (a frozen generator's would not).
+    # The generator agent's own answer is held to every hedging rule: a sentence stating one
+    # answer keeps its credit, two candidates or the pasted documents score as a wrong answer.
     totals, _, _ = play(env, {"searcher": oracle_searcher(), "generator": lambda o, i: "<answer>The university is in Predisk.</answer>"})
+    assert totals == {"searcher": 1.0, "generator": 1.0}
+    totals, _, _ = play(env, {"searcher": oracle_searcher(), "generator": lambda o, i: "<answer>Predisk or Zirramith</answer>"})
+    assert totals == {"searcher": -0.0, "generator": 0.0}
+    totals, _, _ = play(env, {"searcher": oracle_searcher(), "generator": lambda o, i: f"<answer>{o}</answer>"})
     assert totals == {"searcher": -0.0, "generator": 0.0}
 
 
