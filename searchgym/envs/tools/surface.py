@@ -13,7 +13,7 @@ What is a bad call (each an ``Invalid`` action: a tool message saying what was w
 recipe's ``invalid_action_penalty``): a call that cannot be read (invalid JSON, no name), an
 unknown tool, missing, unknown or wrong-typed arguments, an empty query or answer, a
 ``select`` of a document number the latest results did not show, ``answer`` or ``finish``
-beside other calls in one turn, more than :data:`MAX_CALLS_PER_TURN` calls, and text that
+beside other calls in one turn (but ``select`` beside ``finish``), more than :data:`MAX_CALLS_PER_TURN` calls, and text that
 poses as a tool result (``<tool_response>`` and the like, or the protocol's own information
 tags). A reply with no call is the final answer in the games where the agent answers (as
 TRL and verifiers read it), and a bad turn in s3.
@@ -118,7 +118,10 @@ class ToolSurface:
         action_calls: list[int | None] = []
         calls: list[tuple[str, str]] = []
         recorded: list[dict[str, Any]] = []
-        terminal_alone = len(raw_calls) == 1
+        # finish may come with the selections of the latest results (s3's one tag turn
+        # <important_info>[..]</important_info><search_complete>True</search_complete>).
+        beside = "select" if "select" in self.names else None
+        terminal_alone = sum(call.name != beside for call in raw_calls) == 1
         for i, call in enumerate(raw_calls):
             call_id = call.id or f"call_{turn}_{i}"
             name = call.name if isinstance(call.name, str) else "invalid"
@@ -209,7 +212,8 @@ class ToolSurface:
         if problem:
             return [Invalid(problem)]
         if name == self.terminal and not alone:
-            return [Invalid(f"{name} must be the only call of its turn: call it alone, after the results come back")]
+            beside = " (select may come with it)" if "select" in self.names else ""
+            return [Invalid(f"{name} must be the only call of its turn{beside}: call it alone, after the results come back")]
         if name == "search":
             query = args["query"].strip()
             return [Search(query)] if query else [Invalid("search needs a non-empty query")]
