@@ -72,7 +72,7 @@ class Args:
     model: str = "smollm2"
     """Policy model: a built-in name (smollm2, tiny-random), a local folder (e.g. an SFT run's final/) or a cached HF id."""
     chat_template: str | None = None
-    """Chat template installed on the policy's tokenizer (saved with its checkpoints): hermes, hermes-think or llama3
+    """Chat template installed on the policy's tokenizer (saved with its checkpoints): hermes, hermes-think, llama3 or mistral
     (searchgym.lm.chat_templates). Needed to play an env with action_format "tools" when the model's own template writes
     no tools (SmolLM2's); the env then reads calls with the template's tool_parser unless env_options names one. None:
     the model's own."""

@@ -108,7 +108,7 @@ class SFTArgs:
     model: str = "scratch"
     """Student: "scratch" (a new small Llama with a tokenizer trained on the env's corpus), a built-in name or a folder."""
     chat_template: str | None = None
-    """Chat template installed on the student's tokenizer (saved with final/): hermes, hermes-think or llama3
+    """Chat template installed on the student's tokenizer (saved with final/): hermes, hermes-think, llama3 or mistral
     (searchgym.lm.chat_templates). With env_options {"action_format": "tools"} the oracle's tool calls are written as
     this template shows them, and the env reads them with its tool_parser unless env_options names one. None: the
     model's own (SmolLM2's and the scratch model's write no tools)."""
