@@ -96,7 +96,9 @@ class EpisodeResult:
     read on its last turn plus that turn), else the env's ``context_tokens``. ``wall_time`` is this episode's share
     of the rounds it was live in. ``outcome`` is one of :data:`OUTCOMES`; ``flags`` lists
     what went wrong on the way without ending the episode: ``length`` (a turn hit
-    ``max_new_tokens``), ``empty_generation``, ``invalid_turn``, ``observation_truncated``.
+    ``max_new_tokens``), ``empty_generation``, ``invalid_turn``, ``observation_truncated``,
+    ``render_mismatch`` (tool play: the agent's token record differs from a fresh render
+    of the conversation by its chat template; see ``Trajectory.render_mismatch``).
     """
 
     example_id: str
@@ -402,6 +404,8 @@ class _GymEpisode(LiveEpisode):
 
     def result(self, outcome: str | None, error: str | None, trajectories: Mapping[str, Any]) -> EpisodeResult:
         info, trajectory = self.info, trajectories[AGENT]
+        if getattr(trajectory, "render_mismatch", None):
+            self.flag("render_mismatch")
         prediction = None
         if outcome is None:
             prediction = info.get("prediction")

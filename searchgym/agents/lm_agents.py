@@ -11,22 +11,37 @@ Three families share one loop and differ in what the protocol lets the policy do
 Each episode's context is kept as token ids (a :class:`Trajectory`): the prompt, then
 for every turn the ids the engine sampled and the tokenized observation. The next turn
 is generated from those ids, so what the model read is exactly what a trainer sees.
+
+The same agents play envs made with ``action_format="tools"`` (an episode whose reset
+``info`` has ``tools``): the prompt is ``info["messages"]`` rendered by the chat template
+with ``tools=info["tools"]``; each turn's raw sampled text is the action (the env's tool
+parser reads it); each observation is the template's rendering of the step's new
+messages and the next assistant header (:func:`~searchgym.agents.tokens.observation_text`).
+Where the record differs from a fresh render of the whole conversation (a template that
+rewrites history, or a turn the template would write otherwise) the agent keeps its own
+record, marks it (``Trajectory.render_mismatch``), counts it (``render_mismatches``) and
+warns once.
 """
 
 from __future__ import annotations
 
 import threading
+import warnings
 from abc import abstractmethod
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from searchgym.agents.base import Agent, turn_seed
-from searchgym.agents.tokens import encode_text, prompt_ids
+from searchgym.agents.tokens import encode_text, observation_text, prompt_ids, render_chat
 from searchgym.agents.trajectory import Trajectory
 from searchgym.envs.access import search_env
 from searchgym.envs.protocols import Protocol, make_protocol
-from searchgym.error import ConfigError
+from searchgym.envs.tools.parsers import TOOL_PARSERS
+from searchgym.error import ConfigError, UnknownNameError
 from searchgym.lm.base import Generation, LanguageModel
+from searchgym.lm.chat_templates import ChatTemplate, check_tool_template, default_tool_parser, end_of_turn, template_by_name
 
 
 def _positive_int(owner: str, name: str, value: Any) -> int:
@@ -83,7 +98,11 @@ class LMTurnAgent(Agent):
         return self.encode(self.lm.apply_chat(messages))
 
     def end_episode(self, slot: int) -> Trajectory | None:
+        self._forget(slot)
         return self._trajectories.pop(slot, None)
+
+    def _forget(self, slot: int) -> None:
+        """Drop what a subclass keeps per episode besides the trajectory."""
 
     def trajectory(self, slot: int) -> Trajectory | None:
         """The live trajectory of ``slot`` (``None`` if it has none)."""
@@ -116,6 +135,15 @@ class LMTurnAgent(Agent):
         return generations
 
 
+@dataclass
+class _Chat:
+    """A tool episode's place in its conversation: how many messages the record holds and
+    whether the latest sampled turn ended with the template's end of turn."""
+
+    seen: int
+    closed: bool = True
+
+
 class LMAgent(LMTurnAgent):
     """The policy LM plays the protocol: the env's prompt, then one generation per turn.
 
@@ -130,10 +158,18 @@ class LMAgent(LMTurnAgent):
         chat: Whether to format the prompt with the model's chat template (the env's
             ``info["prompt_messages"]``); ``None`` follows the protocol
             (``Protocol.uses_chat_template``: R1-Searcher's seed feeds raw text).
+            Tool play always uses the chat template.
+        chat_template: Tool play: a template of :data:`searchgym.lm.chat_templates.CHAT_TEMPLATES`
+            (``"hermes"``, ``"hermes-think"``, ``"llama3"``, ``"mistral"``) to render the
+            conversation with, the tokenizer left as it is; ``None``: the tokenizer's own
+            (it must write tools: SmolLM2's does not).
+        tool_parser: Tool play: the env parser that reads what the template shows the
+            model to write; ``None``: the template's (``"hermes"`` for a tokenizer's own).
+            :meth:`for_env` refuses an env made with another parser.
 
     Generation stops at the protocol's stop strings (e.g. ``</search>``), so every turn is
     one action; observations are tokenized and appended without a new chat turn, as in
-    the original repositories.
+    the original repositories. In tool play a turn ends at the template's end of turn.
     """
 
     name = "lm"
@@ -150,6 +186,8 @@ class LMAgent(LMTurnAgent):
         top_p: float = 1.0,
         seed: int | None = None,
         chat: bool | None = None,
+        chat_template: str | None = None,
+        tool_parser: str | None = None,
     ):
         super().__init__(lm, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
         self.protocol = make_protocol(protocol)
@@ -159,12 +197,41 @@ class LMAgent(LMTurnAgent):
                 f"{self.protocol.name!r}. Use {_family_for(self.protocol.name)} for that env."
             )
         self.chat = self.protocol.uses_chat_template if chat is None else bool(chat)
+        self.template = None if chat_template is None else chat_template_for(lm.tokenizer, chat_template, type(self).__name__)
+        source = self.template.source if self.template is not None else None
+        self.end_of_turn = end_of_turn(lm.tokenizer, source)
+        if tool_parser is not None and tool_parser not in TOOL_PARSERS:
+            raise UnknownNameError("tool parser", tool_parser, TOOL_PARSERS)
+        self.tool_parser = tool_parser or default_tool_parser(lm.tokenizer, source)
+        #: Tool episodes whose record differed from a fresh render, by reason (see Trajectory.render_mismatch).
+        self.render_mismatches: Counter[str] = Counter()
+        self._chats: dict[int, _Chat] = {}
+        self._checked_template = False
 
     @classmethod
     def for_env(cls, env: Any, lm: LanguageModel, **options: Any) -> LMAgent:
         """An agent for the protocol of ``env`` (wrapped or not)."""
-        return cls(lm, search_env(env).protocol, **options)
+        agent = cls(lm, search_env(env).protocol, **options)
+        agent.check_env(env)
+        return agent
 
+    def check_env(self, env: Any) -> None:
+        """Refuse an env made with ``action_format="tools"`` whose tool parser cannot read
+        what this agent's chat template shows the model to write."""
+        inner = search_env(env)
+        surface = getattr(getattr(inner, "game", None), "tools", None)
+        if surface is None:
+            return
+        expected = TOOL_PARSERS.get(self.tool_parser)
+        if surface.parser is not expected and surface.parser in TOOL_PARSERS.values():
+            used = next(name for name, parser in TOOL_PARSERS.items() if parser is surface.parser)
+            raise ConfigError(
+                f"{type(self).__name__} writes tool calls the {self.tool_parser!r} parser reads (its chat template's form), "
+                f"but the env reads turns with tool_parser={used!r}. Make the env with tool_parser={self.tool_parser!r}, "
+                f"or give the agent the chat_template whose calls {used!r} reads."
+            )
+
+    # -- the loop
     def act_with_generations(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[Generation | None]]:
         self._check_batch(observations, infos)
         contexts = []
@@ -172,7 +239,12 @@ class LMAgent(LMTurnAgent):
         for position, (observation, info) in enumerate(zip(observations, infos)):
             slot = info.get("slot", position)
             if info.get("turn", 0) == 0:
-                self._trajectories[slot] = Trajectory(prompt_ids(self.lm.tokenizer, observation, info, chat=self.chat))
+                self._chats.pop(slot, None)
+                if "tools" in info:
+                    self._trajectories[slot] = Trajectory(self._tool_prompt_ids(info))
+                    self._chats[slot] = _Chat(len(info["messages"]))
+                else:
+                    self._trajectories[slot] = Trajectory(prompt_ids(self.lm.tokenizer, observation, info, chat=self.chat))
             else:
                 trajectory = self._trajectories.get(slot)
                 if trajectory is None:
@@ -180,13 +252,106 @@ class LMAgent(LMTurnAgent):
                         f"{type(self).__name__}.act got turn {info.get('turn')} of slot {slot} without its first "
                         "turn; feed every episode from its reset observation."
                     )
-                trajectory.add_observation(self.encode(observation))
+                if slot in self._chats:
+                    self._add_tool_observation(slot, trajectory, info)
+                else:
+                    trajectory.add_observation(self.encode(observation))
             contexts.append(self._trajectories[slot].context_ids())
             slots.append(slot)
-        generations = self._generate(contexts, self.protocol.stop_strings, infos)
+        generations = self._generate_grouped(contexts, [self._stop(slot) for slot in slots], infos)
+        texts = []
         for slot, g in zip(slots, generations):
             self._trajectories[slot].add_generated(g.token_ids, g.logprobs, g.finish_reason)
-        return [g.text for g in generations], list(generations)
+            chat = self._chats.get(slot)
+            if chat is None:
+                texts.append(g.text)
+                continue
+            eot = self.end_of_turn
+            chat.closed = bool(eot) and self.lm.tokenizer.decode(g.token_ids[-16:]).endswith(eot)
+            texts.append(g.text.removesuffix(eot) if eot else g.text)  # the raw turn: the env's parser reads it
+        return texts, list(generations)
+
+    def _stop(self, slot: int) -> tuple[str, ...]:
+        if slot in self._chats:
+            return (self.end_of_turn,) if self.end_of_turn else ()
+        return tuple(self.protocol.stop_strings)
+
+    def _generate_grouped(self, contexts: Sequence[Sequence[int]], stops: Sequence[tuple[str, ...]], infos: Sequence[Mapping[str, Any]]) -> list[Generation]:
+        """One ``generate`` call per set of stop strings (one call when the batch plays one format)."""
+        out: list[Generation | None] = [None] * len(contexts)
+        for stop in dict.fromkeys(stops):
+            rows = [i for i, s in enumerate(stops) if s == stop]
+            for i, g in zip(rows, self._generate([contexts[i] for i in rows], stop, [infos[i] for i in rows])):
+                out[i] = g
+        return out  # type: ignore[return-value]
+
+    def _forget(self, slot: int) -> None:
+        self._chats.pop(slot, None)
+
+    # -- tool play
+    def _template_source(self) -> str | None:
+        return self.template.source if self.template is not None else None
+
+    def _tool_prompt_ids(self, info: Mapping[str, Any]) -> tuple[int, ...]:
+        if not self._checked_template:
+            check_tool_template(self.lm.tokenizer, self._template_source(), owner=type(self).__name__)
+            self._checked_template = True
+        return self.encode(render_chat(self.lm.tokenizer, info["messages"], info["tools"], template=self._template_source(), generation_prompt=True))
+
+    def _add_tool_observation(self, slot: int, trajectory: Trajectory, info: Mapping[str, Any]) -> None:
+        chat = self._chats[slot]
+        messages, tools = info.get("messages"), info.get("tools")
+        if not isinstance(messages, Sequence) or len(messages) <= chat.seen or messages[chat.seen].get("role") != "assistant":
+            raise ConfigError(
+                f"{type(self).__name__}.act expects a tool episode's info['messages'] to continue its conversation: the "
+                f"{chat.seen} messages it had, the assistant's turn, then the env's replies; got "
+                f"{len(messages) if isinstance(messages, Sequence) else type(messages).__name__} messages. Feed each "
+                "episode's infos in order, from its reset."
+            )
+        source = self._template_source()
+        text, rewritten = observation_text(
+            self.lm.tokenizer, messages, tools, since=chat.seen + 1, end_of_turn=self.end_of_turn, closed=chat.closed, template=source,
+        )
+        trajectory.add_observation(self.encode(text))
+        chat.seen = len(messages)
+        if trajectory.render_mismatch is None:
+            fresh = self.encode(render_chat(self.lm.tokenizer, messages, tools, template=source, generation_prompt=True))
+            record = tuple(trajectory.context_ids())
+            if record != fresh:
+                decode = self.lm.tokenizer.decode
+                same_text = decode(record) == decode(fresh)
+                self._report_mismatch(trajectory, "history" if rewritten else "tokens" if same_text else "turn")
+
+    def _report_mismatch(self, trajectory: Trajectory, reason: str) -> None:
+        trajectory.render_mismatch = reason
+        self.render_mismatches[reason] += 1
+        if self.render_mismatches[reason] == 1:
+            why = {
+                "history": "the chat template rewrote earlier turns (e.g. dropped past <think> blocks)",
+                "turn": "a sampled turn is not the chat template's writing of the message the env read from it",
+                "tokens": "the same text, tokenized in one piece, splits into other tokens than its parts did (e.g. a header "
+                          "ending in whitespace before the sampled turn)",
+            }[reason]
+            warnings.warn(
+                f"{type(self).__name__}: a token record differs from a fresh render of its conversation: {why}. The agent "
+                f"keeps its own record (what the model read and sampled) and marks it (Trajectory.render_mismatch={reason!r}); "
+                "further ones are counted in agent.render_mismatches.",
+                stacklevel=3,
+            )
+
+
+def chat_template_for(tokenizer: Any, name: str, owner: str) -> ChatTemplate:
+    """The project template ``name``, checked to fit ``tokenizer`` (its markers are tokens)."""
+    template = template_by_name(name)
+    vocab = tokenizer.get_vocab()
+    missing = [t for t in template.tokens if t not in vocab]
+    if missing:
+        raise ConfigError(
+            f"{owner} got chat_template={template.name!r}, whose markers {', '.join(missing)} are not tokens of this "
+            f"tokenizer. searchgym.lm.chat_templates.install_chat_template(tokenizer, {template.name!r}, model) adds "
+            "them (and grows the model's embeddings; their rows start untrained), or pick a template of the model's own tokens."
+        )
+    return template
 
 
 class EndToEndAgent(LMAgent):
@@ -222,9 +387,9 @@ def _family_for(protocol: str) -> str:
 
 
 def policy_agent(env: Any, lm: LanguageModel, **options: Any) -> LMAgent:
-    """The agent family that plays the protocol of ``env``."""
+    """The agent family that plays the protocol of ``env`` (in its tags or through tool calls)."""
     protocol = search_env(env).protocol
-    for cls in FAMILIES:
-        if protocol.name in (cls.protocols or ()):
-            return cls(lm, protocol, **options)
-    return LMAgent(lm, protocol, **options)
+    family = next((cls for cls in FAMILIES if protocol.name in (cls.protocols or ())), LMAgent)
+    agent = family(lm, protocol, **options)
+    agent.check_env(env)
+    return agent

@@ -5,6 +5,10 @@ the supporting passage ids and the evidence sentences. The oracle issues the que
 order, keeps the supporting documents (s3), quotes the evidence (R-Search) and answers
 with the canonical answer. It checks that the environment, protocols and rewards fit
 together: it must reach full reward wherever full reward is reachable.
+
+In an env played through tool calls (``action_format="tools"``) it makes the same
+decisions as tool calls: each turn is an OpenAI assistant message (``search``,
+``select``, ``finish``, ``answer`` with its ``evidence``), arguments as dicts.
 """
 
 from __future__ import annotations
@@ -26,16 +30,19 @@ class SynthWikiOracle(Agent):
 
     name = "oracle"
 
-    def __init__(self, protocol: str | Protocol, examples: Iterable[QAExample], corpus: Corpus | None = None):
+    def __init__(self, protocol: str | Protocol, examples: Iterable[QAExample], corpus: Corpus | None = None, *, action_format: str = "tags"):
         self.protocol = make_protocol(protocol)
         self.examples: dict[str, QAExample] = {ex.id: ex for ex in examples}
         self.corpus = corpus
+        if action_format not in ("tags", "tools"):
+            raise ConfigError(f"SynthWikiOracle expects action_format 'tags' or 'tools', got {action_format!r}.")
+        self.action_format = action_format
 
     @classmethod
     def for_env(cls, env: Any) -> SynthWikiOracle:
-        """An oracle for the protocol, questions and corpus of ``env`` (wrapped or not)."""
+        """An oracle for the protocol, questions, corpus and action format of ``env`` (wrapped or not)."""
         inner = search_env(env)
-        return cls(inner.protocol, inner.examples, inner.corpus)
+        return cls(inner.protocol, inner.examples, inner.corpus, action_format=getattr(inner, "action_format", "tags"))
 
     def _evidence(self, meta: Mapping[str, Any]) -> str:
         """The evidence sentences, each introduced by R-Search's ``(Title: …)`` marker of the
@@ -48,7 +55,7 @@ class SynthWikiOracle(Agent):
             quoted.append(f"(Title: {title}) {sentence}" if title else sentence)
         return " ".join(quoted)
 
-    def act(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[str]:
+    def act(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[Any]:
         self._check_batch(observations, infos)
         return [self._turn(info) for info in infos]
 
@@ -86,4 +93,35 @@ class SynthWikiOracle(Agent):
                 actions.append(Evidence(self._evidence(meta)))
             actions.append(Answer(ex.answers[0]))
             thought = "I have found the answer."
+        if self.action_format == "tools":
+            return tool_message(actions, thought, turn)
         return self.protocol.write(actions, thought=thought)
+
+
+def tool_message(actions: Sequence[Any], thought: str | None, turn: int = 0) -> dict[str, Any]:
+    """``actions`` (Search, Select, Complete, Evidence, Answer) as one OpenAI assistant
+    message: ``thought`` as its text, one call per action (an Evidence rides on the answer
+    call as its ``evidence`` argument), arguments as dicts."""
+    calls: list[tuple[str, dict[str, Any]]] = []
+    evidence = None
+    for action in actions:
+        if isinstance(action, Search):
+            calls.append(("search", {"query": action.query}))
+        elif isinstance(action, Select):
+            calls.append(("select", {"doc_ids": list(action.doc_numbers)}))
+        elif isinstance(action, Complete):
+            calls.append(("finish", {}))
+        elif isinstance(action, Evidence):
+            evidence = action.text
+        elif isinstance(action, Answer):
+            calls.append(("answer", {"answer": action.text, **({"evidence": evidence} if evidence else {})}))
+        else:
+            raise ConfigError(f"tool_message writes Search, Select, Complete, Evidence and Answer actions, got {type(action).__name__}.")
+    return {
+        "role": "assistant",
+        "content": thought or "",
+        "tool_calls": [
+            {"id": f"call_{turn}_{i}", "type": "function", "function": {"name": name, "arguments": arguments}}
+            for i, (name, arguments) in enumerate(calls)
+        ],
+    }

@@ -5,6 +5,10 @@ A :class:`Trajectory` is the prompt ids followed by segments in order: generated
 tokenized observations). ``loss_mask`` is 1 on generated ids and 0 on environment ids.
 Generated text is never decoded and re-tokenized: the ids the model saw on the next turn
 are the ids it sampled.
+
+Played through tool calls under a chat template, the record is also compared with a fresh
+render of the whole conversation at every step; ``render_mismatch`` says why they first
+differed (the record is kept as it is: it is what the model read and sampled).
 """
 
 from __future__ import annotations
@@ -35,6 +39,12 @@ class Trajectory:
 
     prompt_ids: tuple[int, ...]
     segments: list[Segment] = field(default_factory=list)
+    #: Tool play: None while the record equals the chat template's render of the whole
+    #: conversation; else why it first differed: ``"history"`` (the template rewrote earlier
+    #: turns, as Qwen3's drops past ``<think>`` blocks), ``"turn"`` (a sampled turn is not the
+    #: template's writing of the message the env read from it) or ``"tokens"`` (the same text,
+    #: tokenized whole, splits into other tokens than its parts: a header ending in whitespace).
+    render_mismatch: str | None = None
 
     def add_generated(self, token_ids: tuple[int, ...], logprobs: tuple[float, ...], finish_reason: str) -> None:
         self.segments.append(Segment(tuple(token_ids), tuple(logprobs), True, finish_reason))

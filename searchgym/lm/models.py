@@ -62,6 +62,28 @@ def smollm2_folder() -> Path:
     return target
 
 
+_SMOLLM2_TOKENIZER: list[Any] = []
+
+
+def smollm2_tokenizer() -> Any:
+    """SmolLM2-135M-Instruct's tokenizer, a fresh copy each call (callers may change its chat
+    template): read from the converted folder when it exists, else from the packaged GGUF
+    file (seconds; the weights are not converted)."""
+    import copy
+
+    if not _SMOLLM2_TOKENIZER:
+        transformers = require("transformers", extra="lm", feature="The 'smollm2' tokenizer")
+        folder = cache_dir() / "models" / "smollm2-135m-instruct"
+        if (folder / "tokenizer.json").is_file():
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
+        else:
+            gguf = smollm2_gguf()
+            require("gguf", extra="lm", feature="Reading the 'smollm2' GGUF file", package="gguf", install=_INSTALL)
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        _SMOLLM2_TOKENIZER.append(tokenizer)
+    return copy.deepcopy(_SMOLLM2_TOKENIZER[0])
+
+
 def tiny_2k_folder() -> Path:
     """The tiny random Llama with head size 64 and 2,048 tokens of context (a folder vLLM loads
     too): long enough for the papers' prompts in a quick end-to-end run."""

@@ -77,13 +77,19 @@ def tiny_tokenizer() -> Any:
 
 def tiny_causal_lm(seed: int = 0, *, hidden_size: int = 64, num_attention_heads: int = 4, context: int = 256) -> Any:
     """A randomly initialised two-layer Llama (by default hidden 64, 4 heads, context 256)
-    in eval mode.
+    over :func:`tiny_tokenizer`, in eval mode.
 
     The same ``seed`` gives the same weights. The global torch random state is left as it was.
     """
+    return tiny_causal_lm_for(tiny_tokenizer(), seed, hidden_size=hidden_size, num_attention_heads=num_attention_heads, context=context)
+
+
+def tiny_causal_lm_for(tokenizer: Any, seed: int = 0, *, hidden_size: int = 64, num_attention_heads: int = 4, context: int = 256) -> Any:
+    """A randomly initialised two-layer Llama over ``tokenizer``'s vocabulary (e.g. SmolLM2's,
+    from :func:`searchgym.lm.models.smollm2_tokenizer`), in eval mode: the real tokenizer's
+    token records at a tiny model's speed."""
     torch = require("torch", extra="lm", feature="The tiny test model")
     transformers = require("transformers", extra="lm", feature="The tiny test model")
-    tokenizer = tiny_tokenizer()
     config = transformers.LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
@@ -97,7 +103,7 @@ def tiny_causal_lm(seed: int = 0, *, hidden_size: int = 64, num_attention_heads:
         initializer_range=0.2,
         tie_word_embeddings=True,
         eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
+        pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
         bos_token_id=None,
     )
     with torch.random.fork_rng(devices=[]):

@@ -71,6 +71,11 @@ class Args:
     # -- the policy
     model: str = "smollm2"
     """Policy model: a built-in name (smollm2, tiny-random), a local folder (e.g. an SFT run's final/) or a cached HF id."""
+    chat_template: str | None = None
+    """Chat template installed on the policy's tokenizer (saved with its checkpoints): hermes, hermes-think, llama3 or mistral
+    (searchgym.lm.chat_templates). Needed to play an env with action_format "tools" when the model's own template writes
+    no tools (SmolLM2's); the env then reads calls with the template's tool_parser unless env_options names one. None:
+    the model's own."""
     lora_rank: int = 0
     """LoRA rank; 0 trains every weight (full fine-tuning)."""
     lora_alpha: float = 32.0
@@ -392,6 +397,10 @@ def check_args(args: Args) -> None:
 
     if args.frozen_backend not in BACKENDS:
         raise UnknownNameError("frozen_backend", args.frozen_backend, BACKENDS)
+    if args.chat_template is not None:
+        from searchgym.lm.chat_templates import template_by_name
+
+        template_by_name(args.chat_template)
     for name in ("env_options", "eval_env_options", "engine_options", "frozen_options"):
         if not isinstance(getattr(args, name), dict):
             raise ConfigError(f"Args.{name} expects a dict, got {type(getattr(args, name)).__name__}.")

@@ -121,8 +121,20 @@ def env_kwargs(
 
         kwargs["dataset"] = str(stage_file(args.stage_sets, stage))
         kwargs["dataset_options"] = None
+    kwargs = with_tool_parser(kwargs, args.chat_template)
     model = None if args.frozen_model is None else ("gold-span" if frozen is None else frozen)
     return with_frozen_models(full_env_id(args.env_id), kwargs, frozen=model, summarizer=args.summarizer, summarizer_model=frozen)
+
+
+def with_tool_parser(options: dict[str, Any], chat_template: str | None) -> dict[str, Any]:
+    """``options`` (gym.make arguments) with the tool parser that reads the calls the chat
+    template ``chat_template`` shows, when the env plays through tool calls
+    (``action_format="tools"``) and the options name no parser."""
+    if chat_template is None or options.get("action_format") != "tools" or "tool_parser" in options:
+        return options
+    from searchgym.lm.chat_templates import template_by_name
+
+    return {**options, "tool_parser": template_by_name(chat_template).tool_parser}
 
 
 def check_splits(args: Args) -> None:

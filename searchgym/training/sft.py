@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.agents.lm_agents import LMAgent
+from searchgym.agents.tokens import turn_text
 from searchgym.envs.access import search_env
 from searchgym.error import ConfigError, TrainingError, TrainingStopped, UnknownNameError, reports_missing_extras
 from searchgym.lm.base import Generation
@@ -35,28 +36,42 @@ from searchgym.progress import Progress
 
 
 class TeacherAgent(LMAgent):
-    """Plays ``teacher``'s text actions while keeping an LM agent's token record.
+    """Plays ``teacher``'s actions while keeping an LM agent's token record.
 
     ``tokenizer`` is the student's: the recorded trajectories are what the student would
-    have read and written.
+    have read and written. In tool play the teacher's turns are assistant messages: each
+    is written as the student's chat template shows it (its text, its calls, the end of
+    turn), and that text is what the student learns to sample and what the env parses.
     """
 
     name = "teacher"
 
-    def __init__(self, teacher: Any, tokenizer: Any, protocol: Any, *, chat: bool | None = None):
+    def __init__(self, teacher: Any, tokenizer: Any, protocol: Any, *, chat: bool | None = None, chat_template: str | None = None):
         self._script = ScriptedLM([""], tokenizer)
-        super().__init__(self._script, protocol, max_new_tokens=100_000, chat=chat)
+        super().__init__(self._script, protocol, max_new_tokens=100_000, chat=chat, chat_template=chat_template)
         self.teacher = teacher
 
     def act_with_generations(self, observations: Sequence[str], infos: Sequence[Any]) -> tuple[list[str], list[Generation | None]]:
         actions = self.teacher.act(observations, infos)
-        self._script._responses = tuple(actions) or ("",)
+        texts = [self._written(action, info) for action, info in zip(actions, infos)]
+        self._script._responses = tuple(texts) or ("",)
         self._script._next = 0
         return super().act_with_generations(observations, infos)
 
+    def _written(self, action: Any, info: Any) -> str:
+        if "tools" not in info:
+            return action
+        if isinstance(action, str):  # a teacher that writes raw text: the student's turn is that text, ended
+            return action + (self.end_of_turn or "")
+        return turn_text(
+            self.lm.tokenizer, info["messages"], info["tools"], action, end_of_turn=self.end_of_turn, template=self._template_source(),
+        )
+
 
 def oracle_trajectories(env_id: str, tokenizer: Any, *, env_options: dict[str, Any] | None = None, split: str = "train", limit: int | None = None, num_envs: int = 8, progress: bool = False) -> list[Any]:
-    """Token trajectories of the synthwiki oracle on ``split`` (episodes it did not solve are dropped)."""
+    """Token trajectories of the synthwiki oracle on ``split`` (episodes it did not solve are
+    dropped). In an env played through tool calls (``env_options`` with ``action_format="tools"``)
+    the oracle's turns are tool calls written by ``tokenizer``'s chat template."""
     import gymnasium as gym
 
     from searchgym.agents.driver import Task, run_episodes
@@ -65,6 +80,7 @@ def oracle_trajectories(env_id: str, tokenizer: Any, *, env_options: dict[str, A
     envs = [gym.make(env_id, split=split, **(env_options or {})) for _ in range(num_envs)]
     examples = search_env(envs[0]).examples[:limit]
     agent = TeacherAgent(SynthWikiOracle.for_env(envs[0]), tokenizer, search_env(envs[0]).protocol)
+    agent.check_env(envs[0])
     results = run_episodes(envs, agent, [Task(ex.id, 0) for ex in examples], keep_trajectories=True, progress=progress, desc="oracle episodes")
     kept = [r.trajectory for r in results if r.em == 1.0 or r.gen_acc == 1.0]
     if not kept:
@@ -91,6 +107,11 @@ class SFTArgs:
     """Use the first N questions only."""
     model: str = "scratch"
     """Student: "scratch" (a new small Llama with a tokenizer trained on the env's corpus), a built-in name or a folder."""
+    chat_template: str | None = None
+    """Chat template installed on the student's tokenizer (saved with final/): hermes, hermes-think, llama3 or mistral
+    (searchgym.lm.chat_templates). With env_options {"action_format": "tools"} the oracle's tool calls are written as
+    this template shows them, and the env reads them with its tool_parser unless env_options names one. None: the
+    model's own (SmolLM2's and the scratch model's write no tools)."""
     scratch_size: str = "small"
     """Size of a scratch model: tiny (hidden 64, 2 layers), small (hidden 128, 4 layers) or base (hidden 256, 6 layers)."""
     pretrain_epochs: int = 0
@@ -197,6 +218,10 @@ def check_sft_args(args: SFTArgs) -> None:
     from searchgym.envs.registration import full_env_id
 
     full_env_id(args.env_id)
+    if args.chat_template is not None:
+        from searchgym.lm.chat_templates import template_by_name
+
+        template_by_name(args.chat_template)
     if args.scratch_size not in SCRATCH_SIZES:
         raise UnknownNameError("scratch model size", args.scratch_size, SCRATCH_SIZES)
     for name in ("epochs", "batch_size", "micro_batch_size", "max_new_tokens", "num_envs"):
@@ -414,6 +439,8 @@ def _sft(args: SFTArgs, stop: StopRequests) -> list[dict[str, Any]]:
     from searchgym.training.metrics import MetricsLog, plot_curves
     from searchgym.lm.hf import TransformersLM
     from searchgym.lm.threads import ThreadTuner
+    from searchgym.lm.chat_templates import install_chat_template
+    from searchgym.training.data import with_tool_parser
     from searchgym.training.trainer import evaluate_policy, load_policy
 
     check_sft_args(args)
@@ -437,6 +464,9 @@ def _sft(args: SFTArgs, stop: StopRequests) -> list[dict[str, Any]]:
         model, tokenizer = scratch_model(env, size=args.scratch_size, seed=args.seed)
     else:
         model, tokenizer = load_policy(args.model)
+    if args.chat_template is not None:
+        install_chat_template(tokenizer, args.chat_template, model)
+    env_options = with_tool_parser(args.env_options, args.chat_template)
     if args.pretrain_epochs and not resuming:
         pretrain_on_corpus(
             model, tokenizer, search_env(env).corpus,
@@ -445,7 +475,7 @@ def _sft(args: SFTArgs, stop: StopRequests) -> list[dict[str, Any]]:
             seed=args.seed, log_path=out / "pretrain.csv", progress=args.progress, stop=stop,
         )
     model.train()
-    trajectories = oracle_trajectories(env_id, tokenizer, env_options=args.env_options, split=args.split, limit=args.limit, num_envs=args.num_envs, progress=args.progress)
+    trajectories = oracle_trajectories(env_id, tokenizer, env_options=env_options, split=args.split, limit=args.limit, num_envs=args.num_envs, progress=args.progress)
     context = int(getattr(model.config, "max_position_embeddings", 1 << 30))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     data = collate(trajectories, pad_id=pad, max_length=context)
@@ -469,7 +499,7 @@ def _sft(args: SFTArgs, stop: StopRequests) -> list[dict[str, Any]]:
             bar.note(phase="evaluate")
         lm = TransformersLM(model, tokenizer)  # generates in eval mode, leaves the model in train mode
         return evaluate_policy(
-            lm, env_id, env_options={**args.env_options, **args.eval_env_options}, split=args.eval_split,
+            lm, env_id, env_options={**env_options, **args.eval_env_options}, split=args.eval_split,
             limit=args.eval_limit, num_envs=args.num_envs, max_new_tokens=args.max_new_tokens,
             out=out / "eval" / f"step-{step:06d}", seed=args.seed,
         )

@@ -43,6 +43,7 @@ from searchgym.bench import BenchConfig, run_bench
 from searchgym.envs import search_env
 from searchgym.envs.registration import full_env_id
 from searchgym.error import ConfigError, TrainingError, reports_missing_extras, require
+from searchgym.lm.chat_templates import install_chat_template
 from searchgym.lm.hf import TransformersLM, load_model
 from searchgym.lm.registry import load_lm
 from searchgym.lm.vllm import VLLMLM, model_folder
@@ -260,6 +261,8 @@ class Trainer:
             model, tokenizer = load_policy(args.model, device=args.device)
         elif tokenizer is None:
             raise ConfigError("Trainer got a model without its tokenizer; pass tokenizer=... too.")
+        # A template with tools, saved with every checkpoint; markers missing from the vocabulary grow it.
+        self._grown = bool(args.chat_template) and install_chat_template(tokenizer, args.chat_template, model) > 0
         self.tokenizer = tokenizer
         self.device = next(model.parameters()).device
         model.float()
@@ -330,7 +333,7 @@ class Trainer:
         if self.args.engine == "transformers":
             lm = TransformersLM(self.model, self.tokenizer, device=self.device)  # keeps the model's modules and mode
             return lm
-        if self._given[0] is None:  # a folder vLLM can start from: the model's own, or the policy saved once
+        if self._given[0] is None and not self._grown:  # a folder vLLM can start from: the model's own, or the policy saved once
             folder = Path(model_folder(self.args.model))
         else:
             folder = self.out / "engine-init"
