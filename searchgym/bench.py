@@ -33,6 +33,8 @@ from typing import Any
 from searchgym.agents import LM_FREE, Agent, EpisodeResult, Task, make_agent, run_episodes
 from searchgym.agents.driver import RAW_SCORES, check_scheduling
 from searchgym.agents.registry import (
+    CHAT_AGENTS,
+    agent_action_format,
     agent_label,
     build_agent,
     check_agent,
@@ -182,6 +184,7 @@ def check_config(config: BenchConfig) -> None:
         )
     check_name("language-model backend", config.backend, BACKENDS)
     _check_env_options(config)
+    _check_action_formats(config)
     if config.summarizer is not None:
         check_name("summarizer", config.summarizer, SUMMARIZERS)
     from searchgym.lm.base import LanguageModel
@@ -206,11 +209,48 @@ def _check_env_options(config: BenchConfig) -> None:
 
     accepted = inspect.signature(SearchEnv).parameters
     for env_id, _ in config.runs:
-        options = {**config.env_options.get("*", {}), **config.env_options.get(env_id.removeprefix(NAMESPACE), config.env_options.get(env_id, {}))}
+        options = _run_env_options(config, env_id)
         check_data_name("corpus", options.get("corpus"))
         check_data_name("dataset", options.get("dataset"))
         if full_env_id(env_id) in ENV_SPECS:
             check_keywords(f"{env_id}'s env options", options, accepted)
+
+
+def run_action_format(config: BenchConfig, env_id: str, agent: Any) -> str:
+    """The ``action_format`` a run's env is made with: the one its env options name, else
+    the one its agent plays (:func:`~searchgym.agents.registry.agent_action_format`:
+    ``"tools"`` for ``chat-tools``, ``"tags"`` for the tag-prompted agents)."""
+    options = _run_env_options(config, env_id)
+    return options.get("action_format") or agent_action_format(agent)
+
+
+def _run_env_options(config: BenchConfig, env_id: str) -> dict[str, Any]:
+    return {**config.env_options.get("*", {}), **config.env_options.get(env_id.removeprefix(NAMESPACE), config.env_options.get(env_id, {}))}
+
+
+def _check_action_formats(config: BenchConfig) -> None:
+    """An agent that plays tool calls is not given a tag env, and a chat agent gets a
+    chat-completions model (checked before any model loads)."""
+    from searchgym.lm.base import LanguageModel
+
+    for env_id, agent in config.runs:
+        plays = agent_action_format(agent)
+        given = _run_env_options(config, env_id).get("action_format")
+        if plays == "tools" and given not in (None, "tools"):
+            raise ConfigError(
+                f"The run {env_id}:{agent_label(agent)} plays native tool calls, but the env options set action_format={given!r}; "
+                "drop that option (the bench makes the env with action_format='tools' for this agent)."
+            )
+        if isinstance(agent, str) and agent in CHAT_AGENTS:
+            if isinstance(config.model, LanguageModel) and not callable(getattr(config.model, "chat", None)):
+                raise ConfigError(
+                    f"The {agent!r} agent needs a chat-completions model (an OpenAILM), got {type(config.model).__name__} as the model."
+                )
+            if not isinstance(config.model, LanguageModel) and config.backend != "openai":
+                raise ConfigError(
+                    f"The {agent!r} agent talks to a chat-completions server: use backend 'openai' with its base_url "
+                    f"(--backend openai --backend-option base_url=http://HOST:PORT/v1, --model the served name), got backend {config.backend!r}."
+                )
 
 
 # ---------------------------------------------------------------- storage
@@ -350,8 +390,9 @@ class BenchResults:
         return "\n".join([head, rule, *body])
 
 
-def summarize(label: str, env_id: str, agent: str, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """One summary row: means over the run's episodes and counts of failed outcomes."""
+def summarize(label: str, env_id: str, agent: str, records: Sequence[dict[str, Any]], *, action_format: str = "tags") -> dict[str, Any]:
+    """One summary row: means over the run's episodes and counts of failed outcomes; the
+    run's ``action_format`` (``"tags"`` or ``"tools"``) is kept beside its agent."""
     n = len(records)
     mean = lambda key: sum(float(r[key]) for r in records) / n if n else 0.0  # noqa: E731
     # Episodes recorded before the strict scores existed hold the raw ones only.
@@ -367,6 +408,7 @@ def summarize(label: str, env_id: str, agent: str, records: Sequence[dict[str, A
         "label": label,
         "env": env_id,
         "agent": agent,
+        "action_format": action_format,
         "n": n,
         "em": mean("em"),
         "f1": mean("f1"),
@@ -386,12 +428,13 @@ def summarize(label: str, env_id: str, agent: str, records: Sequence[dict[str, A
     }
 
 
-def _env_kwargs(config: BenchConfig, env_id: str, frozen: Any) -> dict[str, Any]:
+def _env_kwargs(config: BenchConfig, env_id: str, frozen: Any, action_format: str = "tags") -> dict[str, Any]:
     from searchgym.envs.registration import env_spec
 
     kwargs: dict[str, Any] = {"split": config.split}
-    kwargs.update(config.env_options.get("*", {}))
-    kwargs.update(config.env_options.get(env_id.removeprefix(NAMESPACE), config.env_options.get(env_id, {})))
+    if action_format != "tags":  # tag envs keep gym.make's default, so earlier benchmarks resume as they were
+        kwargs["action_format"] = action_format
+    kwargs.update(_run_env_options(config, env_id))
     # The summarizer applies to RECON envs only: other envs of the same benchmark keep raw documents.
     recon = env_spec(env_id).get("protocol") == "recon"
     return with_frozen_models(env_id, kwargs, frozen=frozen, summarizer=config.summarizer if recon else None, summarizer_model=frozen)
@@ -458,8 +501,9 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
 
     judged: list[tuple[dict[str, Any], Any]] = []  # (episode record, its question) for the judges
     for label, (env_id, agent_name) in zip(labels, config.runs):
+        action_format = run_action_format(config, env_id, agent_name)
         env_id = full_env_id(env_id)
-        envs = [gym.make(env_id, **_env_kwargs(config, env_id, frozen))]
+        envs = [gym.make(env_id, **_env_kwargs(config, env_id, frozen, action_format))]
         examples = search_env(envs[0]).examples[: config.limit]
         by_id = {ex.id: ex for ex in examples}
         played = {(r["example_id"], r["seed"]) for r in done[label]}
@@ -469,7 +513,7 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
         if not tasks:
             continue
         # As many envs as episodes can be live at once: no more than there are tasks.
-        envs += [gym.make(env_id, **_env_kwargs(config, env_id, frozen)) for _ in range(min(config.num_envs, len(tasks)) - 1)]
+        envs += [gym.make(env_id, **_env_kwargs(config, env_id, frozen, action_format)) for _ in range(min(config.num_envs, len(tasks)) - 1)]
         agent = _make_agent(config, agent_name, envs[0], lm)
 
         def write(result: EpisodeResult, label: str = label, by_id: dict[str, Any] = by_id) -> None:
@@ -489,7 +533,10 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
             judge_records(waiting, judge_lm, batch=config.judge_batch)
             if out is not None:  # the verdicts are kept with the episodes, so a resumed bench asks no judge again
                 write_atomically(out / "episodes.jsonl", "".join(json.dumps(r) + "\n" for label in labels for r in done[label]))
-    rows = [summarize(label, env_id, describe_agent(agent), done[label]) for label, (env_id, agent) in zip(labels, config.runs)]
+    rows = [
+        summarize(label, env_id, describe_agent(agent), done[label], action_format=run_action_format(config, env_id, agent))
+        for label, (env_id, agent) in zip(labels, config.runs)
+    ]
     results = BenchResults(config, rows, done, out)
     if out is not None:
         write_summary(results, out)

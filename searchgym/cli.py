@@ -129,6 +129,8 @@ _BENCH_EPILOG = """examples:
   searchgym bench --envs S3-v0 R1Searcher-v0 --agents naive-rag --limit 20 --judge smollm2   # + LLM-judge columns
   searchgym bench --envs SearchR1-v0 --agents random naive-rag sb3 --agent-option sb3:policy=runs/sb3
   searchgym bench --envs SearchR1-v0 --agents oracle my_agents:TitleAgent   # your own, from ./my_agents.py
+  searchgym bench --envs SearchR1-v0 --agents chat-tools lm --model smollm2 --backend openai \\
+      --backend-option base_url=http://127.0.0.1:8000/v1   # a served model: function calling beside tags
 
 agents: {agents}
   or MODULE:FACTORY: an Agent subclass or a function returning an Agent, importable from the

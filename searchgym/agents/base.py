@@ -26,6 +26,9 @@ class Agent(ABC):
     """
 
     name: str = "agent"
+    #: The env's ``action_format`` this agent plays: ``"tags"`` (the protocol's grammar, as
+    #: text) or ``"tools"`` (native tool calls); ``searchgym bench`` makes a run's env so.
+    action_format: str = "tags"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -188,7 +188,9 @@ class LiveEpisode(ABC):
         prompt no longer fit the model, so nothing was generated."""
         if generation is None:
             return True
-        self.generated[role] += len(generation.token_ids)
+        # A chat-completions reply carries no token ids: the server's count stands for them
+        # (searchgym.lm.replies.ChatReply.completion_tokens).
+        self.generated[role] += len(generation.token_ids) or int(getattr(generation, "completion_tokens", None) or 0)
         if generation.finish_reason == "prompt_too_long":
             return False
         if generation.finish_reason == "length":

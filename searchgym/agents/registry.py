@@ -28,6 +28,8 @@ AGENTS: dict[str, str] = {
     "oracle": "scripted solver of synthwiki questions (reads their solution path; LM-free)",
     "random": "uniformly random well-formed actions (LM-free)",
     "sb3": "a Stable-Baselines3 template policy (option policy=RUN of `searchgym train --algorithm sb3-ppo`); the LM reads its passages",
+    "chat-tools": "a chat model playing through its own function calling over chat completions (--backend openai; "
+    "its env is made with action_format='tools')",
 }
 
 #: Built-in agents that live at the edge of the package, by ``module:factory`` (as Gymnasium
@@ -36,6 +38,12 @@ ENTRY_POINTS: dict[str, str] = {"sb3": "searchgym.sb3.agent:SB3Agent.for_env"}
 
 #: Agents that need no language model.
 LM_FREE = frozenset({"oracle", "random"})
+
+#: Built-in agents that play native tool calls (their env is made with ``action_format="tools"``).
+TOOL_AGENTS = frozenset({"chat-tools"})
+
+#: Built-in agents that need a chat-completions model (an OpenAILM: ``backend="openai"``).
+CHAT_AGENTS = frozenset({"chat-tools"})
 
 _BUILT_IN = frozenset(AGENTS)
 
@@ -228,6 +236,22 @@ def _first_line(obj: Any) -> str:
     return doc.strip().splitlines()[0] if doc.strip() else ""
 
 
+def agent_action_format(agent: Any) -> str:
+    """The env ``action_format`` that ``agent`` plays (a name, an Agent instance or a factory):
+    ``"tools"`` for the built-in tool agents (:data:`TOOL_AGENTS`), else the ``action_format``
+    attribute of the agent or its factory (an Agent subclass has :attr:`Agent.action_format`;
+    a function may carry one), ``"tags"`` by default."""
+    if isinstance(agent, str):
+        if agent in TOOL_AGENTS:
+            return "tools"
+        check_agent(agent)
+        agent = _FACTORIES.get(agent)
+    value = getattr(agent, "action_format", "tags")
+    if value not in ("tags", "tools"):
+        raise ConfigError(f"The agent {describe_agent(agent)} declares action_format={value!r}; expected 'tags' or 'tools'.")
+    return value
+
+
 def needs_lm(name: str, env: Any = None, options: dict[str, Any] | None = None) -> bool:
     """Whether agent ``name`` needs a language model (the sb3 agent does only to answer,
     i.e. not in the s3 protocol and not with a ``generator`` option)."""
@@ -278,6 +302,10 @@ def _make(name: str, env: Any, lm: Any, options: dict[str, Any]) -> Agent:
         return RandomAgent.for_env(env, **options)
     if name in ENTRY_POINTS:
         return load_factory(ENTRY_POINTS[name])(env, lm=lm, **options)
+    if name == "chat-tools":
+        from searchgym.agents.chat_tools import ChatToolAgent
+
+        return ChatToolAgent.for_env(env, lm, **options)
     if name == "lm":
         from searchgym.agents.lm_agents import policy_agent
 

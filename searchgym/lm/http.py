@@ -1,7 +1,10 @@
-"""A :class:`LanguageModel` served elsewhere, through an OpenAI-compatible completions API.
+"""A :class:`LanguageModel` served elsewhere, through an OpenAI-compatible API.
 
 Meant for frozen models (the s3 generator, the R-Search reader, a judge) running on a
-vLLM server or at any provider. All prompts of one call go in one ``/completions``
+vLLM server or at any provider, and for chat models playing a game through their own
+function calling (:meth:`OpenAILM.chat`: ``/chat/completions`` with ``tools``, one request
+per conversation, the reply's ``tool_calls`` checked and handed back as the assistant
+message an env with ``action_format="tools"`` plays). All prompts of one call go in one ``/completions``
 request, except seeded sampling (a request carries one seed, so each prompt then goes in
 a request of its own with its seed, up to 8 in flight at once) and a call mixing text and
 token-id prompts (one request each). Against vLLM the reply carries the exact sampled
@@ -26,7 +29,11 @@ What the server may do is bounded, so that a broken or hostile server costs a ca
   ``0..n-1`` once, ``text`` a string, ``finish_reason`` and ``stop_reason`` of the types the
   API defines, ``logprobs`` an object whose ``tokens`` are strings (vLLM's ``token_id:<n>``
   form in all of them or none) and whose ``token_logprobs`` are numbers <= 0 or null, as
-  many as the tokens. The error names the URL and the field.
+  many as the tokens. In a chat reply: one choice whose message has a string or null
+  ``content`` and at most ``max_tool_calls`` tool calls, each with a distinct non-empty
+  ``id``, a non-empty ``name`` (ids and names at most 256 characters) and ``arguments`` as
+  a string; ``usage`` counts are integers >= 0 (:func:`searchgym.lm.replies.chat_reply`).
+  The error names the URL and the field.
 
 Connection errors, timeouts and HTTP 408, 409, 429, 500, 502, 503 and 504 are retried
 with exponential backoff; anything else, and every failure after the last retry, raises
@@ -42,13 +49,15 @@ import re
 import threading
 import time
 import urllib.request
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
 from searchgym.error import BackendError, ConfigError, require
-from searchgym.lm.base import Generation, LanguageModel, SamplingParams
+from searchgym.lm.base import Generation, LanguageModel, SamplingParams, check_sampling_params
+from searchgym.lm.replies import ChatReply, Malformed, chat_reply, check_choices, check_field, check_logprobs, check_tools, describe, openai_messages
 
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 # Messages of a prompt that does not fit (vLLM: "This model's maximum context length is N
@@ -83,6 +92,9 @@ class OpenAILM(LanguageModel):
         backoff: Seconds before the first retry, doubled each time.
         max_batch_size: Most prompts per request (larger calls are split).
         max_response_bytes: Largest reply body accepted (default 256 MiB).
+        max_tool_calls: Most tool calls one chat reply may carry (:meth:`chat`); more is
+            a malformed reply. An env answers a turn's calls past its own cap (8) as bad
+            calls: this bound is against a server gone wrong, not a model.
 
     The proxy settings of the environment (``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY``,
     ``NO_PROXY``) apply as for any HTTP client.
@@ -100,6 +112,7 @@ class OpenAILM(LanguageModel):
         backoff: float = 0.5,
         max_batch_size: int = 64,
         max_response_bytes: int = 256 << 20,
+        max_tool_calls: int = 64,
     ):
         httpcore = require("httpcore", extra="http", feature="OpenAILM")
         if not isinstance(model, str) or not model:
@@ -111,13 +124,15 @@ class OpenAILM(LanguageModel):
             number = not isinstance(value, bool) and isinstance(value, (int, float))
             if not number or not math.isfinite(value) or value < 0 or (value == 0 and low == "> 0"):
                 raise ConfigError(f"OpenAILM expects {name} to be a finite number {low}, got {value!r}.")
-        for name, value, low in (("max_retries", max_retries, 0), ("max_batch_size", max_batch_size, 1), ("max_response_bytes", max_response_bytes, 1)):
+        integers = (("max_retries", max_retries, 0), ("max_batch_size", max_batch_size, 1),
+                    ("max_response_bytes", max_response_bytes, 1), ("max_tool_calls", max_tool_calls, 1))
+        for name, value, low in integers:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(f"OpenAILM expects {name} to be an integer >= {low}, got {value!r}.")
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.timeout, self.max_retries, self.backoff, self.max_batch_size = float(timeout), max_retries, float(backoff), max_batch_size
-        self.max_response_bytes = max_response_bytes
+        self.max_response_bytes, self.max_tool_calls = max_response_bytes, max_tool_calls
         self.tokenizer = tokenizer if tokenizer is not None else _try_tokenizer(model)
         key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
         host = parts.netloc.rpartition("@")[2]
@@ -177,24 +192,122 @@ class OpenAILM(LanguageModel):
         if len({isinstance(p, str) for p in prompts}) > 1:
             # Servers take a list of texts or a list of id lists, not both: one request each.
             return [g for p in prompts for g in self._batch([p], params)]
+        try:
+            reply = self._post_capped("/completions", body)
+        except _TooLong:
+            if len(prompts) == 1:
+                return [Generation("", (), (), "prompt_too_long")]
+            return [g for p in prompts for g in self._batch([p], params)]  # find which prompt does not fit
+        return self._parse(reply, len(prompts), params)
+
+    # ------------------------------------------------------------------ chat completions
+    def chat(
+        self,
+        conversations: Sequence[Sequence[Mapping[str, Any]]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        max_new_tokens: int = 256,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int | Sequence[int] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> list[ChatReply]:
+        """One ``/chat/completions`` reply per conversation, through the server's function
+        calling when ``tools`` are given.
+
+        Args:
+            conversations: Chat messages per conversation, as an env's ``info["messages"]``
+                holds them (tool-call arguments as dicts or JSON text: they are sent as
+                JSON text, see :func:`~searchgym.lm.replies.openai_messages`).
+            tools: OpenAI function schemas (an env's ``info["tools"]``), sent as ``tools``.
+            tool_choice: ``"auto"``, ``"none"``, ``"required"`` or a named function; None
+                sends none (the API's default: ``"auto"`` when tools are given).
+            max_new_tokens, temperature, top_p: Sampling, as in :meth:`generate`.
+            seed: One seed per conversation, or an integer ``s`` meaning ``s, s + 1, ...``;
+                sent at temperatures above 0.
+            extra_body: More fields of every request, e.g. vLLM's
+                ``{"chat_template_kwargs": {"enable_thinking": False}}`` or
+                ``{"structured_outputs": {...}}`` (not ``model``, ``messages`` or ``tools``).
+
+        Returns:
+            One :class:`~searchgym.lm.replies.ChatReply` per conversation, in order: its
+            ``message`` is the assistant message an env with ``action_format="tools"``
+            takes as the action. A conversation that does not fit the model gets a reply
+            with ``finish_reason="prompt_too_long"``.
+
+        Each conversation is one request (up to :attr:`max_concurrent` in flight), with the
+        hardening of every request: one deadline per attempt, bounded retries, and every
+        field of the reply checked (:func:`~searchgym.lm.replies.chat_reply`: a tool call
+        with no id, a name that is not a string, arguments that are not a string, more than
+        ``max_tool_calls`` calls... are a :class:`~searchgym.error.BackendError`).
+        """
+        if isinstance(conversations, (str, bytes, Mapping)) or not isinstance(conversations, Sequence):
+            raise ConfigError(f"OpenAILM.chat expects a list of conversations (each a list of messages), got {type(conversations).__name__}.")
+        sent = [openai_messages(c, f"OpenAILM.chat (conversation {i})") for i, c in enumerate(conversations)]
+        params = check_sampling_params(
+            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, stop=(), seed=seed, num_prompts=len(sent),
+        )
+        common: dict[str, Any] = {"model": self.model, "max_tokens": params.max_new_tokens, "temperature": params.temperature, "top_p": params.top_p}
+        if tools is not None:
+            common["tools"] = check_tools(tools)
+        if tool_choice is not None:
+            if not (tool_choice in ("auto", "none", "required") or isinstance(tool_choice, Mapping)):
+                raise ConfigError(f"OpenAILM.chat expects tool_choice to be 'auto', 'none', 'required', a named function or None, got {tool_choice!r}.")
+            common["tool_choice"] = tool_choice if isinstance(tool_choice, str) else dict(tool_choice)
+        if extra_body is not None:
+            if not isinstance(extra_body, Mapping) or not all(isinstance(k, str) for k in extra_body):
+                raise ConfigError(f"OpenAILM.chat expects extra_body to be a mapping of request fields, got {type(extra_body).__name__}.")
+            reserved = sorted({"model", "messages", "tools"} & set(extra_body))
+            if reserved:
+                raise ConfigError(f"OpenAILM.chat: extra_body may not set {', '.join(reserved)}; pass tools= and the conversations instead.")
+            common.update(extra_body)
+        bodies = []
+        for i, messages in enumerate(sent):
+            body = {**common, "messages": messages}
+            if params.seed is not None and params.temperature > 0:
+                body["seed"] = params.seed[i]
+            bodies.append(body)
+        self.last_attempts = 0
+        if len(bodies) <= 1:
+            return [self._chat_one(b) for b in bodies]
+        with ThreadPoolExecutor(min(self.max_concurrent, len(bodies))) as pool:
+            return list(pool.map(self._chat_one, bodies))
+
+    def _chat_one(self, body: dict[str, Any]) -> ChatReply:
+        try:
+            reply = self._post_capped("/chat/completions", body)
+        except _TooLong:
+            return ChatReply.too_long()
+        try:
+            answer = chat_reply(reply, max_tool_calls=self.max_tool_calls)
+        except Malformed as e:
+            raise BackendError(
+                f"The server at {self.base_url}/chat/completions answered with a malformed chat completion: "
+                f"expected {e.field} to be {e.expected}, got {e.got}."
+            ) from None
+        if answer.completion_tokens is not None and answer.completion_tokens >= body["max_tokens"]:
+            # As many tokens as allowed: cut there, whatever the server calls it (vLLM says
+            # "tool_calls" for a reply cut after its first complete call).
+            answer = replace(answer, finish_reason="length")
+        return answer
+
+    def _post_capped(self, path: str, body: dict[str, Any]) -> Any:
+        """:meth:`_post`, sending the request again with the ``max_tokens`` cap the server
+        names (vLLM: the model's length) when it refuses a larger one; :class:`_TooLong`
+        when the prompt does not fit."""
         refused: list[str] = []
         for _ in range(_MAX_TOKENS_ROUNDS):
             try:
-                reply = self._post("/completions", body)
-            except _TooLong:
-                if len(prompts) == 1:
-                    return [Generation("", (), (), "prompt_too_long")]
-                return [g for p in prompts for g in self._batch([p], params)]  # find which prompt does not fit
+                return self._post(path, body)
             except _MaxTokensAbove as e:
                 asked = body["max_tokens"]
                 if not 0 < e.limit < asked:
-                    raise BackendError(f"The server at {self.base_url}/completions refused max_tokens={asked}: {e.message[:200]}") from None
+                    raise BackendError(f"The server at {self.base_url}{path} refused max_tokens={asked}: {e.message[:200]}") from None
                 refused.append(f"{asked} -> {e.limit}")
                 body["max_tokens"] = e.limit  # the model's length, as the local backends cap it
-                continue
-            return self._parse(reply, len(prompts), params)
         raise BackendError(
-            f"The server at {self.base_url}/completions refused max_tokens {len(refused)} times, naming a lower cap each time "
+            f"The server at {self.base_url}{path} refused max_tokens {len(refused)} times, naming a lower cap each time "
             f"({', '.join(refused)}); expected it to accept the cap it names. Lower max_new_tokens or check the server's --max-model-len."
         )
 
@@ -273,15 +386,15 @@ class OpenAILM(LanguageModel):
     def _parse(self, reply: Any, n: int, params: SamplingParams) -> list[Generation]:
         url = self.base_url + "/completions"
         try:
-            choices = _check_choices(reply, n)
+            choices = check_choices(reply, n)
             return [self._generation(choices[i], f"choices[{i}]", params) for i in range(n)]
-        except _Malformed as e:
+        except Malformed as e:
             raise BackendError(f"The server at {url} answered with a malformed completion: expected {e.field} to be {e.expected}, got {e.got}.") from None
 
     def _generation(self, choice: dict[str, Any], field: str, params: SamplingParams) -> Generation:
-        text = _field(choice, field, "text", (str,), "a string", required=True)
-        finish = _field(choice, field, "finish_reason", (str, type(None)), "a string or null")
-        matched = _field(choice, field, "stop_reason", (str, int, type(None)), "a string, a token id or null")
+        text = check_field(choice, field, "text", (str,), "a string", required=True)
+        finish = check_field(choice, field, "finish_reason", (str, type(None)), "a string or null")
+        matched = check_field(choice, field, "stop_reason", (str, int, type(None)), "a string, a token id or null")
         reason = "length" if finish == "length" else "stop"
         if reason == "stop" and params.stop and not any(text.endswith(s) for s in params.stop):
             # The server dropped the stop string (the OpenAI API does); put it back.
@@ -292,13 +405,13 @@ class OpenAILM(LanguageModel):
                 # that string. vLLM sends stop_reason, None when the end-of-sequence token
                 # ended the text: nothing was cut then.
                 text += params.stop[0]
-        tokens, values = _check_logprobs(choice, field)
+        tokens, values = check_logprobs(choice, field)
         if any(token.startswith("token_id:") for token in tokens):  # vLLM's exact sampled ids: all of them or none
             ids = []
             for i, token in enumerate(tokens):
                 match = _TOKEN_ID.fullmatch(token)
                 if match is None:
-                    raise _Malformed(f"{field}.logprobs.tokens[{i}]", _TOKEN_ID_FORM, _describe(token))
+                    raise Malformed(f"{field}.logprobs.tokens[{i}]", _TOKEN_ID_FORM, describe(token))
                 ids.append(int(match.group(1)))
             token_ids = tuple(ids)
         elif self.tokenizer is not None:
@@ -316,78 +429,6 @@ class OpenAILM(LanguageModel):
 
     def __repr__(self) -> str:
         return f"OpenAILM(model={self.model!r}, base_url={self.base_url!r})"
-
-
-# ---------------------------------------------------------------------------- checking a reply
-class _Malformed(Exception):
-    """A field of a reply is not what the API defines (turned into a BackendError naming the URL)."""
-
-    def __init__(self, field: str, expected: str, got: str):
-        super().__init__(field)
-        self.field, self.expected, self.got = field, expected, got
-
-
-def _describe(value: Any) -> str:
-    try:
-        shown = json.dumps(value, allow_nan=True)
-    except (ValueError, RecursionError):  # pragma: no cover -- parsed JSON always dumps
-        shown = "..."
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    kind = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
-    return f"{kind} {shown}" if value is not None else "null"
-
-
-def _field(obj: dict[str, Any], where: str, key: str, types: tuple[type, ...], expected: str, *, required: bool = False) -> Any:
-    if key not in obj:
-        if required:
-            raise _Malformed(f"{where}.{key}", expected, "nothing (the key is missing)")
-        return None
-    value = obj[key]
-    if isinstance(value, bool) or not isinstance(value, types):
-        raise _Malformed(f"{where}.{key}", expected, _describe(value))
-    return value
-
-
-def _check_choices(reply: Any, n: int) -> list[dict[str, Any]]:
-    """The choices of a reply in index order: a list of n objects whose indices are 0..n-1, each once."""
-    if not isinstance(reply, dict):
-        raise _Malformed("the body", 'a JSON object with "choices"', _describe(reply))
-    choices = _field(reply, "the body", "choices", (list,), f"a list of {n} choices", required=True)
-    if len(choices) != n:
-        raise _Malformed("choices", f"a list of {n} (one per prompt)", f"a list of {len(choices)}")
-    ordered: list[Any] = [None] * n
-    for position, choice in enumerate(choices):
-        if not isinstance(choice, dict):
-            raise _Malformed(f"choices[{position}]", "an object", _describe(choice))
-        index = _field(choice, f"choices[{position}]", "index", (int,), f"an integer in 0..{n - 1}", required=True)
-        if not 0 <= index < n:
-            raise _Malformed(f"choices[{position}].index", f"an integer in 0..{n - 1}", str(index))
-        if ordered[index] is not None:
-            first = next(i for i, c in enumerate(choices) if c is ordered[index])
-            raise _Malformed(f"choices[{position}].index", f"each of 0..{n - 1} once", f"{index} again (choices[{first}] has it)")
-        ordered[index] = choice
-    return ordered
-
-
-def _check_logprobs(choice: dict[str, Any], field: str) -> tuple[list[str], list[float | None] | None]:
-    """The ``tokens`` and ``token_logprobs`` of a choice (empty and None when absent)."""
-    logprobs = _field(choice, field, "logprobs", (dict, type(None)), "an object or null")
-    if not logprobs:
-        return [], None
-    where = f"{field}.logprobs"
-    tokens = _field(logprobs, where, "tokens", (list, type(None)), "a list of strings or null") or []
-    for i, token in enumerate(tokens):
-        if not isinstance(token, str):
-            raise _Malformed(f"{where}.tokens[{i}]", "a string", _describe(token))
-    values = _field(logprobs, where, "token_logprobs", (list, type(None)), "a list of numbers or null")
-    if values is None:
-        return tokens, None
-    for i, value in enumerate(values):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value <= 0):
-            raise _Malformed(f"{where}.token_logprobs[{i}]", "a log-probability (a number <= 0) or null", _describe(value))
-    if tokens and len(values) != len(tokens):
-        raise _Malformed(f"{where}.token_logprobs", f"as many values as tokens ({len(tokens)})", f"{len(values)}")
-    return tokens, values
 
 
 # ---------------------------------------------------------------------------- one deadline per request

@@ -85,7 +85,7 @@ def test_random_agent_is_seeded_and_well_formed(env_id):
 def test_make_agent_names_and_errors():
     env = make_small("searchgym/SearchR1-v0")
     lm, _ = recorder("x")
-    assert set(AGENTS) == {"lm", "no-retrieval", "naive-rag", "naive-rag-dense", "oracle", "random", "sb3"}
+    assert set(AGENTS) == {"lm", "no-retrieval", "naive-rag", "naive-rag-dense", "oracle", "random", "sb3", "chat-tools"}
     assert make_agent("naive-rag", env, lm=lm, k=5).k == 5
     assert make_agent("random", env).name == "random"
     assert make_agent("lm", env, lm=lm).name == "end-to-end"

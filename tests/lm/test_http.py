@@ -395,18 +395,46 @@ def test_bad_arguments():
 
 
 # ---------------------------------------------------------------- a real vLLM server
+# A hermes-style chat template with tools (the form of Qwen2.5's and Hermes' templates, in
+# the tiny tokenizer's ChatML): the tools as JSON in a system turn, each call as
+# <tool_call>{"name", "arguments"}</tool_call>, tool results as <tool_response> in a user turn.
+HERMES_TEMPLATE = """{%- if tools %}<|im_start|>system
+You may call functions. Their signatures are within <tools></tools>:
+<tools>
+{% for tool in tools %}{{ tool | tojson }}
+{% endfor %}</tools>
+Call one by writing <tool_call>{"name": <function-name>, "arguments": <args-json-object>}</tool_call><|im_end|>
+{% endif %}
+{%- for message in messages %}
+{%- if message.role == "assistant" %}<|im_start|>assistant
+{{ message.content or "" }}{% for call in message.tool_calls or [] %}<tool_call>{"name": "{{ call.function.name }}", "arguments": {{ call.function.arguments | tojson }}}</tool_call>{% endfor %}<|im_end|>
+{% elif message.role == "tool" %}<|im_start|>user
+<tool_response>{{ message.content }}</tool_response><|im_end|>
+{% else %}<|im_start|>{{ message.role }}
+{{ message.content }}<|im_end|>
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
+
+
 @pytest.fixture(scope="module")
-def vllm_server():
+def vllm_server(tmp_path_factory):
+    """One vLLM OpenAI server for the module's tests (its start is the slow part on a CPU):
+    the tiny model, with the hermes tool parser and the template above for chat completions."""
     pytest.importorskip("vllm")
     from searchgym.lm.testing import tiny_model_folder
 
     folder = str(tiny_model_folder())
+    template = tmp_path_factory.mktemp("vllm") / "hermes.jinja"
+    template.write_text(HERMES_TEMPLATE)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", folder, "--served-model-name", "tiny",
-           "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--max-model-len", "512", "--seed", "0"]
+           "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--max-model-len", "2048", "--seed", "0",
+           "--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--chat-template", str(template)]
     log = open(os.path.join(folder, "..", f"vllm-server-{port}.log"), "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
@@ -455,7 +483,69 @@ def test_real_vllm_server_matches_the_offline_model(vllm_server):
     assert lm.generate([ids], max_new_tokens=5, temperature=0)[0].token_ids == served[1].token_ids[:5]
     a = lm.generate(prompts, max_new_tokens=8, temperature=0.9, seed=5)
     assert a == lm.generate(prompts, max_new_tokens=8, temperature=0.9, seed=5)
-    (too_long,) = lm.generate([[5 + i % 300 for i in range(700)]], max_new_tokens=4)
+    (too_long,) = lm.generate([[5 + i % 300 for i in range(2100)]], max_new_tokens=4)
     assert too_long.finish_reason == "prompt_too_long"
-    (capped,) = lm.generate(["The"], max_new_tokens=100_000, temperature=0)  # capped at the model's length, as locally
-    assert capped.finish_reason in ("length", "stop") and len(capped.token_ids) > 0
+    # Capped at the model's length (2048), as locally: 8 tokens are left after this prompt.
+    (capped,) = lm.generate([[5 + i % 300 for i in range(2040)]], max_new_tokens=100_000, temperature=0)
+    assert capped.finish_reason in ("length", "stop") and 0 < len(capped.token_ids) <= 8
+
+
+def hermes_calls(*calls):
+    """A regex of one hermes call per (name, argument) pair, written in that order, each
+    argument's value a short lower-case word (``raw``: its JSON unquoted, which is not JSON)."""
+    blocks = []
+    for name, key, *raw in calls:
+        value = "[a-z]{1,6}" if raw else '"[a-z]{1,6}"'
+        blocks.append(r'<tool_call>\{"name": "%s", "arguments": \{"%s": %s\}\}</tool_call>' % (name, key, value))
+    return "".join(blocks)
+
+
+@pytest.mark.slow
+def test_real_vllm_server_plays_a_tools_env_through_its_own_hermes_parser(vllm_server, tmp_path):
+    import gymnasium as gym
+
+    import searchgym  # noqa: F401
+    from searchgym.bench import BenchConfig, run_bench
+
+    url, _ = vllm_server
+    lm = OpenAILM("tiny", base_url=url, tokenizer=tiny_tokenizer())
+    world = {"corpus_options": {"seed": 7, "num_passages": 400}, "top_k": 1, "max_turns": 2}
+    env = gym.make("searchgym/SearchR1-v0", action_format="tools", **world)
+    _, info = env.reset(seed=0)
+    # A random model writes no tool call by itself: vLLM's structured outputs hold its
+    # tokens to hermes calls, which the server's hermes parser reads back as tool_calls.
+    def regex(*calls):
+        return {"structured_outputs": {"regex": hermes_calls(*calls)}}
+
+    (reply,) = lm.chat([info["messages"]], tools=info["tools"], temperature=0, max_new_tokens=192,
+                       extra_body=regex(("search", "query"), ("search", "query")))
+    calls = reply.message["tool_calls"]
+    assert reply.server_finish_reason == "tool_calls" and reply.completion_tokens > 0 and reply.prompt_tokens > 500
+    assert [c["function"]["name"] for c in calls] == ["search", "search"] and len({c["id"] for c in calls}) == 2
+    queries = [json.loads(c["function"]["arguments"])["query"] for c in calls]
+    _, _, _, _, info = env.step(reply.message)  # two parallel searches, as the env's tool messages answer them
+    assert info["num_searches"] == 2 and info["num_invalid"] == 0 and info["queries"] == queries
+    assert [m["role"] for m in info["messages"][-2:]] == ["tool", "tool"] and info["messages"][-1]["tool_call_id"] == calls[1]["id"]
+    # The next turn sends the whole conversation back (arguments as JSON text) through the template.
+    (unknown,) = lm.chat([info["messages"]], tools=info["tools"], temperature=0, max_new_tokens=96, extra_body=regex(("lookup", "query")))
+    assert unknown.message["tool_calls"][0]["function"]["name"] == "lookup"
+    # Arguments that are not JSON: the server's parser gives up and sends the text, which the env's own parser reads as a bad call.
+    (broken,) = lm.chat([info["messages"]], tools=info["tools"], temperature=0, max_new_tokens=96, extra_body=regex(("search", "query", "raw")))
+    assert "tool_calls" not in broken.message and broken.message["content"].startswith('<tool_call>{"name": "search", "arguments": {"query": ')
+    _, _, _, truncated, info = env.step(broken.message)
+    assert info["num_invalid"] == 1 and info["invalid_reason"].startswith("the <tool_call> block holds invalid JSON") and truncated
+    # A conversation longer than the model's context, and max_new_tokens above it.
+    (too_long,) = lm.chat([[{"role": "user", "content": "Marrowgate " * 3000}]], tools=info["tools"], max_new_tokens=8)
+    assert too_long.finish_reason == "prompt_too_long"
+    (capped,) = lm.chat([[{"role": "user", "content": "Hi"}]], tools=info["tools"], max_new_tokens=100_000, temperature=0, extra_body=regex(("answer", "answer")))
+    assert capped.message["tool_calls"][0]["function"]["name"] == "answer"
+    # The bench: chat-tools on the served model, one search or answer a turn.
+    config = BenchConfig(
+        runs=[("SearchR1-v0", "chat-tools")], model="tiny", backend="openai", backend_options={"base_url": url}, limit=2, num_envs=2,
+        env_options={"*": world}, agent_options={"chat-tools": {"extra_body": {"structured_outputs": {"regex": "(%s|%s)" % (
+            hermes_calls(("search", "query")), hermes_calls(("answer", "answer")))}}, "max_new_tokens": 96}},
+    )
+    (row,) = run_bench(config, tmp_path, progress=False).rows
+    assert row["n"] == 2 and row["failures"] == "-" and row["generated_tokens"] > 0 and row["action_format"] == "tools"
+    episodes = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
+    assert all(e["num_invalid"] == 0 and e["outcome"] in ("answered", "truncated") for e in episodes)
