@@ -28,8 +28,10 @@ TRAIN_EPILOG = """examples:
   searchgym train --preset r1-searcher --stage2-step 10 ...                 # two-stage reward curriculum
   searchgym train --preset r1-searcher --stage-sets runs/stage-sets ...     # each stage on its difficulty-picked questions
   searchgym train --algo sb3-ppo --total-timesteps 60000 --out runs/sb3      # classic RL over template actions
+  searchgym train --preset s3 --paper-scale --dry-run                       # the paper's run, printed as flags
 
-presets (the papers' optimisation settings; batch sizes stay yours): {presets}
+presets (the papers' optimisation settings at CPU size): {presets}
+--paper-scale adds the paper's own batch, steps and token limits (searchgym.training.paper_scale).
 A run folder resumes from its newest complete checkpoint when the command is run again."""
 
 
@@ -111,6 +113,12 @@ def add_train_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--preset", choices=sorted(PRESETS), default=None, help="start from a paper's settings; flags override them")
+    parser.add_argument(
+        "--paper-scale", action="store_true",
+        help="with --preset: the paper's own training run over the CPU-sized preset (questions per step, mini-batches, "
+        "steps, token limits; each value's source in searchgym.training.paper_scale); flags still override",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the resolved arguments as one JSON object keyed by the flags' names, and exit")
     add_fields(parser, Args)
     SB3Args = sb3_trainer().SB3Args  # noqa: N806 (a class)
 
@@ -215,7 +223,7 @@ def _refuse(names: list[str], what: str, fix: str) -> Exception:
 def sb3_main(ns: argparse.Namespace) -> int:
     trainer = sb3_trainer()
     given = _given(ns, trainer.SB3Args)
-    foreign = sorted(set(_given(ns, Args)) - set(given)) + (["preset"] if ns.preset else [])
+    foreign = sorted(set(_given(ns, Args)) - set(given)) + [n for n in ("preset", "paper_scale", "dry_run") if getattr(ns, n, None)]
     if foreign:
         raise _refuse(foreign, f"language-model training, not --algorithm {ns.algorithm}", "")
     args = trainer.SB3Args(**given)
@@ -239,7 +247,23 @@ def train_main(ns: argparse.Namespace) -> int:
     if only_sb3:
         raise _refuse(only_sb3, "--algorithm sb3-ppo / sb3-dqn runs", " or pick one of those algorithms")
     given = _given(ns, Args)
-    args = preset(ns.preset, **given) if ns.preset else Args(**given)
+    if ns.paper_scale:
+        from searchgym.error import ConfigError
+        from searchgym.training.paper_scale import check_paper_scale, paper_scale_args
+
+        if not ns.preset:
+            raise ConfigError(f"--paper-scale runs a paper's training run; name the paper with --preset (one of {', '.join(sorted(PRESETS))}).")
+        args = paper_scale_args(ns.preset, **given)
+        check_paper_scale(args)
+    else:
+        args = preset(ns.preset, **given) if ns.preset else Args(**given)
+    if ns.dry_run:
+        from searchgym.training.args import check_args
+        from searchgym.training.paper_scale import flag_json
+
+        check_args(args)
+        print(json.dumps(flag_json(args), indent=2))
+        return 0
     rows = Trainer(args).train()
     if rows:
         last = rows[-1]
