@@ -234,6 +234,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "n": 16, "lr": 2e-6, "kl_coef": 1e-4, "kl_estimator": "k1", "kl_in_reward": True, "temperature": 1.0, "top_p": 1.0,
         "reward": "r1_searcher_stage1", "stage2_reward": "r1_searcher_stage2", "stage2_step": 50,
         "max_new_tokens": 512, "gamma": 1.0, "loss_aggregation": "seq-mean-token-mean",
+        # Step 50 has no source: the paper gives no step and its scripts train each stage as a
+        # run of its own; a CPU-sized choice (--paper-scale: after one pass over stage 1's set).
     },
     "s3": {
         "env_id": "searchgym/S3-v0", "algorithm": "ppo", "n": 1, "lr": 1e-6, "value_lr": 1e-5,
