@@ -235,3 +235,13 @@ def test_micro_batches_add_up_to_the_step_of_the_whole_batch(tmp_path):
         loss, params = run(micro)
         assert loss == pytest.approx(whole_loss)
         assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(params, whole))
+
+
+def test_the_help_shows_the_papers_settings(capsys):
+    from searchgym.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["distill-summarizer", "--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(the paper's 5%); None: warmup_steps. (default: 0.05)" in text and "--searcher" in text and "--queries" in text
