@@ -257,9 +257,11 @@ STRATEGIES: tuple[Strategy, ...] = (
         s.search() if s.turn == 0 else
         "<original_evidence> " + s.question if s.turn == 1 else
         s.question + " </original_evidence>\n" + s.write(Answer(WRONG)))),
-    # s3: the searcher's context against the naive-RAG baseline.
+    # s3: the searcher's context against the naive-RAG baseline. A window never annotated
+    # reaches the generator whole (s3's App. A.5): searching the question again and completing
+    # hands it ranks 1-8, the weak deep-ranks search below, which accuracy pays by design.
     Strategy("s3: search the question again, complete", "s3", lambda s: (
-        s.search() if s.turn == 0 else s.write(Complete())), ("s3",)),
+        s.search() if s.turn == 0 else s.write(Complete())), ("s3",), ("s3_gbr",)),
     Strategy("s3: search the question again, select all", "s3", lambda s: (
         s.search() if s.turn == 0 else s.write(Select(tuple(range(1, 9))), Complete())), ("s3",)),
     # Reading ranks 4-8 of the question over three windows gives the generator 8 documents: a

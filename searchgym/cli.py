@@ -176,6 +176,10 @@ def _add_bench(sub) -> None:
     bench.add_argument("--dataset", default=None, help="dataset of every env (e.g. wiki-vital-answerable)")
     bench.add_argument("--corpus-option", action="append", default=[], metavar="KEY=VALUE", help="corpus option, e.g. num_passages=2000")
     bench.add_argument(
+        "--env-option", action="append", default=[], metavar="KEY=VALUE",
+        help="gym.make argument of every env, e.g. top_k=5 (R-Search's evaluation, with --temperature 0.1) or max_turns=4",
+    )
+    bench.add_argument(
         "--agent-option", action="append", default=[], metavar="AGENT:KEY=VALUE",
         help="constructor option of one agent, e.g. sb3:policy=runs/sb3, naive-rag:k=5 or my_agents:TitleAgent:k=2 (repeatable)",
     )
@@ -408,6 +412,7 @@ def _bench(args) -> int:
     corpus_options = _key_values(args.corpus_option, "corpus-option")
     if corpus_options:
         common["corpus_options"] = corpus_options
+    common.update(_key_values(args.env_option, "env-option"))
     if common:
         env_options["*"] = common
     agent_options: dict[str, dict] = {}

@@ -213,6 +213,21 @@ def test_cli_runs_a_benchmark_and_reports_bad_arguments(tmp_path, capsys):
     assert "--corpus-option expects KEY=VALUE, got 'x'." in capsys.readouterr().err
 
 
+def test_cli_env_options_reach_every_env_as_r_searchs_evaluation_sets_them(tmp_path, capsys):
+    import json
+
+    out = tmp_path / "rsearch"
+    code = main(["bench", "--envs", "RSearch-v0", "--agents", "oracle", "--limit", "2", "--corpus-option", "num_passages=400",
+                 "--corpus-option", "seed=7", "--env-option", "top_k=5", "--temperature", "0.1", "--out", str(out), "--quiet"])
+    assert code == 0 and "| oracle @ RSearch-v0 | 2 |" in capsys.readouterr().out
+    config = json.loads((out / "config.json").read_text())
+    assert config["env_options"]["*"] == {"corpus_options": {"num_passages": 400, "seed": 7}, "top_k": 5} and config["temperature"] == 0.1
+    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert records and all(r["num_searches"] >= 1 for r in records)
+    assert main(["bench", "--env-option", "top_k", "--envs", "RSearch-v0", "--agents", "oracle"]) == 2
+    assert "--env-option expects KEY=VALUE, got 'top_k'." in capsys.readouterr().err
+
+
 def test_demo_configuration_names_only_known_envs_agents_and_backends():
     from searchgym.bench import check_config
     from searchgym.demo import DEMO_RUNS, TRAINED_LABEL, demo_config

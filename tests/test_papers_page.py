@@ -1,8 +1,14 @@
-"""docs/papers.md: every value the page gives for searchgym is the value in the code.
+"""docs/papers.md: every value the page gives for searchgym is the value in the code, and
+every quote it gives a paper is in that paper.
 
 Each section names its preset and env id; each `scope.name = value` cell is read from where
-it lives (the registered env's kwargs or SearchEnv's default, the preset's Args, the reward
-recipe's option, the protocol's attribute) and compared with the page.
+it lives (the registered env's kwargs or SearchEnv's default, the preset's Args, the Args
+under --paper-scale, the reward recipe's option, the protocol's attribute, the defaults of
+distill-summarizer and stage-sets) and compared with the page. Each "paper says" cell
+either says "paper silent" (and names the value's source) or cites the paper; every
+"quoted" text in it is found, word for word, in the paper's text in ../shared/papers/
+(beside the checkout; SEARCHGYM_PAPERS names another folder). A clean clone without that
+folder skips the quote check.
 """
 
 import ast
@@ -11,16 +17,24 @@ import re
 from pathlib import Path
 
 import pytest
+from paper_text import PAPER_FILES, needs_papers, normalize, paper_text
 
 from searchgym.envs.protocols import PROTOCOLS
 from searchgym.envs.registration import ENV_SPECS
 from searchgym.envs.single.core import SearchEnv
 from searchgym.rewards import RECIPES
 from searchgym.training.args import PRESETS, preset
+from searchgym.training.distill import DistillArgs
+from searchgym.training.paper_scale import PAPER_SCALE, paper_scale_args
+from searchgym.training.stage_sets import StageSetArgs
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "papers.md"
 SECTION = re.compile(r"^## (?P<title>.+?)\n\nPreset `(?P<preset>[^`]+)`.*?`(?P<env>searchgym/[^`]+)`", re.S | re.M)
-CELL = re.compile(r"`(env|preset|recipe|protocol)\.([a-z_]+) = ([^`]+)`")
+CELL = re.compile(r"`(env|preset|scale|recipe|protocol|distill|stage_sets)\.([a-z_]+) = ([^`]+)`")
+#: A quote in a "paper says" cell, with the paper it quotes when that is not the section's ("RECON: ").
+QUOTE = re.compile(r"(?:\b(" + "|".join(map(re.escape, PAPER_FILES)) + r"): )?\"([^\"]+)\"")
+#: How a cell cites its paper: a section, appendix, table, equation, algorithm or figure.
+CITATION = re.compile(r"§\d|App\. [A-F]|Table \d|Eq\. \d|Alg\. \d|Fig\. \d")
 
 
 def sections() -> list[tuple[str, str, str, str]]:
@@ -46,6 +60,12 @@ def actual(scope: str, name: str, preset_name: str, env_id: str):
         return spec[name] if name in spec else default(SearchEnv.__init__, name)
     if scope == "preset":
         return getattr(preset(preset_name), name)
+    if scope == "scale":
+        return getattr(paper_scale_args(preset_name), name)
+    if scope == "distill":
+        return getattr(DistillArgs(), name)
+    if scope == "stage_sets":
+        return getattr(StageSetArgs(), name)
     if scope == "recipe":
         return default(RECIPES[spec["reward"]].__init__, name)
     protocol = PROTOCOLS[spec["protocol"]]()
@@ -83,3 +103,55 @@ def test_a_wrong_value_on_the_page_would_be_caught():
     title, preset_name, env_id, _ = sections()[0]
     assert actual("preset", "lr", preset_name, env_id) != ast.literal_eval("1e-05")
     assert actual("env", "top_k", preset_name, env_id) != 5
+
+
+def rows(text: str) -> list[list[str]]:
+    return [
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in text.splitlines()
+        if line.startswith("| ") and not line.startswith("| setting")
+    ]
+
+
+@pytest.mark.parametrize("title, preset_name, env_id, text", sections(), ids=[s[0] for s in sections()])
+def test_every_paper_cell_cites_its_paper_or_says_it_is_silent(title, preset_name, env_id, text):
+    for cells in rows(text):
+        paper = cells[1]
+        assert "paper silent" in paper or CITATION.search(paper), f"{title}: cite the paper's section or say 'paper silent': {cells[0]}"
+        if "paper silent" not in paper:
+            assert QUOTE.search(paper) or re.search(r"Eq\. \d|Table \d|Alg\. \d|Fig\. \d", paper), f"{title}: quote the paper: {cells[0]}"
+    assert any(cells[0] == "schedule" and "--paper-scale" in cells[2] for cells in rows(text)), f"{title}: a schedule row says what --paper-scale runs"
+    assert preset_name in PAPER_SCALE
+
+
+@needs_papers
+@pytest.mark.parametrize("title, preset_name, env_id, text", sections(), ids=[s[0] for s in sections()])
+def test_every_quote_is_in_the_papers_text(title, preset_name, env_id, text):
+    papers = {name: paper_text(name) for name in PAPER_FILES}
+    quotes = [(source or title, quote) for cells in rows(text) for source, quote in QUOTE.findall(cells[1])]
+    assert len(quotes) >= 10, f"{title}: too few quotes"
+    missing = [f"{source}: {quote!r}" for source, quote in quotes if normalize(quote) not in papers[source]]
+    assert not missing, f"{title}: not in the paper's text: " + "; ".join(missing)
+
+
+@needs_papers
+def test_the_paper_scale_quotes_are_in_the_papers_text():
+    """searchgym.training.paper_scale cites its values the same way: a setting from a paper
+    quotes it, and the quote is in that paper; the others say the paper is silent or derive."""
+    papers = {name: paper_text(name) for name in PAPER_FILES}
+    quoted = 0
+    for name, settings in PAPER_SCALE.items():
+        for field, setting in settings.items():
+            if setting.quote:
+                assert normalize(setting.quote) in papers[setting.paper], f"{name}.{field}: {setting.quote!r} is not in {setting.paper}"
+                assert setting.quote in setting.source, f"{name}.{field}: the source shows its quote"
+                quoted += 1
+            else:
+                assert setting.source.startswith(("paper silent", "derived")), f"{name}.{field}: quote the paper or say it is silent"
+    assert quoted >= 15
+
+
+def test_a_quote_the_paper_does_not_hold_would_be_caught():
+    """The quote check can fail: a reworded quote is not in the paper's text."""
+    assert normalize("You can search as many times as your want") not in normalize("Answer the given question. You can search as many times as you want.")
+    assert QUOTE.findall('RECON: "Temperature=1.0" (App. B.4) and "five sampled responses" (§4.3)') == [("RECON", "Temperature=1.0"), ("", "five sampled responses")]

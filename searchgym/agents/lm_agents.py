@@ -68,6 +68,8 @@ class LMTurnAgent(Agent):
         temperature: float = 0.0,
         top_p: float = 1.0,
         seed: int | None = None,
+        max_observation_tokens: int | None = None,
+        max_context_tokens: int | None = None,
     ):
         if not isinstance(lm, LanguageModel):
             raise ConfigError(
@@ -76,6 +78,9 @@ class LMTurnAgent(Agent):
             )
         self.lm = lm
         self.max_new_tokens = _positive_int(type(self).__name__, "max_new_tokens", max_new_tokens)
+        owner = type(self).__name__
+        self.max_observation_tokens = None if max_observation_tokens is None else _positive_int(owner, "max_observation_tokens", max_observation_tokens)
+        self.max_context_tokens = None if max_context_tokens is None else _positive_int(owner, "max_context_tokens", max_context_tokens)
         self.temperature = temperature
         self.top_p = top_p
         self.seed = seed
@@ -93,6 +98,12 @@ class LMTurnAgent(Agent):
     # -- token bookkeeping
     def encode(self, text: str) -> tuple[int, ...]:
         return encode_text(self.lm.tokenizer, text)
+
+    def observation_ids(self, text: str) -> tuple[int, ...]:
+        """An observation's ids, cut to ``max_observation_tokens`` (as Search-R1 and s3 cut
+        theirs at ``max_obs_length``)."""
+        ids = self.encode(text)
+        return ids if self.max_observation_tokens is None else ids[: self.max_observation_tokens]
 
     def chat_ids(self, messages: Sequence[Mapping[str, str]]) -> tuple[int, ...]:
         return self.encode(self.lm.apply_chat(messages))
@@ -123,16 +134,24 @@ class LMTurnAgent(Agent):
         return [turn_seed(self.seed, info, "call", call, position) for position, info in enumerate(infos)]
 
     def _generate(self, contexts: Sequence[Sequence[int]], stop: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[Generation]:
+        """One generation per context; a context longer than ``max_context_tokens`` gets an
+        empty ``prompt_too_long`` one without reaching the model (the driver ends its episode)."""
         seed = self._seeds(infos)
-        generations = self.lm.generate(
-            [list(c) for c in contexts],
-            max_new_tokens=self.max_new_tokens,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            stop=stop,
-            seed=seed,
-        )
-        return generations
+        cap = self.max_context_tokens
+        fits = [i for i, c in enumerate(contexts) if cap is None or len(c) <= cap]
+        out = [Generation("", (), (), "prompt_too_long")] * len(contexts)
+        if fits:
+            generations = self.lm.generate(
+                [list(contexts[i]) for i in fits],
+                max_new_tokens=self.max_new_tokens,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                stop=stop,
+                seed=None if seed is None else [seed[i] for i in fits],
+            )
+            for i, g in zip(fits, generations):
+                out[i] = g
+        return out
 
 
 @dataclass
@@ -155,6 +174,12 @@ class LMAgent(LMTurnAgent):
         temperature, top_p, seed: Sampling; temperature 0 is greedy. With a seed, each
             episode's turn samples from its own stream (see :meth:`_seeds`), so a
             sampled run is reproducible and independent of how episodes are batched.
+        max_observation_tokens: Each observation is cut to this many tokens before the
+            model reads it (Search-R1's and s3's ``max_obs_length``); None: whole.
+        max_context_tokens: A turn whose context (prompt, turns, observations) is longer
+            ends its episode as ``prompt_too_long`` (Search-R1's ``max_prompt_length``,
+            which instead drops the oldest tokens: here the record must be what the model
+            read); None: only the model's own window.
         chat: Whether to format the prompt with the model's chat template (the env's
             ``info["prompt_messages"]``); ``None`` follows the protocol
             (``Protocol.uses_chat_template``: R1-Searcher's seed feeds raw text).
@@ -188,8 +213,13 @@ class LMAgent(LMTurnAgent):
         chat: bool | None = None,
         chat_template: str | None = None,
         tool_parser: str | None = None,
+        max_observation_tokens: int | None = None,
+        max_context_tokens: int | None = None,
     ):
-        super().__init__(lm, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
+        super().__init__(
+            lm, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed,
+            max_observation_tokens=max_observation_tokens, max_context_tokens=max_context_tokens,
+        )
         self.protocol = make_protocol(protocol)
         if self.protocols is not None and self.protocol.name not in self.protocols:
             raise ConfigError(
@@ -241,6 +271,13 @@ class LMAgent(LMTurnAgent):
             if info.get("turn", 0) == 0:
                 self._chats.pop(slot, None)
                 if "tools" in info:
+                    if self.max_observation_tokens is not None:
+                        raise ConfigError(
+                            f"{type(self).__name__} got max_observation_tokens={self.max_observation_tokens} for a tool "
+                            "episode: a tool result is a message of the chat template, and a cut one would no longer be "
+                            "what a fresh render of the conversation gives. Drop max_observation_tokens for "
+                            "action_format='tools' (the env's top_k bounds what a search returns)."
+                        )
                     self._trajectories[slot] = Trajectory(self._tool_prompt_ids(info))
                     self._chats[slot] = _Chat(len(info["messages"]))
                 else:
@@ -255,7 +292,7 @@ class LMAgent(LMTurnAgent):
                 if slot in self._chats:
                     self._add_tool_observation(slot, trajectory, info)
                 else:
-                    trajectory.add_observation(self.encode(observation))
+                    trajectory.add_observation(self.observation_ids(observation))
             contexts.append(self._trajectories[slot].context_ids())
             slots.append(slot)
         generations = self._generate_grouped(contexts, [self._stop(slot) for slot in slots], infos)

@@ -25,11 +25,15 @@ ENV_SPECS: dict[str, dict[str, Any]] = {
     "searchgym/SearchR1-v0": {"protocol": "search_r1", "reward": "search_r1_em", "top_k": 3, "max_turns": 5},
     "searchgym/R1Searcher-v0": {"protocol": "r1_searcher", "reward": "r1_searcher_stage2", "top_k": 3, "max_turns": 9},
     # RECON (App. B.4): top-5 documents, 5 search rounds then the answer turn (the seed's
-    # max_turns=5 loop plus its final rollout), Alg. 1's rethink feedback (the protocol's
-    # default). The LLM summarizer needs a model: the id's default condenses extractively.
+    # max_turns=5 loop plus its final rollout; Alg. 1's budget B = 5 counts the answer too,
+    # max_turns=5), Alg. 1's rethink feedback (the protocol's default). The LLM summarizer
+    # needs a model: the id's default condenses extractively.
     "searchgym/RECON-v0": {
         "protocol": "recon", "reward": "search_r1_em", "summarizer": "extractive", "top_k": 5, "max_turns": 6,
     },
+    # s3 (Table 3's headline: 8 retrieved, 3 kept, 3 turns): 3 search turns and the final
+    # one in which the searcher completes (the released 8-3-3 script's max_turns=3 loop and
+    # its final rollout); App. A.1's 4 turns are max_turns=5.
     "searchgym/S3-v0": {
         "protocol": "s3", "reward": "s3_gbr", "generator": "gold-span", "top_k": 8, "initial_top_k": 3, "max_turns": 4,
     },

@@ -157,7 +157,8 @@ class TemplateState:
         self.num_actions = len(self.names)
         self.num_features = len(GLOBAL_FEATURES) + top_k * len(SLOT_FEATURES)
         self.log = SearchLog(  # windows, selection, budgets
-            max_turns=max_turns, max_searches=max_searches, docs_per_window=protocol.docs_per_window
+            max_turns=max_turns, max_searches=max_searches, docs_per_window=protocol.docs_per_window,
+            cap_unannotated=protocol.cap_unannotated,
         )
 
     # ---------------------------------------------------------------- episode

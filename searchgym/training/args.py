@@ -158,6 +158,12 @@ class Args:
     """Rollout nucleus sampling (keep 1.0 for exact PPO ratios)."""
     max_new_tokens: int = 256
     """Most tokens per agent turn."""
+    max_observation_tokens: int | None = None
+    """Each observation is cut to this many tokens of the policy's tokenizer before the policy reads it (Search-R1's
+    and s3's max_obs_length); None: whole."""
+    max_context_tokens: int | None = None
+    """An episode whose context (prompt, turns and observations) outgrows this many tokens ends as prompt_too_long
+    before its next turn (Search-R1's and s3's max_prompt_length); None: the model's context window."""
     logprob_check_atol: float | None = None
     """Stop the run when rollout and trainer logprobs differ by more than this (None: only report the difference)."""
 
@@ -165,9 +171,11 @@ class Args:
     total_steps: int = 100
     """Rollout-update iterations."""
     eval_every: int = 0
-    """Evaluate (greedy, through searchgym bench) every N steps and at the end; 0: never."""
+    """Evaluate (through searchgym bench, at eval_temperature) every N steps and at the end; 0: never."""
     eval_limit: int | None = 64
     """Questions of eval_split per evaluation (None: all)."""
+    eval_temperature: float = 0.0
+    """Sampling temperature of the periodic evaluation (0: greedy; R-Search evaluates at 0.1)."""
     save_every: int = 10
     """Checkpoint every N steps (and at the end)."""
     keep_checkpoints: int = 2
@@ -191,20 +199,28 @@ class Args:
         return dataclasses.replace(self, **changes)
 
 
-#: The seed repositories' training-script settings (lr, KL coefficient/estimator/placement,
-#: entropy, clip, n, temperature, the PPO critic and warm-ups) and the papers' loss
-#: aggregation, applied over :class:`Args`' defaults. Batch sizes are left to the user;
-#: top_p stays 1.0 (the scripts sample at 0.95) so PPO ratios and the logprob check are exact.
+#: The papers' optimisation settings (lr, KL coefficient/estimator/placement, entropy, clip,
+#: n, temperature, the PPO critic and warm-ups, the loss aggregation), where a paper is
+#: silent its released training scripts', applied over :class:`Args`' defaults. Batch sizes,
+#: steps and context lengths stay CPU-sized: :mod:`searchgym.training.paper_scale`
+#: (``searchgym train --paper-scale``) holds each paper's training run. top_p stays 1.0 (the
+#: scripts sample at 0.95) so PPO ratios and the logprob check are exact. docs/papers.md
+#: gives each value's source, row by row.
 #:
 #: PPO (Search-R1, s3, RECON): a separate critic copied from the base model, critic lr 1e-5,
 #: value clip 0.5, GAE with gamma = lambda = 1; warm-ups as fractions of the run (Search-R1's
-#: train_ppo.sh: actor 0.285, critic 0.015; s3's train_s3: actor 0, critic 0.01; RECON trains
-#: in Search-R1's pipeline and takes its values). Aggregation: Search-R1's Eq. 1 (PPO) and
-#: Eq. 2 (GRPO) average each sequence's tokens, then the sequences (seq-mean-token-mean), and
-#: RECON optimises Search-R1's objective; R-Search writes GRPO's objective with the same
-#: 1/|o_i| average; R1-Searcher trains REINFORCE++ in OpenRLHF, whose policy loss averages
-#: each sequence's tokens first. s3 states no per-sequence average; its trainer (Search-R1's
-#: verl fork, ``masked_mean`` over the batch) averages over every token: token-mean.
+#: train_ppo.sh: actor 0.285, critic 0.015; s3's App. A.2: actor 0, critic 1%; RECON's App.
+#: B.4: 0.285 / 0.015). Aggregation: Search-R1's Eq. 1 (PPO) and Eq. 2 (GRPO) average each
+#: sequence's tokens, then the sequences (seq-mean-token-mean), and RECON's App. C writes the
+#: same 1/|y| average; s3's Eq. 2 sums the loss over a trajectory's tokens
+#: (seq-mean-token-sum; its released trainer averages over every token of the batch,
+#: ``--loss-aggregation token-mean``). R1-Searcher trains REINFORCE++ in OpenRLHF, whose
+#: policy loss averages each sequence's tokens first. R-Search writes only its objective
+#: (Eq. 2, J = E[r] - beta KL) and is silent on the average; it trains GRPO in Search-R1's
+#: verl fork with Search-R1's settings ("Following Search-R1", §4.3), so it takes Search-R1's
+#: GRPO average (Eq. 2 there), which also keeps a long evidence block from weighing more than
+#: a short answer. R-Search's warm-up ratio is 0.95 (§4.3) and it evaluates at temperature 0.1
+#: (App. A.3).
 PRESETS: dict[str, dict[str, Any]] = {
     "search-r1-ppo": {
         "env_id": "searchgym/SearchR1-v0", "algorithm": "ppo", "n": 1, "lr": 1e-6, "value_lr": 1e-5,
@@ -214,7 +230,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "loss_aggregation": "seq-mean-token-mean",
     },
     "search-r1-grpo": {
-        "env_id": "searchgym/SearchR1-v0", "algorithm": "grpo", "n": 5, "lr": 1e-6,
+        "env_id": "searchgym/SearchR1-v0", "algorithm": "grpo", "n": 5, "lr": 1e-6, "warmup_ratio": 0.285,
         "kl_coef": 0.001, "kl_estimator": "k3", "clip": 0.2, "temperature": 1.0, "top_p": 1.0,
         "entropy_coef": 0.001, "max_new_tokens": 500, "loss_aggregation": "seq-mean-token-mean",
     },
@@ -223,22 +239,24 @@ PRESETS: dict[str, dict[str, Any]] = {
         "n": 16, "lr": 2e-6, "kl_coef": 1e-4, "kl_estimator": "k1", "kl_in_reward": True, "temperature": 1.0, "top_p": 1.0,
         "reward": "r1_searcher_stage1", "stage2_reward": "r1_searcher_stage2", "stage2_step": 50,
         "max_new_tokens": 512, "gamma": 1.0, "loss_aggregation": "seq-mean-token-mean",
+        # Step 50 has no source: the paper gives no step and its scripts train each stage as a
+        # run of its own; a CPU-sized choice (--paper-scale: after one pass over stage 1's set).
     },
     "s3": {
         "env_id": "searchgym/S3-v0", "algorithm": "ppo", "n": 1, "lr": 1e-6, "value_lr": 1e-5,
         "critic": "separate", "warmup_ratio": 0.0, "value_warmup_ratio": 0.01, "value_clip": 0.5, "gamma": 1.0, "lam": 1.0,
         "kl_coef": 0.001, "kl_estimator": "k1", "kl_in_reward": True, "entropy_coef": 0.001, "temperature": 0.6,
-        "top_p": 1.0, "max_new_tokens": 500, "loss_aggregation": "token-mean",
+        "top_p": 1.0, "max_new_tokens": 500, "loss_aggregation": "seq-mean-token-sum",
         # s3 trains only on questions naive RAG gets wrong, without yes/no golds (§3.2, §4.1), and
         # evaluates on every question.
         "env_options": {"question_filter": "s3"}, "eval_env_options": {"question_filter": None},
     },
     "r-search": {
-        "env_id": "searchgym/RSearch-v0", "algorithm": "grpo", "n": 5, "lr": 1e-6,
+        "env_id": "searchgym/RSearch-v0", "algorithm": "grpo", "n": 5, "lr": 1e-6, "warmup_ratio": 0.95,
         "kl_coef": 0.001, "kl_estimator": "k3", "entropy_coef": 0.001, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 500,
         "loss_aggregation": "seq-mean-token-mean",
-        # Trained on top-3 (scripts/train_*.sh retriever.topk=3), evaluated on top-5 (§4.3; src/eval/main.py).
-        "eval_env_options": {"top_k": 5},
+        # Trained on top-3, evaluated on top-5 at temperature 0.1 (§4.3, App. A.3).
+        "eval_env_options": {"top_k": 5}, "eval_temperature": 0.1,
     },
     "recon": {
         "env_id": "searchgym/RECON-v0", "algorithm": "ppo", "n": 1, "lr": 1e-6, "value_lr": 1e-5,
@@ -360,7 +378,7 @@ def check_args(args: Args) -> None:
         _positive(name, getattr(args, name))
     for name in ("eval_every", "warmup_steps", "value_warmup_steps", "lora_rank"):
         _positive(name, getattr(args, name), zero=True)
-    for name in ("train_limit", "eval_limit", "stage2_step", "threads"):
+    for name in ("train_limit", "eval_limit", "stage2_step", "threads", "max_observation_tokens", "max_context_tokens"):
         _positive(name, getattr(args, name), allow_none=True)
     if args.algorithm == "grpo" and args.n < 2:
         raise ConfigError(f"GRPO normalizes rewards within a group of answers to one question and needs n >= 2, got n={args.n}.")
@@ -375,6 +393,8 @@ def check_args(args: Args) -> None:
         raise ConfigError(f"Args.mini_batches ({args.mini_batches}) cannot exceed the rollout batch ({batch} = questions_per_step * n).")
     if args.temperature < 0 or not 0 < args.top_p <= 1:
         raise ConfigError(f"Args expects temperature >= 0 and 0 < top_p <= 1, got temperature={args.temperature}, top_p={args.top_p}.")
+    if isinstance(args.eval_temperature, bool) or not isinstance(args.eval_temperature, (int, float)) or args.eval_temperature < 0:
+        raise ConfigError(f"Args.eval_temperature expects a number >= 0 (0: greedy), got {args.eval_temperature!r}.")
     if args.temperature == 0 and args.algorithm in ("grpo", "reinforce++") and args.n > 1:
         raise ConfigError("Greedy rollouts (temperature 0) give n identical answers per question, so group advantages are all 0; use temperature > 0.")
     for name in ("lr", "value_lr", "max_grad_norm", "clip"):

@@ -28,8 +28,10 @@ TRAIN_EPILOG = """examples:
   searchgym train --preset r1-searcher --stage2-step 10 ...                 # two-stage reward curriculum
   searchgym train --preset r1-searcher --stage-sets runs/stage-sets ...     # each stage on its difficulty-picked questions
   searchgym train --algo sb3-ppo --total-timesteps 60000 --out runs/sb3      # classic RL over template actions
+  searchgym train --preset s3 --paper-scale --dry-run                       # the paper's run, printed as flags
 
-presets (the papers' optimisation settings; batch sizes stay yours): {presets}
+presets (the papers' optimisation settings at CPU size): {presets}
+--paper-scale adds the paper's own batch, steps and token limits (searchgym.training.paper_scale).
 A run folder resumes from its newest complete checkpoint when the command is run again."""
 
 
@@ -81,6 +83,7 @@ def add_fields(parser: Any, cls: type, *, skip: Any = ()) -> None:
         flags = ["--" + f.name.replace("_", "-"), *ALIASES.get(f.name, ())]
         default = getattr(defaults, f.name)
         help_text = f"{docs.get(f.name, '')} (default: {json.dumps(default) if isinstance(default, (dict, list)) else default})"
+        help_text = help_text.replace("%", "%%")  # argparse formats help with %
         kind = _kind(str(f.type))
         if kind == "bool":
             parser.add_argument(flags[0], action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)
@@ -111,6 +114,12 @@ def add_train_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--preset", choices=sorted(PRESETS), default=None, help="start from a paper's settings; flags override them")
+    parser.add_argument(
+        "--paper-scale", action="store_true",
+        help="with --preset: the paper's own training run over the CPU-sized preset (questions per step, mini-batches, "
+        "steps, token limits; each value's source in searchgym.training.paper_scale); flags still override",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the resolved arguments as one JSON object keyed by the flags' names, and exit")
     add_fields(parser, Args)
     SB3Args = sb3_trainer().SB3Args  # noqa: N806 (a class)
 
@@ -150,8 +159,10 @@ def add_distill_parser(sub: Any) -> None:
         description=(
             "RECON's two supervised stages over the env's questions and retriever: relevance pretraining (a linear "
             "head picks the candidate holding a gold answer; the head is then dropped), then the student learns the "
-            "summaries a teacher model writes with RECON's prompt for each aspect. Saves OUT/final, a folder the env "
-            "takes as summarizer_options={\"model\": \"OUT/final\"} with summarizer=\"llm\"."
+            "summaries a teacher model writes with RECON's prompt for each aspect, of the documents of every query a "
+            "searcher policy issues (--searcher). Defaults: RECON's App. B.2-B.4 (LoRA r 8 / alpha 32, lr 1e-4, 16 a "
+            "step, 5% warm-up). Saves OUT/final, a folder the env takes as summarizer_options={\"model\": \"OUT/final\"} "
+            "with summarizer=\"llm\"."
         ),
     )
     add_fields(parser, DistillArgs)
@@ -215,7 +226,7 @@ def _refuse(names: list[str], what: str, fix: str) -> Exception:
 def sb3_main(ns: argparse.Namespace) -> int:
     trainer = sb3_trainer()
     given = _given(ns, trainer.SB3Args)
-    foreign = sorted(set(_given(ns, Args)) - set(given)) + (["preset"] if ns.preset else [])
+    foreign = sorted(set(_given(ns, Args)) - set(given)) + [n for n in ("preset", "paper_scale", "dry_run") if getattr(ns, n, None)]
     if foreign:
         raise _refuse(foreign, f"language-model training, not --algorithm {ns.algorithm}", "")
     args = trainer.SB3Args(**given)
@@ -239,7 +250,23 @@ def train_main(ns: argparse.Namespace) -> int:
     if only_sb3:
         raise _refuse(only_sb3, "--algorithm sb3-ppo / sb3-dqn runs", " or pick one of those algorithms")
     given = _given(ns, Args)
-    args = preset(ns.preset, **given) if ns.preset else Args(**given)
+    if ns.paper_scale:
+        from searchgym.error import ConfigError
+        from searchgym.training.paper_scale import check_paper_scale, paper_scale_args
+
+        if not ns.preset:
+            raise ConfigError(f"--paper-scale runs a paper's training run; name the paper with --preset (one of {', '.join(sorted(PRESETS))}).")
+        args = paper_scale_args(ns.preset, **given)
+        check_paper_scale(args)
+    else:
+        args = preset(ns.preset, **given) if ns.preset else Args(**given)
+    if ns.dry_run:
+        from searchgym.training.args import check_args
+        from searchgym.training.paper_scale import flag_json
+
+        check_args(args)
+        print(json.dumps(flag_json(args), indent=2))
+        return 0
     rows = Trainer(args).train()
     if rows:
         last = rows[-1]

@@ -1,8 +1,9 @@
 """R1-Searcher's stage sets, picked by difficulty: ``searchgym stage-sets``.
 
-R1-Searcher does not train both curriculum stages on the same questions (§3.1, Table 1;
+R1-Searcher does not train both curriculum stages on the same questions (§2.1, Table 1;
 README "Data"): a model (Qwen-2.5-7B-Instruct in the paper) plays rollouts of every
-training question, and a question's difficulty is the number of rollouts it takes to
+training question with the paper's "System Prompt for Data Selection" (``prompt``, the
+default; ``prompt="base"`` plays the training prompt instead), and a question's difficulty is the number of rollouts it takes to
 answer it correctly: *easy* under 10, *medium* 10 to 20, *difficult* more than 20. Stage 1
 trains on medium questions only (350 of them: 200 HotpotQA, 150 2Wiki, the released
 ``data/training_set/stage_1.jsonl``); stage 2 on medium and difficult ones (8,148:
@@ -64,6 +65,8 @@ DIFFICULTIES = ("easy", "medium", "difficult")
 STAGE_DIFFICULTIES = {1: ("medium",), 2: ("medium", "difficult")}
 #: R1-Searcher's Table 1: questions per stage and category (HotpotQA and 2Wiki summed).
 PAPER_STAGE_COUNTS = {1: {"medium": 350}, 2: {"medium": 2561 + 1087, "difficult": 2000 + 2500}}
+#: The R1-Searcher prompts a stage-sets run can play (:class:`~searchgym.envs.protocols.r1_searcher.R1SearcherProtocol`).
+PROMPTS = ("data_selection", "base")
 #: Scores of an episode that can mark a rollout correct (1.0), all strict (a hedge scores 0).
 METRICS = ("cover_em", "em", "gen_acc")
 
@@ -80,6 +83,9 @@ class StageSetArgs:
     """Env whose protocol the rollouts play."""
     env_options: dict[str, Any] = field(default_factory=dict)
     """Extra gym.make arguments, e.g. {"corpus": "wiki-vital", "max_turns": 4}."""
+    prompt: str = "data_selection"
+    """The R1-Searcher prompt of the rollouts (envs of the r1_searcher protocol): data_selection (the paper's "System
+    Prompt for Data Selection", through the model's chat template) or base (the training prompt, raw text)."""
     dataset: str | None = None
     """The questions to sort (a built-in dataset name or a QA file); None: the env's default."""
     split: str = "train"
@@ -121,6 +127,8 @@ def check_stage_set_args(args: StageSetArgs) -> None:
     full_env_id(args.env_id)
     if args.metric not in METRICS:
         raise UnknownNameError("stage-sets metric", args.metric, METRICS)
+    if args.prompt not in PROMPTS:
+        raise UnknownNameError("stage-sets prompt", args.prompt, PROMPTS)
     for name in ("easy_below", "difficult_above", "num_envs", "max_new_tokens"):
         value = getattr(args, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -144,6 +152,19 @@ def check_stage_set_args(args: StageSetArgs) -> None:
         raise ConfigError(f"StageSetArgs.temperature expects a positive number (greedy rollouts are all the same), got {args.temperature!r}.")
     if not isinstance(args.env_options, dict):
         raise ConfigError(f"StageSetArgs.env_options expects a dict, got {type(args.env_options).__name__}.")
+
+
+def env_options(args: StageSetArgs) -> dict[str, Any]:
+    """The ``gym.make`` arguments of the rollouts' envs: the split, ``env_options``, the
+    dataset, and on an R1-Searcher env the ``prompt`` (over the env options' own)."""
+    from searchgym.envs.registration import env_spec
+
+    options = {"split": args.split, **args.env_options}
+    if args.dataset is not None:
+        options["dataset"] = args.dataset
+    if options.get("protocol", env_spec(args.env_id).get("protocol")) == "r1_searcher":
+        options["protocol_options"] = {**dict(options.get("protocol_options") or {}), "prompt": args.prompt}
+    return options
 
 
 def rollouts_needed(correct: Sequence[bool]) -> int | None:
@@ -216,7 +237,7 @@ def check_stage_sets(folder: str | Path) -> None:
 #: The rollouts played so far, one JSON line each after a settings line: a stopped run resumes from it.
 ROLLOUTS_FILE = "rollouts.jsonl"
 #: The settings a rollout depends on; a rollouts file written with others is not reused.
-ROLLOUT_SETTINGS = ("model", "backend", "env_id", "env_options", "dataset", "split", "temperature", "max_new_tokens", "seed")
+ROLLOUT_SETTINGS = ("model", "backend", "env_id", "env_options", "prompt", "dataset", "split", "temperature", "max_new_tokens", "seed")
 
 
 def rollout_seed(seed: int, rollout: int) -> int:
@@ -278,9 +299,7 @@ def stage_sets(args: StageSetArgs, *, lm: Any = None, progress: bool = True) -> 
     if out.exists() and not out.is_dir():
         raise ConfigError(f"The stage-sets output folder {out} is a file; pick another --out.")
     env_id = full_env_id(args.env_id)
-    options = {"split": args.split, **args.env_options}
-    if args.dataset is not None:
-        options["dataset"] = args.dataset
+    options = env_options(args)
     envs = [gym.make(env_id, **options) for _ in range(args.num_envs)]
     examples = search_env(envs[0]).examples[: args.limit]
     budget = args.budget()

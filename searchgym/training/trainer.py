@@ -87,20 +87,28 @@ def load_policy(name: str, *, device: Any = None) -> tuple[Any, Any]:
 
 def evaluate_policy(
     lm: Any, env_id: str, *, env_options: dict[str, Any], split: str, limit: int | None, num_envs: int,
-    max_new_tokens: int, out: Path | None, seed: int = 0, label: str | None = None,
+    max_new_tokens: int, out: Path | None, seed: int = 0, label: str | None = None, temperature: float = 0.0,
+    agent_options: dict[str, Any] | None = None,
 ) -> dict[str, float]:
-    """Greedy play of ``lm`` on ``split`` through the benchmark harness (files in ``out``):
-    the summary's reward, EM, F1, cover-EM, searches and generated tokens as ``eval_*``."""
+    """Play of ``lm`` on ``split`` through the benchmark harness (files in ``out``), greedy
+    unless ``temperature`` > 0 (sampled with ``seed``); ``agent_options`` go to the LM agent.
+    Returns the summary's reward, EM, F1, cover-EM, searches and generated tokens as ``eval_*``."""
     config = BenchConfig(
         runs=[(full_env_id(env_id), "lm")], split=split, limit=limit, seeds=(seed,), model=lm,
-        env_options={"*": dict(env_options)}, num_envs=num_envs, temperature=0.0, max_new_tokens=max_new_tokens,
-        labels=None if label is None else [label],
+        env_options={"*": dict(env_options)}, num_envs=num_envs, temperature=temperature, max_new_tokens=max_new_tokens,
+        labels=None if label is None else [label], agent_options={"lm": dict(agent_options)} if agent_options else {},
     )
     row = run_bench(config, out, progress=False, resume=False).rows[0]
     return {
         "eval_reward": row["reward"], "eval_em": row["em"], "eval_f1": row["f1"], "eval_cover_em": row["cover_em"],
         "eval_searches": row["searches"], "eval_response_tokens": row["generated_tokens"],
     }
+
+
+def context_limits(args: Any) -> dict[str, int]:
+    """The LM agent's token limits that ``args`` sets (``max_observation_tokens``, ``max_context_tokens``)."""
+    names = ("max_observation_tokens", "max_context_tokens")
+    return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
 
 
 def warmup_steps(steps: int, ratio: float | None, run_steps: int) -> int:
@@ -371,7 +379,7 @@ class Trainer:
         tasks = [Task(q, seed=(a.seed * 1_000_003 + step * 1009 + j) % (2**31)) for q in questions for j in range(a.n)]
         agent = policy_agent(
             envs[0], self.rollout_lm, max_new_tokens=a.max_new_tokens, temperature=a.temperature, top_p=a.top_p,
-            seed=(a.seed * 7_919 + step * 104_729) % (2**31),
+            seed=(a.seed * 7_919 + step * 104_729) % (2**31), **context_limits(a),
         )
         self._phase("rollout")
         self.model.eval()
@@ -541,7 +549,7 @@ class Trainer:
             return evaluate_policy(
                 self.rollout_lm, a.env_id, env_options=kwargs, split=a.eval_split, limit=a.eval_limit, num_envs=a.num_envs,
                 max_new_tokens=a.max_new_tokens, out=self.out / "eval" / f"step-{self.step:06d}", seed=a.seed,
-                label=f"step {self.step}",
+                label=f"step {self.step}", temperature=a.eval_temperature, agent_options=context_limits(a),
             )
         finally:
             self.model.train()

@@ -184,3 +184,37 @@ def test_a_subclass_overriding_act_alone_is_a_config_error():
     env = make_small("searchgym/SearchR1-v0")
     observation, info = env.reset(options={"example_index": 0})
     assert Shouting.for_env(env, scripted(["<answer> x </answer>"])).act([observation], [info]) == ["<ANSWER> X </ANSWER>"]
+
+
+def test_observations_are_cut_to_max_observation_tokens_as_the_papers_rollouts_cut_them():
+    tok = tiny_tokenizer()
+    env = make_small("searchgym/SearchR1-v0")
+    lm = scripted(["<search> founder </search>", "<answer> x </answer>"])
+    agent = EndToEndAgent.for_env(env, lm, max_observation_tokens=5)
+    obs, info = env.reset(options={"example_index": 0})
+    obs2, *_, info2 = env.step(agent.act([obs], [info])[0])
+    agent.act([obs2], [info2])
+    trajectory = agent.end_episode(0)
+    assert len(tok.encode(obs2, add_special_tokens=False)) > 5
+    assert trajectory.segments[1].token_ids == tuple(tok.encode(obs2, add_special_tokens=False))[:5]
+    assert not trajectory.segments[1].generated
+
+
+def test_a_context_past_max_context_tokens_ends_the_episode_as_prompt_too_long():
+    from searchgym.agents import Task, run_episodes
+
+    env = make_small("searchgym/SearchR1-v0")
+    calls = []
+
+    def respond(prompt):
+        calls.append(prompt)
+        return "<search> founder </search>"
+
+    tok = tiny_tokenizer()
+    prompt_len = len(tok.encode(tok.apply_chat_template(env.reset(options={"example_index": 0})[1]["prompt_messages"], add_generation_prompt=True, tokenize=False), add_special_tokens=False))
+    agent = EndToEndAgent.for_env(env, ScriptedLM(respond, tok), max_context_tokens=prompt_len + 10)
+    (result,) = run_episodes([env], agent, [Task(env.unwrapped.examples[0].id)], keep_trajectories=True)
+    # the first turn fits; after its search the context is longer than the cap: no second call
+    assert len(calls) == 1 and result.outcome == "prompt_too_long" and result.num_searches == 1
+    with pytest.raises(ConfigError, match="^EndToEndAgent expects max_context_tokens to be a positive integer, got 0.$"):
+        EndToEndAgent.for_env(env, scripted(["x"]), max_context_tokens=0)

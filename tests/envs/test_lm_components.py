@@ -10,12 +10,11 @@ from searchgym.envs.components.lm_frozen import LMGenerator, LMJudge, LMReader, 
 from searchgym.envs.components.lm_summarizer import (
     ASPECTS,
     PAPER_SAMPLING,
-    RECONSTRUCTED_ASPECTS,
     LLMSummarizer,
     recon_prompt,
 )
 from searchgym.envs.components.summarizers import make_summarizer
-from searchgym.error import ConfigError, UnknownNameError
+from searchgym.error import ConfigError, UnknownArgumentError, UnknownNameError
 from searchgym.lm.base import Generation, LanguageModel
 from searchgym.lm.scripted import ScriptedLM
 from searchgym.lm.testing import tiny_tokenizer
@@ -34,9 +33,24 @@ def chat(messages):
     return tiny_tokenizer().apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
 
-def test_generator_uses_s3_prompt_with_renumbered_documents():
+def test_generator_uses_s3s_fig_12_prompt_with_renumbered_documents():
     lm = Recorder(" Tesk \n")
     assert LMGenerator(lm)("Which river?", DOCS) == "Tesk"
+    user = (
+        "Use the following contexts (some might be irrelevant) on demand:\nContexts:\n"
+        "Doc 1 (Title: Marrowgate)\nThe city of Marrowgate lies on the river Tesk.\n\n"
+        "Doc 2 (Title: Tesk)\nThe Tesk is a river.\n\n\n"
+        "Question: Which river?\nImportant: You MUST directly answer the question without any other text."
+    )
+    assert lm.prompts == [chat([{"role": "user", "content": user}])]
+    assert generator_messages("Q?", [], "paper")[0]["content"].startswith("Use the following contexts")
+    with pytest.raises(UnknownNameError, match="Unknown s3 generator prompt 'paperr'. Did you mean 'paper'?"):
+        LMGenerator(lm, prompt="paperr")
+
+
+def test_generator_with_the_released_prompt():
+    lm = Recorder(" Tesk \n")
+    assert LMGenerator(lm, prompt="released")("Which river?", DOCS) == "Tesk"
     system = (
         "Use the following contexts (some might be irrelevant) on demand:\nContexts:\n"
         "Doc 1 (Title: Marrowgate)\nThe city of Marrowgate lies on the river Tesk.\n\n"
@@ -81,7 +95,7 @@ def test_recon_prompt_holds_the_users_question_and_the_query_in_their_slots():
     assert "[Doc 1] Marrowgate: The city of Marrowgate lies on the river Tesk.\n[Doc 2] Tesk: The Tesk is a river.\n\nPlease write" in prompt
     assert "Focus Aspect: Clarity\n→ Write in a clear, accessible manner" in prompt
     assert "Focus Aspect: Coverage" in recon_prompt("q", "q", HITS, "coverage")
-    assert len(ASPECTS) == 6 and RECONSTRUCTED_ASPECTS == set(ASPECTS) - {"clarity"}
+    assert len(ASPECTS) == 6
     with pytest.raises(UnknownNameError, match="Unknown summary aspect 'clarty'. Did you mean 'clarity'?"):
         LLMSummarizer(Recorder("x"), aspect="clarty")
     with pytest.raises(UnknownNameError, match="Unknown summarizer question slot 'querry'. Did you mean 'query'?"):
@@ -183,6 +197,12 @@ def test_a_frozen_model_mapping_names_model_backend_options_and_sampling():
         make_frozen("reader", {"model": "tiny-random", "base_ur": "http://127.0.0.1:1/v1"})
     with pytest.raises(UnknownNameError, match="^Unknown language-model backend 'olama'"):
         make_frozen("reader", {"model": "tiny-random", "backend": "olama"})
+    # the role's prompt: s3's generator reads Fig. 12 unless the released one is named
+    assert make_frozen("generator", {"model": "tiny-random", "prompt": "released"}).prompt == "released"
+    assert make_frozen("generator", "tiny-random").prompt == "paper"
+    assert make_frozen("judge", {"model": "tiny-random", "prompt": "r1-searcher"}).prompt.name == "r1-searcher"
+    with pytest.raises(UnknownArgumentError, match=r"^LMReader got an unexpected keyword argument 'prompt'\. It takes: max_new_tokens, temperature, top_p\.$"):
+        make_frozen("reader", {"model": "tiny-random", "prompt": "paper"})  # the reader has one prompt
 
 
 # ---------------------------------------------------------------- LLM judges

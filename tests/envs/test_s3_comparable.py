@@ -6,7 +6,8 @@ question (or its words) are played on 60 small-synthwiki questions; none may ear
 than an honest episode that adds nothing the naive retrieval did not have (gain 0, what an
 honest episode that ends wrong earns on the questions s3 trains on, where naive RAG is
 wrong). The paper's raw settings (no cap, fixed top-3 baseline) are played too, to show
-the exploit the defenses close.
+the exploit the defenses close. A window the searcher never annotates gives the generator
+all its documents (s3's App. A.5), so the matched baseline is what closes re-searching.
 """
 
 import re
@@ -92,7 +93,9 @@ def test_the_papers_raw_settings_pay_for_re_searching_the_question():
 
 
 def test_the_cap_alone_closes_re_searching_but_not_deeper_ranks():
-    env = make_small("searchgym/S3-v0", split="train", reward_options={"baseline_docs": "initial"})
+    env = make_small(
+        "searchgym/S3-v0", split="train", reward_options={"baseline_docs": "initial"}, protocol_options={"cap_unannotated": True}
+    )
     gains = mean_gains(env)
     assert gains["re-search the question"] == 0.0
     assert gains["re-search, select all"] == 0.0
@@ -103,14 +106,18 @@ def hits(*ids: str) -> list[Hit]:
     return [Hit(Passage(i, i.upper(), f"text of {i}"), 1.0) for i in ids]
 
 
-def test_a_window_gives_the_generator_at_most_docs_per_window_documents():
+def test_a_selection_keeps_at_most_docs_per_window_and_a_window_never_annotated_gives_all():
     log = SearchLog(max_turns=4, docs_per_window=3)
     log.open_window("q", hits("a", "b", "c"))  # the initial window, never annotated
     log.open_window("q2", hits(*"defghijk"))
     assert [h.passage.id for h in log.select([8, 1, 1, 7, 6, 5])] == ["k", "d", "j"]
     assert [h.passage.id for h in log.select([2])] == []  # the window has given its three
-    log.open_window("q3", hits(*"lmnopqrs"))  # never annotated: its top three
-    assert [h.passage.id for h in log.context()] == ["k", "d", "j", "a", "b", "c", "l", "m", "n"]
+    log.open_window("q3", hits(*"lmnopqrs"))  # never annotated: all of it (s3's App. A.5)
+    assert [h.passage.id for h in log.context()] == ["k", "d", "j", "a", "b", "c", *"lmnopqrs"]
+    capped = SearchLog(max_turns=4, docs_per_window=3, cap_unannotated=True)
+    capped.open_window("q", hits("a", "b", "c"))
+    capped.open_window("q3", hits(*"lmnopqrs"))  # with the option: its top three
+    assert [h.passage.id for h in capped.context()] == ["a", "b", "c", "l", "m", "n"]
     raw = SearchLog(max_turns=4)
     raw.open_window("q", hits(*"defghijk"))
     assert len(raw.context()) == 8
@@ -119,12 +126,16 @@ def test_a_window_gives_the_generator_at_most_docs_per_window_documents():
 
 
 def test_the_cap_is_a_protocol_option_checked_on_construction():
-    assert S3Protocol().docs_per_window == 3
+    assert S3Protocol().docs_per_window == 3 and S3Protocol().cap_unannotated is False
+    capped = make_small("searchgym/S3-v0", protocol_options={"cap_unannotated": True}).unwrapped
+    assert capped.protocol.cap_unannotated is True and capped.game.log.cap_unannotated is True
+    with pytest.raises(ConfigError, match=re.escape("S3Protocol expects cap_unannotated to be True (a window never annotated gives its top docs_per_window) or False (all of its documents, s3's App. A.5), got 'yes'.")):
+        S3Protocol(cap_unannotated="yes")
     assert make_protocol("s3", docs_per_window=None).docs_per_window is None
     assert make_small("searchgym/S3-v0", protocol_options={"docs_per_window": 5}).unwrapped.protocol.docs_per_window == 5
     with pytest.raises(ConfigError, match=re.escape("S3Protocol expects docs_per_window to be a positive integer (s3's App. C: 3) or None (no cap), got 0.")):
         S3Protocol(docs_per_window=0)
-    with pytest.raises(ConfigError, match=re.escape("Protocol 'search_r1' does not take 'docs_per_window'; expected options among: none.")):
+    with pytest.raises(ConfigError, match=re.escape("Protocol 'search_r1' does not take 'docs_per_window'; expected options among: prompt.")):
         make_protocol("search_r1", docs_per_window=3)
     with pytest.raises(ConfigError, match=re.escape("make_protocol got a protocol object and also options ['docs_per_window']")):
         make_protocol(S3Protocol(), docs_per_window=3)

@@ -130,8 +130,10 @@ def test_ppo_presets_use_the_papers_separate_critic_and_aggregations():
     aggregation = {name: preset(name).loss_aggregation for name in PRESETS}
     assert aggregation == {
         "search-r1-ppo": "seq-mean-token-mean", "search-r1-grpo": "seq-mean-token-mean", "recon": "seq-mean-token-mean",
-        "r-search": "seq-mean-token-mean", "r1-searcher": "seq-mean-token-mean", "s3": "token-mean",
+        "r-search": "seq-mean-token-mean", "r1-searcher": "seq-mean-token-mean", "s3": "seq-mean-token-sum",  # s3's Eq. 2 sums
     }
+    # R-Search's §4.3 warm-up ratio 0.95; Search-R1's GRPO script's 0.285
+    assert preset("r-search").warmup_ratio == 0.95 and preset("search-r1-grpo").warmup_ratio == 0.285
     assert Args().critic == "separate"
     cases = [
         ({"critic": "sepparate"}, "Unknown critic 'sepparate'. Did you mean 'separate'? Expected one of: separate, shared-head."),

@@ -213,3 +213,26 @@ def test_sets_do_not_depend_on_how_many_rollouts_play_at_once_and_a_stopped_run_
     assert lines("stopped", "difficulty.jsonl") == lines("one", "difficulty.jsonl")[:2]
     with pytest.raises(ConfigError, match=r"rollouts\.jsonl holds rollouts played with other settings: max_new_tokens=24 \(now 16\); pick another --out, or delete the file to replay them\.$"):
         run("one", max_new_tokens=16)
+
+
+def test_rollouts_play_the_papers_data_selection_prompt_through_the_chat_template(tmp_path):
+    from searchgym.envs.protocols.r1_searcher import DATA_SELECTION_PROMPT
+
+    prompts = {}
+    for prompt in ("data_selection", "base"):
+        seen = []
+        lm = ScriptedLM(lambda p: (seen.append(p), "<answer> Nobody </answer>")[1], tiny_tokenizer())
+        args = StageSetArgs(
+            env_options=ENV, limit=1, rollouts=2, easy_below=1, difficult_above=1, num_envs=1, max_new_tokens=16,
+            prompt=prompt, out=str(tmp_path / prompt),
+        )
+        stage_sets(args, lm=lm, progress=False)
+        prompts[prompt] = seen[0]
+    assert DATA_SELECTION_PROMPT in prompts["data_selection"] and "<|im_start|>system" in prompts["data_selection"]
+    assert prompts["base"].startswith("The User asks a question, and the Assistant solves it.")  # raw text
+    assert StageSetArgs().prompt == "data_selection"
+    # rollouts played with one prompt are not reused for the other
+    with pytest.raises(ConfigError, match=r"holds rollouts played with other settings: prompt='base' \(now 'data_selection'\)"):
+        stage_sets(StageSetArgs(**{**vars(args), "prompt": "data_selection"}), lm=lm, progress=False)
+    with pytest.raises(UnknownNameError, match="Unknown stage-sets prompt 'data-selection'. Did you mean 'data_selection'?"):
+        check_stage_set_args(StageSetArgs(prompt="data-selection"))

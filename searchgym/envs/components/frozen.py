@@ -28,8 +28,8 @@ def _gold_span() -> Callable[..., Any]:
     return GoldSpanReader()
 
 
-#: Keys of a mapping spec that configure the role (its sampling), not the model's backend.
-ROLE_OPTIONS = ("max_new_tokens", "temperature", "top_p")
+#: Keys of a mapping spec that configure the role (its sampling, its prompt), not the model's backend.
+ROLE_OPTIONS = ("max_new_tokens", "temperature", "top_p", "prompt")
 
 #: Built-in frozen models by name. ``gold-span`` is a perfect reader: it answers with a
 #: gold answer exactly when the context contains one (an upper bound, and LM-free).

@@ -28,6 +28,14 @@ S3_GENERATOR_SYSTEM = (
 )
 # The same file's zero-shot variant (no documents).
 S3_ZERO_SHOT_SYSTEM = "Important: You MUST directly answer the question without any other text and thinking."
+# s3's Fig. 12, word for word: one user message holding the contexts and the question.
+S3_GENERATOR_PAPER = (
+    "Use the following contexts (some might be irrelevant) on demand:\nContexts:\n{context}\n"
+    "Question: {question}\nImportant: You MUST directly answer the question without any other text."
+)
+#: The generator prompts of :class:`LMGenerator`: ``paper`` (Fig. 12) and ``released``
+#: (the released code's system prompt, the question as the user message).
+GENERATOR_PROMPTS = ("paper", "released")
 # R-Search scripts/evidence.yaml: the frozen reader answering from the agent's evidence.
 R_SEARCH_READER_PROMPT = (
     "Answer the question based on the given passages. Only give me the answer and do not output any other words.\n\n"
@@ -46,8 +54,12 @@ def generator_context(docs: Sequence[str]) -> str:
     return "".join(f"Doc {i} (Title: {title})\n{text}\n\n" for i, (title, text) in enumerate(map(split_doc, docs), 1))
 
 
-def generator_messages(question: str, docs: Sequence[str]) -> list[dict[str, str]]:
-    """s3's generator chat: the documents in the system prompt (zero-shot prompt without any)."""
+def generator_messages(question: str, docs: Sequence[str], prompt: str = "released") -> list[dict[str, str]]:
+    """s3's generator chat. ``released``: the documents in the system prompt (the zero-shot
+    prompt without any), the question as the user message; ``paper``: Fig. 12 as one user
+    message (an empty context without documents)."""
+    if prompt == "paper":
+        return [{"role": "user", "content": S3_GENERATOR_PAPER.format(context=generator_context(docs), question=question.strip())}]
     system = S3_GENERATOR_SYSTEM.format(context=generator_context(docs)) if docs else S3_ZERO_SHOT_SYSTEM
     return [{"role": "system", "content": system}, {"role": "user", "content": question}]
 
@@ -86,15 +98,25 @@ class LMGenerator(_LMCallable):
     """s3's frozen generator: ``(question, docs) -> answer`` from the selected documents.
 
     The seed serves Qwen2.5-14B-Instruct at temperature 0; any chat model works here.
+    ``prompt``: ``"paper"`` (default; Fig. 12, one user message) or ``"released"`` (the
+    released code's system prompt with the documents, the question as the user message; see
+    :func:`generator_messages`). In an env: ``generator={"model": ..., "prompt": "released"}``.
     """
 
     role = "generator"
 
-    def __init__(self, lm: LanguageModel, *, max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0):
+    def __init__(
+        self, lm: LanguageModel, *, prompt: str = "paper", max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0
+    ):
+        from searchgym.error import UnknownNameError
+
         super().__init__(lm, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
+        if prompt not in GENERATOR_PROMPTS:
+            raise UnknownNameError("s3 generator prompt", prompt, GENERATOR_PROMPTS)
+        self.prompt = prompt
 
     def __call__(self, question: str, docs: Sequence[str]) -> str:
-        return self.complete(generator_messages(question, list(docs)))
+        return self.complete(generator_messages(question, list(docs), self.prompt))
 
 
 #: Verdicts one shared judge cache keeps; the least recently used are dropped first. A
@@ -289,5 +311,11 @@ LM_ROLES: dict[str, type[_LMCallable]] = {"generator": LMGenerator, "reader": LM
 
 
 def lm_frozen(role: str, lm: LanguageModel, **options: Any) -> _LMCallable:
-    """The LM version of ``role`` played by ``lm``."""
-    return LM_ROLES[role](lm, **options)
+    """The LM version of ``role`` played by ``lm``; an option the role does not take is refused."""
+    import inspect
+
+    from searchgym.error import check_keywords
+
+    cls = LM_ROLES[role]
+    check_keywords(cls.__name__, options, [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "lm")])
+    return cls(lm, **options)

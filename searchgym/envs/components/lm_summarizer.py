@@ -5,9 +5,8 @@ RECON's code), verbatim. The paper (App. B.3) fills its "User Question" slot wit
 user's question and its "Search Query" slot with the query; the seed's rollout code sends
 the search query in both (``question_slot="query"`` keeps that). The paper distils
 summaries across six aspects (clarity, factual correctness, completeness, coverage,
-coherence, logicality); only the ``clarity`` description is published (in the seed). The
-other five are reconstructed (:data:`RECONSTRUCTED_ASPECTS`): written in the clarity
-description's form from the aspect's name and the paper's account of what it asks for.
+coherence, logicality), each described in App. B.3; :data:`ASPECTS` holds those
+descriptions word for word (the seed's ``clarity`` text is the same as the paper's).
 The paper's summarizer samples with temperature 0.7, top-p 0.9, top-k 40 (the defaults).
 """
 
@@ -49,8 +48,8 @@ Retrieved Documents:
 {documents}
 Please write the support context for me. Make it clear, factual, and optimized for the aspect defined above."""
 
-#: Aspect name -> (title, description). ``clarity`` is the seed's text; the others are
-#: reconstructed (see :data:`RECONSTRUCTED_ASPECTS`).
+#: Aspect name -> (title, description): the six of App. B.3, word for word (``clarity`` is
+#: also the seed's text).
 ASPECTS: dict[str, tuple[str, str]] = {
     "clarity": (
         "Clarity",
@@ -60,41 +59,37 @@ ASPECTS: dict[str, tuple[str, str]] = {
     ),
     "factual_correctness": (
         "Factual Correctness",
-        "Make every statement accurate and supported by the retrieved documents. Reproduce names, numbers, dates and "
-        "relations exactly as the documents give them, without rounding, generalizing or guessing. Leave out anything "
-        "the documents do not state. Ensure that no statement contradicts or goes beyond its source.",
+        "Ensure that every statement in the support context is factually accurate and directly supported by the "
+        "retrieved documents. Do not include any information that is inferred, assumed, or fabricated. Avoid "
+        "hallucinations, exaggerations, or unsupported claims.",
     ),
     "completeness": (
         "Completeness",
-        "Include all the information from the documents that is needed to answer the user question. Keep every "
-        "relevant fact, entity and qualifying detail, including those needed for intermediate steps of a multi-step "
-        "question. Do not drop a fact because it seems minor. Ensure that a reader could answer the question from the "
-        "support context alone whenever the documents allow it.",
+        "Make sure that the support context includes all major facts from the retrieved documents that are needed to "
+        "answer the user's question. Do not omit important information, even if it seems implicit. The summary should "
+        "be as thorough as possible within a compact form.",
     ),
     "coverage": (
         "Coverage",
-        "Draw on all of the retrieved documents that bear on the user question, not only the first or the most "
-        "prominent one. Represent the distinct pieces of evidence each document contributes and note where documents "
-        "agree, add to each other or differ. Ensure that no relevant document is left out of the support context.",
+        "Ensure comprehensive coverage of all relevant information from the retrieved documents. Include all key facts, "
+        "data points, examples, and supporting details that could be useful for answering the question. Avoid omitting "
+        "important information even if it seems redundant, as comprehensive coverage is prioritized over brevity.",
     ),
     "coherence": (
         "Coherence",
-        "Organize the support context as one well-connected text rather than a list of isolated facts. Group related "
-        "information together and order it so that each sentence follows naturally from the one before. Use clear "
-        "transitions between points. Ensure that the whole reads as a unified and consistent account.",
+        "Create a logically coherent and well-structured summary that flows naturally from one point to the next. Use "
+        "clear transitions, logical connections, and a consistent narrative structure. Ensure that ideas are presented "
+        "in a logical sequence that makes sense to the reader, with each piece of information building upon the "
+        "previous one.",
     ),
     "logicality": (
         "Logicality",
-        "Present the information in a logical order that follows the reasoning needed to answer the user question. "
-        "Make the relations between facts explicit, such as cause and effect, sequence, comparison or the link between "
-        "one entity and the next. Avoid contradictions and unsupported leaps. Ensure that each step of the reasoning "
-        "can be traced back to the documents.",
+        "Present information in a logically sound manner with clear reasoning and valid conclusions. Ensure that "
+        "cause-and-effect relationships are properly established, that arguments are well-structured, and that "
+        "conclusions follow logically from the presented evidence. Avoid logical fallacies and ensure that the "
+        "information flows in a way that makes logical sense.",
     ),
 }
-
-#: Aspects whose description is not published (App. B.3's wording could not be had here):
-#: written by searchgym in the form of the seed's ``clarity`` description.
-RECONSTRUCTED_ASPECTS = frozenset(ASPECTS) - {"clarity"}
 
 #: Where the episode's question goes: ``question`` (the paper: the user's question in the
 #: "User Question" slot) or ``query`` (the seed's rollout code: the search query in both slots).

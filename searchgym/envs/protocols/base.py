@@ -176,8 +176,10 @@ class Protocol(ABC):
     initial_retrieval: bool = False
     #: Whether windows the agent never annotated with a selection reach the generator whole (s3).
     keeps_unannotated_windows: bool = False
-    #: The most documents one window gives a frozen generator (s3: 3, its App. C); None: no cap.
+    #: The most documents a selection keeps of one window (s3: 3, its App. C); None: no cap.
     docs_per_window: int | None = None
+    #: Whether a window never annotated gives only its top ``docs_per_window`` (s3's App. A.5: all of them).
+    cap_unannotated: bool = False
     #: Whether the grammar has an evidence block the agent can write (R-Search).
     writes_evidence: bool = False
     #: Whether the seed feeds the prompt through the model's chat template (R1-Searcher does not).

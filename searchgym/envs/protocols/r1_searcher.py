@@ -9,6 +9,15 @@ is the action; a query is the text after the last ``<|begin_of_query|>`` before 
 with quotes removed and whitespace collapsed, as in R1-Searcher's rollout. R1-Searcher ends
 the trajectory on a malformed turn; here it is answered with feedback and counted, like
 every protocol (its format penalty still applies at the end).
+
+Two prompts, both the paper's (§2.1 and §2.2.2): ``prompt="base"`` (the default) is the
+"System Prompt for Base Model" the policy trains with, fed as raw text (as the released
+training code does), the assistant's turn opened with ``<think>``; ``prompt="data_selection"``
+is the "System Prompt for Data Selection" with which Qwen-2.5-7B-Instruct's rollouts sorted
+the training questions by difficulty: a system message, the question as the user message,
+through the model's chat template (``searchgym stage-sets`` uses it). The paper's box for it
+shows three stray double quotes (the end of a Python string) after the query format; they
+are left out.
 """
 
 from __future__ import annotations
@@ -21,6 +30,18 @@ from searchgym.envs.protocols.base import Action, Answer, Invalid, Protocol, Sea
 BEGIN_QUERY, END_QUERY = "<|begin_of_query|>", "<|end_of_query|>"
 BEGIN_DOCS, END_DOCS = "<|begin_of_documents|>", "<|end_of_documents|>"
 
+#: §2.1's "System Prompt for Data Selection", word for word (without the stray quotes).
+DATA_SELECTION_PROMPT = (
+    "You are a helpful assistant. Given a question, you should answer it by first thinking about the reasoning "
+    "process in the mind and then providing the final answer. The output format of reasoning process and final "
+    "answer are enclosed within <think> </think> and <answer> </answer> tags, respectively, i.e., \"<think> "
+    "reasoning process here </think><answer> final answer here </answer>\". You should perform thinking with "
+    "decomposing, reflecting, brainstorming, verifying, refining, and revising. Besides, you can perform searching "
+    f"for uncertain knowledge if necessary with the format of \"{BEGIN_QUERY} search query (only keywords) here "
+    f"{END_QUERY}\". Then, the search system will provide you with the retrieval information with the format of "
+    f"\"{BEGIN_DOCS} ...search results... {END_DOCS}\"."
+)
+
 
 class R1SearcherProtocol(Protocol):
     """The grammar of R1-Searcher."""
@@ -32,7 +53,21 @@ class R1SearcherProtocol(Protocol):
 
     uses_chat_template = False
 
+    #: The prompts the ``prompt`` option names.
+    PROMPTS = ("base", "data_selection")
+
+    def __init__(self, prompt: str = "base"):
+        from searchgym.error import UnknownNameError
+
+        if prompt not in self.PROMPTS:
+            raise UnknownNameError("R1-Searcher prompt", prompt, self.PROMPTS)
+        self.prompt_style = prompt
+        # The data-selection prompt is a system message for an instruct model's chat template.
+        self.uses_chat_template = prompt == "data_selection"
+
     def prompt(self, example: QAExample, docs: Sequence[Hit] | None = None) -> str:
+        if self.prompt_style == "data_selection":
+            return f"{DATA_SELECTION_PROMPT}\n\n{example.question}"
         return (
             "The User asks a question, and the Assistant solves it.\n"
             "The Assistant first thinks about the reasoning process in the mind and then provides the User "
@@ -47,6 +82,11 @@ class R1SearcherProtocol(Protocol):
             f'of "{BEGIN_DOCS} ...search results... {END_DOCS}".\n\n'
             f"User:{example.question}\nAssistant: <think>"
         )
+
+    def messages(self, example: QAExample, docs: Sequence[Hit] | None = None) -> list[dict[str, str]]:
+        if self.prompt_style == "data_selection":
+            return [{"role": "system", "content": DATA_SELECTION_PROMPT}, {"role": "user", "content": example.question}]
+        return super().messages(example, docs)
 
     def parse_actions(self, text: str) -> tuple[tuple[Action, ...], bool]:
         first = first_of(text, (BEGIN_QUERY, "<answer>"))

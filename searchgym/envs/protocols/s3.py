@@ -10,14 +10,24 @@ As in s3: a turn is cut after its first ``</query>``; a true ``<search_complete>
 (``true``, ``yes``, ``1`` or ``y``) overrides a query in the same turn; the invalid-turn
 feedback opens a ``<query>`` for the agent, so a turn with ``</query>`` but no
 ``<query>`` continues it. The frozen generator reads the kept documents followed by every
-document of each window the searcher never annotated (normally the initial one).
+document of each window the searcher never annotated (normally the initial one): App. A.5,
+"If no <important_info> tag exists for a <information> block, all documents from that
+block are included".
 
-The cap of App. C: a window gives the generator at most ``docs_per_window`` documents
-(default 3): the first three numbers a selection names, and the top three of a window never
-annotated. s3's prompt asks for "up to 3 documents" but its released reward code keeps
-every number from 1 to 8 and every document of an unannotated window, so a searcher that
-searches the question again and completes hands the generator eight documents against the
-naive-RAG baseline's three; ``docs_per_window=None`` restores that released behaviour.
+The cap of App. C: a selection gives the generator at most ``docs_per_window`` documents of
+its window (default 3, the prompt's "up to 3 documents"): the first three numbers it
+names. s3's released reward code keeps every number from 1 to 8; ``docs_per_window=None``
+restores that. ``cap_unannotated=True`` caps a window never annotated too (its top
+``docs_per_window``), which App. A.5 does not: without it, a searcher that searches the
+question again and completes hands the generator eight documents against naive RAG's
+three. The reward's matched baseline (``baseline_docs="matched"``, s3_gbr's default) is what
+keeps that from paying; searchgym's envs before this option capped both.
+
+The prompt (``prompt="paper"``, the default) is Fig. 11 word for word. Where the figure
+prints "[An abstractive example of s3 loop]" the example of the loop comes from the released
+code (the figure abbreviates it); ``prompt="released"`` is the released code's prompt
+(``make_prefix`` of ``scripts/data_process/train_s3.py``), which words the instructions
+differently and invites ``<think>`` blocks.
 """
 
 from __future__ import annotations
@@ -29,6 +39,75 @@ from collections.abc import Sequence
 from searchgym.corpora.types import Hit, QAExample
 from searchgym.envs.protocols.base import Action, Complete, Invalid, Protocol, Search, Select, find_block
 from searchgym.error import ConfigError
+
+#: The example of the loop both prompts show (the released code's; Fig. 11 prints "[An
+#: abstractive example of s3 loop]" in its place).
+S3_LOOP_EXAMPLE = (
+    "For a question and initial searched results:\n<question>\n[user's question]\n</question>\n"
+    "<information>\n[initial searched results]\n</information>\n\n"
+    "If the initial searched results are enough to produce an answer, you should output:\n"
+    "<search_complete>\nTrue\n</search_complete>\n\n"
+    "If the initial searched results are not enough to produce an answer, you should output:\n"
+    '<query>\n{{\n    "query": "[search query]"\n}} \n</query>\n'
+    "<information>\n[top searched results based on the above search query]\n</information>\n"
+    "<important_info>\n[doc ids]\n</important_info>\n<search_complete>\nFalse\n</search_complete>\n"
+    '<query>\n{{\n    "query": "[search query]"\n}}\n</query>\n'
+    "...... (can be several turns until <search_complete> is True)\n\n"
+    "<search_complete>\nTrue\n</search_complete>\n\n"
+)
+
+#: Prompt option -> the searcher's prompt, a format string of ``question`` and
+#: ``initial_search_result``. ``paper``: Fig. 11; ``released``: ``make_prefix`` of the
+#: released ``scripts/data_process/train_s3.py`` (E5 retriever).
+S3_PROMPTS = {
+    "paper": (
+        "You are a search copilot for a generation model. Based on a user's query and initial searched results, you "
+        "will first determine if the searched results are enough to produce an answer.\n"
+        "If the searched results are enough, you will use <search_complete>True</search_complete> to indicate that "
+        "you have gathered enough information for the generation model to produce an answer.\n"
+        "If the searched results are not enough, you will go through a loop of <query> \u2192 <information> \u2192 "
+        "<important_info> \u2192 <search_complete> \u2192 <query> (if not complete) \u2026, to help the generation model "
+        "to generate a better answer with more relevant information searched.\n"
+        "You should show the search query between <query> and </query> in JSON format.\n"
+        "Based on the search query, we will return the top searched results between <information> and "
+        "</information>. You need to put the doc ids of the important documents (up to 3 documents, within the "
+        "current information window) between <important_info> and </important_info> (e.g., "
+        "<important_info>[1, 4]</important_info>).\n"
+        "A search query must be followed by a <search_complete> tag if the search is not complete.\n"
+        "After reviewing the information, you must decide whether to continue searching with a new query or "
+        "indicate that the search is complete. If you need more information, use "
+        "<search_complete>False</search_complete>. Otherwise, use <search_complete>True</search_complete> to "
+        "terminate the search.\n"
+        "Note: Only the content between <important_info> will be used by the generation model to produce an "
+        "answer.\n\n"
+        + S3_LOOP_EXAMPLE
+        + "<question>\n{question}\n</question>\n<information>\n{initial_search_result}\n</information>\n"
+    ),
+    "released": (
+        "You are a search copilot for the generation model. Based on a user's query and initial searched "
+        "results, you will first determine if the searched results are enough to produce an answer.\n"
+        "If the searched results are enough, you will use <search_complete>True</search_complete> to "
+        "indicate that you have gathered enough information for the generation model to produce an answer.\n"
+        "If the searched results are not enough, you will go through a loop of <query> -> <information> -> "
+        "<important_info> -> <search_complete> -> <query> (if not complete) ..., to help the generation "
+        "model to generate a better answer with more relevant information searched.\n"
+        "You should show the search query between <query> and </query> in JSON format.\n"
+        "Based on the search query, we will return the top searched results between <information> and "
+        "</information>. You need to put the doc ids of the important documents (up to 3 documents, within "
+        "the current information window) between <important_info> and </important_info> (e.g., "
+        "<important_info>[1, 4]</important_info>).\n"
+        "A search query MUST be followed by a <search_complete> tag if the search is not complete.\n"
+        "After reviewing the information, you must decide whether to continue searching with a new query or "
+        "indicate that the search is complete. If you need more information, use "
+        "<search_complete>False</search_complete> to indicate you want to continue searching with a better "
+        "query. Otherwise, use <search_complete>True</search_complete> to terminate the search.\n"
+        "During the process, you can add reasoning process within <think></think> tag whenever you want. "
+        "Note: Only the important information would be used for the generation model to produce an answer.\n\n"
+        + S3_LOOP_EXAMPLE
+        + "Now, start the loop with the following question and initial searched results:\n\n"
+        "<question>\n{question}\n</question>\n<information>\n{initial_search_result}\n</information>\n"
+    ),
+}
 
 # Whole numbers only: "[12345]" is one (out-of-range) number, "1.5" is none.
 _NUMBERS = re.compile(r"(?<!\d)(?<!\d\.)\d{1,9}(?!\d)(?!\.\d)")
@@ -68,7 +147,9 @@ class S3Protocol(Protocol):
     keeps_unannotated_windows = True
     writable = "it writes an optional Select followed by one Search or Complete"
 
-    def __init__(self, docs_per_window: int | None = 3):
+    def __init__(self, docs_per_window: int | None = 3, cap_unannotated: bool = False, prompt: str = "paper"):
+        from searchgym.error import UnknownNameError
+
         if docs_per_window is not None and (
             not isinstance(docs_per_window, int) or isinstance(docs_per_window, bool) or docs_per_window < 1
         ):
@@ -76,47 +157,23 @@ class S3Protocol(Protocol):
                 f"S3Protocol expects docs_per_window to be a positive integer (s3's App. C: 3) or None (no cap), "
                 f"got {docs_per_window!r}."
             )
+        if not isinstance(cap_unannotated, bool):
+            raise ConfigError(
+                f"S3Protocol expects cap_unannotated to be True (a window never annotated gives its top docs_per_window) "
+                f"or False (all of its documents, s3's App. A.5), got {cap_unannotated!r}."
+            )
+        if prompt not in S3_PROMPTS:
+            raise UnknownNameError("S3Protocol prompt", prompt, S3_PROMPTS)
         self.docs_per_window = docs_per_window
+        self.cap_unannotated = cap_unannotated
+        self.prompt_style = prompt
 
     def prompt(self, example: QAExample, docs: Sequence[Hit] | None = None) -> str:
         question = example.question.strip()
         if not question.endswith("?"):
             question += "?"
         initial = "".join(f"Doc {i} (Title: {h.passage.title}) {h.passage.text}\n" for i, h in enumerate(docs or [], 1))
-        return (
-            "You are a search copilot for the generation model. Based on a user's query and initial searched "
-            "results, you will first determine if the searched results are enough to produce an answer.\n"
-            "If the searched results are enough, you will use <search_complete>True</search_complete> to "
-            "indicate that you have gathered enough information for the generation model to produce an answer.\n"
-            "If the searched results are not enough, you will go through a loop of <query> -> <information> -> "
-            "<important_info> -> <search_complete> -> <query> (if not complete) ..., to help the generation "
-            "model to generate a better answer with more relevant information searched.\n"
-            "You should show the search query between <query> and </query> in JSON format.\n"
-            "Based on the search query, we will return the top searched results between <information> and "
-            "</information>. You need to put the doc ids of the important documents (up to 3 documents, within "
-            "the current information window) between <important_info> and </important_info> (e.g., "
-            "<important_info>[1, 4]</important_info>).\n"
-            "A search query MUST be followed by a <search_complete> tag if the search is not complete.\n"
-            "After reviewing the information, you must decide whether to continue searching with a new query or "
-            "indicate that the search is complete. If you need more information, use "
-            "<search_complete>False</search_complete> to indicate you want to continue searching with a better "
-            "query. Otherwise, use <search_complete>True</search_complete> to terminate the search.\n"
-            "During the process, you can add reasoning process within <think></think> tag whenever you want. "
-            "Note: Only the important information would be used for the generation model to produce an answer.\n\n"
-            "For a question and initial searched results:\n<question>\n[user's question]\n</question>\n"
-            "<information>\n[initial searched results]\n</information>\n\n"
-            "If the initial searched results are enough to produce an answer, you should output:\n"
-            "<search_complete>\nTrue\n</search_complete>\n\n"
-            "If the initial searched results are not enough to produce an answer, you should output:\n"
-            '<query>\n{\n    "query": "[search query]"\n} \n</query>\n'
-            "<information>\n[top searched results based on the above search query]\n</information>\n"
-            "<important_info>\n[doc ids]\n</important_info>\n<search_complete>\nFalse\n</search_complete>\n"
-            '<query>\n{\n    "query": "[search query]"\n}\n</query>\n'
-            "...... (can be several turns until <search_complete> is True)\n\n"
-            "<search_complete>\nTrue\n</search_complete>\n\n"
-            "Now, start the loop with the following question and initial searched results:\n\n"
-            f"<question>\n{question}\n</question>\n<information>\n{initial.strip()}\n</information>\n"
-        )
+        return S3_PROMPTS[self.prompt_style].format(question=question, initial_search_result=initial.strip())
 
     def parse_actions(self, text: str) -> tuple[tuple[Action, ...], bool]:
         if "</query>" in text and "<query>" not in text:

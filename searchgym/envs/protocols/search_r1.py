@@ -7,6 +7,13 @@ is the action, as in Search-R1's rollout. A turn is cut after its earliest ``</s
 or ``</answer>``, as a generation engine stopping there would (Search-R1's trainer cuts at
 ``</search>`` first even when ``</answer>`` comes earlier; the two agree on every turn
 that has one action).
+
+The prompt is Table 1 of the paper, word for word (``prompt="paper"``, the default); its
+released code words it a little differently ("as many times as your want", a comma before
+"without detailed illustrations"; ``prompt="released"``). Table 1 ends "Question:
+question." with the placeholder; the question is put there as the dataset gives it, with a
+question mark added when it has none (as Search-R1's data preparation does), and no period
+after it.
 """
 
 from __future__ import annotations
@@ -24,19 +31,45 @@ class SearchR1Protocol(Protocol):
     stop_strings = ("</search>", "</answer>")
     env_tags = (("<information>", "</information>"),)
 
-    def prompt(self, example: QAExample, docs: Sequence[Hit] | None = None) -> str:
-        question = example.question.strip()
-        if not question.endswith("?"):
-            question += "?"  # as Search-R1's data preparation does
-        return (
+    #: Prompt option -> the instruction before the question: ``paper`` is Table 1 of the
+    #: paper; ``released`` the wording of its released code (``make_prefix`` in
+    #: ``scripts/data_process/qa_search_train_merge.py``, the NQ + HotpotQA training data).
+    PROMPTS = {
+        "paper": (
+            "Answer the given question. You must conduct reasoning inside <think> and </think> "
+            "first every time you get new information. After reasoning, if you find you lack "
+            "some knowledge, you can call a search engine by <search> query </search>, and it "
+            "will return the top searched results between <information> and </information>. "
+            "You can search as many times as you want. If you find no further external "
+            "knowledge needed, you can directly provide the answer inside <answer> and </answer> "
+            "without detailed illustrations. For example, <answer> Beijing </answer>. Question: "
+        ),
+        "released": (
             "Answer the given question. You must conduct reasoning inside <think> and </think> "
             "first every time you get new information. After reasoning, if you find you lack "
             "some knowledge, you can call a search engine by <search> query </search> and it "
             "will return the top searched results between <information> and </information>. "
             "You can search as many times as your want. If you find no further external "
             "knowledge needed, you can directly provide the answer inside <answer> and </answer>, "
-            f"without detailed illustrations. For example, <answer> Beijing </answer>. Question: {question}\n"
-        )
+            "without detailed illustrations. For example, <answer> Beijing </answer>. Question: "
+        ),
+    }
+    #: The prompt of a protocol built without options.
+    DEFAULT_PROMPT = "paper"
+
+    def __init__(self, prompt: str | None = None):
+        from searchgym.error import UnknownNameError
+
+        prompt = self.DEFAULT_PROMPT if prompt is None else prompt
+        if prompt not in self.PROMPTS:
+            raise UnknownNameError(f"{type(self).__name__} prompt", prompt, self.PROMPTS)
+        self.prompt_style = prompt
+
+    def prompt(self, example: QAExample, docs: Sequence[Hit] | None = None) -> str:
+        question = example.question.strip()
+        if not question.endswith("?"):
+            question += "?"  # as Search-R1's data preparation does
+        return f"{self.PROMPTS[self.prompt_style]}{question}\n"
 
     def parse_actions(self, text: str) -> tuple[tuple[Action, ...], bool]:
         action, _ = search_or_answer(text)
@@ -73,9 +106,13 @@ class ReconProtocol(SearchR1Protocol):
             rethink line of the paper's rollout (Alg. 1, as in Search-R1's Alg. 1);
             ``"search_r1"``: the longer text of the released code (RECON's and Search-R1's
             ``generation.py``), which restates the tags.
+        prompt: RECON's paper prints no prompt for its policy; it trains in Search-R1's
+            released pipeline, so the default is Search-R1's released wording
+            (``"released"``); ``"paper"`` is Search-R1's Table 1.
     """
 
     name = "recon"
+    DEFAULT_PROMPT = "released"
 
     #: Feedback option -> the text a malformed turn gets back.
     FEEDBACK = {
@@ -83,9 +120,10 @@ class ReconProtocol(SearchR1Protocol):
         "search_r1": SearchR1Protocol.invalid_feedback(None),  # type: ignore[arg-type]
     }
 
-    def __init__(self, feedback: str = "paper"):
+    def __init__(self, feedback: str = "paper", prompt: str | None = None):
         from searchgym.error import UnknownNameError
 
+        super().__init__(prompt)
         if feedback not in self.FEEDBACK:
             raise UnknownNameError("RECON feedback", feedback, self.FEEDBACK)
         self.feedback = feedback

@@ -55,16 +55,20 @@ class SearchLog:
         max_turns: The searcher's turns; as in Search-R1 and s3 its last turn
             cannot search (a search there is not run).
         max_searches: A lower search budget (None: none).
-        docs_per_window: The most documents one window gives the generator (s3's App. C
-            keeps at most 3 a window): the first that many numbers a selection names, and
-            the top that many documents of a window never annotated. None: no cap (s3's
-            released code: every selected number, unannotated windows whole).
+        docs_per_window: The most documents a selection keeps of one window (s3's App. C:
+            "up to 3"): the first that many numbers it names. None: no cap (s3's released
+            code: every selected number).
+        cap_unannotated: Whether a window never annotated gives only its top
+            ``docs_per_window`` documents; False: all of them (s3's App. A.5).
     """
 
-    def __init__(self, *, max_turns: int, max_searches: int | None = None, docs_per_window: int | None = None):
+    def __init__(
+        self, *, max_turns: int, max_searches: int | None = None, docs_per_window: int | None = None, cap_unannotated: bool = False
+    ):
         self.max_turns = max_turns
         self.max_searches = max_searches
         self.docs_per_window = positive_int("docs_per_window", docs_per_window, allow_none=True, owner="SearchLog")
+        self.cap_unannotated = bool(cap_unannotated)
         self.reset()
 
     def reset(self) -> None:
@@ -132,15 +136,16 @@ class SearchLog:
 
     def context(self, *, keep_unannotated: bool = True) -> list[Hit]:
         """The documents a frozen generator answers from: the kept ones, then (s3's rule,
-        with ``keep_unannotated``) the documents of each window never annotated (its top
-        ``docs_per_window``, or all of them without a cap)."""
+        with ``keep_unannotated``) the documents of each window never annotated (all of
+        them, or its top ``docs_per_window`` with ``cap_unannotated``)."""
         docs = list(self.selected)
         if keep_unannotated:
             seen = {h.passage.id for h in docs}
+            cap = self.docs_per_window if self.cap_unannotated else None
             for window in self.windows:
                 if window.annotated:
                     continue
-                for h in window.shown[: self.docs_per_window]:
+                for h in window.shown[:cap]:
                     if h.passage.id not in seen:
                         docs.append(h)
                         seen.add(h.passage.id)
@@ -199,7 +204,8 @@ class SearchGame:
         self.recipe = recipe
         self.token_counter = token_counter or count_tokens
         self.log = SearchLog(
-            max_turns=self.max_turns, max_searches=self.max_searches, docs_per_window=protocol.docs_per_window
+            max_turns=self.max_turns, max_searches=self.max_searches, docs_per_window=protocol.docs_per_window,
+            cap_unannotated=protocol.cap_unannotated,
         )
         self.example: QAExample | None = None
         self.prompt = ""

@@ -128,10 +128,13 @@ class TeamGame:
         self.summarizer: Summarizer = make_summarizer(summarizer, **dict(summarizer_options or {}))
         self.recipe = team_recipe(generator, judge)
         self.token_counter = token_counter or count_tokens
-        self.protocols: dict[str, Protocol] = {"searcher": S3Protocol(), "summarizer": SummarizerProtocol(), "generator": GeneratorProtocol()}
+        # The searcher keeps the wording and the window cap this env was built with: its reward
+        # compares with the naive top-initial_top_k, so a window never annotated gives its top 3.
+        searcher = S3Protocol(cap_unannotated=True, prompt="released")
+        self.protocols: dict[str, Protocol] = {"searcher": searcher, "summarizer": SummarizerProtocol(), "generator": GeneratorProtocol()}
         self.log = SearchLog(  # the searcher's side
             max_turns=self.max_searcher_turns, max_searches=self.max_searches,
-            docs_per_window=self.protocols["searcher"].docs_per_window,
+            docs_per_window=searcher.docs_per_window, cap_unannotated=searcher.cap_unannotated,
         )
         self.example: QAExample | None = None
         self.done = True

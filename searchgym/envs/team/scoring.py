@@ -51,9 +51,10 @@ def team_recipe(generator: Any, judge: Any = None) -> S3GainBeyondRAG:
             "LanguageModel or a model name, got None."
         )
     # The team's searcher keeps at most 3 documents a window (s3's App. C); its baseline is
-    # the paper's naive top-initial_top_k.
+    # the paper's naive top-initial_top_k. A language model generator reads the released
+    # prompt, the one the generator role's agent reads (GeneratorProtocol).
     return S3GainBeyondRAG(
-        make_frozen("generator", generator), None if judge is None else make_frozen("judge", judge),
+        make_frozen("generator", generator, options={"prompt": "released"}), None if judge is None else make_frozen("judge", judge),
         baseline_docs="initial",
     )
 

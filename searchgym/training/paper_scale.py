@@ -1,0 +1,150 @@
+"""Each paper's own training run: ``searchgym train --preset P --paper-scale``.
+
+A preset (:data:`~searchgym.training.args.PRESETS`) holds a paper's optimisation settings
+at a size this 2-core CPU can run: four questions a step, a hundred steps, no token limits.
+:data:`PAPER_SCALE` holds the rest of each paper's training run: questions per step,
+answers per question, optimizer steps per update, steps, and the token limits of a turn, an
+observation and a context. Each value names its source: the paper where it states the
+value (section quoted in :data:`PAPER_SCALE`'s ``source``), else the released training
+script, named. ``--paper-scale`` puts them over the preset; flags given on the command line
+still win, and ``--dry-run`` prints the resolved arguments without training.
+
+Mini-batches count sequences, as the papers' verl and OpenRLHF trainers do: a step of
+``questions_per_step * n`` episodes takes ``mini_batches`` optimizer steps of
+``questions_per_step * n / mini_batches`` sequences each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from searchgym.error import ConfigError, UnknownNameError
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of a paper's run: its value, where the value comes from, and where the
+    source is a paper, the words of that paper (``quote``, found in ``paper``'s text by
+    ``tests/test_papers_page.py``)."""
+
+    value: Any
+    source: str
+    quote: str = ""
+    paper: str = ""
+
+
+# Search-R1's paper has no hyper-parameter appendix: its schedule is the released
+# scripts' (RECON App. B.4 reports the same numbers for the PPO run it reproduces).
+_SEARCH_R1_SCRIPT = "Search-R1's released scripts/nq_hotpotqa/v0.2/train_ppo.sh"
+_SEARCH_R1_LIMITS = {
+    "max_new_tokens": Setting(500, f"paper silent; {_SEARCH_R1_SCRIPT}: data.max_response_length=500"),
+    "max_observation_tokens": Setting(500, f"paper silent; {_SEARCH_R1_SCRIPT}: data.max_obs_length=500"),
+    "max_context_tokens": Setting(4096, f"paper silent; {_SEARCH_R1_SCRIPT}: data.max_prompt_length=4096"),
+}
+
+#: Preset -> Args field -> :class:`Setting`: the paper's training run.
+PAPER_SCALE: dict[str, dict[str, Setting]] = {
+    "search-r1-ppo": {
+        "questions_per_step": Setting(
+            512, f"paper silent; {_SEARCH_R1_SCRIPT}: data.train_batch_size=512 (RECON App. B.4: 'Global batch size 512')",
+            quote="Global batch size 512", paper="RECON",
+        ),
+        "mini_batches": Setting(2, f"paper silent; {_SEARCH_R1_SCRIPT}: ppo_mini_batch_size=256 of 512 sequences"),
+        "total_steps": Setting(1005, f"paper silent; {_SEARCH_R1_SCRIPT}: trainer.total_training_steps=1005"),
+        **_SEARCH_R1_LIMITS,
+    },
+    "search-r1-grpo": {
+        "questions_per_step": Setting(512, "paper silent; Search-R1's released scripts/nq_hotpotqa/v0.2/train_grpo.sh: data.train_batch_size=512"),
+        "n": Setting(5, "Search-R1 §4.3: 'five sampled responses per prompt'", quote="five sampled responses per prompt", paper="Search-R1"),
+        "mini_batches": Setting(10, "paper silent; Search-R1's released train_grpo.sh: ppo_mini_batch_size=256 of 512 x 5 sequences"),
+        "total_steps": Setting(1005, "paper silent; Search-R1's released train_grpo.sh: trainer.total_training_steps=1005"),
+        **_SEARCH_R1_LIMITS,
+    },
+    "recon": {
+        "questions_per_step": Setting(512, "RECON App. B.4: 'Global batch size 512'", quote="Global batch size 512", paper="RECON"),
+        "mini_batches": Setting(2, "RECON App. B.4: 'mini batch size 256'", quote="mini batch size 256", paper="RECON"),
+        "total_steps": Setting(1005, "RECON App. B.4: 'for 1005 steps'", quote="for 1005 steps", paper="RECON"),
+        "max_new_tokens": Setting(500, "RECON App. B.4: 'max response length=500 tokens'", quote="max response length=500 tokens", paper="RECON"),
+        "max_context_tokens": Setting(4096, "RECON App. B.4: 'Max prompt length=4096 tokens'", quote="Max prompt length=4096 tokens", paper="RECON"),
+        "max_observation_tokens": Setting(500, f"paper silent; {_SEARCH_R1_SCRIPT}: data.max_obs_length=500"),
+        "env_options": Setting(
+            {"max_turns": 5}, "RECON App. C, Alg. 1: the 'maximum action budget' B counts every action, the answer too",
+            quote="maximum action budget", paper="RECON",
+        ),
+    },
+    "r1-searcher": {
+        "questions_per_step": Setting(64, "R1-Searcher §3.3: 'a rollout batch size of 64'", quote="a rollout batch size of 64", paper="R1-Searcher"),
+        "n": Setting(16, "R1-Searcher §3.3: 'Each data sample undergoes 16 rollouts'", quote="Each data sample undergoes 16 rollouts", paper="R1-Searcher"),
+        "mini_batches": Setting(4, "R1-Searcher §3.3: 'a train batch size of 256' (sequences) of 64 x 16", quote="a train batch size of 256", paper="R1-Searcher"),
+        "lr": Setting(2e-6, "R1-Searcher §3.3: 'The learning rate is 2e-6'", quote="The learning rate is 2e-6", paper="R1-Searcher"),
+        "total_steps": Setting(
+            6 + 128, "R1-Searcher §3.3: 'The training epoch is set to 1', over Table 1's sets: ceil(350 / 64) + ceil(8,148 / 64)",
+            quote="The training epoch is set to 1", paper="R1-Searcher",
+        ),
+        "stage2_step": Setting(6, "derived: stage 2 after one pass over stage 1's 350 questions at 64 a step; paper silent (its scripts train each stage as its own run)"),
+        "max_new_tokens": Setting(512, "paper silent; R1-Searcher's released evaluation/eval_search_loacl.py: max_tokens=512"),
+        "max_context_tokens": Setting(1024 + 29000, "paper silent; R1-Searcher's released scripts: prompt_max_len 1024 + generate_max_len 29000"),
+    },
+    "s3": {
+        "questions_per_step": Setting(120, "s3 App. A.2: 'a total batch size of 120'", quote="a total batch size of 120", paper="s3"),
+        "mini_batches": Setting(4, "paper silent; s3's released scripts/train/train_s3.sh: ppo_mini_batch_size=30 of 120"),
+        "total_steps": Setting(20, "s3 §4.1: 'we use the checkpoints at step 20'", quote="we use the checkpoints at step 20", paper="s3"),
+        "temperature": Setting(0.6, "s3 App. A.2: 'a rollout temperature of 0.6'", quote="a rollout temperature of 0.6", paper="s3"),
+        "max_new_tokens": Setting(500, "paper silent; s3's released train_s3.sh: data.max_response_length=500"),
+        "max_observation_tokens": Setting(1400, "s3 App. A.2: 'a maximum of 1,400 tokens allocated to the top-k' retrieved documents per turn", quote="a maximum of 1,400 tokens allocated to the top-k", paper="s3"),
+        "max_context_tokens": Setting(8000, "s3 App. A.2: 'The context window is set to 8,000 tokens'", quote="The context window is set to 8,000 tokens", paper="s3"),
+    },
+    "r-search": {
+        "questions_per_step": Setting(256, "R-Search §4.3: 'a batch size of 256'", quote="a batch size of 256", paper="R-Search"),
+        "n": Setting(5, "R-Search §4.3: 'we sample 5 responses for each input prompt'", quote="we sample 5 responses for each input prompt", paper="R-Search"),
+        "mini_batches": Setting(5, "paper silent; R-Search's released scripts/train_grpo_7b.sh: ppo_mini_batch_size=256 of 256 x 5 sequences"),
+        "total_steps": Setting(195, "R-Search §4.3: 'a maximum total of 195 training steps'", quote="a maximum total of 195 training steps", paper="R-Search"),
+        "warmup_ratio": Setting(0.95, "R-Search §4.3: 'warm-up ratio to 1e-6 and 0.95'", quote="warm-up ratio to 1e-6 and 0.95", paper="R-Search"),
+        "max_new_tokens": Setting(500, "paper silent; R-Search's released train_grpo_7b.sh: data.max_response_length=500"),
+        "max_observation_tokens": Setting(1800, "paper silent; R-Search's released train_grpo_7b.sh: data.max_obs_length=1800"),
+        "max_context_tokens": Setting(8192, "paper silent; R-Search's released train_grpo_7b.sh: data.max_prompt_length=8192"),
+    },
+}
+
+
+def paper_scale(name: str) -> dict[str, Any]:
+    """The Args values of preset ``name``'s paper-scale run (a fresh copy)."""
+    if name not in PAPER_SCALE:
+        raise UnknownNameError("paper-scale preset", name, PAPER_SCALE)
+    return {field: _copy(s.value) for field, s in PAPER_SCALE[name].items()}
+
+
+def _copy(value: Any) -> Any:
+    return dict(value) if isinstance(value, dict) else value
+
+
+def paper_scale_args(name: str, **overrides: Any) -> Any:
+    """:class:`~searchgym.training.args.Args` of preset ``name`` with its paper-scale run
+    over it, then ``overrides`` (``env_options`` merged key by key at each level)."""
+    from searchgym.training.args import preset
+
+    scale = paper_scale(name)
+    for key in ("env_options", "eval_env_options"):
+        if isinstance(scale.get(key), dict) and isinstance(overrides.get(key), dict):
+            overrides = {**overrides, key: {**scale[key], **overrides[key]}}
+    return preset(name, **{**scale, **overrides})
+
+
+def check_paper_scale(args: Any) -> None:
+    """A :class:`ConfigError` when the rollout batch does not split into ``mini_batches``
+    equal mini-batches (a flag changed one side of the paper's split)."""
+    batch = args.questions_per_step * args.n
+    if batch % args.mini_batches:
+        raise ConfigError(
+            f"--paper-scale splits a step's {batch} episodes (questions_per_step * n) into {args.mini_batches} "
+            f"mini-batches, which does not divide evenly; pass --mini-batches {math.gcd(batch, args.mini_batches)} "
+            "or a questions_per_step that keeps the paper's mini-batch size."
+        )
+
+
+def flag_json(args: Any) -> dict[str, Any]:
+    """``args`` as one JSON-able object keyed by the flags' names (``--questions-per-step``)."""
+    return {"--" + f.name.replace("_", "-"): getattr(args, f.name) for f in dataclasses.fields(args)}

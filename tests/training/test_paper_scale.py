@@ -1,0 +1,83 @@
+"""`searchgym train --preset P --paper-scale`: each paper's training run over its CPU-sized
+preset, every value with its source; `--dry-run` prints the resolved flags and trains nothing."""
+
+import dataclasses
+import json
+
+import pytest
+
+from searchgym.cli import main
+from searchgym.error import ConfigError
+from searchgym.training.args import PRESETS, Args, check_args, preset
+from searchgym.training.paper_scale import PAPER_SCALE, check_paper_scale, flag_json, paper_scale_args
+
+#: (preset, questions a step, answers a question, sequences an optimizer step, steps, context, observation, turn tokens)
+RUNS = [
+    ("search-r1-ppo", 512, 1, 256, 1005, 4096, 500, 500),
+    ("search-r1-grpo", 512, 5, 256, 1005, 4096, 500, 500),
+    ("recon", 512, 1, 256, 1005, 4096, 500, 500),
+    ("r1-searcher", 64, 16, 256, 134, 30024, None, 512),
+    ("s3", 120, 1, 30, 20, 8000, 1400, 500),
+    ("r-search", 256, 5, 256, 195, 8192, 1800, 500),
+]
+
+
+def test_every_preset_has_a_paper_scale_run_of_args_fields_with_sources():
+    assert set(PAPER_SCALE) == set(PRESETS)
+    fields = {f.name for f in dataclasses.fields(Args)}
+    for name, settings in PAPER_SCALE.items():
+        assert set(settings) <= fields, name
+        for field, setting in settings.items():
+            assert setting.source and (setting.quote or setting.source.startswith(("paper silent", "derived"))), (name, field)
+
+
+@pytest.mark.parametrize("name, questions, n, sequences, steps, context, observation, turn", RUNS, ids=[r[0] for r in RUNS])
+def test_the_paper_scale_run_is_the_papers_schedule(name, questions, n, sequences, steps, context, observation, turn):
+    args = paper_scale_args(name)
+    check_args(args)
+    check_paper_scale(args)
+    assert (args.questions_per_step, args.n, args.total_steps) == (questions, n, steps)
+    assert args.questions_per_step * args.n // args.mini_batches == sequences  # a mini-batch of the paper's size
+    assert (args.max_context_tokens, args.max_observation_tokens, args.max_new_tokens) == (context, observation, turn)
+    # the rest is the preset's: the CPU-sized preset is still the default
+    cpu = preset(name)
+    assert (cpu.questions_per_step, cpu.total_steps, cpu.max_context_tokens, cpu.max_observation_tokens) == (4, 100, None, None)
+    assert (args.lr, args.kl_coef, args.loss_aggregation, args.env_id) == (cpu.lr, cpu.kl_coef, cpu.loss_aggregation, cpu.env_id)
+
+
+def test_the_papers_own_choices_ride_along():
+    assert paper_scale_args("r1-searcher").stage2_step == 6  # one pass over stage 1's 350 questions, 64 a step
+    assert paper_scale_args("r-search").warmup_ratio == 0.95
+    assert paper_scale_args("recon").env_options == {"max_turns": 5}  # Alg. 1's budget counts the answer
+    assert paper_scale_args("s3").env_options == {"question_filter": "s3"} and paper_scale_args("s3").temperature == 0.6
+
+
+def test_flags_win_over_the_paper_scale_and_env_options_merge():
+    args = paper_scale_args("recon", total_steps=3, env_options={"corpus": "wiki-vital"})
+    assert args.total_steps == 3 and args.questions_per_step == 512
+    assert args.env_options == {"max_turns": 5, "corpus": "wiki-vital"}
+    assert paper_scale_args("recon", env_options={"max_turns": 6}).env_options == {"max_turns": 6}
+    with pytest.raises(ConfigError, match=r"^--paper-scale splits a step's 1536 episodes \(questions_per_step \* n\) into 10 mini-batches, which does not divide evenly; pass --mini-batches 2 or a questions_per_step that keeps the paper's mini-batch size\.$"):
+        check_paper_scale(paper_scale_args("search-r1-grpo", n=3))
+
+
+def test_dry_run_prints_the_resolved_flags_as_one_json_object(capsys):
+    assert main(["train", "--preset", "s3", "--paper-scale", "--dry-run", "--total-steps", "7"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert set(printed) == {"--" + f.name.replace("_", "-") for f in dataclasses.fields(Args)}
+    assert printed == flag_json(paper_scale_args("s3", total_steps=7))
+    assert (printed["--questions-per-step"], printed["--mini-batches"], printed["--total-steps"]) == (120, 4, 7)
+    assert (printed["--max-context-tokens"], printed["--max-observation-tokens"]) == (8000, 1400)
+    assert printed["--loss-aggregation"] == "seq-mean-token-sum"
+    # without --paper-scale it prints the CPU-sized preset
+    assert main(["train", "--preset", "s3", "--dry-run"]) == 0
+    assert json.loads(capsys.readouterr().out)["--questions-per-step"] == 4
+
+
+def test_paper_scale_needs_a_preset_and_a_bad_combination_fails_before_anything_loads(capsys):
+    assert main(["train", "--paper-scale", "--dry-run"]) == 2
+    assert "--paper-scale runs a paper's training run; name the paper with --preset (one of" in capsys.readouterr().err
+    assert main(["train", "--preset", "r-search", "--paper-scale", "--dry-run", "--eval-temperature", "-1"]) == 2
+    assert "Args.eval_temperature expects a number >= 0 (0: greedy), got -1.0." in capsys.readouterr().err
+    assert main(["train", "--algorithm", "sb3-ppo", "--dry-run"]) == 2
+    assert "--dry-run configures language-model training" in capsys.readouterr().err
