@@ -106,13 +106,21 @@ def publish(tmp: Path, out: Path) -> None:
     elif out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
         os.rename(tmp, out)  # onto an empty folder
     elif _exchange(tmp, out):
-        shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink()  # tmp now holds what out held
+        _remove(tmp)  # tmp now holds what out held
     else:
         old = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.old")
         os.rename(out, old)  # killed here: the next build or open renames it back
         os.rename(tmp, out)
-        shutil.rmtree(old) if old.is_dir() else old.unlink()
+        _remove(old)
     _sync_folder(out.parent)
+
+
+def _remove(path: Path) -> None:
+    """Remove a folder, a file or a symbolic link (not what it points to)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
 
 
 def _sync_folder(folder: Path) -> None:
@@ -146,8 +154,9 @@ def _clean(out: Path) -> list[tuple[Path, int]]:
         leftovers.remove(newest)
     removed = []
     for path in leftovers:
-        size = folder_bytes(path) if path.is_dir() else path.stat().st_size
-        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        size = folder_bytes(path) if path.is_dir() and not path.is_symlink() else 0
+        with contextlib.suppress(OSError):
+            _remove(path)
         removed.append((path, size))
     return removed
 

@@ -316,6 +316,8 @@ def test_out_of_space_error_is_an_oserror_and_a_storage_error():
 def children(pid: int) -> list[int]:
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
+        if not (task / "children").is_file():
+            pytest.skip("this kernel does not list a process's children in /proc")
         found += [int(c) for c in (task / "children").read_text().split()]
     return found
 
