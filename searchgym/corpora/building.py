@@ -171,7 +171,10 @@ def _build_lock(out: Path) -> Iterator[Any]:
         lock = open(path, "a+")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = True
         except BlockingIOError:
+            held = False
+        if not held:
             lock.close()
             yield None
             return
