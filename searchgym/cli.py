@@ -213,12 +213,18 @@ _INDEX_EPILOG = """examples:
   python -c 'import gymnasium as gym, searchgym; gym.make("searchgym/SearchR1-v0", corpus="wiki-18.jsonl",
       dataset="nq-dev.jsonl", retriever="indexes/wiki18-bm25")'
   searchgym index --corpus synthwiki --corpus-option num_passages=100000 --retriever bm25 --out indexes/synth100k
+  searchgym index --verify indexes/wiki18-bm25             # read every byte against the checksums written with it
 
 time on 2 CPU cores (wiki-18-shaped passages): opening a corpus file the first time ~10 s per 1M passages
 (then milliseconds); BM25 ~40 s per 1M passages; dense encoding ~20 passages/s with MiniLM on a CPU
 (bring a GPU, or serve Search-R1's prebuilt faiss file with searchgym serve --index FILE).
 --retriever dense --retriever-option index=torch-flat: exact search by torch matrix products, float16 on every
-visible GPU (split across them) without faiss-gpu, float32 on the CPU; the folder holds a faiss flat file."""
+visible GPU (split across them) without faiss-gpu, float32 on the CPU; the folder holds a faiss flat file.
+
+A build is all or nothing: it writes a hidden folder beside --out and swaps it in when complete, so an
+error, a full disk, Ctrl-C or a kill leaves --out as it was (the next build or open removes what a dead
+build left). Every file's size and checksum are recorded as it is written; loads check sizes, dtypes and
+shapes, --verify reads everything."""
 
 
 def _add_index(sub) -> None:
@@ -235,28 +241,75 @@ def _add_index(sub) -> None:
         epilog=_INDEX_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    index.add_argument("--corpus", required=True, help="a FlashRAG / Search-R1 jsonl(.gz) path, or a built-in corpus name")
+    index.add_argument("--corpus", default=None, help="a FlashRAG / Search-R1 jsonl(.gz) path, or a built-in corpus name (required to build)")
     index.add_argument("--corpus-option", action="append", default=[], metavar="KEY=VALUE", help="corpus option, e.g. num_passages=100000")
     index.add_argument("--retriever", default="bm25", help="bm25 (default), rank-bm25, dense or dense-hnsw")
     index.add_argument("--retriever-option", action="append", default=[], metavar="KEY=VALUE",
                        help="retriever option, e.g. k1=0.9, b=0.4, method=lucene (BM25); model=PATH, index=IVF4096,PQ64, "
                        "index=torch-flat, index_dtype=bfloat16 (dense)")
-    index.add_argument("--out", type=Path, required=True, help="the index folder to write (must be new or empty unless --overwrite)")
+    index.add_argument("--out", type=Path, default=None, help="the index folder to write (must be new or empty unless --overwrite; required to build)")
     index.add_argument("--workers", type=_positive, default=None, help="BM25: processes tokenizing at once (default: every core)")
     index.add_argument("--shard-size", type=_positive, default=None,
                        help="BM25: passages per shard; memory per worker grows with it (default 100000, ~0.3 GB a worker)")
     index.add_argument("--shards", type=_positive, default=1,
                        help="BM25: split the index into N serving shards of consecutive passages (OUT/shard-0 ...), one "
                        "`searchgym serve --index OUT/shard-i` each; their merged answers equal the whole index's (default 1)")
-    index.add_argument("--overwrite", action="store_true", help="replace what --out holds")
+    index.add_argument("--overwrite", action="store_true", help="replace what --out holds (only once the new index is complete)")
+    index.add_argument("--verify", type=Path, default=None, metavar="PATH",
+                       help="build nothing: read every file of an index folder (and of the passage store of the corpus it "
+                       "records), a passage store, a corpus file's store or a cached embedding file, and compare it with the "
+                       "size and checksum recorded when it was written (a progress bar; ~1 GB/s from the page cache)")
+
+
+def _verify(path: Path, command: str) -> None:
+    from searchgym.corpora.verify import verify_storage
+
+    print(f"searchgym {command} --verify: {verify_storage(path).summary()}")
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """What tells the folder at ``path`` from another one put in its place."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _stop_on_sigterm() -> Any:
+    """Make SIGTERM stop the command as Ctrl-C does (a KeyboardInterrupt, so that cleanups run);
+    returns the handler it replaced."""
+    import signal
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    return signal.signal(signal.SIGTERM, stop)
 
 
 def _index(args) -> int:
+    import signal
     import time
 
     from searchgym.corpora.indexes import build_index, index_meta
     from searchgym.corpora.registry import load_corpus
+    from searchgym.error import ConfigError
 
+    if args.verify is not None:
+        given = [flag for flag, value in (("--corpus", args.corpus), ("--out", args.out), ("--overwrite", args.overwrite),
+                                          ("--corpus-option", args.corpus_option), ("--retriever-option", args.retriever_option),
+                                          ("--workers", args.workers), ("--shard-size", args.shard_size),
+                                          ("--shards", args.shards != 1)) if value]
+        if given:
+            raise ConfigError(f"searchgym index --verify PATH reads what is stored and builds nothing; drop {', '.join(given)}.")
+        _verify(args.verify, "index")
+        return 0
+    missing = [flag for flag, value in (("--corpus", args.corpus), ("--out", args.out)) if value is None]
+    if missing:
+        raise ConfigError(
+            f"searchgym index expects {' and '.join(missing)} to build an index (or --verify PATH to check one), got none; "
+            "e.g. searchgym index --corpus wiki-18.jsonl --out indexes/wiki18-bm25."
+        )
     started = time.perf_counter()
     corpus = load_corpus(args.corpus, **_key_values(args.corpus_option, "corpus-option"))
     opened = time.perf_counter() - started
@@ -266,7 +319,22 @@ def _index(args) -> int:
         for name, value in (("workers", args.workers), ("shard_size", args.shard_size)):
             if value is not None and args.retriever == "bm25":
                 options[name] = value
-    build_index(corpus, args.retriever, args.out, overwrite=args.overwrite, shards=args.shards, **options)
+    had = args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir()))
+    before = _identity(args.out)
+    previous = _stop_on_sigterm()
+    try:
+        build_index(corpus, args.retriever, args.out, overwrite=args.overwrite, shards=args.shards, **options)
+    except KeyboardInterrupt as e:
+        by = "SIGTERM" if str(e) == "SIGTERM" else "Ctrl-C (SIGINT)"
+        if _identity(args.out) != before:  # stopped after the new index was swapped in
+            print(f"searchgym index: stopped by {by} after the index was complete: it is in place in {args.out}.", file=sys.stderr)
+        else:
+            kept = f"{args.out} holds what it held before, untouched" if had else f"nothing was written to {args.out}"
+            print(f"searchgym index: stopped by {by} before the index was complete: {kept}. Run the same command to build it.",
+                  file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     built = time.perf_counter() - started - opened
     size = sum(f.stat().st_size for f in args.out.rglob("*") if f.is_file())
     meta = index_meta(args.out)
@@ -315,6 +383,9 @@ def _add_serve(sub) -> None:
     serve.add_argument("--in-memory", action="store_true",
                        help="read a BM25 --index folder's arrays into memory instead of mapping them: about the folder's "
                        "size in RAM (~0.5 GB a million passages), a few percent faster queries")
+    serve.add_argument("--verify", action="store_true",
+                       help="before serving, read every file of the --index folder and of the corpus's passage store and "
+                       "compare it with the checksum recorded when it was written; refuse to serve what differs")
     serve.add_argument("--shards", default=None, metavar="URL,URL,...",
                        help="route: serve the merged answers of the /retrieve servers of an index's shards (in shard order, "
                        "joined by ','; replicas of a shard joined by '|'); no corpus or index is loaded here")
@@ -355,6 +426,17 @@ def _serve(args) -> int:
                 f"`searchgym index`), got --index {args.index!r}."
             )
         retriever_options["in_memory"] = True
+    if args.verify:
+        if args.shards is not None:
+            raise ConfigError("searchgym serve --verify reads the index this server loads; a --shards router loads none: "
+                              "run it on each shard's server (searchgym serve --index DIR/shard-i --verify).")
+        target = args.index if args.index is not None and is_index_folder(args.index) else args.corpus
+        if target is None or not (is_index_folder(target) or Path(target).is_file()):
+            raise ConfigError(
+                "searchgym serve --verify reads an --index folder (and its corpus's passage store) or a --corpus file's "
+                f"passage store, got --index {args.index!r} and --corpus {args.corpus!r}: nothing stored to read."
+            )
+        _verify(Path(target), "serve")
     serve(
         args.corpus, args.retriever, host=args.host, port=args.port, token=args.token or os.environ.get("SEARCHGYM_SERVE_TOKEN"),
         corpus_options=_key_values(args.corpus_option, "corpus-option"),

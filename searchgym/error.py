@@ -203,6 +203,38 @@ class CorpusMismatchError(ConfigError):
     """A retrieval server serves another corpus than the env's (its ``/info`` fingerprint differs)."""
 
 
+class StorageError(SearchGymError):
+    """A file or folder searchgym wrote (an index, a passage store, an embedding cache) that
+    cannot be used as it is, or could not be written; the message names it, says what was
+    expected and what to do."""
+
+
+class DamagedFileError(StorageError, ValueError):
+    """A stored file whose size, dtype, shape or checksum is not what the metadata written with
+    it records: cut short (an interrupted copy, a disk that filled), or changed since."""
+
+    def __init__(self, path: object, expected: str, got: str, fix: str):
+        self.path = str(path)
+        self.expected = expected
+        self.got = got
+        self.fix = fix
+        super().__init__(f"{self.path}: expected {expected}, got {got}. {fix}")
+
+
+class NoIndexError(StorageError, ConfigError):
+    """A path given as an index folder that holds no index (an interrupted build, a wrong path)."""
+
+
+class OutOfSpaceError(StorageError, OSError):
+    """A build or a passage store that could not be written: the disk filled, a quota or the
+    process's file size limit was reached. ``needed`` and ``available``: bytes, where known."""
+
+    def __init__(self, message: str, *, needed: int | None = None, available: int | None = None):
+        super().__init__(message)
+        self.needed = needed
+        self.available = available
+
+
 class BackendError(SearchGymError, RuntimeError):
     """A language-model backend failed to answer (server down, timeout, garbage reply).
 

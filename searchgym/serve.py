@@ -31,6 +31,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import os
 import socket
 import time
 from collections.abc import Sequence
@@ -416,6 +417,8 @@ def serve(
     check_port_free(host, port)  # before the corpus loads: a taken port fails in a second, in one line
     start = time.perf_counter()
     folder = index_file is not None and is_index_folder(index_file)
+    if index_file is not None and not folder and (os.path.isdir(index_file) or not os.path.exists(index_file)):
+        index_meta(index_file)  # NoIndexError: what is there instead (an interrupted build?) and what to run
     if shards is not None:
         if corpus is not None or index_file is not None:
             raise ConfigError("searchgym serve --shards routes to shard servers, which hold the corpus and index; drop --corpus and --index.")
@@ -438,6 +441,7 @@ def serve(
         retriever = built.get("retriever", built["kind"])
     elif index_file is not None:
         from searchgym.corpora.dense import DenseRetriever
+
 
         if retriever not in ("dense", "dense-hnsw"):
             raise ConfigError(f"searchgym serve --index serves a faiss index with a dense encoder; pass --retriever dense, got {retriever!r}.")

@@ -6,7 +6,6 @@ Both backends index ``title + "\\n" + text`` of every passage through the same a
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import threading
@@ -17,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from searchgym.corpora.checksum import HashingWriter, check_files
+from searchgym.corpora.index_folder import index_meta, rebuild_hint, write_meta
 from searchgym.corpora.postings import (
-    DEFAULT_SHARD_SIZE, Postings, build_postings, load_postings, passage_text, save_postings, split_postings,
+    DEFAULT_SHARD_SIZE, Postings, build_postings, check_postings, load_postings, passage_text, save_postings, split_postings,
 )
-from searchgym.corpora.index_folder import index_meta
 from searchgym.corpora.tokenize import Analyzer, default_analyzer
 from searchgym.corpora.types import Corpus, Hit, Retriever
 from searchgym.error import ConfigError, DataFormatError, UnknownNameError, require
@@ -36,7 +36,9 @@ BM25_BACKENDS = tuple(BM25_METHODS)
 
 _META = "searchgym_bm25.json"
 _FORMAT_VERSION = 2
-#: 1: bm25s's own folder (read through bm25s, memory-mapped); 2: the arrays of searchgym.corpora.postings.
+#: 1: bm25s's own folder (read through bm25s, memory-mapped); 2: the arrays of searchgym.corpora.postings
+#: (since storage checks, with every file's size, checksum, dtype and shape under "files": older
+#: version-2 folders have none, and are checked against their counts).
 _READABLE_VERSIONS = (1, 2)
 # Above this share of the corpus in the posting lists of a query, ranking every passage is
 # cheaper than ranking the candidates (measured on 1M passages).
@@ -369,19 +371,27 @@ class BM25Retriever(Retriever):
 
         bm25s-backend indexes are stored as the arrays :meth:`load` maps
         (:func:`~searchgym.corpora.postings.save_postings`); rank-bm25 indexes are pickled.
-        ``searchgym_bm25.json`` records the parameters, the analyzer and the corpus (name,
-        fingerprint, size, file) that :meth:`load` checks.
+        ``searchgym_bm25.json`` records the parameters, the analyzer, the corpus (name,
+        fingerprint, size, file) that :meth:`load` checks and every file's size and checksum; it
+        is written last (an earlier one is removed first), so a folder whose writing stopped
+        half-way holds no index. ``searchgym index`` (:func:`~searchgym.corpora.indexes.build_index`)
+        also leaves an existing index untouched until the new one is complete.
         """
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
+        (path / _META).unlink(missing_ok=True)
         arrays: dict[str, Any] = {}
         if self._index is not None:
             if self.backend == "bm25s":
                 arrays = save_postings(self._index, path)
             else:
                 with open(path / "rank_bm25.pkl", "wb") as f:
-                    pickle.dump(self._index, f, protocol=pickle.HIGHEST_PROTOCOL)
-        (path / _META).write_text(json.dumps(self._meta(arrays), indent=2))
+                    writer = HashingWriter(f)
+                    pickle.dump(self._index, writer, protocol=pickle.HIGHEST_PROTOCOL)
+                    f.flush()
+                    os.fsync(f.fileno())
+                arrays = {"files": {"rank_bm25.pkl": writer.record()}}
+        write_meta(path, _META, self._meta(arrays))
         return path
 
     def save_shards(self, path: str | os.PathLike, count: int) -> list[Path]:
@@ -400,7 +410,7 @@ class BM25Retriever(Retriever):
         folders = [Path(path) / f"shard-{i}" for i in range(count)]
         for i, (arrays, folder) in enumerate(zip(split_postings(self._index, bounds, folders), folders)):
             shard = {"index": i, "count": count, "start": bounds[i][0], "stop": bounds[i][1]}
-            (folder / _META).write_text(json.dumps({**self._meta(arrays), "shard": shard}, indent=2))
+            write_meta(folder, _META, {**self._meta(arrays), "shard": shard})
         return folders
 
     def _meta(self, arrays: dict[str, Any]) -> dict[str, Any]:
@@ -481,9 +491,13 @@ class BM25Retriever(Retriever):
         index = None
         if not meta.get("empty_vocabulary"):
             if backend == "bm25s":
+                if meta["format_version"] >= 2:  # sizes, dtypes and shapes before anything is mapped
+                    check_postings(path, meta, rebuild_hint(path, meta))
                 index = _map_postings(path, meta["format_version"], len(corpus), in_memory)
             elif backend == "rank_bm25":
                 require("rank_bm25", extra="rank-bm25", feature="The rank-bm25 backend")
+                if meta.get("files"):
+                    check_files(path, meta["files"], rebuild_hint(path, meta), recorded_in=_META)
                 with open(path / "rank_bm25.pkl", "rb") as f:
                     index = pickle.load(f)
             else:

@@ -10,7 +10,6 @@ cached on disk, keyed by the corpus fingerprint and the identity of the encoder:
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import re
@@ -25,6 +24,7 @@ from searchgym.cache import cache_dir
 from searchgym.corpora.faiss_index import (
     NAMED_INDEXES,
     describe,
+    faiss_message,
     flat_file_size,
     index_parts,
     new_index,
@@ -34,12 +34,14 @@ from searchgym.corpora.faiss_index import (
     set_search_parameter,
     to_gpus,
     train_and_add,
-    write_flat_file,
+    write_flat_vectors,
 )
-from searchgym.corpora.embedding_file import exclusive, stream_to_npy, write_json_atomically
+from searchgym.corpora.checksum import StreamSum, check_files
+from searchgym.corpora.embedding_file import cached_npy, exclusive, stream_to_npy
+from searchgym.corpora.index_folder import index_meta, rebuild_hint, write_meta
 from searchgym.corpora.torch_index import INDEX_DTYPES, TORCH_FLAT, TorchFlatIndex
 from searchgym.corpora.types import Corpus, Hit, Retriever
-from searchgym.error import ConfigError, DataFormatError, UnknownNameError, require
+from searchgym.error import ConfigError, DamagedFileError, DataFormatError, UnknownNameError, require
 
 __all__ = ["DEFAULT_DENSE_MODEL", "DENSE_INDEXES", "DenseRetriever", "default_cache_dir", "encoding_devices", "model_key"]
 
@@ -358,12 +360,10 @@ class DenseRetriever(Retriever):
         return self.cache_dir / "embeddings" / f"{self.corpus.fingerprint}-{self.model_key}{suffix}.npy"
 
     def _cached_embeddings(self) -> np.ndarray | None:
-        """The cached embeddings, memory-mapped read-only; None when absent or unusable."""
-        try:
-            emb = np.load(self.cache_path, mmap_mode="r")
-        except (OSError, ValueError):
-            return None  # absent or unreadable: (re)computed by passage_embeddings
-        if emb.ndim == 2 and emb.shape[0] == len(self.corpus) and emb.dtype == np.float32:
+        """The cached embeddings, memory-mapped read-only; None when absent or unusable (a
+        file cut short or otherwise unlike its record is encoded again, with a warning)."""
+        emb = cached_npy(self.cache_path)
+        if emb is not None and emb.ndim == 2 and emb.shape[0] == len(self.corpus) and emb.dtype == np.float32:
             return emb
         return None
 
@@ -445,13 +445,14 @@ class DenseRetriever(Retriever):
         """``vectors`` as a torch flat index on the encoding devices (split across several)."""
         return TorchFlatIndex(vectors, self.encoding_devices, self.index_dtype)
 
-    def _write_index_file(self, path: Path) -> None:
-        """The index as faiss writes it: a torch flat index as an ``IndexFlatIP`` file of its
-        float32 vectors (faiss reads it; the ``"flat"`` index serves the same folder)."""
+    def _write_index_file(self, write) -> None:
+        """The index as faiss writes it, handed to ``write`` chunk by chunk: a torch flat index
+        as an ``IndexFlatIP`` file of its float32 vectors (faiss reads it; the ``"flat"`` index
+        serves the same folder)."""
         if isinstance(self._index, TorchFlatIndex):
-            write_flat_file(path, self._index.vectors)
+            write_flat_vectors(write, self._index.vectors)
         else:
-            self._faiss.write_index(self._cpu_index(), str(path))
+            self._faiss.write_index(self._cpu_index(), self._faiss.PyCallbackIOWriter(write))
 
     def _cpu_index(self):
         if self._gpu_resources is not None:
@@ -546,18 +547,31 @@ class DenseRetriever(Retriever):
         }
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the faiss index and its metadata into the directory ``path``; return it."""
+        """Write the faiss index and its metadata into the directory ``path``; return it. The
+        metadata, written last, records the index file's size and checksum (computed as faiss
+        writes it), which every load checks."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
+        (path / _META).unlink(missing_ok=True)  # a folder whose writing stops half-way holds no index
         # Written beside and renamed: the file being replaced may be memory-mapped by this or another process.
         tmp = path / f".index.faiss.{os.getpid()}.{uuid.uuid4().hex}.tmp"
         try:
-            self._write_index_file(tmp)
+            stream = StreamSum()
+            with open(tmp, "wb") as f:
+
+                def write(chunk: bytes) -> int:
+                    stream.update(chunk)
+                    return f.write(chunk)
+
+                self._write_index_file(write)
+                f.flush()
+                os.fsync(f.fileno())
             os.replace(tmp, path / "index.faiss")
         finally:
             if tmp.exists():
                 tmp.unlink()
-        write_json_atomically(path / _META, {"format_version": _FORMAT_VERSION, **self.build_parameters()})
+        files = {"index.faiss": {"bytes": stream.size, "checksum": stream.digest}}
+        write_meta(path, _META, {"format_version": _FORMAT_VERSION, **self.build_parameters(), "files": files})
         return path
 
     @classmethod
@@ -665,10 +679,10 @@ class DenseRetriever(Retriever):
                 f"DenseRetriever.load expects a directory written by DenseRetriever.save, got {str(path)!r} "
                 f"(no {_META} in it)."
             )
+        meta = index_meta(path)  # the one reader of index folders' metadata (checks its checksum)
         try:
-            meta = json.loads(meta_path.read_text())
             fingerprint, saved_key, index_type = meta["corpus_fingerprint"], meta["model_key"], meta["index"]
-        except (ValueError, KeyError) as e:
+        except KeyError as e:
             raise DataFormatError(meta_path, None, "the JSON metadata of a saved dense index", repr(e)) from e
         if meta.get("format_version") != _FORMAT_VERSION:
             raise ConfigError(
@@ -689,11 +703,26 @@ class DenseRetriever(Retriever):
                 f"model={os.fspath(model)!r} (key {key}). Pass the encoder it was built with, or rebuild the index."
             )
         index_type = _loaded_kind(path, index_type, index)
+        fix = rebuild_hint(path, meta)
+        if meta.get("files"):  # the size before a byte is read (a file cut short is not read)
+            check_files(path, meta["files"], fix, recorded_in=_META)
         if index_type == TORCH_FLAT:  # the file's vectors, memory-mapped (faiss's own layout, read without faiss)
-            found, storage = {"_vectors": read_flat_file(path / "index.faiss")}, None
+            try:
+                vectors = read_flat_file(path / "index.faiss")
+            except DataFormatError as e:
+                raise DamagedFileError(path / "index.faiss", "a faiss flat index file", str(e), fix) from None
+            found, storage, (ntotal, d) = {"_vectors": vectors}, None, vectors.shape
         else:
-            faiss_index, storage = read_index(faiss, path / "index.faiss", mmap=mmap)
-            found = {"_faiss_index": faiss_index}
+            try:
+                faiss_index, storage = read_index(faiss, path / "index.faiss", mmap=mmap)
+            except RuntimeError as e:
+                raise DamagedFileError(path / "index.faiss", "a faiss index faiss can read", f"a file it cannot ({faiss_message(e)})", fix) from None
+            found, ntotal, d = {"_faiss_index": faiss_index}, faiss_index.ntotal, faiss_index.d
+        if ntotal != meta.get("num_passages", ntotal) or d != meta.get("dimension", d):
+            raise DamagedFileError(
+                path / "index.faiss", f"{meta.get('num_passages')} vectors of dimension {meta.get('dimension')} (as {_META} records)",
+                f"{ntotal} of dimension {d}", fix,
+            )
         retriever = cls(
             corpus,
             model=model,

@@ -33,6 +33,7 @@ __all__ = [
     "to_gpus",
     "train_and_add",
     "write_flat_file",
+    "write_flat_vectors",
 ]
 
 #: Names that are not faiss factory strings: ``"flat"`` (``IndexFlatIP``) and ``"hnsw"`` (``IndexHNSWFlat``).
@@ -293,9 +294,15 @@ def read_flat_file(path: str | os.PathLike) -> np.ndarray:
 def write_flat_file(path: str | os.PathLike, vectors: np.ndarray) -> None:
     """Write ``vectors`` ``[ntotal, d]`` as faiss writes an ``IndexFlatIP`` (``faiss.read_index``
     reads it back), in float32, 64 MB at a time: a memory-mapped array is never copied whole."""
+    with open(path, "wb") as f:
+        write_flat_vectors(f.write, vectors)
+
+
+def write_flat_vectors(write, vectors: np.ndarray) -> None:
+    """Hand the bytes of :func:`write_flat_file` to ``write`` (a file's ``write``, or one that
+    also checksums them), 64 MB at a time."""
     ntotal, d = vectors.shape
     step = max(1, (64 << 20) // (4 * d))
-    with open(path, "wb") as f:
-        f.write(_FLAT_HEADER.pack(b"IxFI", d, ntotal, 1 << 20, 1 << 20, True, _METRIC_INNER_PRODUCT, ntotal * d))
-        for start in range(0, ntotal, step):
-            f.write(np.ascontiguousarray(vectors[start : start + step], dtype="<f4").tobytes())
+    write(_FLAT_HEADER.pack(b"IxFI", d, ntotal, 1 << 20, 1 << 20, True, _METRIC_INNER_PRODUCT, ntotal * d))
+    for start in range(0, ntotal, step):
+        write(np.ascontiguousarray(vectors[start : start + step], dtype="<f4").tobytes())

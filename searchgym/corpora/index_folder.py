@@ -1,19 +1,25 @@
-"""What an index folder is: the metadata file that names its kind, read in one place.
+"""What an index folder is: the metadata file that names its kind, read and written in one place.
 
 The lowest module of the index code: :mod:`searchgym.corpora.bm25`, the dense retriever and
 :mod:`searchgym.corpora.indexes` (which builds and loads any kind) read folders through it.
+The metadata is written last, atomically, with its own checksum and the record (size,
+checksum, dtype, shape) of every file of the folder (:mod:`searchgym.corpora.checksum`), so a
+folder is an index only once it is whole, and every load can tell a file cut short.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
-from searchgym.error import ConfigError, DataFormatError
+from searchgym.corpora.building import folder_bytes, human_bytes, remove_dead_builds
+from searchgym.corpora.checksum import check_seal, seal
+from searchgym.error import DataFormatError, NoIndexError
 
-__all__ = ["INDEX_RETRIEVERS", "META_FILES", "index_meta", "is_index_folder"]
+__all__ = ["INDEX_RETRIEVERS", "META_FILES", "index_meta", "is_index_folder", "rebuild_command", "rebuild_hint", "write_meta"]
 
 #: What ``searchgym index --retriever`` builds.
 INDEX_RETRIEVERS = ("bm25", "rank-bm25", "dense", "dense-hnsw")
@@ -29,19 +35,77 @@ def is_index_folder(name: Any) -> bool:
     return path.is_dir() and any((path / meta).is_file() for meta in META_FILES)
 
 
+def rebuild_command(path: str | os.PathLike, meta: dict[str, Any] | None = None) -> str:
+    """The ``searchgym index`` command that builds the index folder ``path`` (of ``meta``) again."""
+    meta = meta or {}
+    corpus = meta.get("corpus_path") or "FILE"
+    if meta.get("kind") == "dense" or "model_key" in meta:
+        index = meta.get("index")
+        retriever = "dense-hnsw" if index == "hnsw" else "dense" + ("" if index in (None, "flat") else f" --retriever-option index={index}")
+    else:
+        retriever = meta.get("retriever") or "bm25"
+    shard = meta.get("shard") if isinstance(meta.get("shard"), dict) else None
+    shards = shard["count"] if shard else len(meta["shards"]) if isinstance(meta.get("shards"), list) else None
+    where = Path(path).parent if shard else path  # a shard is rebuilt with the whole index it belongs to
+    return f"searchgym index --corpus {corpus} --retriever {retriever}{f' --shards {shards}' if shards else ''} --out {where} --overwrite"
+
+
+def rebuild_hint(path: str | os.PathLike, meta: dict[str, Any] | None = None) -> str:
+    """What to do about a damaged index folder: copy it again, or the command that rebuilds it."""
+    return f"Copy the folder again from where it was built, or rebuild it: {rebuild_command(path, meta)}."
+
+
+def write_meta(folder: Path, name: str, meta: dict[str, Any]) -> None:
+    """Write the metadata file ``name`` of ``folder`` with its checksum, atomically (the last
+    file of a build: a folder holds an index once it is there)."""
+    tmp = folder / f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write(json.dumps(seal(meta), indent=2))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, folder / name)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _no_index(path: Path) -> NoIndexError:
+    removed = remove_dead_builds(path)
+    left = ""
+    if removed:
+        size = sum(size for _, size in removed)
+        left = f" An interrupted build left {', '.join(p.name for p, _ in removed)} ({human_bytes(size)}) beside it: removed."
+    build = f"searchgym index --corpus FILE --out {path}"
+    if not path.exists():
+        return NoIndexError(f"{str(path)!r} holds no searchgym index: there is no such file or folder.{left} Build one: {build}.")
+    if not path.is_dir():
+        return NoIndexError(
+            f"{str(path)!r} holds no searchgym index: it is a file, and an index is a folder written by `searchgym index` "
+            f"(with {' or '.join(META_FILES)}).{left} Build one: {build}."
+        )
+    held = folder_bytes(path)
+    what = f"it holds {human_bytes(held)} of files but no {' or '.join(META_FILES)}" if held else "it is empty"
+    return NoIndexError(
+        f"{str(path)!r} holds no searchgym index ({what}): an interrupted build?{left} Run {build}"
+        + (" --overwrite." if held else ".")
+    )
+
+
 def index_meta(path: str | os.PathLike) -> dict[str, Any]:
-    """The metadata of the index folder ``path`` plus ``"kind"`` (``"bm25"`` or ``"dense"``)."""
+    """The metadata of the index folder ``path`` plus ``"kind"`` (``"bm25"``, ``"dense"`` or
+    ``"shards"``). Raises :class:`NoIndexError` for a path that holds no index, and
+    :class:`~searchgym.error.DamagedFileError` for metadata changed since it was written."""
     path = Path(path)
     for name, kind in META_FILES.items():
         if (path / name).is_file():
             try:
                 meta = json.loads((path / name).read_text())
             except ValueError as e:
-                raise DataFormatError(path / name, None, "the JSON metadata of a saved index", f"invalid JSON ({e})") from e
+                raise DataFormatError(path / name, None, "the JSON metadata of a saved index",
+                                      f"invalid JSON ({e}). {rebuild_hint(path)}") from e
             if not isinstance(meta, dict):
                 raise DataFormatError(path / name, None, "the JSON metadata of a saved index", type(meta).__name__)
+            check_seal(path / name, meta, rebuild_hint(path, {**meta, "kind": kind}))
+            meta.pop("meta_checksum", None)
             return {**meta, "kind": kind}
-    raise ConfigError(
-        f"Expected an index folder written by `searchgym index` (with {' or '.join(META_FILES)}), got {str(path)!r}. "
-        "Build one: searchgym index --corpus FILE --retriever bm25 --out DIR."
-    )
+    raise _no_index(path)

@@ -6,18 +6,22 @@ and its parameters, and the corpus it was built for (name, fingerprint, passage 
 ``searchgym_dense.json``. :func:`load_index` maps either back for the same corpus (and refuses
 another one with a clear error); ``gym.make(..., retriever=DIR)``, ``make_retriever(DIR,
 corpus)`` and ``searchgym serve --index DIR`` all go through it.
+
+Storage fails safe (:mod:`searchgym.corpora.building`, :mod:`searchgym.corpora.checksum`): a
+build is all or nothing, every file's size and checksum are recorded while it is written,
+every load checks sizes, dtypes and shapes, and :func:`searchgym.corpora.verify.verify_index`
+reads every byte against the checksums.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import uuid
 from pathlib import Path
 from typing import Any
 
-from searchgym.corpora.index_folder import INDEX_RETRIEVERS, index_meta, is_index_folder
+from searchgym.corpora.building import building, remove_dead_builds
+from searchgym.corpora.index_folder import INDEX_RETRIEVERS, index_meta, is_index_folder, write_meta
 from searchgym.corpora.types import Corpus, Retriever
 from searchgym.error import ConfigError, UnknownNameError
 
@@ -41,7 +45,10 @@ def load_index(path: str | os.PathLike, corpus: Corpus | None = None, **options:
     """The retriever saved in the folder ``path``, for ``corpus`` (default: the corpus file the
     index records). ``options`` go to the loader (``n_threads`` and ``in_memory`` for BM25; ``model``,
     ``device``, ``nprobe``... for dense). Raises :class:`ConfigError` for an index built for
-    another corpus."""
+    another corpus, :class:`~searchgym.error.NoIndexError` for a folder that holds no index and
+    :class:`~searchgym.error.DamagedFileError` for a file whose size, dtype or shape is not the
+    one recorded when it was written. What a dead build of ``path`` left beside it is removed."""
+    remove_dead_builds(path)
     meta = index_meta(path)
     if corpus is None:
         corpus = open_index_corpus(path)
@@ -74,12 +81,19 @@ def build_index(
     each served by its own ``searchgym serve --index out/shard-i``, whose merged answers equal
     the whole index's (:mod:`searchgym.corpora.sharded`); ``out`` itself loads them all.
 
-    The index is written to a temporary folder beside ``out`` and renamed into place when
-    complete, so an interrupted build leaves nothing half-written. An existing non-empty
-    ``out`` is refused unless ``overwrite``.
+    All or nothing (:func:`~searchgym.corpora.building.building`): the index is written to a
+    hidden folder beside ``out`` and swapped into place in one step when complete and synced to
+    disk, so an error, a full disk (:class:`~searchgym.error.OutOfSpaceError`, saying what the
+    build needed and had), Ctrl-C or a kill leaves ``out`` as it was; what a dead build left is
+    removed by the next build or open. An existing non-empty ``out`` is refused unless
+    ``overwrite``.
     """
     if retriever not in INDEX_RETRIEVERS:
         raise UnknownNameError("retriever to index", retriever, INDEX_RETRIEVERS)
+    if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
+        raise ConfigError(f"searchgym index expects --shards to be a positive integer, got {shards!r}.")
+    if shards > 1 and retriever != "bm25":
+        raise ConfigError(f"searchgym index --shards splits BM25 indexes (retriever bm25), got retriever {retriever!r}.")
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         if not overwrite:
@@ -87,13 +101,7 @@ def build_index(
                 f"searchgym index expects --out to be a new or empty folder, got {str(out)!r}, which holds files; "
                 "pass --overwrite to replace it, or choose another folder."
             )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.building")
-    try:
-        if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
-            raise ConfigError(f"searchgym index expects --shards to be a positive integer, got {shards!r}.")
-        if shards > 1 and retriever != "bm25":
-            raise ConfigError(f"searchgym index --shards splits BM25 indexes (retriever bm25), got retriever {retriever!r}.")
+    with building(out) as tmp:
         if retriever == "bm25" and shards > 1:
             from searchgym.corpora.bm25 import BM25Retriever
 
@@ -102,7 +110,7 @@ def build_index(
             del whole
             shutil.rmtree(tmp / "whole")
             meta = {key: index_meta(folders[0]).get(key) for key in ("corpus_name", "corpus_fingerprint", "corpus_path", "num_passages")}
-            (tmp / "searchgym_shards.json").write_text(json.dumps({**meta, "retriever": "bm25", "shards": [f.name for f in folders]}, indent=2))
+            write_meta(tmp, "searchgym_shards.json", {**meta, "retriever": "bm25", "shards": [f.name for f in folders]})
         elif retriever == "bm25":
             from searchgym.corpora.bm25 import BM25Retriever
 
@@ -116,10 +124,5 @@ def build_index(
 
             index = "hnsw" if retriever == "dense-hnsw" else options.pop("index", "flat")
             DenseRetriever(corpus, index=index, **options).save(tmp)
-        if out.exists():
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
-        os.rename(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     load_options = {"n_threads": options["n_threads"]} if "n_threads" in options and retriever == "bm25" else {}
     return load_index(out, corpus, **load_options)

@@ -11,13 +11,22 @@ be written, under the cache dir) holding
   lookup by id (absent when every id is its own line position, ``"0"``, ``"1"``, ..., as in
   wiki-18, where the position is the id);
 * ``meta.json``: the passage count, the corpus fingerprint (the same content hash an in-memory
-  :class:`~searchgym.corpora.types.Corpus` of these passages has) and what identifies the
-  source file (size, modification time, inode, a hash of its first and last MiB).
+  :class:`~searchgym.corpora.types.Corpus` of these passages has), what identifies the
+  source file (size, modification time, inode, a hash of its first and last MiB) and the
+  size and checksum of every file above (computed as it was written), with its own checksum.
 
 Every later open, in any process, maps these files: no passage becomes a Python object until
 it is asked for, so a process holds almost nothing per passage (the pages the OS caches are
 shared by every process on the machine). A store whose source file changed is rebuilt. One
 store per file per process: every corpus opened on the same file shares it.
+
+The store fails safe: it is written into a hidden folder and renamed into place when whole
+(a first open killed half-way leaves no store, and the next open removes what it left and
+builds it); every open checks the files' sizes, dtypes and shapes against ``meta.json``
+before mapping them, and a store that differs (a file cut short) is never read: it is built
+again from the source file, with a warning. ``searchgym index --verify`` reads every byte
+against the checksums (:func:`verify_store`). A full disk is an
+:class:`~searchgym.error.OutOfSpaceError` saying what the store needed and had.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ import sys
 import threading
 import time
 import uuid
+import warnings
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +50,8 @@ from typing import Any
 import numpy as np
 
 from searchgym.cache import cache_dir
+from searchgym.corpora.building import SPACE_ERRNOS, folder_bytes, free_bytes, space_error, sync_tree
+from searchgym.corpora.checksum import HashingWriter, check_files, check_seal, save_npy, seal, verify_files
 from searchgym.corpora.store import (
     PASSAGE_LINE_FORMAT,
     check_data_file,
@@ -49,8 +61,10 @@ from searchgym.corpora.store import (
     repeated_id_error,
 )
 from searchgym.corpora.types import Corpus, Passage, fingerprint_record
+from searchgym.error import DamagedFileError
 
-__all__ = ["STORE_SUFFIX", "MappedCorpus", "PassageStore", "open_corpus", "read_passages", "stable_hash", "store_folder", "stored_fingerprint"]
+__all__ = ["STORE_SUFFIX", "MappedCorpus", "PassageStore", "check_store", "open_corpus", "read_passages", "stable_hash",
+           "store_folder", "stored_fingerprint", "verify_store"]
 
 STORE_SUFFIX = ".searchgym"
 _FORMAT_VERSION = 1
@@ -266,26 +280,114 @@ def stored_fingerprint(path: str | os.PathLike) -> str | None:
 
 
 def _read_meta(folder: Path) -> dict[str, Any] | None:
+    """The store's ``meta.json``; None when there is none this version reads, or when it is not
+    what was written (unreadable, cut short, its checksum differs): the store is built again."""
     try:
         meta = json.loads((folder / "meta.json").read_text())
-    except (OSError, ValueError):
+        if isinstance(meta, dict):
+            check_seal(folder / "meta.json", meta, "")
+    except (OSError, ValueError):  # DamagedFileError is a ValueError
         return None
     return meta if isinstance(meta, dict) and meta.get("format_version") == _FORMAT_VERSION else None
+
+
+def check_store(folder: Path, meta: dict[str, Any]) -> None:
+    """The cheap check of every open: the store's files have the sizes, dtypes and shapes
+    ``meta.json`` records (a store written before records were kept: the sizes its passage count
+    implies). Raises :class:`~searchgym.error.DamagedFileError` naming the file."""
+    fix = f"Open the corpus again: the store is built again from {meta['source']['path']}."
+    files = meta.get("files")
+    count = int(meta["passages"])
+    if files:
+        check_files(folder, files, fix, recorded_in="meta.json")
+    offsets = folder / "offsets.bin"
+    expected = 8 * (3 * count + 1)
+    try:
+        size = offsets.stat().st_size
+    except FileNotFoundError:
+        raise DamagedFileError(offsets, f"{expected:,} bytes ({count:,} passages)", "no such file", fix) from None
+    if size != expected and not (count == 0 and size in (0, 8)):
+        raise DamagedFileError(offsets, f"{expected:,} bytes ({count:,} passages)", f"{size:,} bytes", fix)
+    if count:
+        with open(offsets, "rb") as f:
+            f.seek(-8, os.SEEK_END)
+            end = int.from_bytes(f.read(8), "little", signed=True)
+        blob = (folder / "blob.bin").stat().st_size if (folder / "blob.bin").exists() else 0
+        if blob != end:
+            raise DamagedFileError(folder / "blob.bin", f"{end:,} bytes (where offsets.bin ends)", f"{blob:,} bytes", fix)
+
+
+def verify_store(folder: Path, on_bytes: Any = None) -> list[str]:
+    """Read every file of the passage store ``folder`` against the checksums of its
+    ``meta.json``; the problems found (empty: every byte is as written). A store written before
+    checksums were kept has none to compare: reported as one problem."""
+    meta = _read_meta(folder)
+    if meta is None:
+        return [f"{folder / 'meta.json'}: missing, unreadable or changed since it was written (the next open builds the store again)"]
+    files = meta.get("files")
+    if not files:
+        return [f"{folder}: written before checksums were kept; delete the folder and open the corpus again to rebuild it"]
+    return verify_files(folder, files, on_bytes)
+
+
+def _leftovers(folder: Path) -> list[Path]:
+    prefix = f".{folder.name}."
+    try:
+        return [p for p in folder.parent.iterdir() if p.name.startswith(prefix) and p.name.endswith((".tmp", ".stale"))]
+    except OSError:
+        return []
+
+
+def _remove_leftovers(folder: Path) -> None:
+    """With the store's lock held: remove what builders killed half-way left beside it."""
+    for path in _leftovers(folder):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _open_store(source: Path, signature: dict[str, Any]) -> PassageStore:
     folder = store_folder(source)
     meta = _read_meta(folder)
+    damage = None
     if meta is not None and meta["source"]["signature"] == signature:
-        return PassageStore(folder, meta)
+        try:
+            check_store(folder, meta)
+        except DamagedFileError as e:
+            damage = e
+        else:
+            if _leftovers(folder):
+                _tidy(folder)
+            return PassageStore(folder, meta)
     folder.parent.mkdir(parents=True, exist_ok=True)
     # One builder at a time: a second process waits here, then maps what the first wrote.
     with open(folder.with_name(f".{folder.name}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        _remove_leftovers(folder)
         meta = _read_meta(folder)
-        if meta is None or meta["source"]["signature"] != signature:
+        if meta is not None and meta["source"]["signature"] == signature:
+            try:
+                check_store(folder, meta)
+            except DamagedFileError as e:
+                damage, meta = e, None
+        else:
+            meta = None
+        if meta is None:
+            if damage is not None:
+                warnings.warn(f"The passage store of {source} is damaged and is not read: {damage} Building it again.", stacklevel=4)
             meta = _build_store(source, signature, folder)
     return PassageStore(folder, meta)
+
+
+def _tidy(folder: Path) -> None:
+    """Remove what killed builders left beside a good store, unless a build runs now."""
+    try:
+        with open(folder.with_name(f".{folder.name}.lock"), "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return
+            _remove_leftovers(folder)
+    except OSError:
+        pass
 
 
 def _build_store(source: Path, signature: dict[str, Any], folder: Path) -> dict[str, Any]:
@@ -293,6 +395,7 @@ def _build_store(source: Path, signature: dict[str, Any], folder: Path) -> dict[
 
     started = time.perf_counter()
     tmp = folder.with_name(f".{folder.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    free = free_bytes(folder.parent)
     tmp.mkdir()
     try:
         fingerprint = hashlib.sha256()
@@ -310,7 +413,8 @@ def _build_store(source: Path, signature: dict[str, Any], folder: Path) -> dict[
                 bar.update(read[0])
                 read[0] = read[1] = 0
 
-        with open(tmp / "blob.bin", "wb") as blob, open(tmp / "offsets.bin", "wb") as offsets_file:
+        with open(tmp / "blob.bin", "wb") as blob_file, open(tmp / "offsets.bin", "wb") as raw_offsets:
+            blob, offsets_file = HashingWriter(blob_file), HashingWriter(raw_offsets)
             for line_number, obj in iter_jsonl_objects(source, expected=PASSAGE_LINE_FORMAT, what="passage",
                                                        on_bytes=on_bytes if bar else None):
                 passage = passage_from(obj, source, line_number)
@@ -329,12 +433,13 @@ def _build_store(source: Path, signature: dict[str, Any], folder: Path) -> dict[
                     del offsets[:]
             offsets.append(position)
             offsets_file.write(offsets.tobytes())
+        files = {"blob.bin": blob.record(), "offsets.bin": offsets_file.record()}
         if bar:
             bar.update(read[0])
             bar.close()
         count = len(lines)
         if not positional:
-            _write_id_index(tmp, count, lines, source, repeated_id_error)
+            files.update(_write_id_index(tmp, count, lines, source, repeated_id_error))
         meta = {
             "format_version": _FORMAT_VERSION,
             "source": {"path": str(source), "signature": signature},
@@ -342,19 +447,26 @@ def _build_store(source: Path, signature: dict[str, Any], folder: Path) -> dict[
             "fingerprint": fingerprint.hexdigest()[:16],
             "ids": "positional" if positional else "hashed",
             "build_seconds": round(time.perf_counter() - started, 2),
+            "files": files,
         }
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+        (tmp / "meta.json").write_text(json.dumps(seal(meta), indent=2))
+        sync_tree(tmp)  # whole on disk before it is renamed into place
         if folder.exists():  # stale: the source changed since it was built
             stale = folder.with_name(f".{folder.name}.{uuid.uuid4().hex[:8]}.stale")
             os.rename(folder, stale)
             shutil.rmtree(stale, ignore_errors=True)
         os.rename(tmp, folder)
         return meta
+    except OSError as e:
+        if e.errno not in SPACE_ERRNOS:
+            raise
+        raise space_error(e, what=f"Opening {source} (writing its passage store)", target=folder, written=folder_bytes(tmp),
+                          free=free, elsewhere="open a copy of the corpus file on another disk (its store is written beside it)") from e
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _write_id_index(tmp: Path, count: int, lines: array, source: Path, repeated_id_error: Any) -> None:
+def _write_id_index(tmp: Path, count: int, lines: array, source: Path, repeated_id_error: Any) -> dict[str, Any]:
     """Sorted id hashes and their positions; a repeated id is reported at its second line."""
     store = PassageStore.__new__(PassageStore)  # read the ids back from the blob just written
     store._blob = _map(tmp / "blob.bin")
@@ -371,8 +483,7 @@ def _write_id_index(tmp: Path, count: int, lines: array, source: Path, repeated_
     if repeats:
         second, first = min(repeats)
         raise repeated_id_error(store.passage_id(second), source, lines[second], lines[first], "passage")
-    np.save(tmp / "id_hash.npy", hashes)
-    np.save(tmp / "id_pos.npy", order.astype(np.int64))
+    return {"id_hash.npy": save_npy(tmp / "id_hash.npy", hashes), "id_pos.npy": save_npy(tmp / "id_pos.npy", order.astype(np.int64))}
 
 
 def _progress(source: Path) -> Any:

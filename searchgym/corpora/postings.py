@@ -18,39 +18,57 @@ one shard's tokens; the scores are the same float32 values a single pass compute
 ``indices.npy`` (int32), ``indptr.npy`` (int64), ``nonoccurrence.npy`` (BM25L / BM25+ only)
 and the vocabulary as sorted 64-bit hashes of the terms with their ids (``vocab_hash.npy``,
 ``vocab_ids.npy``), so that loading maps every array and builds no Python object per term.
+Every file's size and checksum are computed as it is written (the score arrays' as the
+shards are scattered into them: :mod:`searchgym.corpora.checksum`) and recorded in the
+index's metadata; :func:`check_postings` compares sizes, dtypes and shapes on every load.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import selectors
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from searchgym.corpora.building import SPACE_ERRNOS, folder_bytes
+from searchgym.corpora.checksum import MappedNpy, add_scattered, check_files, check_npy, file_checksum, save_npy, write_bytes
 from searchgym.corpora.mapped import stable_hash
 from searchgym.corpora.tokenize import default_analyzer
 from searchgym.corpora.types import Corpus, Passage
 from searchgym.error import SearchGymError, require
 
-__all__ = ["HashedVocab", "Postings", "build_postings", "load_postings", "save_postings"]
+__all__ = ["HashedVocab", "Postings", "build_postings", "check_postings", "load_postings", "save_postings"]
 
-# What a worker process runs: ROOT FILE START COUNT PREFIX (ROOT: the folder holding this searchgym).
-# What a worker process runs: ROOT FILE PREFIX_DIR START:COUNT ... (ROOT: the folder holding this
-# searchgym). It tokenizes its shards one after the other and prints each one's START when done.
+# What a worker process runs: ROOT FILE PREFIX_DIR PARENT_PID START:COUNT ... (ROOT: the folder
+# holding this searchgym). It dies with its parent (Linux), tokenizes its shards one after the
+# other and prints each one's START when done; an OSError is reported as a last line
+# "OSError [ERRNO, FILE, MESSAGE]" (a full disk is then named as such by the parent).
 _WORKER = (
-    "import sys; sys.path.insert(0, sys.argv[1]); from searchgym.corpora.mapped import open_corpus; "
-    "from searchgym.corpora.postings import tokenize_shard; corpus = open_corpus(sys.argv[2])\n"
-    "for shard in sys.argv[4:]:\n"
-    "    start, count = map(int, shard.split(':'))\n"
-    "    tokenize_shard(corpus, start, count, f'{sys.argv[3]}/{start}')\n"
-    "    print(start, flush=True)"
+    "import os, sys; sys.path.insert(0, sys.argv[1])\n"
+    "try:\n"
+    "    import ctypes; ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG: SIGKILL when the parent dies\n"
+    "except (OSError, AttributeError):\n"
+    "    pass\n"
+    "if os.getppid() != int(sys.argv[4]): sys.exit(1)  # the parent died before the line above\n"
+    "from searchgym.corpora.mapped import open_corpus\n"
+    "from searchgym.corpora.postings import tokenize_shard\n"
+    "corpus = open_corpus(sys.argv[2])\n"
+    "try:\n"
+    "    for shard in sys.argv[5:]:\n"
+    "        start, count = map(int, shard.split(':'))\n"
+    "        tokenize_shard(corpus, start, count, f'{sys.argv[3]}/{start}')\n"
+    "        print(start, flush=True)\n"
+    "except OSError as e:\n"
+    "    import json; print('OSError', json.dumps([e.errno, e.filename, e.strerror or str(e)]), file=sys.stderr)\n"
+    "    sys.exit(1)"
 )
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -73,6 +91,9 @@ class Postings:
     vocab: Mapping[str, int]
     nonoccurrence: np.ndarray | None  # [V] float32, BM25L / BM25+ only
     num_docs: int
+    #: Records (size, checksum, dtype, shape) of the arrays already written to files by the
+    #: build (``data.npy``, ``indices.npy``), computed as they were written.
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def nbytes(self) -> int:
@@ -136,81 +157,93 @@ def build_postings(
     n = len(corpus)
     bounds = [(start, min(start + shard_size, n)) for start in range(0, n, shard_size)]
     with tempfile.TemporaryDirectory(prefix="searchgym-bm25-", dir=out) as scratch:
-        # Global term ids in order of first occurrence, as one pass over the corpus would give:
-        # each shard's terms are taken in shard order as soon as they are ready, then dropped.
-        vocab: dict[str, int] = {}
-        to_global: list[np.ndarray] = []  # per shard: [shard terms] global id of each
-        shard_lengths: list[np.ndarray] = []
-
-        def absorb(stems: list[str], lengths: np.ndarray) -> None:
-            # A shard's stems are distinct: the new ones take the next ids in their order, all
-            # in C-level loops (the parent shares the cores with the workers).
-            new = list(itertools.filterfalse(vocab.__contains__, stems))
-            vocab.update(zip(new, itertools.count(len(vocab))))
-            to_global.append(np.fromiter(map(vocab.__getitem__, stems), np.int32, len(stems)))
-            shard_lengths.append(lengths)
-
-        _tokenize_shards(corpus, bounds, Path(scratch), workers, progress, absorb)
-        if not vocab:
-            return None
-        lengths = np.concatenate(shard_lengths)  # [N] int64
-        del shard_lengths
-        n_vocab = len(vocab)
-        df = np.zeros(n_vocab, dtype=np.int64)
-        for s, (start, _) in enumerate(bounds):
-            df += np.bincount(to_global[s][np.load(Path(scratch) / f"{start}.terms.npy")], minlength=n_vocab)
-
-        idf_fn = scoring._select_idf_scorer(formulas.idf_method)
-        tfc_fn = scoring._select_tfc_scorer(method)
-        # bm25s's scalar idf, called once per distinct document frequency (a few thousand), not per term.
-        distinct_df, df_slot = np.unique(df, return_inverse=True)
-        idf = np.array([idf_fn(d, N=n) for d in distinct_df.tolist()], dtype=np.float32)[df_slot]  # [V]
-        avg_len = lengths.mean()
-        nonoccurrence = None
-        if method in formulas.methods_requiring_nonoccurrence:
-            nonoccurrence = scoring._build_nonoccurrence_array(
-                doc_frequencies=dict(enumerate(df.tolist())), n_docs=n, compute_idf_fn=idf_fn, calculate_tfc_fn=tfc_fn,
-                l_d=avg_len, l_avg=avg_len, k1=k1, b=b, delta=delta, dtype=formulas.dtype,
-            )
-        indptr = np.zeros(n_vocab + 1, dtype=np.int64)
-        np.cumsum(df, out=indptr[1:])
-        total = int(indptr[-1])
-        data = _array(out, "data.npy", total, np.float32)
-        indices = _array(out, "indices.npy", total, np.int32)
-
-        lengths_f = lengths.astype(np.float64)  # [N], what bm25s's tf formulas read
-        fill = indptr[:-1].copy()  # [V] where each term's next posting goes
-        bar = _bar(progress, len(bounds), "Scoring shards")
-        for s, (start, _) in enumerate(bounds):
-            terms = np.load(Path(scratch) / f"{start}.terms.npy")  # [p] shard term ids, grouped by term
-            docs = np.load(Path(scratch) / f"{start}.docs.npy") + np.int32(start)  # [p] global passage positions
-            tf = np.load(Path(scratch) / f"{start}.tf.npy")  # [p] float32
-            group = np.flatnonzero(np.concatenate(([True], terms[1:] != terms[:-1])))[: len(terms)]  # first posting of each term
-            counts = np.diff(np.append(group, len(terms)))
-            rows = to_global[s][terms[group]]  # [g] global id of each group's term
-            dest = np.repeat(fill[rows] - group, counts) + np.arange(len(terms))  # [p]
-            fill[rows] += counts
-            terms = to_global[s][terms]
-            tfc = tfc_fn(tf_array=tf, l_d=lengths_f[docs], l_avg=avg_len, k1=k1, b=b, delta=delta)
-            scores = idf[terms] * tfc
-            if nonoccurrence is not None:
-                scores -= nonoccurrence[terms]
-            data[dest] = scores
-            indices[dest] = docs
-            if bar:
-                bar.update()
-        if bar:
-            bar.close()
-    for array in (data, indices):
-        if isinstance(array, np.memmap):
-            array.flush()
-    return Postings(data, indices, indptr, vocab, nonoccurrence, n)
+        try:
+            return _score_shards(corpus, bounds, Path(scratch), formulas, scoring, k1=k1, b=b, delta=delta, method=method,
+                                 workers=workers, out=out, progress=progress)
+        except OSError as e:  # no room: what the build held on disk when it failed, before its scratch files go
+            if e.errno in SPACE_ERRNOS and not hasattr(e, "written"):
+                e.written = folder_bytes(out if out is not None else Path(scratch))
+            raise
 
 
-def _array(out: Path | None, name: str, size: int, dtype: Any) -> np.ndarray:
+def _score_shards(corpus: Corpus, bounds: list[tuple[int, int]], scratch: Path, formulas: Any, scoring: Any, *, k1: float,
+                  b: float, delta: float, method: str, workers: int, out: Path | None, progress: bool) -> Postings | None:
+    """Tokenize the shards into ``scratch``, then score them into the arrays (see :func:`build_postings`)."""
+    n = len(corpus)
+    # Global term ids in order of first occurrence, as one pass over the corpus would give:
+    # each shard's terms are taken in shard order as soon as they are ready, then dropped.
+    vocab: dict[str, int] = {}
+    to_global: list[np.ndarray] = []  # per shard: [shard terms] global id of each
+    shard_lengths: list[np.ndarray] = []
+
+    def absorb(stems: list[str], lengths: np.ndarray) -> None:
+        # A shard's stems are distinct: the new ones take the next ids in their order, all
+        # in C-level loops (the parent shares the cores with the workers).
+        new = list(itertools.filterfalse(vocab.__contains__, stems))
+        vocab.update(zip(new, itertools.count(len(vocab))))
+        to_global.append(np.fromiter(map(vocab.__getitem__, stems), np.int32, len(stems)))
+        shard_lengths.append(lengths)
+
+    _tokenize_shards(corpus, bounds, scratch, workers, progress, absorb)
+    if not vocab:
+        return None
+    lengths = np.concatenate(shard_lengths)  # [N] int64
+    del shard_lengths
+    n_vocab = len(vocab)
+    df = np.zeros(n_vocab, dtype=np.int64)
+    for s, (start, _) in enumerate(bounds):
+        df += np.bincount(to_global[s][np.load(scratch / f"{start}.terms.npy")], minlength=n_vocab)
+
+    idf_fn = scoring._select_idf_scorer(formulas.idf_method)
+    tfc_fn = scoring._select_tfc_scorer(method)
+    # bm25s's scalar idf, called once per distinct document frequency (a few thousand), not per term.
+    distinct_df, df_slot = np.unique(df, return_inverse=True)
+    idf = np.array([idf_fn(d, N=n) for d in distinct_df.tolist()], dtype=np.float32)[df_slot]  # [V]
+    avg_len = lengths.mean()
+    nonoccurrence = None
+    if method in formulas.methods_requiring_nonoccurrence:
+        nonoccurrence = scoring._build_nonoccurrence_array(
+            doc_frequencies=dict(enumerate(df.tolist())), n_docs=n, compute_idf_fn=idf_fn, calculate_tfc_fn=tfc_fn,
+            l_d=avg_len, l_avg=avg_len, k1=k1, b=b, delta=delta, dtype=formulas.dtype,
+        )
+    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
+    total = int(indptr[-1])
+    data_file = indices_file = None
     if out is None:
-        return np.empty(size, dtype=dtype)
-    return np.lib.format.open_memmap(out / name, mode="w+", dtype=dtype, shape=(size,))
+        data, indices = np.empty(total, dtype=np.float32), np.empty(total, dtype=np.int32)
+    else:  # memory-mapped files, checksummed as the shards are scattered into them
+        data_file, indices_file = MappedNpy(out / "data.npy", np.float32, (total,)), MappedNpy(out / "indices.npy", np.int32, (total,))
+        data, indices = data_file.array, indices_file.array
+
+    lengths_f = lengths.astype(np.float64)  # [N], what bm25s's tf formulas read
+    fill = indptr[:-1].copy()  # [V] where each term's next posting goes
+    bar = _bar(progress, len(bounds), "Scoring shards")
+    for s, (start, _) in enumerate(bounds):
+        terms = np.load(scratch / f"{start}.terms.npy")  # [p] shard term ids, grouped by term
+        docs = np.load(scratch / f"{start}.docs.npy") + np.int32(start)  # [p] global passage positions
+        tf = np.load(scratch / f"{start}.tf.npy")  # [p] float32
+        group = np.flatnonzero(np.concatenate(([True], terms[1:] != terms[:-1])))[: len(terms)]  # first posting of each term
+        counts = np.diff(np.append(group, len(terms)))
+        rows = to_global[s][terms[group]]  # [g] global id of each group's term
+        dest = np.repeat(fill[rows] - group, counts) + np.arange(len(terms))  # [p]
+        fill[rows] += counts
+        terms = to_global[s][terms]
+        tfc = tfc_fn(tf_array=tf, l_d=lengths_f[docs], l_avg=avg_len, k1=k1, b=b, delta=delta)
+        scores = idf[terms] * tfc
+        if nonoccurrence is not None:
+            scores -= nonoccurrence[terms]
+        scores = scores.astype(np.float32)  # what data holds
+        data[dest] = scores
+        indices[dest] = docs
+        if data_file is not None:
+            add_scattered((data_file.sum, indices_file.sum), data_file.first, dest, scores, docs)
+        if bar:
+            bar.update()
+    if bar:
+        bar.close()
+    files = {} if data_file is None else {"data.npy": data_file.record(), "indices.npy": indices_file.record()}
+    return Postings(data, indices, indptr, vocab, nonoccurrence, n, files)
 
 
 def _bar(progress: bool, total: int, desc: str) -> Any:
@@ -235,61 +268,79 @@ def _tokenize_shards(
     A corpus held in memory is tokenized here, one shard after the other.
     """
     bar = _bar(progress, len(bounds), f"Tokenizing {len(corpus):,} passages")
-    ready: dict[int, tuple[list[str], np.ndarray]] = {}
-    absorbed = 0
-    if workers > 1 and len(bounds) > 1 and corpus.path is not None:
-        # Each worker keeps its interpreter and stem cache across its shards: shard w, w + W, ...
-        count = min(workers, len(bounds))
-        shard_of = {start: s for s, (start, _) in enumerate(bounds)}
-        running = []
-        try:
-            for w in range(count):
-                mine = [f"{start}:{stop - start}" for start, stop in bounds[w::count]]
-                log = tempfile.TemporaryFile()
-                command = [sys.executable, "-c", _WORKER, _PACKAGE_ROOT, str(corpus.path), str(scratch), *mine]
-                running.append((subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True), log))
-            with selectors.DefaultSelector() as selector:
+    try:
+        ready: dict[int, tuple[list[str], np.ndarray]] = {}
+        absorbed = 0
+        if workers > 1 and len(bounds) > 1 and corpus.path is not None:
+            # Each worker keeps its interpreter and stem cache across its shards: shard w, w + W, ...
+            count = min(workers, len(bounds))
+            shard_of = {start: s for s, (start, _) in enumerate(bounds)}
+            running = []
+            try:
+                for w in range(count):
+                    mine = [f"{start}:{stop - start}" for start, stop in bounds[w::count]]
+                    log = tempfile.TemporaryFile()
+                    command = [sys.executable, "-c", _WORKER, _PACKAGE_ROOT, str(corpus.path), str(scratch), str(os.getpid()), *mine]
+                    running.append((subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True), log))
+                with selectors.DefaultSelector() as selector:
+                    for process, log in running:
+                        selector.register(process.stdout, selectors.EVENT_READ, (process, log))
+                    while selector.get_map():
+                        for key, _ in selector.select():
+                            process, log = key.data
+                            line = process.stdout.readline()
+                            if line:  # a shard is done
+                                s = shard_of[int(line)]
+                                ready[s] = _read_shard(str(scratch / str(bounds[s][0])))
+                                while absorbed in ready:  # in shard order, whatever order the workers end in
+                                    absorb(*ready.pop(absorbed))
+                                    absorbed += 1
+                                if bar:
+                                    bar.update()
+                                continue
+                            selector.unregister(process.stdout)
+                            if process.wait() != 0:
+                                log.seek(0)
+                                lines = log.read().decode(errors="replace").strip().splitlines() or ["no output"]
+                                failed = [bounds[s] for s in range(len(bounds)) if s >= absorbed and s not in ready]
+                                where = f"{failed[0][0]}-{failed[0][1]}" if failed else "its shards"
+                                code, file, message = _reported_oserror(lines[-1])
+                                if code in SPACE_ERRNOS:  # no room for the shard's files: the build names it as a full disk
+                                    raise OSError(code, f"{message} (tokenizing passages {where} in a worker process)", file)
+                                raise SearchGymError(
+                                    f"Tokenizing passages {where} of {corpus.path} failed in a worker process "
+                                    f"(exit {process.returncode}): {lines[-1]}"
+                                )
+            finally:
                 for process, log in running:
-                    selector.register(process.stdout, selectors.EVENT_READ, (process, log))
-                while selector.get_map():
-                    for key, _ in selector.select():
-                        process, log = key.data
-                        line = process.stdout.readline()
-                        if line:  # a shard is done
-                            s = shard_of[int(line)]
-                            ready[s] = _read_shard(str(scratch / str(bounds[s][0])))
-                            while absorbed in ready:  # in shard order, whatever order the workers end in
-                                absorb(*ready.pop(absorbed))
-                                absorbed += 1
-                            if bar:
-                                bar.update()
-                            continue
-                        selector.unregister(process.stdout)
-                        if process.wait() != 0:
-                            log.seek(0)
-                            lines = log.read().decode(errors="replace").strip().splitlines() or ["no output"]
-                            failed = [bounds[s] for s in range(len(bounds)) if s >= absorbed and s not in ready]
-                            where = f"{failed[0][0]}-{failed[0][1]}" if failed else "its shards"
-                            raise SearchGymError(
-                                f"Tokenizing passages {where} of {corpus.path} failed in a worker process "
-                                f"(exit {process.returncode}): {lines[-1]}"
-                            )
-        finally:
-            for process, log in running:
-                if process.poll() is None:
-                    process.kill()
-                process.wait()
-                process.stdout.close()
-                log.close()
-    else:
-        for s, (start, stop) in enumerate(bounds):
-            prefix = str(scratch / str(start))
-            tokenize_shard(corpus, start, stop - start, prefix)
-            absorb(*_read_shard(prefix))
-            if bar:
-                bar.update()
-    if bar:
-        bar.close()
+                    if process.poll() is None:
+                        process.kill()
+                    process.wait()
+                    process.stdout.close()
+                    log.close()
+        else:
+            for s, (start, stop) in enumerate(bounds):
+                prefix = str(scratch / str(start))
+                tokenize_shard(corpus, start, stop - start, prefix)
+                absorb(*_read_shard(prefix))
+                if bar:
+                    bar.update()
+    finally:
+        if bar:
+            bar.close()
+
+
+def _reported_oserror(line: str) -> tuple[int | None, str | None, str]:
+    """``(errno, file, message)`` of a worker's "OSError [...]" line; ``(None, None, line)`` for another line."""
+    import json
+
+    if line.startswith("OSError ["):
+        try:
+            code, file, message = json.loads(line[len("OSError ") :])
+            return (code if isinstance(code, int) else None), file, str(message)
+        except ValueError:
+            pass
+    return None, None, line
 
 
 def tokenize_shard(passages: Sequence[Passage], start: int, count: int, prefix: str) -> None:
@@ -310,12 +361,21 @@ def tokenize_shard(passages: Sequence[Passage], start: int, count: int, prefix: 
     starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
     starts = starts[: len(keys)]  # no term at all: no posting
     terms, docs = np.divmod(keys[starts], max(count, 1))
-    np.save(f"{prefix}.terms.npy", terms.astype(np.int32))
-    np.save(f"{prefix}.docs.npy", docs.astype(np.int32))
-    np.save(f"{prefix}.tf.npy", np.diff(np.append(starts, len(keys))).astype(np.float32))
-    np.save(f"{prefix}.lengths.npy", lengths)
+    _save(f"{prefix}.terms.npy", terms.astype(np.int32))
+    _save(f"{prefix}.docs.npy", docs.astype(np.int32))
+    _save(f"{prefix}.tf.npy", np.diff(np.append(starts, len(keys))).astype(np.float32))
+    _save(f"{prefix}.lengths.npy", lengths)
     # Terms are runs of word characters, so a newline never occurs in one.
     Path(f"{prefix}.stems.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8", errors="surrogatepass")
+
+
+def _save(path: str, array: np.ndarray) -> None:
+    """``np.save`` through Python's file writes: a full disk or the file size limit is an OSError
+    with its errno (numpy's own writer reports a short write with none), with no copy made."""
+    array = np.ascontiguousarray(array)
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(array))
+        f.write(memoryview(array).cast("B"))
 
 
 def _read_shard(prefix: str) -> tuple[list[str], np.ndarray]:
@@ -328,12 +388,19 @@ def _read_shard(prefix: str) -> tuple[list[str], np.ndarray]:
 
 def save_postings(postings: Postings, folder: Path) -> dict[str, Any]:
     """Write ``postings`` into ``folder`` (arrays already there, from a build with ``out``, are
-    kept); returns what the index's metadata records about them."""
+    kept); returns what the index's metadata records about them: counts, and under ``"files"``
+    the record (size, checksum, dtype, shape) of every file."""
+    files: dict[str, dict[str, Any]] = {}
     for name, array in (("data.npy", postings.data), ("indices.npy", postings.indices), ("indptr.npy", postings.indptr)):
-        if not (isinstance(array, np.memmap) and Path(array.filename).resolve() == (folder / name).resolve()):
-            np.save(folder / name, array)
+        if isinstance(array, np.memmap) and Path(array.filename).resolve() == (folder / name).resolve():
+            # written by the build: its record was made while writing (read back only if it was not)
+            files[name] = postings.files.get(name) or {
+                "bytes": (folder / name).stat().st_size, "checksum": file_checksum(folder / name),
+                "dtype": array.dtype.str, "shape": list(array.shape)}
+        else:
+            files[name] = save_npy(folder / name, np.asarray(array))
     if postings.nonoccurrence is not None:
-        np.save(folder / "nonoccurrence.npy", postings.nonoccurrence)
+        files["nonoccurrence.npy"] = save_npy(folder / "nonoccurrence.npy", np.asarray(postings.nonoccurrence))
     vocab = postings.vocab
     if isinstance(vocab, HashedVocab):
         hashes, ids = vocab._hashes, vocab._ids
@@ -344,10 +411,29 @@ def save_postings(postings: Postings, folder: Path) -> dict[str, Any]:
         order = np.argsort(hashes, kind="stable")
         hashes, ids = hashes[order], ids[order]
         if len(hashes) > 1 and bool((hashes[1:] == hashes[:-1]).any()):  # two terms, one hash: keep the terms
-            (folder / "vocab.txt").write_text("\n".join(terms) + "\n", encoding="utf-8", errors="surrogatepass")
-    np.save(folder / "vocab_hash.npy", hashes)
-    np.save(folder / "vocab_ids.npy", ids)
-    return {"num_docs": postings.num_docs, "num_terms": len(vocab), "num_postings": len(postings.data)}
+            text = "\n".join(terms) + "\n"
+            files["vocab.txt"] = write_bytes(folder / "vocab.txt", text.encode("utf-8", errors="surrogatepass"))
+    files["vocab_hash.npy"] = save_npy(folder / "vocab_hash.npy", np.asarray(hashes))
+    files["vocab_ids.npy"] = save_npy(folder / "vocab_ids.npy", np.asarray(ids))
+    return {"num_docs": postings.num_docs, "num_terms": len(vocab), "num_postings": len(postings.data), "files": files}
+
+
+def check_postings(folder: Path, meta: Mapping[str, Any], fix: str) -> None:
+    """The cheap check of a folder's postings before they are mapped: the files have the sizes,
+    dtypes and shapes the metadata records (folders written before files were recorded: the
+    shapes its counts imply, each file whole). Raises :class:`~searchgym.error.DamagedFileError`
+    naming the file, what was expected and ``fix``."""
+    files = meta.get("files")
+    if files:
+        check_files(folder, files, fix, recorded_in="searchgym_bm25.json")
+        return
+    postings, terms = meta.get("num_postings"), meta.get("num_terms")
+    arrays = [("data.npy", np.float32, postings), ("indices.npy", np.int32, postings),
+              ("indptr.npy", np.int64, None if terms is None else terms + 1)]
+    if not (folder / "vocab.txt").is_file():
+        arrays += [("vocab_hash.npy", np.uint64, terms), ("vocab_ids.npy", np.int32, terms)]
+    for name, dtype, length in arrays:
+        check_npy(folder / name, dtype, None if length is None else (length,), fix)
 
 
 def load_postings(folder: Path, num_docs: int, *, in_memory: bool = False) -> Postings:
@@ -394,7 +480,7 @@ def split_postings(postings: Postings, bounds: Sequence[tuple[int, int]], folder
         shard_indptr = np.zeros(n_vocab + 1, dtype=np.int64)
         np.cumsum(counted, out=shard_indptr[1:])
         total = int(shard_indptr[-1])
-        outputs.append((shard_indptr, _array(folder, "data.npy", total, np.float32), _array(folder, "indices.npy", total, np.int32)))
+        outputs.append((shard_indptr, MappedNpy(folder / "data.npy", np.float32, (total,)), MappedNpy(folder / "indices.npy", np.int32, (total,))))
     filled = [0] * len(bounds)
     for t0, t1 in blocks:  # pass 2: copy them, in term order (postings stay ascending within a term)
         p0, p1 = indptr[t0], indptr[t1]
@@ -404,14 +490,14 @@ def split_postings(postings: Postings, bounds: Sequence[tuple[int, int]], folder
             keep = (docs >= a) & (docs < b)
             n = int(keep.sum())
             _, shard_data, shard_indices = outputs[s]
-            shard_data[filled[s] : filled[s] + n] = data[keep]
-            shard_indices[filled[s] : filled[s] + n] = docs[keep]
+            shard_data.write(filled[s], data[keep])
+            shard_indices.write(filled[s], docs[keep])
             filled[s] += n
     metas = []
     for (shard_indptr, shard_data, shard_indices), folder in zip(outputs, folders):
-        shard_data.flush()
-        shard_indices.flush()
-        shard = Postings(shard_data, shard_indices, shard_indptr, postings.vocab, postings.nonoccurrence, postings.num_docs)
+        files = {"data.npy": shard_data.record(), "indices.npy": shard_indices.record()}
+        shard = Postings(shard_data.array, shard_indices.array, shard_indptr, postings.vocab, postings.nonoccurrence,
+                         postings.num_docs, files)
         metas.append(save_postings(shard, folder))
     return metas
 

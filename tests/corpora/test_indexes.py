@@ -23,7 +23,7 @@ from searchgym.corpora.registry import DeferredCorpus
 from searchgym.corpora.retrievers import clear_retriever_cache, make_retriever
 from searchgym.corpora.store import write_passages
 from searchgym.corpora.types import Corpus, Passage
-from searchgym.error import ConfigError, SearchGymError
+from searchgym.error import ConfigError, NoIndexError, SearchGymError
 
 WORLD = {"seed": 7, "num_passages": 3000}
 
@@ -70,6 +70,7 @@ def test_saved_index_is_memory_mapped_and_answers_the_same(world, queries, tmp_p
     meta = index_meta(tmp_path / "ix")
     assert meta["kind"] == "bm25" and meta["num_passages"] == 3000 and meta["corpus_fingerprint"] == world.fingerprint
     assert meta["format_version"] == 2 and meta["num_postings"] == len(built._data)
+    assert sorted(meta["files"]) == ["data.npy", "indices.npy", "indptr.npy", "vocab_hash.npy", "vocab_ids.npy"]
     assert not list((tmp_path / "ix").glob("searchgym-bm25-*"))  # the build's scratch folder is gone
     import pickle
 
@@ -175,8 +176,13 @@ def test_out_must_be_new_and_a_failed_build_leaves_nothing(corpus_file, tmp_path
 def test_unknown_retriever_and_missing_folder(tmp_path, capsys):
     assert main(["index", "--corpus", "synthwiki", "--retriever", "bm52", "--out", str(tmp_path / "x")]) == 2
     assert "Unknown retriever to index 'bm52'" in capsys.readouterr().err
-    with pytest.raises(ConfigError, match=r"Expected an index folder written by `searchgym index`"):
+    with pytest.raises(NoIndexError) as e:
         load_index(tmp_path)
+    assert str(e.value) == (
+        f"{str(tmp_path)!r} holds no searchgym index (it is empty): an interrupted build? "
+        f"Run searchgym index --corpus FILE --out {tmp_path}."
+    )
+    assert isinstance(e.value, ConfigError)  # what callers caught before
 
 
 def test_bm25_over_a_corpus_file_is_built_once_beside_its_store(corpus_file, queries):
