@@ -82,9 +82,9 @@ def test_the_models_bad_calls_are_answered_by_the_env_with_the_penalty(server, p
     conversation = server.requests()[-1]["messages"]
     errors = [m["content"] for m in conversation if m["role"] == "tool" and m["content"].startswith("Error")]
     assert errors == [
-        "Error: the arguments of search are invalid JSON (Expecting ',' delimiter at character 19). This bad call costs 0.25 reward.",
-        "Error: there is no tool 'lookup'; the tools are search, answer. This bad call costs 0.25 reward.",
-        "Error: search expects (query: string); missing 'query'. This bad call costs 0.25 reward.",
+        "Error: the arguments of \"search\" are invalid JSON (Expecting ',' delimiter at character 19). This bad call costs 0.25 reward.",
+        'Error: there is no tool "lookup"; the tools are search, answer. This bad call costs 0.25 reward.',
+        'Error: search(query: string) is missing "query". This bad call costs 0.25 reward.',
     ]
 
 
