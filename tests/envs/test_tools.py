@@ -480,6 +480,34 @@ def test_s3_keeps_at_most_three_documents_a_search_and_select_runs_before_the_tu
     assert terminated and info["selected_ids"] == [initial[1], *found[:3]]
 
 
+def test_s3_parallel_searches_reach_what_the_tag_game_reaches_one_search_a_turn():
+    """A tag turn of s3 searches once (it is cut after its first </query>): S3-v0's 4 turns make
+    at most 3 searches. A tool turn makes up to MAX_CALLS_PER_TURN; with max_searches=3 the tool
+    game keeps the tag game's budget, and three parallel searches give the generator what the
+    same three searches, one a turn and never selected from, give it in tags (docs/tools.md)."""
+    queries = ["born", "founded", "city", "river"]
+    tags = make_env("searchgym/S3-v0", "tags", max_searches=3)
+    tags.reset(seed=1)
+    for query in queries:  # the fourth turn is the last: its search is not run
+        _, _, terminated, truncated, tag_info = tags.step(f'<query>{{"query": "{query}"}}</query>')
+    assert (tag_info["num_searches"], terminated, truncated) == (3, False, True)
+    tools = make_env("searchgym/S3-v0", max_searches=3)
+    tools.reset(seed=1)
+    _, _, _, _, info = tools.step(message(*[call("search", query=q) for q in queries]))
+    assert info["num_searches"] == 3 and info["queries"] == queries
+    assert info["messages"][-1]["content"] == (
+        "The search budget is spent: this search was not run. Now keep what you need with select, then call finish.")
+    _, _, terminated, _, info = tools.step(message(call("finish")))
+    assert terminated and info["reward_components"] == tag_info["reward_components"]
+    tag_docs = [p.id for p in tags.unwrapped.game.generator_context()]
+    assert [p.id for p in tools.unwrapped.game.generator_context()] == tag_docs and len(tag_docs) > 8
+    # Without max_searches, one tool turn may search MAX_CALLS_PER_TURN times (the tag game: once).
+    free = make_env("searchgym/S3-v0")
+    free.reset(seed=1)
+    _, _, _, _, info = free.step(message(*[call("search", query=f"{q} {i}") for i in range(2) for q in queries]))
+    assert info["num_searches"] == MAX_CALLS_PER_TURN == 8 and info["num_invalid"] == 0
+
+
 def test_s3_without_a_cap_keeps_every_selected_document():
     env = make_env("searchgym/S3-v0", top_k=8, protocol_options={"docs_per_window": None})
     env.reset(seed=1)
