@@ -1,5 +1,6 @@
 """The prompts the papers print, word for word: Search-R1's Table 1, s3's Fig. 11 and
-Fig. 12, R1-Searcher's "System Prompt for Data Selection", RECON's six aspects (App. B.3).
+Fig. 12, R1-Searcher's "System Prompt for Data Selection", RECON's six aspects and its
+summarizer's template (App. B.3).
 Each default is checked against the paper's text when ../shared/papers/ is there; the
 released wordings stay an option, checked against the text they had."""
 
@@ -11,7 +12,7 @@ from paper_text import between, needs_papers, normalize, paper_text, squeeze
 
 from searchgym.corpora.types import Hit, Passage, QAExample
 from searchgym.envs.components.lm_frozen import S3_GENERATOR_PAPER, generator_messages
-from searchgym.envs.components.lm_summarizer import ASPECTS
+from searchgym.envs.components.lm_summarizer import ASPECTS, RECON_PROMPT
 from searchgym.envs.protocols import make_protocol
 from searchgym.envs.protocols.r1_searcher import DATA_SELECTION_PROMPT, R1SearcherProtocol
 from searchgym.envs.protocols.s3 import S3_LOOP_EXAMPLE, S3_PROMPTS, S3Protocol
@@ -111,3 +112,15 @@ def test_recons_six_aspects_are_app_b3_word_for_word():
     assert sorted(titles) == sorted(re.findall(r"• (Clarity|Coherence|Completeness|Coverage|Factual Correctness|Logicality) ", appendix))
     for title, description in ASPECTS.values():
         assert f"• {title} {normalize(description)}" in appendix, title
+
+
+@needs_papers
+def test_recons_summarizer_prompt_is_app_b3s_template():
+    """The template App. B.3 prints (its list written as lines starting with "- ")."""
+    after_b4 = between(paper_text("RECON"), "B.4 Hyperparameters", "Appendix C")  # the figure lands after B.4's text
+    template = after_b4[after_b4.index("You are a helpful assistant in a retrieval-augmented") :]
+    documents = "".join(f"[Doc {i}] {{doc_{i}}}\n" for i in (1, 2, 3))
+    ours = RECON_PROMPT.format(
+        aspect_title="{ASPECT}", aspect_description="{ASPECT EXPLANATION}", user_question="{question}", search_query="{query}", documents=documents,
+    )
+    assert squeeze(ours.replace("\n- ", "\n")) == squeeze(template)
