@@ -195,6 +195,25 @@ def test_lm_agents_through_the_bench_with_a_frozen_lm(tmp_path):
     assert first["prediction"] == "x" and first["generated_tokens"] > 0
 
 
+def test_the_lm_agents_sample_at_the_benchs_temperature_as_r_search_evaluates():
+    """R-Search evaluates at temperature 0.1 (App. A.3): `temperature=0.1` reaches every
+    generate call of the LM agent; the default decodes greedily."""
+    from searchgym.lm.scripted import ScriptedLM
+    from searchgym.lm.testing import tiny_tokenizer
+
+    class Recording(ScriptedLM):
+        def _generate(self, prompt_ids, params):
+            temperatures.append(params.temperature)
+            return super()._generate(prompt_ids, params)
+
+    lm = Recording(["<search> who </search>", "<answer> x </answer>"], tiny_tokenizer())
+    for temperature, expected in ((0.1, 0.1), (None, 0.0)):
+        temperatures = []
+        settings = {} if temperature is None else {"temperature": temperature}
+        run_bench(config(runs=[("RSearch-v0", "lm")], model=lm, limit=2, num_envs=2, **settings), None, progress=False)
+        assert temperatures and set(temperatures) == {expected}
+
+
 def test_models_that_cannot_hold_the_prompt_are_recorded_not_raised():
     results = run_bench(config(runs=[("SearchR1-v0", "lm")], model="tiny-random", limit=2, num_envs=2, max_new_tokens=8), None, progress=False)
     assert results.rows[0]["failures"] == "prompt_too_long 2"  # the tiny model's context is 256 tokens

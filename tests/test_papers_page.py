@@ -30,7 +30,7 @@ from searchgym.training.stage_sets import StageSetArgs
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "papers.md"
 SECTION = re.compile(r"^## (?P<title>.+?)\n\nPreset `(?P<preset>[^`]+)`.*?`(?P<env>searchgym/[^`]+)`", re.S | re.M)
-CELL = re.compile(r"`(env|preset|scale|recipe|protocol|distill|stage_sets)\.([a-z_]+) = ([^`]+)`")
+CELL = re.compile(r"`(env|preset|scale|recipe|protocol|distill|stage_sets)\.([a-z][a-z0-9_]*) = ([^`]+)`")
 #: A quote in a "paper says" cell, with the paper it quotes when that is not the section's ("RECON: ").
 QUOTE = re.compile(r"(?:\b(" + "|".join(map(re.escape, PAPER_FILES)) + r"): )?\"([^\"]+)\"")
 #: How a cell cites its paper: a section, appendix, table, equation, algorithm or figure.
@@ -89,6 +89,8 @@ def test_every_value_on_the_page_is_the_codes(title, preset_name, env_id, text):
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert len(cells) == 4, f"{title}: a row needs setting | paper | searchgym | same?: {row}"
         assert cells[3].startswith(("same", "differs")), f"{title}: say 'same' or why it differs: {row}"
+        loose = re.findall(r"`(?:env|preset|scale|recipe|protocol|distill|stage_sets)\.[^`=]+ = ", cells[2])
+        assert len(loose) == len(CELL.findall(cells[2])), f"{title}: a value the check cannot read: {loose}"
         for scope, name, written in CELL.findall(cells[2]):
             value = actual(scope, name, preset_name, env_id)
             expected = ast.literal_eval(written)
@@ -122,6 +124,19 @@ def test_every_paper_cell_cites_its_paper_or_says_it_is_silent(title, preset_nam
             assert QUOTE.search(paper) or re.search(r"Eq\. \d|Table \d|Alg\. \d|Fig\. \d", paper), f"{title}: quote the paper: {cells[0]}"
     assert any(cells[0] == "schedule" and "--paper-scale" in cells[2] for cells in rows(text)), f"{title}: a schedule row says what --paper-scale runs"
     assert preset_name in PAPER_SCALE
+
+
+@pytest.mark.parametrize("title, preset_name, env_id, text", sections(), ids=[s[0] for s in sections()])
+def test_one_row_per_paper_says_the_preset_is_cpu_sized_and_names_the_paper_scale_run(title, preset_name, env_id, text):
+    """The schedule row: the CPU-sized preset is the default, and every value --paper-scale
+    changes is on the page as `scale.X = value` (checked against the code above)."""
+    (schedule,) = [cells for cells in rows(text) if cells[0] == "schedule"]
+    assert schedule[3].startswith("differs by default: CPU-sized; `--paper-scale`"), f"{title}: {schedule[3]}"
+    cpu = preset(preset_name)
+    assert f"`preset.questions_per_step = {cpu.questions_per_step}`" in schedule[2] and f"`preset.total_steps = {cpu.total_steps}`" in schedule[2]
+    shown = {name for scope, name, _ in CELL.findall(text) if scope == "scale"}
+    changed = {field for field, setting in PAPER_SCALE[preset_name].items() if getattr(cpu, field) != setting.value}
+    assert changed <= shown, f"{title}: --paper-scale changes {sorted(changed - shown)}, not on the page as scale.X"
 
 
 @needs_papers

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import importlib
 import json
+import sys
 from typing import Any
 
 from searchgym.training.args import PRESETS, Args, field_docs
@@ -117,7 +118,7 @@ def add_train_parser(sub: Any) -> None:
     parser.add_argument(
         "--paper-scale", action="store_true",
         help="with --preset: the paper's own training run over the CPU-sized preset (questions per step, mini-batches, "
-        "steps, token limits; each value's source in searchgym.training.paper_scale); flags still override",
+        "steps, token limits; each value's source printed to stderr, from searchgym.training.paper_scale); flags still override",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the resolved arguments as one JSON object keyed by the flags' names, and exit")
     add_fields(parser, Args)
@@ -252,12 +253,14 @@ def train_main(ns: argparse.Namespace) -> int:
     given = _given(ns, Args)
     if ns.paper_scale:
         from searchgym.error import ConfigError
-        from searchgym.training.paper_scale import check_paper_scale, paper_scale_args
+        from searchgym.training.paper_scale import check_paper_scale, paper_scale_args, sources
 
         if not ns.preset:
             raise ConfigError(f"--paper-scale runs a paper's training run; name the paper with --preset (one of {', '.join(sorted(PRESETS))}).")
         args = paper_scale_args(ns.preset, **given)
         check_paper_scale(args)
+        lines = sources(ns.preset, args)
+        print(f"--paper-scale: {ns.preset}'s training run over its preset, each value's source:", *lines, sep="\n  ", file=sys.stderr)
     else:
         args = preset(ns.preset, **given) if ns.preset else Args(**given)
     if ns.dry_run:

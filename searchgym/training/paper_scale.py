@@ -6,8 +6,9 @@ at a size this 2-core CPU can run: four questions a step, a hundred steps, no to
 answers per question, optimizer steps per update, steps, and the token limits of a turn, an
 observation and a context. Each value names its source: the paper where it states the
 value (section quoted in :data:`PAPER_SCALE`'s ``source``), else the released training
-script, named. ``--paper-scale`` puts them over the preset; flags given on the command line
-still win, and ``--dry-run`` prints the resolved arguments without training.
+script, named. ``--paper-scale`` puts them over the preset and prints each with its source
+(:func:`sources`, to stderr); flags given on the command line still win, and ``--dry-run``
+prints the resolved arguments without training.
 
 Mini-batches count sequences, as the papers' verl and OpenRLHF trainers do: a step of
 ``questions_per_step * n`` episodes takes ``mini_batches`` optimizer steps of
@@ -17,6 +18,7 @@ Mini-batches count sequences, as the papers' verl and OpenRLHF trainers do: a st
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -81,7 +83,10 @@ PAPER_SCALE: dict[str, dict[str, Setting]] = {
         "mini_batches": Setting(4, "R1-Searcher §3.3: 'a train batch size of 256' (sequences) of 64 x 16", quote="a train batch size of 256", paper="R1-Searcher"),
         "lr": Setting(2e-6, "R1-Searcher §3.3: 'The learning rate is 2e-6'", quote="The learning rate is 2e-6", paper="R1-Searcher"),
         "total_steps": Setting(
-            6 + 128, "R1-Searcher §3.3: 'The training epoch is set to 1', over Table 1's sets: ceil(350 / 64) + ceil(8,148 / 64)",
+            6 + 128,
+            "R1-Searcher §3.3: 'The training epoch is set to 1', read as one pass over Table 1's sets: ceil(350 / 64) + "
+            "ceil(8,148 / 64) (its released scripts pass OpenRLHF --max_epochs 1, one pass over each rollout batch, "
+            "which ppo_epochs=1 also is, and --num_episodes 10000, no step count)",
             quote="The training epoch is set to 1", paper="R1-Searcher",
         ),
         "stage2_step": Setting(6, "derived: stage 2 after one pass over stage 1's 350 questions at 64 a step; paper silent (its scripts train each stage as its own run)"),
@@ -143,6 +148,27 @@ def check_paper_scale(args: Any) -> None:
             f"mini-batches, which does not divide evenly; pass --mini-batches {math.gcd(batch, args.mini_batches)} "
             "or a questions_per_step that keeps the paper's mini-batch size."
         )
+
+
+def sources(name: str, args: Any) -> list[str]:
+    """One line per setting of preset ``name``'s paper-scale run: the flag, the value ``args``
+    holds and the source of the paper's value, or that a flag replaced it."""
+    if name not in PAPER_SCALE:
+        raise UnknownNameError("paper-scale preset", name, PAPER_SCALE)
+    lines = []
+    for field, setting in PAPER_SCALE[name].items():
+        value = getattr(args, field)
+        flag = "--" + field.replace("_", "-")
+        kept = {k: value.get(k) for k in setting.value} if isinstance(setting.value, dict) and isinstance(value, dict) else value
+        if kept == setting.value:  # an env_options flag may add keys beside the paper's
+            lines.append(f"{flag} {_show(value)}: {setting.source}")
+        else:
+            lines.append(f"{flag} {_show(value)}: set on the command line (the paper's run: {_show(setting.value)}, {setting.source})")
+    return lines
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
 
 
 def flag_json(args: Any) -> dict[str, Any]:

@@ -143,6 +143,48 @@ def test_recon_defaults_are_the_papers_top5_five_searches_and_rethink_feedback()
         make_small("searchgym/RECON-v0", protocol_options={"feedback": "papr"})
 
 
+def test_recon_with_alg1s_budget_counts_the_answer_among_its_five_actions():
+    """RECON's Alg. 1 ends after B = 5 actions, the answer one of them (b counts every
+    action); RECON-v0's max_turns=5 (what --paper-scale sets) plays the same decisions: four
+    searches and an answer score, a fifth search ends the episode unanswered. (Alg. 1 still
+    retrieves for that fifth search, whose documents nothing reads; the env does not.)"""
+    from searchgym.training.paper_scale import paper_scale
+
+    options = paper_scale("recon")["env_options"]
+    assert options == {"max_turns": 5}
+    env = make_small("searchgym/RECON-v0", **options)
+    env.reset(seed=4)
+    for turn in range(4):
+        _, reward, terminated, truncated, info = env.step(search_turn(env, f"founded city {turn}"))
+        assert not (terminated or truncated) and len(info["retrieved_ids"]) == 5
+    _, reward, terminated, _, info = env.step(finish_turn(env, env.unwrapped.example.answers[0]))
+    assert terminated and reward == 1.0 and info["num_searches"] == 4
+    env.reset(seed=4)
+    searched = []
+    for turn in range(5):
+        _, reward, terminated, truncated, info = env.step(search_turn(env, f"founded city {turn}"))
+        searched.append(len(info["retrieved_ids"]))
+    assert searched == [5, 5, 5, 5, 0] and (terminated or truncated) and reward == 0.0 and info["num_searches"] == 4
+
+
+@pytest.mark.parametrize("options, searches", [({}, 3), ({"max_turns": 5}, 4)], ids=["table-3", "app-a1"])
+def test_s3_plays_table_3s_headline_by_default_and_app_a1s_four_turns_with_max_turns_5(options, searches):
+    """s3's Table 3 headline (8 retrieved, 3 kept, 3 turns) is S3-v0's default: three search
+    turns of 8 documents after the naive top-3, then the turn that completes; App. A.1's
+    comparison with the baselines gives 4 turns (max_turns=5)."""
+    env = make_small("searchgym/S3-v0", **options)
+    _, info = env.reset(seed=4)
+    assert env.unwrapped.protocol.docs_per_window == 3 and len(info["retrieved_ids"]) == 3  # naive RAG's top-3
+    searched = []
+    for turn in range(searches + 1):
+        _, _, terminated, truncated, info = env.step(search_turn(env, f"founded city {turn}"))
+        searched.append(len(info["retrieved_ids"]))
+        if terminated or truncated:
+            break
+    # every search turn retrieves 8; the last turn's search is not run and ends the episode
+    assert searched == [8] * searches + [0] and (terminated or truncated)
+
+
 def test_render_ansi_returns_the_transcript():
     env = make_small("searchgym/SearchR1-v0", render_mode="ansi")
     obs, _ = env.reset(seed=0)

@@ -1,5 +1,6 @@
 """The prompts the papers print, word for word: Search-R1's Table 1, s3's Fig. 11 and
-Fig. 12, R1-Searcher's "System Prompt for Data Selection", RECON's six aspects (App. B.3).
+Fig. 12, R1-Searcher's "System Prompt for Data Selection", RECON's six aspects and its
+summarizer's template (App. B.3), R-Search's system template (Table 1) and reader prompt (Table 5).
 Each default is checked against the paper's text when ../shared/papers/ is there; the
 released wordings stay an option, checked against the text they had."""
 
@@ -10,9 +11,10 @@ from env_helpers import make_small
 from paper_text import between, needs_papers, normalize, paper_text, squeeze
 
 from searchgym.corpora.types import Hit, Passage, QAExample
-from searchgym.envs.components.lm_frozen import S3_GENERATOR_PAPER, generator_messages
-from searchgym.envs.components.lm_summarizer import ASPECTS
+from searchgym.envs.components.lm_frozen import R_SEARCH_READER_PROMPT, S3_GENERATOR_PAPER, generator_messages
+from searchgym.envs.components.lm_summarizer import ASPECTS, RECON_PROMPT
 from searchgym.envs.protocols import make_protocol
+from searchgym.envs.protocols.r_search import RSearchProtocol
 from searchgym.envs.protocols.r1_searcher import DATA_SELECTION_PROMPT, R1SearcherProtocol
 from searchgym.envs.protocols.s3 import S3_LOOP_EXAMPLE, S3_PROMPTS, S3Protocol
 from searchgym.envs.protocols.search_r1 import ReconProtocol, SearchR1Protocol
@@ -111,3 +113,26 @@ def test_recons_six_aspects_are_app_b3_word_for_word():
     assert sorted(titles) == sorted(re.findall(r"• (Clarity|Coherence|Completeness|Coverage|Factual Correctness|Logicality) ", appendix))
     for title, description in ASPECTS.values():
         assert f"• {title} {normalize(description)}" in appendix, title
+
+
+@needs_papers
+def test_recons_summarizer_prompt_is_app_b3s_template():
+    """The template App. B.3 prints (its list written as lines starting with "- ")."""
+    after_b4 = between(paper_text("RECON"), "B.4 Hyperparameters", "Appendix C")  # the figure lands after B.4's text
+    template = after_b4[after_b4.index("You are a helpful assistant in a retrieval-augmented") :]
+    documents = "".join(f"[Doc {i}] {{doc_{i}}}\n" for i in (1, 2, 3))
+    ours = RECON_PROMPT.format(
+        aspect_title="{ASPECT}", aspect_description="{ASPECT EXPLANATION}", user_question="{question}", search_query="{query}", documents=documents,
+    )
+    assert squeeze(ours.replace("\n- ", "\n")) == squeeze(template)
+
+
+# ---------------------------------------------------------------- R-Search, Table 1 and Table 5
+@needs_papers
+def test_r_searchs_system_template_is_table_1_and_its_reader_prompt_table_5():
+    text = paper_text("R-Search").replace("\\_", "_")  # the extraction escapes underscores
+    table_1 = text[text.index("You are a helpful assistant that can solve") : text.index("Table 1: **System template.**")]
+    assert squeeze(RSearchProtocol.system_prompt) == squeeze(table_1)
+    table_5 = text[text.index("Answer the question based on the given passages.") : text.index("Table 5: Evidence template.")]
+    assert squeeze(R_SEARCH_READER_PROMPT) == squeeze(table_5)
+    assert RSearchProtocol().messages(EXAMPLE)[0] == {"role": "system", "content": RSearchProtocol.system_prompt}

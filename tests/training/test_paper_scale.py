@@ -7,9 +7,9 @@ import json
 import pytest
 
 from searchgym.cli import main
-from searchgym.error import ConfigError
+from searchgym.error import ConfigError, UnknownNameError
 from searchgym.training.args import PRESETS, Args, check_args, preset
-from searchgym.training.paper_scale import PAPER_SCALE, check_paper_scale, flag_json, paper_scale_args
+from searchgym.training.paper_scale import PAPER_SCALE, check_paper_scale, flag_json, paper_scale_args, sources
 
 #: (preset, questions a step, answers a question, sequences an optimizer step, steps, context, observation, turn tokens)
 RUNS = [
@@ -72,6 +72,42 @@ def test_dry_run_prints_the_resolved_flags_as_one_json_object(capsys):
     # without --paper-scale it prints the CPU-sized preset
     assert main(["train", "--preset", "s3", "--dry-run"]) == 0
     assert json.loads(capsys.readouterr().out)["--questions-per-step"] == 4
+
+
+@pytest.mark.parametrize("name, questions, n, sequences, steps, context, observation, turn", RUNS, ids=[r[0] for r in RUNS])
+def test_dry_run_of_every_paper_prints_its_run_and_names_each_values_source(name, questions, n, sequences, steps, context, observation, turn, capsys):
+    assert main(["train", "--preset", name, "--paper-scale", "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    printed = json.loads(out)
+    assert (printed["--questions-per-step"], printed["--n"], printed["--total-steps"]) == (questions, n, steps)
+    assert printed["--questions-per-step"] * printed["--n"] // printed["--mini-batches"] == sequences
+    assert (printed["--max-context-tokens"], printed["--max-observation-tokens"], printed["--max-new-tokens"]) == (context, observation, turn)
+    lines = err.splitlines()
+    assert lines[0] == f"--paper-scale: {name}'s training run over its preset, each value's source:"
+    assert len(lines) == 1 + len(PAPER_SCALE[name])
+    for field, setting in PAPER_SCALE[name].items():
+        flag = "--" + field.replace("_", "-")
+        assert printed[flag] == setting.value, (name, field)
+        shown = json.dumps(setting.value) if isinstance(setting.value, dict) else str(setting.value)
+        assert f"  {flag} {shown}: {setting.source}" in lines, (name, field)
+    # the CPU-sized preset stays the default: without --paper-scale nothing of the paper's run, no sources
+    assert main(["train", "--preset", name, "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    cpu = json.loads(out)
+    assert (cpu["--questions-per-step"], cpu["--total-steps"], cpu["--max-context-tokens"], cpu["--max-observation-tokens"]) == (4, 100, None, None)
+    assert err == "" and cpu == flag_json(preset(name))
+
+
+def test_the_sources_say_which_values_a_flag_replaced():
+    lines = sources("r-search", paper_scale_args("r-search", total_steps=7, env_options={"corpus": "wiki-vital"}))
+    assert "--total-steps 7: set on the command line (the paper's run: 195, R-Search §4.3: 'a maximum total of 195 training steps')" in lines
+    assert "--warmup-ratio 0.95: R-Search §4.3: 'warm-up ratio to 1e-6 and 0.95'" in lines
+    recon = sources("recon", paper_scale_args("recon", env_options={"corpus": "wiki-vital"}))
+    assert recon[-1].startswith('--env-options {"max_turns": 5, "corpus": "wiki-vital"}: RECON App. C, Alg. 1')
+    assert sources("recon", paper_scale_args("recon", env_options={"max_turns": 6}))[-1].startswith(
+        '--env-options {"max_turns": 6}: set on the command line (the paper\'s run: {"max_turns": 5}, RECON App. C')
+    with pytest.raises(UnknownNameError, match="Unknown paper-scale preset 'recn'. Did you mean 'recon'?"):
+        sources("recn", preset("recon"))
 
 
 def test_paper_scale_needs_a_preset_and_a_bad_combination_fails_before_anything_loads(capsys):

@@ -1,6 +1,7 @@
 """The RL trainer on tiny random models: masks, one-step learning direction, resume,
 failure stops, LoRA, curricula and frozen models."""
 
+import json
 import math
 import os
 import re
@@ -353,6 +354,26 @@ def test_lora_trains_only_the_adapters_and_merges_for_export(tmp_path):
     assert torch.allclose(a, b, atol=1e-5)
     for name, tensor in plain.state_dict().items():
         assert torch.allclose(merged[name], tensor, atol=1e-6), name
+
+
+def test_the_token_limits_reach_the_rollouts_and_the_evaluation_samples_at_eval_temperature(tmp_path):
+    """--paper-scale's max_observation_tokens and max_context_tokens bound the rollouts the
+    trainer plays and its evaluation; the evaluation samples at eval_temperature."""
+    one = dict(train_limit=1, questions_per_step=1)  # one question: one prompt length
+    cut = built(tmp_path / "cut", max_observation_tokens=3, eval_temperature=0.7, eval_limit=2, **one)
+    feedback = cut.envs[0].unwrapped.protocol.invalid_feedback()  # what a random turn reads back
+    assert len(cut.tokenizer.encode(feedback, add_special_tokens=False)) > 3
+    results, _ = cut.rollout(1)
+    observations = [len(s) for r in results for s in r.trajectory.segments if not s.generated]
+    assert observations and max(observations) == 3
+    cut.evaluate()
+    config = json.loads((tmp_path / "cut" / "run" / "eval" / "step-000000" / "config.json").read_text())
+    assert config["temperature"] == 0.7 and config["agent_options"] == {"lm": {"max_observation_tokens": 3}}
+    (prompt,) = {len(r.trajectory.prompt_ids) for r in results}
+    short = built(tmp_path / "short", max_context_tokens=prompt + 8, **one)  # the first turn fits; with its feedback the second cannot
+    results, _ = short.rollout(1)
+    assert {r.outcome for r in results} == {"prompt_too_long"}
+    assert all([s.generated and len(s) > 0 for s in r.trajectory.segments] == [True, False, False] for r in results)
 
 
 def test_r1_searcher_curriculum_switches_the_reward(tmp_path):
