@@ -59,9 +59,12 @@ class Complete:
 
 @dataclass(frozen=True)
 class Invalid:
-    """A malformed turn; ``reason`` says what was wrong (for ``info``, not for the agent)."""
+    """A malformed turn; ``reason`` says what was wrong (for ``info``, not for the agent).
+    ``selects``: a bad selection (of documents never shown), which still marks the latest
+    window annotated, as a tag selection of nothing valid does (s3)."""
 
     reason: str
+    selects: bool = False
     kind = "invalid"
 
 

@@ -385,6 +385,8 @@ class SearchGame:
             elif isinstance(act, Complete):
                 terminated = True
             elif isinstance(act, Invalid):
+                if act.selects:  # the window was annotated, with nothing valid: its documents are not all given
+                    self.log.select(())
                 invalid_reason = act.reason
                 self.num_invalid += 1
                 reward += self.recipe.invalid_action_penalty

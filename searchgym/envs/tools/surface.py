@@ -423,7 +423,7 @@ class ToolSurface:
             if unseen:
                 shown = f"1 to {window_size}" if window_size else "none"
                 listed = ", ".join(map(str, unseen[:5])) + (", ..." if len(unseen) > 5 else "")
-                return [Invalid(f"select names document {listed}, never shown (the latest results show {shown}); nothing was kept")]
+                return [Invalid(f"select names document {listed}, never shown (the latest results show {shown}); nothing was kept", selects=True)]
             return [Select(numbers)]
         if name == "finish":
             return [Complete()]
