@@ -18,9 +18,10 @@ from typing import Any
 
 from searchgym.corpora.building import folder_bytes, human_bytes, remove_dead_builds
 from searchgym.corpora.checksum import check_seal, seal
-from searchgym.error import DataFormatError, NoIndexError
+from searchgym.error import DamagedFileError, DataFormatError, NoIndexError
 
-__all__ = ["INDEX_RETRIEVERS", "META_FILES", "index_meta", "is_index_folder", "rebuild_command", "rebuild_hint", "write_meta"]
+__all__ = ["INDEX_RETRIEVERS", "META_FILES", "index_meta", "is_index_folder", "rebuild_command", "rebuild_hint", "shard_folders",
+           "write_meta"]
 
 #: What ``searchgym index --retriever`` builds.
 INDEX_RETRIEVERS = ("bm25", "rank-bm25", "dense", "dense-hnsw")
@@ -142,3 +143,22 @@ def index_meta(path: str | os.PathLike) -> dict[str, Any]:
             meta.pop("meta_checksum", None)
             return {**meta, "kind": kind}
     raise _no_index(path)
+
+
+def shard_folders(path: str | os.PathLike, meta: dict[str, Any]) -> list[Path]:
+    """The shard folders of the sharded index at ``path`` (``meta``: its metadata). Raises
+    :class:`DamagedFileError` for a shard that is missing or holds no index (a copy that missed
+    it), with the command that rebuilds every shard with the options the others were built with."""
+    path = Path(path)
+    folders = [path / name for name in meta["shards"]]
+    missing = [folder for folder in folders if not is_index_folder(folder)]
+    if missing:
+        built = next((folder for folder in folders if folder not in missing), None)
+        options = {key: value for key, value in index_meta(built).items() if key != "shard"} if built is not None else {}
+        folder = missing[0]
+        raise DamagedFileError(
+            folder, f"an index folder: shard {folders.index(folder)} of the {len(folders)} that {path / 'searchgym_shards.json'} records",
+            "no such folder" if not folder.exists() else "a folder that holds no index",
+            f"Copy the folder {path} again from where it was built, or rebuild it: {rebuild_command(path, {**options, **meta})}.",
+        )
+    return folders

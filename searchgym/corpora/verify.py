@@ -18,7 +18,7 @@ from typing import Any
 
 from searchgym.corpora.checksum import verify_files
 from searchgym.corpora.embedding_file import read_record, record_path
-from searchgym.corpora.index_folder import index_meta, is_index_folder, rebuild_command, rebuild_hint
+from searchgym.corpora.index_folder import index_meta, is_index_folder, rebuild_command, rebuild_hint, shard_folders
 from searchgym.corpora.mapped import STORE_SUFFIX, store_folder, verify_store
 from searchgym.error import DamagedFileError, NoIndexError, StorageError
 from searchgym.progress import Progress
@@ -66,7 +66,7 @@ class _Part:
 def _index_parts(path: Path) -> list[_Part]:
     meta = index_meta(path)
     if meta["kind"] == "shards":
-        return [part for name in meta["shards"] for part in _index_parts(path / name)]
+        return [part for folder in shard_folders(path, meta) for part in _index_parts(folder)]
     files = meta.get("files")
     kind = f"dense {meta['index']}" if meta["kind"] == "dense" and meta.get("index") else meta.get("retriever") or meta["kind"]
     label = f"{path.name}: {kind} index"

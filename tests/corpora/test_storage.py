@@ -473,6 +473,17 @@ def test_a_cut_shard_is_refused_by_name_and_verify_reads_every_shard(files, tmp_
     assert e.value.fix.endswith(f"searchgym index --corpus {files['small'].resolve()} --retriever bm25 --shards 2 --out {out} --overwrite.")
     with pytest.raises(DamagedFileError, match=r"shard-1/indices\.npy: expected .* bytes, got 100 bytes"):
         verify_storage(out, progress=False)
+    shutil.rmtree(out / "shard-1")  # a copy that missed a shard: named as one, with the command that rebuilds them all
+    message = (f"{out / 'shard-1'}: expected an index folder: shard 1 of the 2 that {out / 'searchgym_shards.json'} records, got no such "
+               f"folder. Copy the folder {out} again from where it was built, or rebuild it: searchgym index --corpus "
+               f"{files['small'].resolve()} --retriever bm25 --shards 2 --out {out} --overwrite.")
+    for read in (load_index, lambda folder: verify_storage(folder, progress=False)):
+        with pytest.raises(DamagedFileError) as e:
+            read(out)
+        assert str(e.value) == message
+    (out / "shard-1").mkdir()
+    with pytest.raises(DamagedFileError, match=r"shard-1: expected an index folder: .*, got a folder that holds no index\."):
+        load_index(out)
 
 
 def test_a_rank_bm25_pickle_cut_short_is_refused(files, tmp_path):
