@@ -258,7 +258,8 @@ def _add_index(sub) -> None:
     index.add_argument("--verify", type=Path, default=None, metavar="PATH",
                        help="build nothing: read every file of an index folder (and of the passage store of the corpus it "
                        "records), a passage store, a corpus file's store or a cached embedding file, and compare it with the "
-                       "size and checksum recorded when it was written (a progress bar; ~1 GB/s from the page cache)")
+                       "size and checksum recorded when it was written (a progress bar; a 1M-passage BM25 index and its store, 1.1 GB, in "
+                       "2.8 s from the page cache on 2 loaded cores)")
 
 
 def _verify(path: Path, command: str) -> None:
@@ -437,6 +438,9 @@ def _serve(args) -> int:
                 f"passage store, got --index {args.index!r} and --corpus {args.corpus!r}: nothing stored to read."
             )
         _verify(Path(target), "serve")
+        if args.index is not None and Path(args.index).is_file():
+            print(f"searchgym serve --verify: {args.index} is a faiss file written elsewhere, with no checksum recorded: not read "
+                  "in full (faiss checks its header and length as it loads it).")
     serve(
         args.corpus, args.retriever, host=args.host, port=args.port, token=args.token or os.environ.get("SEARCHGYM_SERVE_TOKEN"),
         corpus_options=_key_values(args.corpus_option, "corpus-option"),

@@ -442,7 +442,6 @@ def serve(
     elif index_file is not None:
         from searchgym.corpora.dense import DenseRetriever
 
-
         if retriever not in ("dense", "dense-hnsw"):
             raise ConfigError(f"searchgym serve --index serves a faiss index with a dense encoder; pass --retriever dense, got {retriever!r}.")
         index = DenseRetriever.from_faiss_file(index_file, loaded, **dict(retriever_options or {}))

@@ -225,7 +225,9 @@ def space_error(error: OSError, *, what: str, target: Path, written: int, free: 
         room = "disk quota" if error.errno == errno.EDQUOT else "disk space"
         cause = f"it ran out of {room} on the filesystem of {target.parent}"
         fix = f"Free some space, or {elsewhere},"
-    if needed is not None:
+    if needed is not None and not written:
+        amount = f"it needed {human_bytes(needed)}"
+    elif needed is not None:
         amount = f"it needed {human_bytes(needed)} at least (it had written {human_bytes(written)}, and this file takes {human_bytes(requested)})"
     else:
         amount = f"it needed more than the {human_bytes(written)} it had written"

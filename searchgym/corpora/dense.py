@@ -36,7 +36,7 @@ from searchgym.corpora.faiss_index import (
     train_and_add,
     write_flat_vectors,
 )
-from searchgym.corpora.checksum import StreamSum, check_files
+from searchgym.corpora.checksum import StreamSum, check_files, preallocate
 from searchgym.corpora.embedding_file import cached_npy, exclusive, stream_to_npy
 from searchgym.corpora.index_folder import index_meta, rebuild_hint, write_meta
 from searchgym.corpora.torch_index import INDEX_DTYPES, TORCH_FLAT, TorchFlatIndex
@@ -555,18 +555,29 @@ class DenseRetriever(Retriever):
         (path / _META).unlink(missing_ok=True)  # a folder whose writing stops half-way holds no index
         # Written beside and renamed: the file being replaced may be memory-mapped by this or another process.
         tmp = path / f".index.faiss.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+        # A flat file's size is known: its space is reserved first, so that a full disk fails at once, saying what it needs.
+        expected = flat_file_size(self._index.ntotal, self._index.d) if self.index_type in ("flat", TORCH_FLAT) else None
+        stream = StreamSum()
         try:
-            stream = StreamSum()
             with open(tmp, "wb") as f:
+                if expected is not None:
+                    preallocate(f.fileno(), expected)
 
                 def write(chunk: bytes) -> int:
-                    stream.update(chunk)
-                    return f.write(chunk)
+                    written = f.write(chunk)
+                    stream.update(chunk)  # after the write: a failed one is not counted as written
+                    return written
 
                 self._write_index_file(write)
                 f.flush()
+                f.truncate(stream.size)  # (no-op where the reservation was the file's size)
                 os.fsync(f.fileno())
             os.replace(tmp, path / "index.faiss")
+        except OSError as e:  # what an OutOfSpaceError names (searchgym.corpora.building.space_error)
+            e.filename, e.written = str(path / "index.faiss"), max(stream.size, tmp.stat().st_size if tmp.exists() else 0)
+            if not stream.size and expected is not None:
+                e.requested = expected
+            raise
         finally:
             if tmp.exists():
                 tmp.unlink()
@@ -709,8 +720,13 @@ class DenseRetriever(Retriever):
         if index_type == TORCH_FLAT:  # the file's vectors, memory-mapped (faiss's own layout, read without faiss)
             try:
                 vectors = read_flat_file(path / "index.faiss")
-            except DataFormatError as e:
-                raise DamagedFileError(path / "index.faiss", "a faiss flat index file", str(e), fix) from None
+            except DataFormatError as e:  # a header or a length that is not a flat file's
+                raise DamagedFileError(path / "index.faiss", e.expected, e.got, fix) from None
+            except ConfigError:  # the header of another index type: not what this folder's file was written as
+                with open(path / "index.faiss", "rb") as f:
+                    head = f.read(4)
+                raise DamagedFileError(path / "index.faiss", f"a faiss IndexFlatIP file (fourcc b'IxFI', as a {index_type!r} index is saved)",
+                                       f"a file of another index type (fourcc {head!r})", fix) from None
             found, storage, (ntotal, d) = {"_vectors": vectors}, None, vectors.shape
         else:
             try:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from searchgym.corpora.building import SPACE_ERRNOS, free_bytes, space_error
 from searchgym.corpora.checksum import Sum64, check_files, preallocate
 from searchgym.error import DamagedFileError
 
@@ -115,9 +116,7 @@ def stream_to_npy(path: Path, shape: tuple[int, int], chunks: Callable[[int], It
     except (OSError, ValueError, KeyError, TypeError):
         pass  # nothing to resume: start over
     if out is None:
-        out = np.lib.format.open_memmap(partial, mode="w+", dtype=np.float32, shape=shape)
-        with open(partial, "r+b") as f:
-            preallocate(f.fileno(), out.offset + out.nbytes)
+        out = _reserved_npy(path, partial, shape)
         total = _header_sum(partial, out.offset)
     first, width = out.offset // 4, shape[1]
     for emb in chunks(done):
@@ -134,6 +133,30 @@ def stream_to_npy(path: Path, shape: tuple[int, int], chunks: Callable[[int], It
     write_json_atomically(record_path(path), {"bytes": size, "checksum": total.digest, "dtype": "<f4", "shape": list(shape)})
     os.replace(partial, path)
     progress.unlink()
+
+
+def _reserved_npy(path: Path, partial: Path, shape: tuple[int, int]) -> np.memmap:
+    """A new float32 .npy ``partial`` of ``shape``, memory-mapped, its space reserved on disk.
+    No room for it (a full disk, a quota, the file size limit) is an
+    :class:`~searchgym.error.OutOfSpaceError` naming the cache file, what it needs and what was
+    free; nothing is left behind."""
+    free = free_bytes(path.parent)
+    size = None
+    try:
+        out = np.lib.format.open_memmap(partial, mode="w+", dtype=np.float32, shape=shape)
+        size = out.offset + out.nbytes
+        with open(partial, "r+b") as f:
+            preallocate(f.fileno(), size)
+        return out
+    except OSError as e:
+        out = None  # unmapped before the file goes
+        partial.unlink(missing_ok=True)
+        if e.errno not in SPACE_ERRNOS:
+            raise
+        e.filename = str(path)
+        e.requested = size if size is not None else 128 + 4 * shape[0] * shape[1]  # the header (at most 128 bytes here) and the rows
+        raise space_error(e, what=f"Caching {shape[0]:,} passage embeddings", target=path, written=0, free=free,
+                          elsewhere="point the embedding cache at another disk (SEARCHGYM_CACHE, or cache_dir=)") from e
 
 
 def _header_sum(path: Path, header: int) -> Sum64:

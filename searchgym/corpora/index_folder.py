@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import uuid
 from pathlib import Path
 from typing import Any
 
 from searchgym.corpora.building import folder_bytes, human_bytes, remove_dead_builds
 from searchgym.corpora.checksum import check_seal, seal
-from searchgym.error import DataFormatError, NoIndexError
+from searchgym.error import DamagedFileError, DataFormatError, NoIndexError
 
-__all__ = ["INDEX_RETRIEVERS", "META_FILES", "index_meta", "is_index_folder", "rebuild_command", "rebuild_hint", "write_meta"]
+__all__ = ["INDEX_RETRIEVERS", "META_FILES", "index_meta", "is_index_folder", "rebuild_command", "rebuild_hint", "shard_folders",
+           "write_meta"]
 
 #: What ``searchgym index --retriever`` builds.
 INDEX_RETRIEVERS = ("bm25", "rank-bm25", "dense", "dense-hnsw")
@@ -35,19 +37,51 @@ def is_index_folder(name: Any) -> bool:
     return path.is_dir() and any((path / meta).is_file() for meta in META_FILES)
 
 
+#: Options ``searchgym index --retriever-option`` takes, with the value a build uses without them:
+#: a rebuild command names those an index was built with otherwise.
+_BM25_DEFAULTS = {"k1": 0.9, "b": 0.4}
+_DENSE_DEFAULTS = {"model": "all-MiniLM-L6-v2", "dtype": "float32", "hnsw_m": 32, "ef_construction": 200, "ef_search": 128, "nprobe": 32}
+
+
+def _build_options(meta: dict[str, Any], dense: bool) -> list[str]:
+    """``--retriever-option KEY=VALUE`` for what the index of ``meta`` was built with besides the defaults."""
+    options: dict[str, Any] = {}
+    if dense:
+        graph = meta.get("index") == "hnsw" or "HNSW" in str(meta.get("index"))
+        options = {key: meta[key] for key, default in _DENSE_DEFAULTS.items()
+                   if meta.get(key) not in (None, default) and (graph or key not in ("hnsw_m", "ef_construction"))}
+        model = Path(str(meta.get("model", ""))).name.lower()  # the prefixes a model is given by default (as dense.default_prefixes)
+        prefixes = ("query: ", "passage: ") if model.startswith(("e5-", "multilingual-e5")) else ("", "")
+        for key, default in zip(("query_prefix", "passage_prefix"), prefixes):
+            if meta.get(key) not in (None, default):
+                options[key] = meta[key]
+    else:
+        options = {key: meta[key] for key, default in _BM25_DEFAULTS.items() if meta.get(key) not in (None, default)}
+        default_method = "okapi" if meta.get("backend") == "rank_bm25" else "lucene"
+        if meta.get("method") not in (None, default_method):
+            options["method"] = meta["method"]
+            if meta["method"] in ("bm25l", "bm25+") and meta.get("delta") not in (None, 0.5):
+                options["delta"] = meta["delta"]
+    return [f" --retriever-option {shlex.quote(f'{key}={value}')}" for key, value in options.items()]
+
+
 def rebuild_command(path: str | os.PathLike, meta: dict[str, Any] | None = None) -> str:
-    """The ``searchgym index`` command that builds the index folder ``path`` (of ``meta``) again."""
+    """The ``searchgym index`` command that builds the index folder ``path`` (of ``meta``) again,
+    with the options it was built with where they are not the defaults."""
     meta = meta or {}
-    corpus = meta.get("corpus_path") or "FILE"
-    if meta.get("kind") == "dense" or "model_key" in meta:
+    corpus = shlex.quote(str(meta["corpus_path"])) if meta.get("corpus_path") else "FILE"
+    dense = meta.get("kind") == "dense" or "model_key" in meta
+    if dense:
         index = meta.get("index")
-        retriever = "dense-hnsw" if index == "hnsw" else "dense" + ("" if index in (None, "flat") else f" --retriever-option index={index}")
+        retriever = "dense-hnsw" if index == "hnsw" else "dense" + ("" if index in (None, "flat") else f" --retriever-option {shlex.quote(f'index={index}')}")
     else:
         retriever = meta.get("retriever") or "bm25"
     shard = meta.get("shard") if isinstance(meta.get("shard"), dict) else None
     shards = shard["count"] if shard else len(meta["shards"]) if isinstance(meta.get("shards"), list) else None
-    where = Path(path).parent if shard else path  # a shard is rebuilt with the whole index it belongs to
-    return f"searchgym index --corpus {corpus} --retriever {retriever}{f' --shards {shards}' if shards else ''} --out {where} --overwrite"
+    where = Path(path).parent if shard else Path(path)  # a shard is rebuilt with the whole index it belongs to
+    options = "".join(_build_options(meta, dense))
+    return (f"searchgym index --corpus {corpus} --retriever {retriever}{options}{f' --shards {shards}' if shards else ''} "
+            f"--out {shlex.quote(str(where))} --overwrite")
 
 
 def rebuild_hint(path: str | os.PathLike, meta: dict[str, Any] | None = None) -> str:
@@ -109,3 +143,22 @@ def index_meta(path: str | os.PathLike) -> dict[str, Any]:
             meta.pop("meta_checksum", None)
             return {**meta, "kind": kind}
     raise _no_index(path)
+
+
+def shard_folders(path: str | os.PathLike, meta: dict[str, Any]) -> list[Path]:
+    """The shard folders of the sharded index at ``path`` (``meta``: its metadata). Raises
+    :class:`DamagedFileError` for a shard that is missing or holds no index (a copy that missed
+    it), with the command that rebuilds every shard with the options the others were built with."""
+    path = Path(path)
+    folders = [path / name for name in meta["shards"]]
+    missing = [folder for folder in folders if not is_index_folder(folder)]
+    if missing:
+        built = next((folder for folder in folders if folder not in missing), None)
+        options = {key: value for key, value in index_meta(built).items() if key != "shard"} if built is not None else {}
+        folder = missing[0]
+        raise DamagedFileError(
+            folder, f"an index folder: shard {folders.index(folder)} of the {len(folders)} that {path / 'searchgym_shards.json'} records",
+            "no such folder" if not folder.exists() else "a folder that holds no index",
+            f"Copy the folder {path} again from where it was built, or rebuild it: {rebuild_command(path, {**options, **meta})}.",
+        )
+    return folders

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.corpora.building import building, remove_dead_builds
-from searchgym.corpora.index_folder import INDEX_RETRIEVERS, index_meta, is_index_folder, write_meta
+from searchgym.corpora.index_folder import INDEX_RETRIEVERS, index_meta, is_index_folder, shard_folders, write_meta
 from searchgym.corpora.types import Corpus, Retriever
 from searchgym.error import ConfigError, UnknownNameError
 
@@ -55,7 +55,7 @@ def load_index(path: str | os.PathLike, corpus: Corpus | None = None, **options:
     if meta["kind"] == "shards":  # every shard in this process (each is usually served by its own machine)
         from searchgym.corpora.sharded import ShardedRetriever
 
-        return ShardedRetriever([load_index(Path(path) / name, corpus, **options) for name in meta["shards"]], corpus)
+        return ShardedRetriever([load_index(folder, corpus, **options) for folder in shard_folders(path, meta)], corpus)
     if meta["kind"] == "bm25":
         from searchgym.corpora.bm25 import BM25Retriever
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from searchgym.corpora.checksum import verify_files
 from searchgym.corpora.embedding_file import read_record, record_path
-from searchgym.corpora.index_folder import index_meta, is_index_folder, rebuild_command, rebuild_hint
+from searchgym.corpora.index_folder import index_meta, is_index_folder, rebuild_command, rebuild_hint, shard_folders
 from searchgym.corpora.mapped import STORE_SUFFIX, store_folder, verify_store
 from searchgym.error import DamagedFileError, NoIndexError, StorageError
 from searchgym.progress import Progress
@@ -26,6 +26,10 @@ from searchgym.progress import Progress
 __all__ = ["Verified", "verify_storage"]
 
 _MB = 1_000_000
+
+
+def _files(count: int) -> str:
+    return f"{count} file" if count == 1 else f"{count} files"
 
 
 @dataclass
@@ -46,7 +50,7 @@ class Verified:
         return self.bytes / _MB / self.seconds if self.seconds > 0 else float("inf")
 
     def summary(self) -> str:
-        return (f"{self.path}: {self.files} files, {self.bytes / _MB:,.1f} MB read in {self.seconds:.1f} s "
+        return (f"{self.path}: {_files(self.files)}, {self.bytes / _MB:,.1f} MB read in {self.seconds:.1f} s "
                 f"({self.mb_per_second:,.0f} MB/s): every checksum matches ({'; '.join(self.parts)})."
                 + "".join(f" {note}" for note in self.notes))
 
@@ -62,15 +66,16 @@ class _Part:
 def _index_parts(path: Path) -> list[_Part]:
     meta = index_meta(path)
     if meta["kind"] == "shards":
-        return [part for name in meta["shards"] for part in _index_parts(path / name)]
+        return [part for folder in shard_folders(path, meta) for part in _index_parts(folder)]
     files = meta.get("files")
-    label = f"{path.name}: {meta.get('retriever') or meta['kind']} index"
+    kind = f"dense {meta['index']}" if meta["kind"] == "dense" and meta.get("index") else meta.get("retriever") or meta["kind"]
+    label = f"{path.name}: {kind} index"
     if not files:
         raise StorageError(
             f"{path} was written by a searchgym without checksums (its metadata records no files), so it cannot be "
             f"verified; loads still check its sizes and shapes. Rebuild it to get them: {rebuild_command(path, meta)}."
         )
-    return [_Part(f"{label}, {len(files)} files", path, files, rebuild_hint(path, meta))]
+    return [_Part(f"{label}, {_files(len(files))}", path, files, rebuild_hint(path, meta))]
 
 
 def _store_part(folder: Path, source: str) -> _Part:
@@ -154,7 +159,7 @@ def verify_storage(path: str | os.PathLike, *, progress: bool = True) -> Verifie
         fixes = list(dict.fromkeys(part.fix for _, part in problems))
         count = f"{len(problems)} file that differs" if len(problems) == 1 else f"{len(problems)} files that differ"
         raise DamagedFileError(
-            path, f"every file as it was written (the sizes and checksums recorded with it; {result.files} files read)",
+            path, f"every file as it was written (the sizes and checksums recorded with it; {_files(result.files)} read)",
             f"{count}: " + "; ".join(p for p, _ in problems), " ".join(fixes),
         )
     return result

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import resource
+import shlex
 import shutil
 import signal
 import subprocess
@@ -135,6 +136,10 @@ def test_an_index_array_cut_short_is_refused_with_its_name_and_what_to_do(files,
     with pytest.raises(DamagedFileError) as e:
         load_index(out)
     assert str(e.value) == message and e.value.path == str(out / "data.npy")
+    from searchgym.corpora.retrievers import make_retriever
+
+    with pytest.raises(DamagedFileError, match=re.escape(message)):  # the path of retriever=DIR in gym.make
+        make_retriever(str(out), load_corpus(files["small"]))
     assert main(["serve", "--index", str(out), "--port", "0"]) == 2  # was: ValueError: mmap length is greater than file size
     assert capsys.readouterr().err == f"searchgym serve: error: {message}\n"
 
@@ -468,6 +473,17 @@ def test_a_cut_shard_is_refused_by_name_and_verify_reads_every_shard(files, tmp_
     assert e.value.fix.endswith(f"searchgym index --corpus {files['small'].resolve()} --retriever bm25 --shards 2 --out {out} --overwrite.")
     with pytest.raises(DamagedFileError, match=r"shard-1/indices\.npy: expected .* bytes, got 100 bytes"):
         verify_storage(out, progress=False)
+    shutil.rmtree(out / "shard-1")  # a copy that missed a shard: named as one, with the command that rebuilds them all
+    message = (f"{out / 'shard-1'}: expected an index folder: shard 1 of the 2 that {out / 'searchgym_shards.json'} records, got no such "
+               f"folder. Copy the folder {out} again from where it was built, or rebuild it: searchgym index --corpus "
+               f"{files['small'].resolve()} --retriever bm25 --shards 2 --out {out} --overwrite.")
+    for read in (load_index, lambda folder: verify_storage(folder, progress=False)):
+        with pytest.raises(DamagedFileError) as e:
+            read(out)
+        assert str(e.value) == message
+    (out / "shard-1").mkdir()
+    with pytest.raises(DamagedFileError, match=r"shard-1: expected an index folder: .*, got a folder that holds no index\."):
+        load_index(out)
 
 
 def test_a_rank_bm25_pickle_cut_short_is_refused(files, tmp_path):
@@ -515,7 +531,7 @@ def test_a_dense_index_cut_or_flipped_is_refused_or_found(table_encoder, tmp_pat
 
     retriever = DenseRetriever(DENSE, cache_dir=tmp_path / "cache", show_progress=False)
     retriever.save(tmp_path / "dense")
-    assert verify_storage(tmp_path / "dense", progress=False).parts == ["dense: dense index, 1 files"]
+    assert verify_storage(tmp_path / "dense", progress=False).parts == ["dense: dense flat index, 1 file"]
     flip(tmp_path / "dense" / "index.faiss", 2000)  # inside the vectors
     with pytest.raises(DamagedFileError, match=r"index\.faiss: checksum sum64:.*--retriever dense --out"):
         verify_storage(tmp_path / "dense", progress=False)
@@ -539,3 +555,222 @@ def test_an_embedding_cache_cut_short_is_encoded_again_and_a_flipped_one_is_foun
     assert table_encoder.calls == 2 * N  # encoded again, not read
     assert verify_storage(cached, progress=False).files == 1
     assert [h.passage.id for h in again.search(["query"], 3)[0]] == [h.passage.id for h in first.search(["query"], 3)[0]]
+
+
+def rewrite_flat_header(path: Path, **fields: int) -> None:
+    """Change fields of a faiss IndexFlatIP file's header (``d``, ``ntotal``, ``count``, ``fourcc``) in place."""
+    from searchgym.corpora.faiss_index import _FLAT_HEADER
+
+    raw = bytearray(path.read_bytes())
+    fourcc, d, ntotal, a, b, trained, metric, count = _FLAT_HEADER.unpack(raw[: _FLAT_HEADER.size])
+    values = {"fourcc": fourcc, "d": d, "ntotal": ntotal, "count": count} | fields
+    raw[: _FLAT_HEADER.size] = _FLAT_HEADER.pack(values["fourcc"], values["d"], values["ntotal"], a, b, trained, metric, values["count"])
+    path.write_bytes(bytes(raw))
+
+
+def test_a_torch_flat_folder_cut_flipped_or_reshaped_is_refused_or_found(table_encoder, tmp_path, capsys):
+    pytest.importorskip("torch")
+    from searchgym.corpora.dense import DenseRetriever
+    from searchgym.corpora.faiss_index import flat_file_size
+
+    size, header = flat_file_size(N, DIM), flat_file_size(0, DIM)
+    out = tmp_path / "tf"
+    built = build_index(DENSE, "dense", out, index="torch-flat", cache_dir=tmp_path / "cache", show_progress=False)
+    expected = [h.passage.id for h in built.search(["query"], 5)[0]]
+    assert (built.index_type, index_meta(out)["files"]["index.faiss"]["bytes"]) == ("torch-flat", size)
+    assert verify_storage(out, progress=False).parts == ["tf: dense torch-flat index, 1 file"]
+    assert main(["index", "--verify", str(out)]) == 0
+    assert "1 file, " in capsys.readouterr().out
+    fix = f"Copy the folder again from where it was built, or rebuild it: searchgym index --corpus FILE --retriever dense " \
+          f"--retriever-option index=torch-flat --out {out} --overwrite."
+
+    def copy(name: str) -> Path:
+        shutil.copytree(out, tmp_path / name)
+        return tmp_path / name
+
+    flipped = copy("flipped")
+    flip(flipped / "index.faiss", header + 4 * DIM * 7 + 2)  # a float of passage 7's vector
+    loaded = DenseRetriever.load(flipped, DENSE)  # sizes and shape are right: a load cannot tell
+    assert loaded.index_type == "torch-flat" and len(loaded.search(["query"], 5)[0]) == 5
+    with pytest.raises(DamagedFileError) as e:
+        verify_storage(flipped, progress=False)
+    assert f"{flipped / 'index.faiss'}: checksum sum64:" in str(e.value) and "its bytes changed after it was written" in str(e.value)
+    assert e.value.fix == fix.replace(str(out), str(flipped))
+    assert main(["index", "--verify", str(flipped)]) == 2 and "1 file that differs" in capsys.readouterr().err
+
+    cut = copy("cut")
+    os.truncate(cut / "index.faiss", 3000)
+    for kind in ("torch-flat", "flat"):  # served as saved, or by faiss (the same file)
+        with pytest.raises(DamagedFileError) as e:
+            load_index(cut, DENSE, index=kind)
+        assert str(e.value) == (f"{cut / 'index.faiss'}: expected {size:,} bytes (as searchgym_dense.json records), got "
+                                f"3,000 bytes: it was cut short (an interrupted copy, a disk that filled). {fix.replace(str(out), str(cut))}")
+
+    reshaped = copy("reshaped")  # a header that says another shape of the same size: 800 vectors of 8
+    rewrite_flat_header(reshaped / "index.faiss", d=DIM // 2, ntotal=2 * N)
+    for kind in ("torch-flat", "flat"):
+        with pytest.raises(DamagedFileError) as e:
+            DenseRetriever.load(reshaped, DENSE, index=kind)
+        assert (e.value.path, e.value.expected, e.value.got) == (
+            str(reshaped / "index.faiss"), f"{N} vectors of dimension {DIM} (as searchgym_dense.json records)", f"{2 * N} of dimension {DIM // 2}")
+    rewrite_flat_header(reshaped / "index.faiss", ntotal=300)  # a header at odds with itself
+    with pytest.raises(DamagedFileError) as e:
+        DenseRetriever.load(reshaped, DENSE)
+    assert e.value.got == f"a header saying d={DIM // 2}, ntotal=300 and {N * DIM} floats" and e.value.fix == fix.replace(str(out), str(reshaped))
+    rewrite_flat_header(reshaped / "index.faiss", fourcc=b"IHNf")  # another index type's header
+    with pytest.raises(DamagedFileError, match=r"index\.faiss: expected a faiss IndexFlatIP file \(fourcc b'IxFI', as a 'torch-flat' "
+                                               r"index is saved\), got a file of another index type \(fourcc b'IHNf'\)\. Copy the folder"):
+        DenseRetriever.load(reshaped, DENSE)
+    assert [h.passage.id for h in load_index(out, DENSE).search(["query"], 5)[0]] == expected  # the original, untouched
+
+
+def test_the_rebuild_command_of_an_error_names_the_options_the_index_was_built_with(files, table_encoder, tmp_path, monkeypatch):
+    out = tmp_path / "tuned"
+    build_index(load_corpus(files["small"]), "bm25", out, k1=1.2, b=0.75, method="bm25+", delta=1.0)
+    os.truncate(out / "data.npy", 500)
+    with pytest.raises(DamagedFileError) as e:
+        load_index(out)
+    command = e.value.fix.removeprefix("Copy the folder again from where it was built, or rebuild it: ").removesuffix(".")
+    assert command == (f"searchgym index --corpus {files['small'].resolve()} --retriever bm25 --retriever-option k1=1.2 --retriever-option "
+                       f"b=0.75 --retriever-option method=bm25+ --retriever-option delta=1.0 --out {out} --overwrite")
+    assert main(shlex.split(command)[1:]) == 0  # the command itself rebuilds it as it was
+    assert {k: index_meta(out)[k] for k in ("k1", "b", "method", "delta")} == {"k1": 1.2, "b": 0.75, "method": "bm25+", "delta": 1.0}
+
+    monkeypatch.setenv("SEARCHGYM_CACHE", str(tmp_path / "cache"))
+    vectors = write_passages(DENSE, tmp_path / "vectors.jsonl")
+    dense = tmp_path / "dense"
+    build_index(load_corpus(vectors), "dense-hnsw", dense, model="org/table-encoder", hnsw_m=8, nprobe=4, show_progress=False)
+    (dense / "index.faiss").unlink()
+    with pytest.raises(DamagedFileError, match="got no such file") as e:
+        load_index(dense)
+    command = e.value.fix.removeprefix("Copy the folder again from where it was built, or rebuild it: ").removesuffix(".")
+    assert command == (f"searchgym index --corpus {vectors.resolve()} --retriever dense-hnsw --retriever-option model=org/table-encoder "
+                       f"--retriever-option hnsw_m=8 --retriever-option nprobe=4 --out {dense} --overwrite")
+    assert main(shlex.split(command)[1:]) == 0
+    assert {k: index_meta(dense)[k] for k in ("model", "index", "hnsw_m", "nprobe")} == {"model": "org/table-encoder", "index": "hnsw",
+                                                                                          "hnsw_m": 8, "nprobe": 4}
+
+
+TABLE_SCRIPT = """
+import json, resource, signal
+import numpy as np
+from searchgym.corpora.dense import DenseRetriever
+from searchgym.corpora.indexes import build_index
+from searchgym.corpora.types import Corpus, Passage
+corpus = Corpus([Passage(f"p{{i}}", f"T{{i}}", f"text {{i}}") for i in range({n})], name="vectors")
+
+class Encoder:
+    def get_sentence_embedding_dimension(self):
+        return {dim}
+    def encode(self, texts, **options):
+        return np.ones((len(texts), {dim}), dtype=np.float32) / {dim} ** 0.5
+
+encoder = Encoder()
+DenseRetriever.model = property(lambda self: encoder)
+def limit(nbytes):
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+def attempt(build):
+    try:
+        build()
+    except Exception as e:
+        print(json.dumps([type(e).__name__, str(e)]))
+"""
+
+
+def table_script(body: str) -> str:
+    """A script with the corpus ``DENSE`` (as ``corpus``) and an encoder of constant vectors, then ``body``."""
+    return TABLE_SCRIPT.format(n=N, dim=DIM) + body
+
+
+def test_an_embedding_cache_without_room_fails_naming_it_and_leaves_nothing(table_encoder, tmp_path):
+    from searchgym.corpora.dense import DenseRetriever
+
+    script = table_script(f"attempt(lambda: DenseRetriever(corpus, cache_dir={str(tmp_path)!r}, show_progress=False))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=ENV, timeout=120, preexec_fn=limited(10_000))
+    done.stdout = " ".join(json.loads(done.stdout)) if done.stdout.strip() else done.stdout
+    cached = DenseRetriever(DENSE, cache_dir=tmp_path / "elsewhere", show_progress=False).cache_path.name  # (not written: another folder)
+    folder = tmp_path / "embeddings"
+    assert done.stdout.strip() == (
+        f"OutOfSpaceError Caching {N} passage embeddings failed writing {cached}: a file grew past this process's file size limit "
+        f"(RLIMIT_FSIZE, `ulimit -f`: 10.0 kB): it needed {(128 + 4 * N * DIM) / 1e3:.1f} kB, and had "
+        + done.stdout.split(", and had ")[1].split(" free")[0] + f" free when it started. Nothing was kept: {folder / cached} is as it "
+        "was before. Raise the limit (ulimit -f unlimited) and run it again."), done
+    assert not [p.name for p in folder.iterdir() if not p.name.endswith(".lock")]  # no partial file, no record
+    DenseRetriever(DENSE, cache_dir=tmp_path, show_progress=False)  # without the limit
+    assert verify_storage(folder / cached, progress=False).files == 1
+
+
+# ------------------------------------------------------------------------------ serve --verify
+
+
+def test_serve_verify_reads_everything_then_serves_and_serves_nothing_that_differs(files, tmp_path, capsys):
+    import socket
+
+    import httpx
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    out = copy_index(files, tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "searchgym.cli", "serve", "--verify", "--index", str(out), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+    try:
+        verified, started = proc.stdout.readline(), proc.stdout.readline()
+        assert verified.startswith(f"searchgym serve --verify: {out}: 7 files, ") and "every checksum matches (ix: bm25 index, 5 files; " \
+            "passage store of small.jsonl)" in verified, proc.stderr.read() if not started else verified
+        assert started.startswith("searchgym serve: bm25 (BM25Retriever) over small (3,000 passages"), started
+        answer = httpx.post(f"http://127.0.0.1:{port}/retrieve", json={"queries": QUERIES[:2], "topk": 3}, timeout=30).json()
+        local = load_index(out).search(QUERIES[:2], 3)
+        assert [[d["id"] for d in row] for row in answer["result"]] == [[h.passage.id for h in row] for row in local]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+    flip(store_folder(files["small"]) / "offsets.bin", 4000)  # the passage store the server would read (the test's copy restores it)
+    try:
+        done = cli("serve", "--verify", "--index", str(out), "--port", str(port), timeout=60)
+        assert done.returncode == 2 and done.stdout == "", done.stdout  # no start line: nothing served
+        assert re.search(r"offsets\.bin: checksum sum64:[0-9a-f]+, expected sum64:[0-9a-f]+: its bytes changed after it was written\. "
+                         r"Open .*small\.jsonl again: its store is built again\.$", done.stderr.strip()), done.stderr
+        assert "Traceback" not in done.stderr
+    finally:
+        flip(store_folder(files["small"]) / "offsets.bin", 4000)
+    assert verify_storage(out, progress=False).files == 7
+
+    faiss_file = tmp_path / "e5_Flat.index"  # an index written elsewhere: its corpus's store is read, and it is said that it is not
+    faiss_file.write_bytes(b"IxFI")
+    with socket.socket() as taken:  # the server stops at its port, after --verify
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        argv = ["serve", "--verify", "--index", str(faiss_file), "--corpus", str(files["small"]), "--retriever", "dense"]
+        assert main([*argv, "--port", str(taken.getsockname()[1])]) == 2
+    printed = capsys.readouterr()
+    assert printed.out.splitlines()[0].startswith(f"searchgym serve --verify: {files['small']}: 2 files, ")
+    assert printed.out.splitlines()[1] == (f"searchgym serve --verify: {faiss_file} is a faiss file written elsewhere, with no checksum "
+                                           "recorded: not read in full (faiss checks its header and length as it loads it).")
+    assert main(["serve", "--verify", "--shards", "http://127.0.0.1:1/retrieve,http://127.0.0.1:2/retrieve", "--port", "0"]) == 2
+    assert "a --shards router loads none: run it on each shard's server" in capsys.readouterr().err
+
+
+def test_a_dense_build_without_room_fails_whole_saying_what_it_needed(table_encoder, tmp_path):
+    from searchgym.corpora.faiss_index import flat_file_size
+
+    out, cache = tmp_path / "dense", tmp_path / "cache"
+    build_index(DENSE, "dense", out, cache_dir=cache, show_progress=False)
+    before = load_index(out, DENSE).search(["query"], 5)
+    body = f"""
+DenseRetriever(corpus, cache_dir={str(cache)!r}, show_progress=False)  # the embeddings cached before the limit
+limit(10_000)
+for index in ("flat", "hnsw"):
+    attempt(lambda: build_index(corpus, "dense", {str(out)!r}, index=index, cache_dir={str(cache)!r}, show_progress=False, overwrite=True))
+"""
+    done = subprocess.run([sys.executable, "-c", table_script(body)], capture_output=True, text=True, env=ENV, timeout=120)
+    flat, hnsw = [json.loads(line) for line in done.stdout.splitlines()]
+    start = "searchgym index failed writing index.faiss: a file grew past this process's file size limit (RLIMIT_FSIZE, `ulimit -f`: 10.0 kB): "
+    end = f" free when it started. Nothing was kept: {out} is as it was before. Raise the limit (ulimit -f unlimited) and run it again."
+    size = flat_file_size(N, DIM) / 1e3
+    # a flat file's space is reserved before a byte is written: its size is known; an HNSW graph's is not
+    assert flat[0] == "OutOfSpaceError" and flat[1].startswith(f"{start}it needed {size:.1f} kB, and had ") and flat[1].endswith(end), flat
+    assert hnsw[0] == "OutOfSpaceError" and hnsw[1].startswith(f"{start}it needed more than the 10.0 kB it had written, and had ") and hnsw[1].endswith(end), hnsw
+    assert load_index(out, DENSE).search(["query"], 5) == before and sorted(p.name for p in tmp_path.iterdir()) == ["cache", "dense"]
