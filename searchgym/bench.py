@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.agents import LM_FREE, Agent, EpisodeResult, Task, make_agent, run_episodes
-from searchgym.agents.driver import RAW_SCORES, check_scheduling
+from searchgym.agents.driver import RAW_SCORES, check_mode, check_scheduling
 from searchgym.agents.registry import (
     CHAT_AGENTS,
     agent_action_format,
@@ -112,6 +112,14 @@ class BenchConfig:
     (its ``name`` attribute or ``__name__``)."""
     num_envs: int = 16
     """Episodes live at once (the LM batch size)."""
+    driver: str = "rounds"
+    """How the live episodes are played: ``"rounds"`` (one batched call per turn of all of
+    them, then every env steps; reproducible) or ``"async"`` (each episode's next turn
+    starts when its own step ends: for a served model, ``backend="openai"``; see
+    :func:`searchgym.agents.run_episodes`). Either plays the same episodes, so a benchmark
+    resumes under the other."""
+    concurrency: int | None = None
+    """``driver="async"``: most turns in flight at once (default ``num_envs``)."""
     scheduling: str = "turns"
     """How the live episodes share the model: ``"turns"``, the only scheduling (one batched
     call per turn of all of them; reproducible). Kept so that earlier benchmarks resume."""
@@ -138,6 +146,7 @@ class BenchConfig:
         if isinstance(self.num_envs, bool) or not isinstance(self.num_envs, int) or self.num_envs < 1:
             raise ConfigError(f"BenchConfig expects num_envs to be a positive integer, got {self.num_envs!r}.")
         check_scheduling(self.scheduling, "BenchConfig")
+        check_mode(self.driver, self.concurrency, "BenchConfig", [], field="driver")
         if not self.seeds:
             raise ConfigError("BenchConfig expects at least one seed, got none.")
         bad = [s for s in self.seeds if isinstance(s, bool) or not isinstance(s, int) or s < 0]
@@ -183,6 +192,17 @@ def check_config(config: BenchConfig) -> None:
             "(command line: --agent-option sb3:policy=runs/sb3), a run folder of `searchgym train --algorithm sb3-ppo`."
         )
     check_name("language-model backend", config.backend, BACKENDS)
+    if config.driver == "async" and any(_run_needs_lm(config, env_id, agent) for env_id, agent in config.runs):
+        from searchgym.lm.base import LanguageModel
+
+        model = config.model
+        if not (model.concurrent if isinstance(model, LanguageModel) else config.backend == "openai"):
+            served = type(model).__name__ if isinstance(model, LanguageModel) else f"backend={config.backend!r}"
+            raise ConfigError(
+                f"BenchConfig(driver='async') sends each episode's turn as a request of its own, for a served model "
+                f"(backend='openai'; command line: --backend openai --backend-option base_url=http://HOST:PORT/v1); "
+                f"{served} generates one call at a time. Leave driver out (rounds batch every live episode's turn in one call)."
+            )
     _check_env_options(config)
     _check_action_formats(config)
     if config.summarizer is not None:
@@ -352,6 +372,15 @@ def _config_record(config: BenchConfig) -> dict[str, Any]:
     return json.loads(json.dumps(record, default=str))
 
 
+#: Fields of a benchmark's config that say how its episodes are scheduled, not which are played.
+_SCHEDULE_FIELDS = ("driver", "concurrency")
+
+
+def _played(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A config record without :data:`_SCHEDULE_FIELDS`: what a resumed benchmark must match."""
+    return None if record is None else {k: v for k, v in record.items() if k not in _SCHEDULE_FIELDS}
+
+
 def _describe_model(model: Any) -> Any:
     """A loaded model as the same text in every process (its class and where it came
     from), not ``repr``'s memory address, so a run with it can resume."""
@@ -474,8 +503,8 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
                 f"{out} holds episodes but no config.json describing them; pick another --out, "
                 "or pass --no-resume to replace them."
             )
-        if recorded and previous != record:
-            changed = sorted(k for k in record if previous.get(k) != record[k])  # type: ignore[union-attr]
+        if recorded and _played(previous) != _played(record):
+            changed = sorted(k for k in _played(record) if previous.get(k) != record[k])  # type: ignore[union-attr]
             raise ConfigError(
                 f"{out} holds a benchmark with a different configuration (changed: {', '.join(changed)}); "
                 "resume it with the same arguments, pick another --out, or pass --no-resume to start over."
@@ -524,7 +553,7 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
             if out is not None:
                 append_line(out / "episodes.jsonl", json.dumps(record))
 
-        run_episodes(envs, agent, tasks, on_result=write, progress=progress, desc=label)
+        run_episodes(envs, agent, tasks, on_result=write, progress=progress, desc=label, mode=config.driver, concurrency=config.concurrency)
 
     if config.judge_model is not None:
         waiting = [(r, ex) for r, ex in judged if not all(key in r for key, _, _ in JUDGE_COLUMNS)]

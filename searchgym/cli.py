@@ -184,6 +184,12 @@ def _add_bench(sub) -> None:
         help="constructor option of one agent, e.g. sb3:policy=runs/sb3, naive-rag:k=5 or my_agents:TitleAgent:k=2 (repeatable)",
     )
     bench.add_argument("--num-envs", type=_positive, default=16, help="episodes live at once (default 16)")
+    bench.add_argument(
+        "--driver", default="rounds", choices=("rounds", "async"),
+        help="rounds (default: each turn of every live episode in one batched call; reproducible) or async (each episode's "
+        "next turn starts when its own step ends: for a served model, --backend openai)",
+    )
+    bench.add_argument("--concurrency", type=_positive, default=None, help="--driver async: most turns in flight at once (default --num-envs)")
     # Removed (episodes are played turn by turn); still parsed so that the old
     # "--scheduling continuous" gets an error that says so.
     bench.add_argument("--scheduling", default="turns", help=argparse.SUPPRESS)
@@ -512,7 +518,8 @@ def _bench(args) -> int:
         runs=runs, agent_options=agent_options, split=args.split, limit=args.limit, seeds=tuple(args.seeds), model=args.model,
         backend=args.backend, backend_options=_key_values(args.backend_option, "backend-option"),
         frozen_model=args.frozen_model, summarizer=args.summarizer, env_options=env_options,
-        judge_model=args.judge, judge_batch=args.judge_batch, num_envs=args.num_envs, scheduling=args.scheduling, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+        judge_model=args.judge, judge_batch=args.judge_batch, num_envs=args.num_envs, driver=args.driver, concurrency=args.concurrency,
+        scheduling=args.scheduling, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
     )
     results = run_bench(config, args.out, progress=not args.quiet, resume=not args.no_resume)
     print(results.markdown())

@@ -636,3 +636,29 @@ def test_a_run_makes_no_more_envs_than_it_has_episodes_to_play(tmp_path, monkeyp
     made.clear()
     run_bench(config(runs=cross(["SearchR1-v0"], ["oracle"]), limit=2, num_envs=16), tmp_path, progress=False)
     assert made == ["searchgym/SearchR1-v0"]  # resumed with nothing left to play: only the env that lists the questions
+
+
+def test_the_async_driver_plays_the_same_benchmark_and_either_driver_resumes_it(tmp_path, capsys):
+    key = lambda records: sorted(json.dumps({k: v for k, v in r.items() if k != "wall_time"}, sort_keys=True) for r in records)  # noqa: E731
+    rounds = run_bench(config(limit=4), tmp_path / "rounds", progress=False)
+    together = run_bench(config(limit=4, driver="async", concurrency=2), tmp_path / "async", progress=False)
+    assert key(read_episodes(tmp_path / "rounds" / "episodes.jsonl")) == key(read_episodes(tmp_path / "async" / "episodes.jsonl"))
+    assert [r["em"] for r in together.rows] == [r["em"] for r in rounds.rows]
+    assert json.loads((tmp_path / "async" / "config.json").read_text())["driver"] == "async"
+    # How episodes are scheduled is not what they are: a rounds benchmark resumes under async.
+    path = tmp_path / "rounds" / "episodes.jsonl"
+    path.write_text("".join(line + "\n" for line in path.read_text().splitlines()[:-2]))
+    resumed = run_bench(config(limit=4, driver="async"), tmp_path / "rounds", progress=False)
+    assert [r["n"] for r in resumed.rows] == [4, 4, 4, 4]
+    assert key(read_episodes(path)) == key(read_episodes(tmp_path / "async" / "episodes.jsonl"))
+    with pytest.raises(ConfigError, match=r"^BenchConfig expects driver to be one of 'rounds', 'async', got 'eager'\.$"):
+        config(driver="eager")
+    with pytest.raises(ConfigError, match=r"^BenchConfig got concurrency=2 with driver='rounds'; concurrency bounds the turns in flight of driver='async'\.$"):
+        config(concurrency=2)
+    with pytest.raises(ConfigError, match=r"^BenchConfig\(driver='async'\) sends each episode's turn as a request of its own, for a served "
+                       r"model \(backend='openai'; .*\); backend='transformers' generates one call at a time\. Leave driver out"):
+        run_bench(config(runs=[("SearchR1-v0", "lm")], driver="async"), tmp_path / "lm", progress=False)
+    assert main(["bench", "--run", "SearchR1-v0:oracle", "--limit", "2", "--driver", "async", "--concurrency", "2", "--corpus-option",
+                 "seed=7", "--corpus-option", "num_passages=400", "--quiet", "--out", str(tmp_path / "cli")]) == 0
+    assert json.loads((tmp_path / "cli" / "config.json").read_text())["concurrency"] == 2
+    assert "| oracle @ SearchR1-v0 | 2 | 1.000 |" in capsys.readouterr().out

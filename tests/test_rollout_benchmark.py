@@ -25,7 +25,7 @@ def test_a_negative_temperature_is_refused():
 
 def test_an_unknown_section_is_refused():
     done = run("--sections", "driver,sharing")
-    assert done.returncode == 2 and "unknown sections ['sharing']; expected among driver, decode, engines, recon, shared, search" in done.stderr
+    assert done.returncode == 2 and "unknown sections ['sharing']; expected among driver, decode, engines, recon, shared, search, async" in done.stderr
 
 
 ENGINES = """
@@ -82,3 +82,19 @@ def test_the_shared_cpu_section_runs_beside_a_busy_process_and_its_verdict_follo
 def test_the_search_sections_sizes_are_checked():
     done = run("--sections", "search", "--search-episodes", "0")
     assert done.returncode == 2 and "--search-episodes must be >= 1 and --search-passages >= 1000" in done.stderr
+
+
+def test_the_async_section_plays_the_same_episodes_under_both_drivers(tmp_path):
+    done = run("--sections", "async", "--async-workloads", "double", "--async-episodes", "6", "--async-live", "3",
+               "--async-per-token", "0.001", "--async-lengths", "4", "16", "--async-workdir", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| server double (1 ms a token, turns of 4-16 tokens")]
+    assert [row.split(" | ")[1] for row in rows] == ["rounds", "async"]
+    assert int(rows[0].split(" | ")[-1].rstrip(" |")) < int(rows[1].split(" | ")[-1].rstrip(" |"))  # a round's turns share a request
+    (verdict,) = [line for line in done.stdout.splitlines() if "rounds / async wall time" in line]
+    assert "identical episodes 6/6 " in verdict
+
+
+def test_the_async_sections_sizes_are_checked():
+    done = run("--sections", "async", "--async-lengths", "2", "16")
+    assert done.returncode == 2 and "--async-per-token must be in (0, 1] and --async-lengths MIN MAX with 4 <= MIN <= MAX" in done.stderr

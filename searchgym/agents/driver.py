@@ -20,6 +20,11 @@ sampling seed from the question, ``episode_seed`` and the turn, so sampled episo
 greedy ones, come out as when the tasks are played one at a time, whatever the number of
 envs (up to the floating-point rounding of batched products).
 
+That is the default mode, ``"rounds"``: reproducible, and right for a local engine that
+decodes one batch at a time. ``mode="async"`` (:mod:`searchgym.agents.async_driver`) is for
+backends that serve requests concurrently: each episode's next turn starts when its own
+step ends, while searches and env model calls still go out joined.
+
 Failures are outcomes, not crashes: a prompt that no longer fits the model, a backend
 that times out or answers garbage, or any error inside one episode's step is recorded
 on that episode (``outcome``, ``error``) and the others go on.
@@ -28,18 +33,17 @@ on that episode (``outcome``, ``error``) and the others go on.
 from __future__ import annotations
 
 import time
-import traceback
-from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from searchgym.agents.async_driver import drive_async
 from searchgym.agents.base import Agent
+from searchgym.agents.live import LiveEpisode, Task, check_played, describe_error, progress_bar
 from searchgym.envs.access import env_play, env_reset_play
 from searchgym.envs.components.model_calls import BatchCounts, Play, play_all
 from searchgym.error import BackendError, ConfigError
-from searchgym.lm.base import Generation
 from searchgym.rewards.hedging import hedged
 from searchgym.rewards.metrics import cover_exact_match, exact_match, f1_score, span_check
 from searchgym.rewards.normalize import normalize_answer_r1searcher
@@ -74,14 +78,6 @@ def answer_scores(
 AGENT = "agent"
 
 
-@dataclass(frozen=True)
-class Task:
-    """One episode to play: a question of the env's dataset and a seed for the env's reset."""
-
-    example_id: str
-    seed: int | None = None
-
-
 @dataclass
 class EpisodeResult:
     """What one episode produced (plain data; ``to_dict`` is JSON-able).
@@ -94,7 +90,8 @@ class EpisodeResult:
     (EM cannot be hedged). ``context_tokens`` counts the tokens of the agent's
     record when the agent has a model (prompt, every turn and observation: what the model
     read on its last turn plus that turn), else the env's ``context_tokens``. ``wall_time`` is this episode's share
-    of the rounds it was live in. ``outcome`` is one of :data:`OUTCOMES`; ``flags`` lists
+    of the rounds it was live in (``mode="async"``: of the time it was live, each moment
+    shared among the episodes live then). ``outcome`` is one of :data:`OUTCOMES`; ``flags`` lists
     what went wrong on the way without ending the episode: ``length`` (a turn hit
     ``max_new_tokens``), ``empty_generation``, ``invalid_turn``, ``observation_truncated``,
     ``render_mismatch`` (tool play: the agent's token record differs from a fresh render
@@ -141,65 +138,6 @@ class EpisodeResult:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-# ---------------------------------------------------------------------------- the loop
-class LiveEpisode(ABC):
-    """A running episode as :func:`drive` sees it.
-
-    A subclass resets its env when it is created and says whose turn it is, how a turn is
-    played and what the episode's result is. The driver keeps the counts every kind of
-    episode shares: tokens generated per role, flags, and the episode's share of the wall
-    time of the rounds it was live in.
-    """
-
-    def __init__(self, task: Task, roles: Sequence[str]):
-        self.task = task
-        self.generated = dict.fromkeys(roles, 0)
-        self.flags: list[str] = []
-        self.wall = 0.0
-
-    def begin(self) -> Play[None]:
-        """Reset the episode's env as a play, whose searches (s3's first retrieval) the driver
-        batches with the other episodes starting in the same round. Default: nothing to do
-        (the subclass reset its env when it was created)."""
-        yield from ()
-
-    @abstractmethod
-    def turn(self) -> tuple[str, str, dict[str, Any]]:
-        """The role whose turn it is (a key of the policies), what it reads and its info."""
-
-    @abstractmethod
-    def play(self, action: str) -> Play[bool]:
-        """Play ``action`` in the env as a play (:func:`searchgym.envs.env_play`), whose
-        model calls the driver batches with the other episodes'; True when the episode ended."""
-
-    @abstractmethod
-    def result(self, outcome: str | None, error: str | None, trajectories: Mapping[str, Any]) -> Any:
-        """The episode's result. ``outcome`` is ``None`` when the episode ended in the env,
-        else why it was abandoned (``prompt_too_long``, ``backend_error``, ``error``) and
-        ``error`` says what happened. ``trajectories`` holds each role's token record
-        (``Agent.end_episode``; ``None`` for agents that keep none)."""
-
-    def flag(self, name: str) -> None:
-        if name not in self.flags:
-            self.flags.append(name)
-
-    def count(self, role: str, generation: Any) -> bool:
-        """Count ``role``'s generation of this turn (``None``: no model ran); False when its
-        prompt no longer fit the model, so nothing was generated."""
-        if generation is None:
-            return True
-        # A chat-completions reply carries no token ids: the server's count stands for them
-        # (searchgym.lm.replies.ChatReply.completion_tokens).
-        self.generated[role] += len(generation.token_ids) or int(getattr(generation, "completion_tokens", None) or 0)
-        if generation.finish_reason == "prompt_too_long":
-            return False
-        if generation.finish_reason == "length":
-            self.flag("length")
-        if not generation.text.strip():
-            self.flag("empty_generation")
-        return True
-
-
 def drive(
     num_slots: int,
     policies: Mapping[str, Agent],
@@ -231,7 +169,7 @@ def drive(
     queue = deque(enumerate(tasks))
     live: dict[int, LiveEpisode] = {}  # slot -> its episode
     task_index: dict[int, int] = {}  # slot -> the index of its episode's task
-    bar = _progress_bar(len(tasks), progress, desc)
+    bar = progress_bar(len(tasks), progress, desc)
     round_started, round_size = time.perf_counter(), 1
 
     def seat(slot: int, role: str) -> int:
@@ -334,12 +272,17 @@ def run_episodes(
     keep_trajectories: bool = False,
     scheduling: str = "turns",
     batch_counts: BatchCounts | None = None,
+    mode: str = "rounds",
+    concurrency: int | None = None,
 ) -> list[EpisodeResult]:
     """Play every task with ``len(envs)`` episodes live at once.
 
-    Each round makes one ``act_with_generations`` call for the turns of every live
-    episode, then every env steps; reproducible, and at temperature 0 equal to playing
-    the tasks one at a time.
+    In rounds (``mode="rounds"``, the default), each round makes one
+    ``act_with_generations`` call for the turns of every live episode, then every env
+    steps; reproducible, and at temperature 0 equal to playing the tasks one at a time.
+    With ``mode="async"`` no episode waits for another's turn
+    (:mod:`searchgym.agents.async_driver`): for agents whose model serves concurrent
+    requests (an OpenAI-compatible server such as vLLM's).
 
     Args:
         envs: Environments (``gym.make`` results or :class:`SearchEnv`), used as slots; each
@@ -355,6 +298,9 @@ def run_episodes(
         batch_counts: A :class:`~searchgym.envs.components.model_calls.BatchCounts` added to with the
             batched model calls of the envs' components (e.g. 16 RECON envs searching in
             the same round make one summarizer call).
+        mode: ``"rounds"`` (default) or ``"async"`` (see :func:`check_mode`).
+        concurrency: ``mode="async"`` only: most turns in flight at once (default
+            ``len(envs)``).
 
     Returns:
         One :class:`EpisodeResult` per task, in task order.
@@ -364,13 +310,14 @@ def run_episodes(
     if not isinstance(agent, Agent):
         raise ConfigError(f"run_episodes expects an Agent, got {type(agent).__name__}.")
     check_scheduling(scheduling, "run_episodes")
+    check_mode(mode, concurrency, "run_episodes", [agent])
 
     def start(slot: int, task: Task) -> LiveEpisode:
         return _GymEpisode(envs[slot], task, keep_trajectories)
 
-    return drive(
-        len(envs), {AGENT: agent}, tasks, start, on_result=on_result, progress=progress, desc=desc or "episodes",
-        batch_counts=batch_counts,
+    return drive_in_mode(
+        mode, concurrency, len(envs), {AGENT: agent}, tasks, start, on_result=on_result, progress=progress,
+        desc=desc or "episodes", batch_counts=batch_counts,
     )
 
 
@@ -440,6 +387,46 @@ class _GymEpisode(LiveEpisode):
 
 
 # ---------------------------------------------------------------------------- helpers
+#: The drivers of :func:`run_episodes` and :func:`~searchgym.agents.team.run_team_episodes`.
+MODES = ("rounds", "async")
+
+
+def check_mode(mode: str, concurrency: int | None, owner: str, agents: Sequence[Any], field: str = "mode") -> None:
+    """``mode`` is ``"rounds"`` (one batched call per turn of every live episode, then every
+    env steps: reproducible) or ``"async"`` (each episode's next turn starts when its own
+    step ends: for agents whose model serves concurrent requests); ``concurrency``, the
+    most turns in flight, is a positive integer and goes with ``"async"`` only. ``field``
+    names ``mode`` in the messages (``BenchConfig`` calls it ``driver``)."""
+    if mode not in MODES:
+        raise ConfigError(f"{owner} expects {field} to be one of {', '.join(map(repr, MODES))}, got {mode!r}.")
+    if concurrency is not None:
+        if mode != "async":
+            raise ConfigError(
+                f"{owner} got concurrency={concurrency!r} with {field}={mode!r}; concurrency bounds the turns in flight of {field}='async'."
+            )
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigError(f"{owner} expects concurrency to be a positive integer, got {concurrency!r}.")
+    if mode == "async":
+        from searchgym.lm.base import LanguageModel
+
+        for agent in agents:
+            lm = getattr(agent, "lm", None)
+            if isinstance(lm, LanguageModel) and not lm.concurrent:
+                raise ConfigError(
+                    f"{owner}(mode='async') plays each episode's turn as a call of its own, for a model that serves "
+                    f"concurrent requests (searchgym.lm.http.OpenAILM against a vLLM or other OpenAI-compatible server); "
+                    f"{type(agent).__name__}'s model is a {type(lm).__name__}, which generates one call at a time, so the "
+                    "episodes would wait in line. Leave mode out (mode='rounds' batches every live episode's turn in one call)."
+                )
+
+
+def drive_in_mode(mode: str, concurrency: int | None, *args: Any, **kwargs: Any) -> list[Any]:
+    """:func:`drive` (``"rounds"``) or :func:`~searchgym.agents.async_driver.drive_async`."""
+    if mode == "async":
+        return drive_async(*args, concurrency=concurrency, **kwargs)
+    return drive(*args, **kwargs)
+
+
 def check_scheduling(scheduling: str, owner: str) -> None:
     """Episodes are played turn by turn: ``scheduling`` must be ``"turns"``.
 
@@ -453,59 +440,3 @@ def check_scheduling(scheduling: str, owner: str) -> None:
         )
     if scheduling != "turns":
         raise ConfigError(f"{owner} expects scheduling='turns' (the only scheduling), got {scheduling!r}.")
-
-
-def check_actions(agent: Agent, actions: Any, expected: int) -> None:
-    """``agent.act`` returned one turn of text per observation."""
-    if isinstance(actions, str) or not isinstance(actions, Sequence):
-        got = f"a {type(actions).__name__}"
-    elif len(actions) != expected:
-        got = f"{len(actions)} actions"
-    else:
-        return
-    raise ConfigError(f"{type(agent).__name__}.act returned {got} for {expected} observations; it must return a list of one turn per observation, in order.")
-
-
-def check_played(agent: Agent, played: Any, expected: int) -> tuple[Sequence[str], Sequence[Generation | None]]:
-    """``agent.act_with_generations`` returned ``(texts, generations)``: one turn of text
-    and one :class:`Generation` or ``None`` per observation, in order."""
-    if not isinstance(played, tuple) or len(played) != 2:
-        raise ConfigError(
-            f"{type(agent).__name__}.act_with_generations returned {type(played).__name__} {_preview(played)}; it must "
-            "return a pair (texts, generations): one turn of text and one Generation (or None) per observation."
-        )
-    texts, generations = played
-    check_actions(agent, texts, expected)
-    if isinstance(generations, (str, Generation)) or not isinstance(generations, Sequence):
-        got = f"a {type(generations).__name__}"
-    elif len(generations) != expected:
-        got = f"{len(generations)} generations"
-    else:
-        wrong = [g for g in generations if g is not None and not isinstance(g, Generation)]
-        if not wrong:
-            return texts, generations
-        got = f"a {type(wrong[0]).__name__} among them"
-    raise ConfigError(
-        f"{type(agent).__name__}.act_with_generations returned {got} for {expected} observations; it must return, aligned "
-        "with its texts, one searchgym.lm.base.Generation per turn a model generated and None for a turn without one."
-    )
-
-
-def _preview(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def describe_error(error: BaseException) -> str:
-    """``Type: message (at file:line)``: an exception recorded as an episode's ``error``."""
-    last = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
-    where = f" (at {last[0].filename}:{last[0].lineno})" if last else ""
-    return f"{type(error).__name__}: {error}{where}"
-
-
-def _progress_bar(total: int, progress: bool, desc: str) -> Any:
-    if not progress:
-        return None
-    from searchgym.progress import Progress
-
-    return Progress(total, desc, "ep")

@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from searchgym.agents.base import Agent
-from searchgym.agents.driver import LiveEpisode, Task, check_actions, drive
+from searchgym.agents.driver import check_mode, drive_in_mode
+from searchgym.agents.live import LiveEpisode, Task, check_actions
 from searchgym.agents.lm_agents import LMAgent, SearcherAgent
 from searchgym.envs.access import env_play
 from searchgym.envs.components.model_calls import BatchCounts, Play
@@ -162,6 +163,8 @@ def run_team_episodes(
     on_result: Callable[[TeamResult], None] | None = None,
     progress: bool = False,
     batch_counts: BatchCounts | None = None,
+    mode: str = "rounds",
+    concurrency: int | None = None,
 ) -> list[TeamResult]:
     """Play every task with ``len(envs)`` team episodes live at once (see the module docstring).
 
@@ -174,6 +177,8 @@ def run_team_episodes(
         progress: Show a progress bar.
         batch_counts: A :class:`~searchgym.envs.components.model_calls.BatchCounts` added to with the
             batched model calls of the envs' components.
+        mode, concurrency: ``"rounds"`` (default) or ``"async"``, as in
+            :func:`~searchgym.agents.driver.run_episodes`.
 
     Returns:
         One :class:`TeamResult` per task, in task order.
@@ -190,11 +195,15 @@ def run_team_episodes(
     if extra:
         raise ConfigError(f"run_team_episodes got policies for {extra}, which are not in the envs' roster {list(roster)}.")
     agents = {role: _as_agent(role, policies[role]) for role in roster}
+    check_mode(mode, concurrency, "run_team_episodes", list(agents.values()))
 
     def start(slot: int, task: Task) -> LiveEpisode:
         return _TeamEpisode(envs[slot], task, keep_trajectories)
 
-    return drive(len(envs), agents, tasks, start, on_result=on_result, progress=progress, desc="team episodes", batch_counts=batch_counts)
+    return drive_in_mode(
+        mode, concurrency, len(envs), agents, tasks, start, on_result=on_result, progress=progress, desc="team episodes",
+        batch_counts=batch_counts,
+    )
 
 
 class _TeamEpisode(LiveEpisode):

@@ -83,6 +83,10 @@ class LanguageModel(ABC):
     """
 
     tokenizer: Any
+    #: Whether calls from several threads at once are served side by side (a server that
+    #: batches the requests in flight): what ``run_episodes(mode="async")`` needs of an
+    #: agent's model. A local engine decodes one call at a time.
+    concurrent: bool = False
 
     def generate(
         self,

@@ -95,6 +95,9 @@ class OpenAILM(LanguageModel):
         max_tool_calls: Most tool calls one chat reply may carry (:meth:`chat`); more is
             a malformed reply. An env answers a turn's calls past its own cap (8) as bad
             calls: this bound is against a server gone wrong, not a model.
+        max_connections: Most connections open to the server at once, over all the
+            threads calling this model (``run_episodes(mode="async")`` sends one request
+            per live episode); a request past them waits for one, within its ``timeout``.
 
     The proxy settings of the environment (``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY``,
     ``NO_PROXY``) apply as for any HTTP client.
@@ -113,6 +116,7 @@ class OpenAILM(LanguageModel):
         max_batch_size: int = 64,
         max_response_bytes: int = 256 << 20,
         max_tool_calls: int = 64,
+        max_connections: int = 256,
     ):
         httpcore = require("httpcore", extra="http", feature="OpenAILM")
         if not isinstance(model, str) or not model:
@@ -125,14 +129,15 @@ class OpenAILM(LanguageModel):
             if not number or not math.isfinite(value) or value < 0 or (value == 0 and low == "> 0"):
                 raise ConfigError(f"OpenAILM expects {name} to be a finite number {low}, got {value!r}.")
         integers = (("max_retries", max_retries, 0), ("max_batch_size", max_batch_size, 1),
-                    ("max_response_bytes", max_response_bytes, 1), ("max_tool_calls", max_tool_calls, 1))
+                    ("max_response_bytes", max_response_bytes, 1), ("max_tool_calls", max_tool_calls, 1),
+                    ("max_connections", max_connections, 1))
         for name, value, low in integers:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(f"OpenAILM expects {name} to be an integer >= {low}, got {value!r}.")
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.timeout, self.max_retries, self.backoff, self.max_batch_size = float(timeout), max_retries, float(backoff), max_batch_size
-        self.max_response_bytes, self.max_tool_calls = max_response_bytes, max_tool_calls
+        self.max_response_bytes, self.max_tool_calls, self.max_connections = max_response_bytes, max_tool_calls, max_connections
         self.tokenizer = tokenizer if tokenizer is not None else _try_tokenizer(model)
         key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
         host = parts.netloc.rpartition("@")[2]
@@ -140,7 +145,7 @@ class OpenAILM(LanguageModel):
                          ("Accept", "application/json"), ("User-Agent", "searchgym")]
         self._httpcore = httpcore
         self._pool = httpcore.ConnectionPool(
-            max_connections=2 * self.max_concurrent, network_backend=_DeadlineBackend(httpcore), proxy=_proxy(httpcore, parts),
+            max_connections=max_connections, network_backend=_DeadlineBackend(httpcore), proxy=_proxy(httpcore, parts),
         )
         #: The most attempts any request of the last ``generate`` call made (1 when all
         #: succeeded at once; seeded sampling sends several requests concurrently).
@@ -155,8 +160,10 @@ class OpenAILM(LanguageModel):
             return prompt
         return super()._prompt_ids(prompt, index)
 
-    #: Most per-prompt requests in flight at once (seeded sampling).
+    #: Most per-prompt requests one call sends at once (seeded sampling, chat conversations).
     max_concurrent = 8
+    #: The server answers requests from several threads side by side (it batches them).
+    concurrent = True
 
     def _generate(self, prompt_ids: list[Any], params: SamplingParams) -> list[Generation]:
         self.last_attempts = 0

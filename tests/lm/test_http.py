@@ -391,6 +391,9 @@ def test_bad_arguments():
         OpenAILM("m", backoff=float("inf"))
     with pytest.raises(ConfigError, match=r"^OpenAILM expects max_response_bytes to be an integer >= 1, got 0\.$"):
         OpenAILM("m", max_response_bytes=0)
+    with pytest.raises(ConfigError, match=r"^OpenAILM expects max_connections to be an integer >= 1, got 0\.$"):
+        OpenAILM("m", max_connections=0)
+    assert OpenAILM("m").concurrent and OpenAILM("m", max_connections=512).max_connections == 512
 
 
 
