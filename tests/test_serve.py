@@ -344,7 +344,10 @@ def test_slow_clients_are_cut_while_others_are_served():
 
 
 def test_the_connection_cap_answers_503_at_once_and_the_client_retries_it():
-    s = Server("--header-timeout", "1", "--max-connections", "5")
+    # The idle connections hold every slot until the header timeout (3 s) cuts them: long enough
+    # that the client's first tries meet the cap on a loaded machine, short enough for its
+    # backoff (0.3, 0.6, 1.2, 2.4, 4.8 s) to reach a free slot.
+    s = Server("--header-timeout", "3", "--max-connections", "5")
     try:
         idle = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(5)]
         time.sleep(0.2)
