@@ -256,6 +256,20 @@ class TrainingStopped(SearchGymError, RuntimeError):
         self.by = by
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM turned into one) stopped a long command after it kept what it had;
+    the message says what was kept and how to go on ("7 of 12 episodes kept in DIR; run the
+    same command to go on"). A ``KeyboardInterrupt``, so that code catching ``Exception``
+    never swallows the stop, and the command line prints the message as one line (exit 130)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class InvalidActionError(SearchGymError, ValueError):
     """Raised by :class:`searchgym.envs.single.wrappers.StrictActions` for a malformed action."""
 

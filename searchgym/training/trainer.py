@@ -27,6 +27,7 @@ import math
 import random
 import resource
 import statistics
+import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -42,7 +43,7 @@ from searchgym.agents.trajectory import Trajectory
 from searchgym.bench import BenchConfig, run_bench
 from searchgym.envs import search_env
 from searchgym.envs.registration import full_env_id
-from searchgym.error import ConfigError, TrainingError, reports_missing_extras, require
+from searchgym.error import ConfigError, Interrupted, TrainingError, reports_missing_extras, require
 from searchgym.lm.chat_templates import install_chat_template
 from searchgym.lm.hf import TransformersLM, load_model
 from searchgym.lm.registry import load_lm
@@ -331,6 +332,7 @@ class Trainer:
             self.step = int(state["step"])
             self.checkpoint = checkpoint
             self._sync_engine()
+            print(f"resuming: step {self.step} of {args.total_steps} done, from {checkpoint}", file=sys.stderr, flush=True)
         self.metrics = MetricsLog(
             self.out / "metrics.csv", COLUMNS, resume_step=self.step if checkpoint is not None else None,
             tensorboard_dir=self.out / "tensorboard" if args.tensorboard else None,
@@ -596,12 +598,23 @@ class Trainer:
                     bar.note(phase=None, reward=f"{stats['reward']:.3f}", loss=f"{stats['loss']:.3g}")
                     bar.update(1)
             self.export(self.out / "final")
+        except KeyboardInterrupt:  # Ctrl-C: the checkpoints are atomic; say which one a rerun starts from
+            raise Interrupted(self._stopped()) from None
         finally:
             if bar is not None:
                 bar.close()
             self._progress = None
             self.metrics.close()
         return rows
+
+    def _stopped(self) -> str:
+        """The line of a run stopped by Ctrl-C (or SIGTERM): what was kept and how to go on."""
+        done = f"{self.step} of {self.args.total_steps} steps done"
+        if self.checkpoint is None:
+            return (f"{done}, no checkpoint written yet (one every {self.args.save_every} steps); "
+                    "run the same command to start over")
+        kept = int(self.checkpoint.name.split("-")[-1])
+        return f"{done}; step {kept} kept in {self.checkpoint}; run the same command to go on from step {kept}"
 
     def _phase(self, text: str) -> None:
         """Show what the step is doing on the progress display (a step may take minutes)."""
