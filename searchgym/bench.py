@@ -747,7 +747,7 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> Path | None:
         fig = chart(rows)  # sets the Agg backend before pyplot is imported
         import matplotlib.pyplot as plt
     except ImportError:
-        print(f"matplotlib is not installed ({install_command('plot')}): no chart written ({Path(path).name}).", file=sys.stderr)
+        print(f"matplotlib is not installed ({install_command('plot')}): no chart written.", file=sys.stderr)
         return None
     image = io.BytesIO()
     fig.savefig(image, format="png", dpi=120)
