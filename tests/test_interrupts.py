@@ -39,8 +39,11 @@ class SlowOracle(Agent):
 def start(args, cwd, **env):
     """A `python -m searchgym.cli ARGS` process importing this checkout."""
     environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(cwd)]), "SEARCHGYM_PROGRESS_SECONDS": "0", **env}
+    # SIGINT as a terminal leaves it, even where the test runner was started with it ignored
+    # (a background job of a shell), which Python would then never turn into KeyboardInterrupt.
     return subprocess.Popen([sys.executable, "-m", "searchgym.cli", *args], cwd=cwd, env=environ,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def wait_for(proc, ready, seconds=240):
