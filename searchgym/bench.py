@@ -46,7 +46,7 @@ from searchgym.agents.registry import needs_lm as agent_needs_lm
 from searchgym.cache import sync_folder
 from searchgym.envs.access import search_env
 from searchgym.envs.registration import NAMESPACE, full_env_id, with_frozen_models
-from searchgym.error import ConfigError, DataFormatError, Interrupted, check_keywords, check_name, install_command
+from searchgym.error import ConfigError, CtrlC, DataFormatError, Interrupted, check_keywords, check_name, install_command
 
 #: Columns of the summary table: (key, header, format). F1, cover-EM and GenAcc score a
 #: hedged answer (one naming more than one candidate) as 0; the "raw" column beside each is
@@ -506,53 +506,56 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
     needs_lm = any(_run_needs_lm(config, env_id, agent) for env_id, agent in config.runs)
     judged: list[tuple[dict[str, Any], Any]] = []  # (episode record, its question) for the judges
     total: int | None = None  # episodes of the whole benchmark, known once every run's env is made
+    ctrl_c = CtrlC()
     try:
-        lm = _load(config.model, config) if needs_lm else None
-        frozen = None
-        if config.frozen_model is not None or config.summarizer == "llm":
-            name = config.frozen_model or "policy"
-            # load_lm shares one instance when the frozen model is the policy model.
-            frozen = lm if name == "policy" and lm is not None else _load(config.model if name == "policy" else name, config)
+        with ctrl_c:
+            lm = _load(config.model, config) if needs_lm else None
+            frozen = None
+            if config.frozen_model is not None or config.summarizer == "llm":
+                name = config.frozen_model or "policy"
+                # load_lm shares one instance when the frozen model is the policy model.
+                frozen = lm if name == "policy" and lm is not None else _load(config.model if name == "policy" else name, config)
 
-        plans = []  # (label, env id, agent, action format, first env, questions) of every run
-        for label, (env_id, agent_name) in zip(labels, config.runs):
-            action_format = run_action_format(config, env_id, agent_name)
-            env_id = full_env_id(env_id)
-            env = gym.make(env_id, **_env_kwargs(config, env_id, frozen, action_format))
-            plans.append((label, env_id, agent_name, action_format, env, search_env(env).examples[: config.limit]))
-        total = sum(len(examples) for *_, examples in plans) * len(config.seeds)
-        if out is not None and total and sum(map(len, done.values())) >= total:
-            print(f"reusing: all {total} episodes were done in {out}; nothing to play", file=sys.stderr, flush=True)
+            plans = []  # (label, env id, agent, action format, first env, questions) of every run
+            for label, (env_id, agent_name) in zip(labels, config.runs):
+                action_format = run_action_format(config, env_id, agent_name)
+                env_id = full_env_id(env_id)
+                env = gym.make(env_id, **_env_kwargs(config, env_id, frozen, action_format))
+                plans.append((label, env_id, agent_name, action_format, env, search_env(env).examples[: config.limit]))
+            total = sum(len(examples) for *_, examples in plans) * len(config.seeds)
+            if out is not None and total and sum(map(len, done.values())) >= total:
+                print(f"reusing: all {total} episodes were done in {out}; nothing to play", file=sys.stderr, flush=True)
 
-        for label, env_id, agent_name, action_format, env, examples in plans:
-            by_id = {ex.id: ex for ex in examples}
-            played = {(r["example_id"], r["seed"]) for r in done[label]}
-            tasks = [Task(ex.id, seed) for seed in config.seeds for ex in examples if (ex.id, seed) not in played]
-            if config.judge_model is not None:
-                judged.extend((r, by_id[r["example_id"]]) for r in done[label] if r["example_id"] in by_id)
-            if not tasks:
-                continue
-            # As many envs as episodes can be live at once: no more than there are tasks.
-            envs = [env] + [gym.make(env_id, **_env_kwargs(config, env_id, frozen, action_format)) for _ in range(min(config.num_envs, len(tasks)) - 1)]
-            agent = _make_agent(config, agent_name, envs[0], lm)
-
-            def write(result: EpisodeResult, label: str = label, by_id: dict[str, Any] = by_id) -> None:
-                record = {"run": label, **result.to_dict()}
-                done[label].append(record)
+            for label, env_id, agent_name, action_format, env, examples in plans:
+                by_id = {ex.id: ex for ex in examples}
+                played = {(r["example_id"], r["seed"]) for r in done[label]}
+                tasks = [Task(ex.id, seed) for seed in config.seeds for ex in examples if (ex.id, seed) not in played]
                 if config.judge_model is not None:
-                    judged.append((record, by_id[record["example_id"]]))
-                if out is not None:
-                    append_line(out / "episodes.jsonl", json.dumps(record))
+                    judged.extend((r, by_id[r["example_id"]]) for r in done[label] if r["example_id"] in by_id)
+                if not tasks:
+                    continue
+                # As many envs as episodes can be live at once: no more than there are tasks.
+                envs = [env] + [gym.make(env_id, **_env_kwargs(config, env_id, frozen, action_format)) for _ in range(min(config.num_envs, len(tasks)) - 1)]
+                agent = _make_agent(config, agent_name, envs[0], lm)
 
-            run_episodes(envs, agent, tasks, on_result=write, progress=progress, desc=label)
+                def write(result: EpisodeResult, label: str = label, by_id: dict[str, Any] = by_id) -> None:
+                    record = {"run": label, **result.to_dict()}
+                    done[label].append(record)
+                    if config.judge_model is not None:
+                        judged.append((record, by_id[record["example_id"]]))
+                    if out is not None:
+                        append_line(out / "episodes.jsonl", json.dumps(record))
+                    ctrl_c.check()  # a Ctrl-C that Python could not raise where it came: stop once this episode is kept
 
-        if config.judge_model is not None:
-            waiting = [(r, ex) for r, ex in judged if not all(key in r for key, _, _ in JUDGE_COLUMNS)]
-            if waiting:
-                judge_lm = lm if config.judge_model == "policy" and lm is not None else _load(config.model if config.judge_model == "policy" else config.judge_model, config)
-                judge_records(waiting, judge_lm, batch=config.judge_batch)
-                if out is not None:  # the verdicts are kept with the episodes, so a resumed bench asks no judge again
-                    write_atomically(out / "episodes.jsonl", "".join(json.dumps(r) + "\n" for label in labels for r in done[label]))
+                run_episodes(envs, agent, tasks, on_result=write, progress=progress, desc=label)
+
+            if config.judge_model is not None:
+                waiting = [(r, ex) for r, ex in judged if not all(key in r for key, _, _ in JUDGE_COLUMNS)]
+                if waiting:
+                    judge_lm = lm if config.judge_model == "policy" and lm is not None else _load(config.model if config.judge_model == "policy" else config.judge_model, config)
+                    judge_records(waiting, judge_lm, batch=config.judge_batch)
+                    if out is not None:  # the verdicts are kept with the episodes, so a resumed bench asks no judge again
+                        write_atomically(out / "episodes.jsonl", "".join(json.dumps(r) + "\n" for label in labels for r in done[label]))
     except KeyboardInterrupt as e:
         raise Interrupted(_stopped(sum(map(len, done.values())), total, out, str(e))) from None
     rows = [

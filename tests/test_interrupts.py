@@ -153,3 +153,31 @@ def test_without_matplotlib_the_bench_names_only_the_files_it_wrote(tmp_path):
     assert run.stdout.strip().splitlines()[-1] == f"wrote {out}/summary.json, summary.csv and episodes.jsonl"
     assert "summary.png" not in run.stdout and not (out / "summary.png").exists()
     assert (out / "summary.json").exists() and (out / "summary.csv").exists()
+
+
+def test_a_ctrl_c_python_drops_in_a_destructor_is_raised_at_the_next_check(capsys):
+    """Python cannot raise a KeyboardInterrupt inside a destructor: it prints "Exception
+    ignored in ..." and goes on, and a training run went on past Ctrl-C so. CtrlC records
+    the request; its check raises it where the work can stop, and nothing is printed."""
+    from searchgym.error import CtrlC
+
+    class Finalized:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C arriving while a destructor runs
+            time.sleep(0.01)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with CtrlC() as ctrl_c:
+            Finalized()  # dropped at once: the KeyboardInterrupt is raised inside __del__, where Python drops it
+            assert ctrl_c.requested
+            try:
+                ctrl_c.check()
+            except KeyboardInterrupt:
+                pass
+            else:
+                raise AssertionError("check() did not raise the recorded Ctrl-C")
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert "Exception ignored" not in capsys.readouterr().err
