@@ -46,7 +46,7 @@ from searchgym.agents.registry import needs_lm as agent_needs_lm
 from searchgym.cache import sync_folder
 from searchgym.envs.access import search_env
 from searchgym.envs.registration import NAMESPACE, full_env_id, with_frozen_models
-from searchgym.error import ConfigError, DataFormatError, check_keywords, check_name, install_command
+from searchgym.error import ConfigError, CtrlC, DataFormatError, Interrupted, check_keywords, check_name, install_command
 
 #: Columns of the summary table: (key, header, format). F1, cover-EM and GenAcc score a
 #: hedged answer (one naming more than one candidate) as 0; the "raw" column beside each is
@@ -402,6 +402,15 @@ class BenchResults:
     rows: list[dict[str, Any]]
     episodes: dict[str, list[dict[str, Any]]]
     out_dir: Path | None = None
+    files: list[str] = field(default_factory=list)
+    """The summary files written in ``out_dir`` (``summary.png`` only where matplotlib drew it)."""
+
+    def wrote(self) -> str:
+        """The line saying which files are in ``out_dir``: only those written."""
+        if self.out_dir is None:
+            return "wrote no files (no output folder)"
+        names = [*self.files, "episodes.jsonl"]
+        return f"wrote {self.out_dir}/{names[0]}, {', '.join(names[1:-1])} and {names[-1]}"
 
     def columns(self) -> tuple[tuple[str, str, str], ...]:
         """The table's columns: :data:`COLUMNS`, and :data:`JUDGE_COLUMNS` (before the reward)
@@ -473,8 +482,9 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
     """Play every run of ``config`` and summarize it (see the module docstring).
 
     With ``resume`` (default) the episodes already in ``out_dir/episodes.jsonl`` are not
-    played again; ``out_dir/config.json`` must then describe the same benchmark. Without
-    it, earlier results in ``out_dir`` are replaced.
+    played again (one line on stderr says how many); ``out_dir/config.json`` must then
+    describe the same benchmark. Without it, earlier results in ``out_dir`` are replaced.
+    Ctrl-C raises :class:`~searchgym.error.Interrupted` saying how many episodes were kept.
     """
     import gymnasium as gym
 
@@ -519,57 +529,81 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
         if not resume and episodes_path.exists():
             episodes_path.unlink()
         write_atomically(config_path, json.dumps(record, indent=2))
+        if recorded:  # said before any model loads (minutes, for some)
+            print(f"resuming: {len(recorded)} episodes done in {out} (--no-resume plays them again)", file=sys.stderr, flush=True)
 
     needs_lm = any(_run_needs_lm(config, env_id, agent) for env_id, agent in config.runs)
-    lm = _load(config.model, config) if needs_lm else None
-    frozen = None
-    if config.frozen_model is not None or config.summarizer == "llm":
-        name = config.frozen_model or "policy"
-        # load_lm shares one instance when the frozen model is the policy model.
-        frozen = lm if name == "policy" and lm is not None else _load(config.model if name == "policy" else name, config)
-
     judged: list[tuple[dict[str, Any], Any]] = []  # (episode record, its question) for the judges
-    for label, (env_id, agent_name) in zip(labels, config.runs):
-        action_format = run_action_format(config, env_id, agent_name)
-        env_id = full_env_id(env_id)
-        envs = [gym.make(env_id, **_env_kwargs(config, env_id, frozen, action_format))]
-        examples = search_env(envs[0]).examples[: config.limit]
-        by_id = {ex.id: ex for ex in examples}
-        played = {(r["example_id"], r["seed"]) for r in done[label]}
-        tasks = [Task(ex.id, seed) for seed in config.seeds for ex in examples if (ex.id, seed) not in played]
-        if config.judge_model is not None:
-            judged.extend((r, by_id[r["example_id"]]) for r in done[label] if r["example_id"] in by_id)
-        if not tasks:
-            continue
-        # As many envs as episodes can be live at once: no more than there are tasks.
-        envs += [gym.make(env_id, **_env_kwargs(config, env_id, frozen, action_format)) for _ in range(min(config.num_envs, len(tasks)) - 1)]
-        agent = _make_agent(config, agent_name, envs[0], lm)
+    total: int | None = None  # episodes of the whole benchmark, known once every run's env is made
+    ctrl_c = CtrlC()
+    try:
+        with ctrl_c:
+            lm = _load(config.model, config) if needs_lm else None
+            frozen = None
+            if config.frozen_model is not None or config.summarizer == "llm":
+                name = config.frozen_model or "policy"
+                # load_lm shares one instance when the frozen model is the policy model.
+                frozen = lm if name == "policy" and lm is not None else _load(config.model if name == "policy" else name, config)
 
-        def write(result: EpisodeResult, label: str = label, by_id: dict[str, Any] = by_id) -> None:
-            record = {"run": label, **result.to_dict()}
-            done[label].append(record)
+            plans = []  # (label, env id, agent, action format, first env, questions) of every run
+            for label, (env_id, agent_name) in zip(labels, config.runs):
+                action_format = run_action_format(config, env_id, agent_name)
+                env_id = full_env_id(env_id)
+                env = gym.make(env_id, **_env_kwargs(config, env_id, frozen, action_format))
+                plans.append((label, env_id, agent_name, action_format, env, search_env(env).examples[: config.limit]))
+            total = sum(len(examples) for *_, examples in plans) * len(config.seeds)
+            if out is not None and total and sum(map(len, done.values())) >= total:
+                print(f"reusing: all {total} episodes were done in {out}; nothing to play", file=sys.stderr, flush=True)
+
+            for label, env_id, agent_name, action_format, env, examples in plans:
+                by_id = {ex.id: ex for ex in examples}
+                played = {(r["example_id"], r["seed"]) for r in done[label]}
+                tasks = [Task(ex.id, seed) for seed in config.seeds for ex in examples if (ex.id, seed) not in played]
+                if config.judge_model is not None:
+                    judged.extend((r, by_id[r["example_id"]]) for r in done[label] if r["example_id"] in by_id)
+                if not tasks:
+                    continue
+                # As many envs as episodes can be live at once: no more than there are tasks.
+                envs = [env] + [gym.make(env_id, **_env_kwargs(config, env_id, frozen, action_format)) for _ in range(min(config.num_envs, len(tasks)) - 1)]
+                agent = _make_agent(config, agent_name, envs[0], lm)
+
+                def write(result: EpisodeResult, label: str = label, by_id: dict[str, Any] = by_id) -> None:
+                    record = {"run": label, **result.to_dict()}
+                    done[label].append(record)
+                    if config.judge_model is not None:
+                        judged.append((record, by_id[record["example_id"]]))
+                    if out is not None:
+                        append_line(out / "episodes.jsonl", json.dumps(record))
+                    ctrl_c.check()  # a Ctrl-C that Python could not raise where it came: stop once this episode is kept
+
+                run_episodes(envs, agent, tasks, on_result=write, progress=progress, desc=label, mode=config.driver, concurrency=config.concurrency)
+
             if config.judge_model is not None:
-                judged.append((record, by_id[record["example_id"]]))
-            if out is not None:
-                append_line(out / "episodes.jsonl", json.dumps(record))
-
-        run_episodes(envs, agent, tasks, on_result=write, progress=progress, desc=label, mode=config.driver, concurrency=config.concurrency)
-
-    if config.judge_model is not None:
-        waiting = [(r, ex) for r, ex in judged if not all(key in r for key, _, _ in JUDGE_COLUMNS)]
-        if waiting:
-            judge_lm = lm if config.judge_model == "policy" and lm is not None else _load(config.model if config.judge_model == "policy" else config.judge_model, config)
-            judge_records(waiting, judge_lm, batch=config.judge_batch)
-            if out is not None:  # the verdicts are kept with the episodes, so a resumed bench asks no judge again
-                write_atomically(out / "episodes.jsonl", "".join(json.dumps(r) + "\n" for label in labels for r in done[label]))
+                waiting = [(r, ex) for r, ex in judged if not all(key in r for key, _, _ in JUDGE_COLUMNS)]
+                if waiting:
+                    judge_lm = lm if config.judge_model == "policy" and lm is not None else _load(config.model if config.judge_model == "policy" else config.judge_model, config)
+                    judge_records(waiting, judge_lm, batch=config.judge_batch)
+                    if out is not None:  # the verdicts are kept with the episodes, so a resumed bench asks no judge again
+                        write_atomically(out / "episodes.jsonl", "".join(json.dumps(r) + "\n" for label in labels for r in done[label]))
+    except KeyboardInterrupt as e:
+        raise Interrupted(_stopped(sum(map(len, done.values())), total, out, str(e))) from None
     rows = [
         summarize(label, env_id, describe_agent(agent), done[label], action_format=run_action_format(config, env_id, agent))
         for label, (env_id, agent) in zip(labels, config.runs)
     ]
     results = BenchResults(config, rows, done, out)
     if out is not None:
-        write_summary(results, out)
+        results.files = write_summary(results, out)
     return results
+
+
+def _stopped(kept: int, total: int | None, out: Path | None, by: str) -> str:
+    """The line of a benchmark stopped by Ctrl-C (or SIGTERM): what was kept and how to go on."""
+    by = "SIGTERM" if by == "SIGTERM" else "Ctrl-C"
+    of = f" of {total}" if total is not None else ""
+    if out is None:
+        return f"{kept}{of} episodes played when {by} stopped the benchmark (no output folder: nothing kept)"
+    return f"{kept}{of} episodes kept in {out}; run the same command to go on"
 
 
 def judge_records(items: Sequence[tuple[dict[str, Any], Any]], lm: Any, *, batch: int = 64) -> None:
@@ -659,9 +693,10 @@ def _load(name: Any, config: BenchConfig) -> Any:
 
 
 # ---------------------------------------------------------------- output
-def write_summary(results: BenchResults, out: Path) -> None:
+def write_summary(results: BenchResults, out: Path) -> list[str]:
     """``summary.json``, ``summary.csv`` and (with matplotlib) ``summary.png`` in ``out``,
-    each replaced atomically."""
+    each replaced atomically; returns the names of those written. Without matplotlib an
+    earlier run's ``summary.png`` is removed: it would show other numbers."""
     write_atomically(out / "summary.json", json.dumps({"config": _config_record(results.config), "runs": results.rows}, indent=2))
     keys = [k for k in results.rows[0] if k not in ("outcomes", "flags")]
     table = io.StringIO(newline="")
@@ -669,7 +704,10 @@ def write_summary(results: BenchResults, out: Path) -> None:
     writer.writeheader()
     writer.writerows(results.rows)
     write_atomically(out / "summary.csv", table.getvalue())
-    plot(results.rows, out / "summary.png")
+    if plot(results.rows, out / "summary.png") is None:
+        (out / "summary.png").unlink(missing_ok=True)
+        return ["summary.json", "summary.csv"]
+    return ["summary.json", "summary.csv", "summary.png"]
 
 
 #: The score series of the chart: (key, legend name).

@@ -126,6 +126,7 @@ _BENCH_EPILOG = """examples:
   searchgym bench --run SearchR1-v0:naive-rag --run S3-v0:lm --frozen-model policy \\
       --corpus wiki-vital --dataset wiki-vital-answerable --backend-option dtype=bfloat16
   searchgym bench --envs SearchR1-v0 --agents oracle random --corpus-option num_passages=2000
+  searchgym bench --envs SearchR1-v0 --agents naive-rag --env-option top_k=5 --retriever http://127.0.0.1:8000/retrieve
   searchgym bench --envs S3-v0 R1Searcher-v0 --agents naive-rag --limit 20 --judge smollm2   # + LLM-judge columns
   searchgym bench --envs SearchR1-v0 --agents random naive-rag sb3 --agent-option sb3:policy=runs/sb3
   searchgym bench --envs SearchR1-v0 --agents oracle my_agents:TitleAgent   # your own, from ./my_agents.py
@@ -142,6 +143,7 @@ the same arguments; --no-resume starts over."""
 
 def _add_bench(sub) -> None:
     from searchgym.agents.registry import AGENTS
+    from searchgym.training.cli import json_object
 
     bench = sub.add_parser(
         "bench",
@@ -179,6 +181,18 @@ def _add_bench(sub) -> None:
         "--env-option", action="append", default=[], metavar="KEY=VALUE",
         help="gym.make argument of every env, e.g. top_k=5 (R-Search's evaluation, with --temperature 0.1) or max_turns=4",
     )
+    bench.add_argument(
+        "--env-options", type=json_object, default=None, metavar="JSON",
+        help="gym.make arguments of every env as one JSON object, as train takes them, e.g. "
+        "'{\"top_k\": 5, \"reward_options\": {\"format_weight\": 0.2}}'",
+    )
+    bench.add_argument(
+        "--retriever", default=None, metavar="NAME|DIR|URL",
+        help="retriever of every env: bm25 (the envs' default), rank-bm25, dense, dense-hnsw, an index folder built by "
+        "`searchgym index`, or the URL of a `searchgym serve` (http://HOST:PORT/retrieve)",
+    )
+    bench.add_argument("--retriever-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="retriever option of every env, e.g. token=SECRET (a served retriever), model=PATH (dense)")
     bench.add_argument(
         "--agent-option", action="append", default=[], metavar="AGENT:KEY=VALUE",
         help="constructor option of one agent, e.g. sb3:policy=runs/sb3, naive-rag:k=5 or my_agents:TitleAgent:k=2 (repeatable)",
@@ -421,7 +435,7 @@ def _serve(args) -> int:
     from searchgym.serve import ConnectionLimits, Limits, serve
 
     from searchgym.corpora.indexes import is_index_folder
-    from searchgym.error import ConfigError
+    from searchgym.error import ConfigError, Interrupted
 
     limits = Limits(args.max_queries, args.max_query_chars, args.max_topk, args.max_body_bytes, args.default_topk)
     connections = ConnectionLimits(args.header_timeout, args.body_timeout, args.max_connections)
@@ -447,12 +461,15 @@ def _serve(args) -> int:
         if args.index is not None and Path(args.index).is_file():
             print(f"searchgym serve --verify: {args.index} is a faiss file written elsewhere, with no checksum recorded: not read "
                   "in full (faiss checks its header and length as it loads it).")
-    serve(
-        args.corpus, args.retriever, host=args.host, port=args.port, token=args.token or os.environ.get("SEARCHGYM_SERVE_TOKEN"),
-        corpus_options=_key_values(args.corpus_option, "corpus-option"),
-        retriever_options=retriever_options, index_file=args.index, shards=args.shards,
-        limits=limits, window_ms=args.window_ms, coalesce=not args.no_coalesce, connections=connections,
-    )
+    try:
+        serve(
+            args.corpus, args.retriever, host=args.host, port=args.port, token=args.token or os.environ.get("SEARCHGYM_SERVE_TOKEN"),
+            corpus_options=_key_values(args.corpus_option, "corpus-option"),
+            retriever_options=retriever_options, index_file=args.index, shards=args.shards,
+            limits=limits, window_ms=args.window_ms, coalesce=not args.no_coalesce, connections=connections,
+        )
+    except Interrupted:  # Ctrl-C after serving: the server said "searchgym serve: stopped" once shut down
+        return 130
     return 0
 
 
@@ -487,6 +504,34 @@ def _key_values(items: list[str], what: str) -> dict:
     return out
 
 
+def _merge_env_options(args) -> dict[str, Any]:
+    """The gym.make arguments of every env of a bench, from --env-options (JSON), the flags of
+    their own (--corpus, --dataset, --corpus-option, --retriever, --retriever-option) and
+    --env-option; a key that two of them set is refused (which one should win is a guess)."""
+    from searchgym.error import ConfigError
+
+    sources: list[tuple[str, dict[str, Any]]] = [("--env-options", dict(args.env_options or {}))]
+    for key, flag, value in (("corpus", "--corpus", args.corpus), ("dataset", "--dataset", args.dataset),
+                             ("retriever", "--retriever", args.retriever)):
+        if value is not None:
+            sources.append((flag, {key: value}))
+    for key, flag, items in (("corpus_options", "--corpus-option", args.corpus_option),
+                             ("retriever_options", "--retriever-option", args.retriever_option)):
+        if items:
+            sources.append((flag, {key: _key_values(items, flag.removeprefix("--"))}))
+    sources.append(("--env-option", _key_values(args.env_option, "env-option")))
+    merged: dict[str, Any] = {}
+    given_by: dict[str, str] = {}
+    for flag, options in sources:
+        for key, value in options.items():
+            if key in merged:
+                raise ConfigError(
+                    f"searchgym bench got the env option {key!r} from both {given_by[key]} and {flag}; give it once."
+                )
+            merged[key], given_by[key] = value, flag
+    return merged
+
+
 def _bench(args) -> int:
     from searchgym.bench import BenchConfig, cross, run_bench
     from searchgym.error import ConfigError
@@ -500,11 +545,7 @@ def _bench(args) -> int:
     if not runs:
         raise ConfigError("searchgym bench expects runs: --envs with --agents, or --run ENV:AGENT.")
     env_options = {}
-    common = {k: v for k, v in (("corpus", args.corpus), ("dataset", args.dataset)) if v is not None}
-    corpus_options = _key_values(args.corpus_option, "corpus-option")
-    if corpus_options:
-        common["corpus_options"] = corpus_options
-    common.update(_key_values(args.env_option, "env-option"))
+    common = _merge_env_options(args)
     if common:
         env_options["*"] = common
     agent_options: dict[str, dict] = {}
@@ -523,7 +564,7 @@ def _bench(args) -> int:
     )
     results = run_bench(config, args.out, progress=not args.quiet, resume=not args.no_resume)
     print(results.markdown())
-    print(f"\nwrote {args.out}/summary.json, summary.csv, summary.png and episodes.jsonl")
+    print(f"\n{results.wrote()}")
     return 0
 
 
@@ -582,13 +623,22 @@ _COMMANDS = {"bench": _bench, "train": _train_or_sft, "sft": _train_or_sft, "dis
 
 
 def main(argv: list[str] | None = None) -> int:
-    from searchgym.error import MissingDependencyError, SearchGymError, TrainingStopped, missing_optional
+    from searchgym.error import Interrupted, MissingDependencyError, SearchGymError, TrainingStopped, missing_optional
 
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)  # its imports take seconds on a busy machine: Ctrl-C may come here
+    except KeyboardInterrupt:
+        print("searchgym: stopped by Ctrl-C (SIGINT) while starting", file=sys.stderr)
+        return 130
     try:
         return _COMMANDS[args.command](args)
     except TrainingStopped as e:  # asked to stop: what was saved and how to go on, exit 130 as an interrupt
         print(f"searchgym {args.command}: stopped: {e}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt as e:  # Ctrl-C: one line, never a traceback; an Interrupted says what was kept
+        said = str(e) if isinstance(e, Interrupted) else "by SIGTERM" if str(e) == "SIGTERM" else "by Ctrl-C (SIGINT)"
+        lead = "\n" if sys.stderr.isatty() else ""  # after a progress bar's line
+        print(f"{lead}searchgym {args.command}: stopped: {said}", file=sys.stderr)
         return 130
     except SearchGymError as e:  # one line that says what to fix, never a traceback
         if isinstance(e, MissingDependencyError) and getattr(e, "entry_point", False):

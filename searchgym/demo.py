@@ -252,7 +252,7 @@ def run(
     print(results.markdown())
     print()
     print(explain(results.rows))
-    print(f"\nwrote {out}/summary.json, summary.csv, summary.png and episodes.jsonl")
+    print(f"\n{results.wrote()}")
     return results
 
 

@@ -256,6 +256,67 @@ class TrainingStopped(SearchGymError, RuntimeError):
         self.by = by
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM turned into one) stopped a long command after it kept what it had;
+    the message says what was kept and how to go on ("7 of 12 episodes kept in DIR; run the
+    same command to go on"). A ``KeyboardInterrupt``, so that code catching ``Exception``
+    never swallows the stop, and the command line prints the message as one line (exit 130)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class CtrlC:
+    """While open (``with CtrlC() as ctrl_c:``), Ctrl-C raises ``KeyboardInterrupt`` as usual
+    and is also recorded, so that :meth:`check`, called where the work can stop (between
+    steps, after an episode), raises it again if it was lost: Python cannot raise it inside
+    a destructor or a callback of C code ("Exception ignored in ...") and goes on. Those lost
+    ones print nothing while open. In a thread other than the main one, or where SIGINT is
+    ignored, nothing changes."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+        self._hook: Any = None
+
+    def __enter__(self) -> "CtrlC":
+        import signal
+        import sys
+        import threading
+
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._hook = sys.unraisablehook
+            sys.unraisablehook = self._unraisable
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.requested = True
+        raise KeyboardInterrupt
+
+    def _unraisable(self, unraisable: Any) -> None:
+        if not (self.requested and issubclass(unraisable.exc_type, KeyboardInterrupt)):
+            self._hook(unraisable)
+
+    def check(self) -> None:
+        """Raise ``KeyboardInterrupt`` if Ctrl-C came while open (and was lost on the way)."""
+        if self.requested:
+            raise KeyboardInterrupt
+
+    def __exit__(self, *exc: Any) -> None:
+        import signal
+        import sys
+
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            sys.unraisablehook = self._hook
+            self._previous = None
+
+
 class InvalidActionError(SearchGymError, ValueError):
     """Raised by :class:`searchgym.envs.single.wrappers.StrictActions` for a malformed action."""
 

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from searchgym.corpora.types import MAX_QUERY_CHARS, Corpus, Hit, Retriever
-from searchgym.error import ConfigError, require
+from searchgym.error import ConfigError, Interrupted, require
 
 log = logging.getLogger("searchgym.serve")
 
@@ -552,11 +552,19 @@ def _run(app: Any, host: str, port: int, token: str | None, what: str, ready: fl
         )
 
     finish = server.shutdown
+    stopped = []
 
     async def shutdown(sockets: Sequence[Any] | None = None) -> None:
         await finish(sockets=sockets)  # the requests in flight are answered first
         print("searchgym serve: stopped", flush=True)
+        stopped.append(True)
 
     server.startup = startup  # type: ignore[method-assign]
     server.shutdown = shutdown  # type: ignore[method-assign]
-    server.run()  # uvicorn re-raises a caught SIGTERM / SIGINT once shut down, as a supervisor expects
+    try:
+        server.run()  # uvicorn re-raises a caught SIGTERM / SIGINT once shut down, as a supervisor expects
+    except KeyboardInterrupt:
+        if not stopped:
+            raise
+        # Shut down cleanly and said so: an Interrupted, which the command line ends with exit 130 and no traceback.
+        raise Interrupted("searchgym serve: stopped") from None

@@ -662,3 +662,47 @@ def test_the_async_driver_plays_the_same_benchmark_and_either_driver_resumes_it(
                  "seed=7", "--corpus-option", "num_passages=400", "--quiet", "--out", str(tmp_path / "cli")]) == 0
     assert json.loads((tmp_path / "cli" / "config.json").read_text())["concurrency"] == 2
     assert "| oracle @ SearchR1-v0 | 2 | 1.000 |" in capsys.readouterr().out
+
+
+def test_cli_reaches_every_env_option_and_a_served_retriever(tmp_path, capsys):
+    """--env-options (JSON, as train takes it), --retriever (a `searchgym serve` URL, with
+    its token through --retriever-option) and --env-option together; top_k changes what the
+    episodes read; a key given twice is refused; a misspelled key is named with its fix."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "searchgym.cli", "serve", "--corpus", "synthwiki", "--corpus-option", "seed=7",
+         "--corpus-option", "num_passages=400", "--port", "0", "--token", "secret"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    try:
+        url = re.search(r"at (http://\S+/retrieve);", server.stdout.readline())[1]
+        world = ["--corpus-option", "seed=7", "--corpus-option", "num_passages=400", "--limit", "3", "--quiet"]
+        context = {}
+        for top_k in (1, 3):
+            out = tmp_path / f"top{top_k}"
+            code = main(["bench", "--envs", "SearchR1-v0", "--agents", "oracle", *world, "--env-options", json.dumps({"top_k": top_k}),
+                         "--retriever", url, "--retriever-option", "token=secret", "--env-option", "max_turns=6", "--out", str(out)])
+            assert code == 0 and "| oracle @ SearchR1-v0 | 3 | 1.000 |" in capsys.readouterr().out
+            options = json.loads((out / "config.json").read_text())["env_options"]["*"]
+            assert options == {"top_k": top_k, "retriever": url, "retriever_options": {"token": "secret"}, "max_turns": 6,
+                               "corpus_options": {"seed": 7, "num_passages": 400}}
+            context[top_k] = [r["context_tokens"] for r in read_episodes(out / "episodes.jsonl")]
+        assert all(three > one for one, three in zip(context[1], context[3]))
+        # The server checks the token: without it every episode fails, recorded as the server's error.
+        code = main(["bench", "--envs", "SearchR1-v0", "--agents", "oracle", *world, "--retriever", url, "--out", str(tmp_path / "no-token")])
+        assert code == 0 and "| oracle @ SearchR1-v0 | 3 | 0.000 |" in capsys.readouterr().out
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert main(["bench", "--envs", "SearchR1-v0", "--agents", "oracle", "--env-options", '{"top_k": 2}', "--env-option", "top_k=3"]) == 2
+    assert "got the env option 'top_k' from both --env-options and --env-option; give it once." in capsys.readouterr().err
+    assert main(["bench", "--envs", "SearchR1-v0", "--agents", "oracle", "--env-option", "topk=5", "--out", str(tmp_path / "typo")]) == 2
+    err = capsys.readouterr().err
+    assert "got an unexpected keyword argument 'topk'. Did you mean 'top_k'?" in err and "agent-option" not in err
+    with pytest.raises(SystemExit):
+        main(["bench", "--envs", "SearchR1-v0", "--agents", "oracle", "--env-optoins", "{}"])
+    assert "(did you mean --env-options?)" in capsys.readouterr().err

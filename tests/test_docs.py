@@ -122,3 +122,37 @@ def test_the_duration_check_finds_an_undated_command():
     assert undated_commands(text) == ["make test"]
     assert undated_commands("```bash\n# ~1 min each\nfoo\nbar\n\nbaz\n```\n") == ["baz"]  # a blank line ends it
     assert undated_commands("```python\nprint(1)\n```\n") == []
+
+
+#: A count of tests ("1,462 tests", "the rewards' 224 tests"): it drifts with every test added.
+TEST_COUNT = re.compile(r"\b\d[\d,]*\s+(?:[\w']+\s+)?tests?\b")
+#: A make target and the duration its comment states (``make test  # ~20 min: ...``).
+MAKE_DURATION = re.compile(r"^make ([\w-]+)\s+#\s*([^:,(]+)", re.M)
+
+
+def drifting_figures(pages: dict[str, str]) -> dict[str, object]:
+    """What would drift in ``pages`` (name -> text): counts of tests, and a make target whose
+    duration two places state differently."""
+    counts = {name: TEST_COUNT.findall(text) for name, text in pages.items()}
+    durations: dict[str, set[str]] = {}
+    for text in pages.values():
+        for target, duration in MAKE_DURATION.findall(text):
+            durations.setdefault(target, set()).add(duration.strip())
+    return {
+        "test counts": {name: found for name, found in counts.items() if found},
+        "make durations": {target: sorted(found) for target, found in durations.items() if len(found) > 1},
+    }
+
+
+def test_no_figure_of_the_readme_and_docs_drifts():
+    """No page counts tests (the count changes with every test: pytest says it), and every
+    make target's duration is stated the same wherever it is stated (one figure, not two)."""
+    pages = {p.name: p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]}
+    assert drifting_figures(pages) == {"test counts": {}, "make durations": {}}
+
+
+def test_the_drift_check_finds_a_test_count_and_two_durations():
+    pages = {"README.md": "1,462 tests pass\n```bash\nmake test   # ~19 min: all\n```\n",
+             "index.md": "the rewards' 224 tests\n```bash\nmake test      # 15+ min: the suite\nmake install  # ~2 min\n```\n"}
+    assert drifting_figures(pages) == {"test counts": {"README.md": ["1,462 tests"], "index.md": ["224 tests"]},
+                                       "make durations": {"test": ["15+ min", "~19 min"]}}

@@ -18,7 +18,7 @@ from typing import Any
 
 from searchgym.corpora.datasets import read_qa
 from searchgym.corpora.mapped import read_passages
-from searchgym.corpora.store import missing_file_error
+from searchgym.corpora.store import check_data_file
 from searchgym.corpora.types import Corpus, Passage, QAExample
 from searchgym.error import ConfigError, UnknownNameError, check_name
 
@@ -102,8 +102,8 @@ def check_data_name(kind: str, name: Any) -> None:
     names = {"corpus": CORPORA, "dataset": DATASETS}[kind]
     if not isinstance(name, (str, os.PathLike)) or (isinstance(name, str) and name in names) or Path(name).is_file():
         return
-    if _looks_like_path(name):
-        raise missing_file_error(Path(name), "passage" if kind == "corpus" else "QA dataset")
+    if Path(name).exists() or _looks_like_path(name):  # the loader's own error: a folder, a pipe, no file
+        check_data_file(Path(name), "passage" if kind == "corpus" else "QA dataset")
     raise UnknownNameError(kind, name, names)
 
 

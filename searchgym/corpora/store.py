@@ -135,12 +135,25 @@ def check_data_file(path: str | os.PathLike, what: str) -> Path:
     if stat.S_ISREG(mode):
         return path
     if stat.S_ISDIR(mode):
-        inside = sorted(p.name for p in path.glob("*.jsonl*") if p.is_file())[:3]
-        hint = f"; pass one of the JSON-lines files in it ({', '.join(inside)})" if inside else "; pass the .jsonl or .jsonl.gz file itself"
+        inside = data_files_in(path, what)
+        hint = f"; pass one of the JSON-lines files in it ({', '.join(str(p) for p in inside)})" if inside else "; pass the .jsonl or .jsonl.gz file itself"
         raise DataFormatError(path, None, _expected_file(what), f"a directory{hint}")
     kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
             else "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode) else "not a regular file")
     raise DataFormatError(path, None, _expected_file(what), f"{kind}, which can be read only once; save what it sends to a regular file and pass that")
+
+
+#: Words in a file name that say what it holds: passages, or questions.
+_NAME_HINTS = {"passage": ("corpus", "passage", "wiki", "doc"), "QA dataset": ("qa", "question", "dev", "train", "test", "val")}
+
+
+def data_files_in(folder: Path, what: str, most: int = 4) -> list[Path]:
+    """The JSON-lines files (``.jsonl``, ``.jsonl.gz``) a user may have meant in ``folder``,
+    those whose names fit ``what`` ("passage" or "QA dataset") first; never a hidden file
+    (searchgym's own lock files and temporaries are hidden)."""
+    found = [p for p in folder.iterdir() if not p.name.startswith(".") and p.name.endswith((".jsonl", ".jsonl.gz")) and p.is_file()]
+    hints = _NAME_HINTS.get(what, ())
+    return sorted(found, key=lambda p: (not any(h in p.name.lower() for h in hints), p.name))[:most]
 
 
 def _check_kind(path: Path, what: str) -> None:

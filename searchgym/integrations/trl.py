@@ -12,8 +12,8 @@ tokens the model generated, 0 on tokens the environment wrote). That is searchgy
 :class:`~searchgym.agents.trajectory.Trajectory` exactly, so the five tag protocols stay
 as they are::
 
-    from trl import GRPOConfig, GRPOTrainer
     from searchgym.integrations.trl import EnvRollout, bf16_supported, env_reward
+    from trl import GRPOConfig, GRPOTrainer
 
     rollout = EnvRollout("searchgym/SearchR1-v0", max_new_tokens=128)
     trainer = GRPOTrainer(

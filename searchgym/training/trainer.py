@@ -27,6 +27,7 @@ import math
 import random
 import resource
 import statistics
+import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -42,7 +43,7 @@ from searchgym.agents.trajectory import Trajectory
 from searchgym.bench import BenchConfig, run_bench
 from searchgym.envs import search_env
 from searchgym.envs.registration import full_env_id
-from searchgym.error import ConfigError, TrainingError, reports_missing_extras, require
+from searchgym.error import ConfigError, CtrlC, Interrupted, TrainingError, reports_missing_extras, require
 from searchgym.lm.chat_templates import install_chat_template
 from searchgym.lm.hf import TransformersLM, load_model
 from searchgym.lm.registry import load_lm
@@ -52,7 +53,7 @@ from searchgym.training.advantages import gae, group_advantages, last_token_rewa
 from searchgym.training.args import Args, check_args
 from searchgym.training.batch import FixedPass, Reference, chunks, collate, fixed_pass, forward_logprobs
 from searchgym.training.checkpoint import (
-    args_record, export_policy, load_checkpoint, merged_weights, prepare_run_folder, rng_state, save_checkpoint, set_rng_state,
+    args_record, complete_checkpoints, export_policy, load_checkpoint, merged_weights, prepare_run_folder, rng_state, save_checkpoint, set_rng_state,
 )
 from searchgym.training.critic import build_critic, load_trainable_state, trainable_state
 from searchgym.training.data import DataOrder, check_splits, env_kwargs, reward_at, stage_at, timed_retriever
@@ -331,6 +332,7 @@ class Trainer:
             self.step = int(state["step"])
             self.checkpoint = checkpoint
             self._sync_engine()
+            print(f"resuming: step {self.step} of {args.total_steps} done, from {checkpoint}", file=sys.stderr, flush=True)
         self.metrics = MetricsLog(
             self.out / "metrics.csv", COLUMNS, resume_step=self.step if checkpoint is not None else None,
             tensorboard_dir=self.out / "tensorboard" if args.tensorboard else None,
@@ -565,43 +567,58 @@ class Trainer:
         bar = None
         if a.progress:
             bar = self._progress = Progress(a.total_steps, "train", "step", initial=self.step)
+        ctrl_c = CtrlC()
         try:
-            while self.step < a.total_steps:
-                if a.eval_every and self.step == 0 and not self.metrics.rows:
-                    self._phase("evaluate")
-                    self.metrics.log({"step": 0, **self.evaluate()})
-                results, stats = self.rollout(self.step)
-                samples = training_samples(results, n=a.n, grouped=grouped)
-                if not samples:
-                    raise TrainingError(
-                        f"Step {self.step + 1}: no episode of the rollout batch has a token to train on "
-                        f"(outcomes: {dict(Counter(r.outcome for r in results))}; a GRPO group needs two usable answers). {self._last_good()}"
-                    )
-                stats["dropped"] = len(results) - len(samples)
-                stats.update(self.update(samples))
-                self.step += 1
-                stats["time_sync"] = self._sync_engine()
-                stats["stage_reward"] = self._stage[0] or "env default"
-                stats["peak_memory_mb"] = peak_memory_mb()
-                if a.eval_every and (self.step % a.eval_every == 0 or self.step == a.total_steps):
-                    self._phase("evaluate")
-                    stats.update(self.evaluate())
-                row = {"step": self.step, **stats}
-                self.metrics.log(row)
-                rows.append(row)
-                if self.step % a.save_every == 0 or self.step == a.total_steps:
-                    self.save()
-                    plot_curves(self.metrics.rows, self.out / "curves.png", title=f"{a.algorithm} on {a.env_id}")
-                if bar is not None:
-                    bar.note(phase=None, reward=f"{stats['reward']:.3f}", loss=f"{stats['loss']:.3g}")
-                    bar.update(1)
-            self.export(self.out / "final")
+            with ctrl_c:
+                while self.step < a.total_steps:
+                    ctrl_c.check()  # a Ctrl-C that Python could not raise where it came
+                    if a.eval_every and self.step == 0 and not self.metrics.rows:
+                        self._phase("evaluate")
+                        self.metrics.log({"step": 0, **self.evaluate()})
+                    results, stats = self.rollout(self.step)
+                    samples = training_samples(results, n=a.n, grouped=grouped)
+                    if not samples:
+                        raise TrainingError(
+                            f"Step {self.step + 1}: no episode of the rollout batch has a token to train on "
+                            f"(outcomes: {dict(Counter(r.outcome for r in results))}; a GRPO group needs two usable answers). {self._last_good()}"
+                        )
+                    stats["dropped"] = len(results) - len(samples)
+                    stats.update(self.update(samples))
+                    self.step += 1
+                    stats["time_sync"] = self._sync_engine()
+                    stats["stage_reward"] = self._stage[0] or "env default"
+                    stats["peak_memory_mb"] = peak_memory_mb()
+                    if a.eval_every and (self.step % a.eval_every == 0 or self.step == a.total_steps):
+                        self._phase("evaluate")
+                        stats.update(self.evaluate())
+                    row = {"step": self.step, **stats}
+                    self.metrics.log(row)
+                    rows.append(row)
+                    if self.step % a.save_every == 0 or self.step == a.total_steps:
+                        self.save()
+                        plot_curves(self.metrics.rows, self.out / "curves.png", title=f"{a.algorithm} on {a.env_id}")
+                    if bar is not None:
+                        bar.note(phase=None, reward=f"{stats['reward']:.3f}", loss=f"{stats['loss']:.3g}")
+                        bar.update(1)
+                self.export(self.out / "final")
+        except KeyboardInterrupt:  # Ctrl-C: the checkpoints are atomic; say which one a rerun starts from
+            raise Interrupted(self._stopped()) from None
         finally:
             if bar is not None:
                 bar.close()
             self._progress = None
             self.metrics.close()
         return rows
+
+    def _stopped(self) -> str:
+        """The line of a run stopped by Ctrl-C (or SIGTERM): what was kept and how to go on."""
+        done = f"{self.step} of {self.args.total_steps} steps done"
+        complete = complete_checkpoints(self.out)  # what a rerun starts from (a save stopped after its last write counts)
+        if not complete:
+            return (f"{done}, no checkpoint written yet (one every {self.args.save_every} steps); "
+                    "run the same command to start over")
+        kept = int(complete[-1].name.split("-")[-1])
+        return f"{done}; step {kept} kept in {complete[-1]}; run the same command to go on from step {kept}"
 
     def _phase(self, text: str) -> None:
         """Show what the step is doing on the progress display (a step may take minutes)."""

@@ -333,7 +333,9 @@ def start_build(files, out: Path, *extra: str) -> tuple[subprocess.Popen, Path]:
     log = tempfile.TemporaryFile("w+")
     proc = subprocess.Popen([sys.executable, "-m", "searchgym.cli", "index", "--corpus", str(files["big"]), "--out", str(out),
                              "--workers", "2", "--shard-size", "2000", *extra], stdout=subprocess.DEVNULL, stderr=log,
-                            text=True, env=ENV, cwd=ROOT)
+                            text=True, env=ENV, cwd=ROOT,
+                            # SIGINT as a terminal leaves it, even where the test runner was started with it ignored
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     proc.log = log
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

@@ -340,9 +340,35 @@ def test_a_directory_is_named_as_one_with_the_files_inside(tmp_path):
     for load in (read_passages, load_corpus, open_corpus):
         with pytest.raises(DataFormatError) as e:
             load(folder)
-        assert str(e.value) == f"{folder}: {expected}, got a directory; pass one of the JSON-lines files in it (wiki.jsonl)."
-    with pytest.raises(DataFormatError, match=r"expected a JSON-lines QA dataset file .*, got a directory; pass one of the JSON-lines files in it \(wiki\.jsonl\)\.$"):
+        assert str(e.value) == f"{folder}: {expected}, got a directory; pass one of the JSON-lines files in it ({folder / 'wiki.jsonl'})."
+    with pytest.raises(DataFormatError, match=r"expected a JSON-lines QA dataset file .*, got a directory; pass one of the JSON-lines files in it \(.*wiki\.jsonl\)\.$"):
         load_dataset(str(folder))
+
+
+def test_a_folder_given_as_the_data_suggests_the_users_files_never_searchgyms_own(tmp_path, monkeypatch):
+    """A folder holding corpus.jsonl and qa.jsonl, whose corpus was opened once (so that
+    searchgym's hidden lock and store files lie beside it): the corpus error names
+    corpus.jsonl first, the dataset error qa.jsonl first, neither a hidden file; the
+    checks made before any model loads (a bench's) say the same."""
+    from searchgym.corpora.registry import check_data_name
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    write_lines(folder / "corpus.jsonl", [GOOD_PASSAGE])
+    write_lines(folder / "qa.jsonl", [json.dumps({"id": "q1", "question": "Q?", "golden_answers": ["x"]})])
+    assert len(load_corpus(folder / "corpus.jsonl")) == 1
+    hidden = sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+    assert any(name.endswith(".searchgym.lock") for name in hidden), hidden  # what used to be suggested
+    corpus_hint = f"pass one of the JSON-lines files in it ({folder / 'corpus.jsonl'}, {folder / 'qa.jsonl'})."
+    qa_hint = f"pass one of the JSON-lines files in it ({folder / 'qa.jsonl'}, {folder / 'corpus.jsonl'})."
+    for check, hint in ((lambda: load_corpus(folder), corpus_hint), (lambda: check_data_name("corpus", str(folder)), corpus_hint),
+                        (lambda: load_dataset(str(folder)), qa_hint), (lambda: check_data_name("dataset", str(folder)), qa_hint)):
+        with pytest.raises(DataFormatError) as e:
+            check()
+        assert str(e.value).endswith(f"got a directory; {hint}") and "/." not in str(e.value), str(e.value)
+    monkeypatch.chdir(tmp_path)  # a bare folder name is the folder too, not an unknown built-in name
+    with pytest.raises(DataFormatError, match=re.escape(corpus_hint.replace(str(tmp_path) + "/", ""))):
+        check_data_name("corpus", "data")
 
 
 def test_a_named_pipe_is_refused_without_reading_it(tmp_path):
