@@ -478,7 +478,7 @@ def _key_values(items: list[str], what: str) -> dict:
 
 
 def _bench(args) -> int:
-    from searchgym.bench import BenchConfig, cross, run_bench
+    from searchgym.bench import BenchConfig, cross, run_bench, zero_scores_note
     from searchgym.error import ConfigError
 
     runs = cross(args.envs, args.agents)
@@ -512,6 +512,9 @@ def _bench(args) -> int:
     )
     results = run_bench(config, args.out, progress=not args.quiet, resume=not args.no_resume)
     print(results.markdown())
+    note = zero_scores_note(results.rows, args.model)
+    if note:
+        print(f"\n{note}")
     print(f"\nwrote {args.out}/summary.json, summary.csv, summary.png and episodes.jsonl")
     return 0
 

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import importlib
 import json
+import sys
 from typing import Any
 
 from searchgym.training.args import PRESETS, Args, field_docs
@@ -260,14 +261,17 @@ def train_main(ns: argparse.Namespace) -> int:
         check_paper_scale(args)
     else:
         args = preset(ns.preset, **given) if ns.preset else Args(**given)
+    from searchgym.training.args import check_args, disabled_options
+
+    check_args(args)
+    for note in disabled_options(args, given):
+        print(f"warning: {note}", file=sys.stderr, flush=True)
     if ns.dry_run:
-        from searchgym.training.args import check_args
         from searchgym.training.paper_scale import flag_json
 
-        check_args(args)
         print(json.dumps(flag_json(args), indent=2))
         return 0
-    rows = Trainer(args).train()
+    rows = Trainer(args, warn_disabled=False).train()
     if rows:
         last = rows[-1]
         print(f"step {last['step']}: reward {last['reward']:.3f}, EM {last['em']:.3f}; wrote {args.out}/metrics.csv, curves.png, final/")
