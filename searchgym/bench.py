@@ -711,7 +711,7 @@ def chart(rows: Sequence[dict[str, Any]]) -> Any:
     ax1.set_xlim(0, 1)
     ax1.set_xlabel("score (mean over questions)")
     zeros = zero_series(rows)
-    ax1.legend(loc="lower right", title=f"0 in every run: {', '.join(zeros)}" if zeros else None, title_fontsize="small")
+    ax1.legend(loc="best", title=f"0 in every run: {', '.join(zeros)}" if zeros else None, title_fontsize="small")
     panels = (
         (ax_reward, "reward", "tab:green", "episode reward (mean)"),
         (ax2, "searches", "tab:gray", "searches per episode"),
@@ -728,7 +728,7 @@ def chart(rows: Sequence[dict[str, Any]]) -> Any:
         if not any(values):
             ax.text(0.5, 0.5, "0 in every run", transform=ax.transAxes, ha="center", va="center", color="dimgray")
     n = max(r["n"] for r in rows)
-    fig.suptitle(f"searchgym bench ({n} questions per run)")
+    fig.suptitle(f"searchgym bench ({n} question{'s' if n != 1 else ''} per run)")
     fig.tight_layout()
     return fig
 
