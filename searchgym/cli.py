@@ -489,6 +489,8 @@ def _bench(args) -> int:
         runs.append((env_id, agent))
     if not runs:
         raise ConfigError("searchgym bench expects runs: --envs with --agents, or --run ENV:AGENT.")
+    if args.judge is None and args.judge_batch != 64:
+        print(f"warning: --judge-batch {args.judge_batch} does nothing: no judge runs without --judge.", file=sys.stderr, flush=True)
     env_options = {}
     common = {k: v for k, v in (("corpus", args.corpus), ("dataset", args.dataset)) if v is not None}
     corpus_options = _key_values(args.corpus_option, "corpus-option")

@@ -273,9 +273,10 @@ LEGEND = """What the columns mean (scores are means over the questions, 1.0 is p
 
 
 def explain(rows: list[dict[str, Any]], model: str | None = None) -> str:
-    """The legend, then a few lines computed from ``rows`` on what they show. When every
-    score of every row is 0 it says so plainly, and why (``model``: the policy's name),
-    instead of ranking zeros."""
+    """The legend, then a few lines computed from ``rows`` on what they show: the oracle's
+    row first, as the upper bound, and the model's rows ranked without it. When every score
+    of every row of the model is 0 it says so plainly, and why (``model``: the policy's
+    name), instead of ranking zeros."""
     from searchgym.agents.registry import describe_agent
 
     if not rows:

@@ -86,16 +86,26 @@ QUESTION_SETS = {"wiki-vital": "all sub-questions", "wiki-vital-answerable": "an
 
 
 def plot(oracle_rows, retrieval_rows, path: Path) -> Path | None:
-    """A PNG of three panels: the oracle's mean reward per protocol (each bar labelled with
-    its reward recipe), the oracle's context size per protocol, and the retrieval hit rates
-    on wiki-vital per retriever and question set."""
+    """``path``, a PNG of :func:`chart`; None without matplotlib."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
+        fig = chart(oracle_rows, retrieval_rows)
         import matplotlib.pyplot as plt
     except ImportError:
         return None
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def chart(oracle_rows, retrieval_rows) -> Any:
+    """Three panels: the oracle's mean reward per protocol (each bar labelled with its
+    reward recipe), the oracle's context size per protocol, and the retrieval hit rates on
+    wiki-vital per retriever and question set (matplotlib must be importable)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, (rewards, context, left) = plt.subplots(1, 3, figsize=(16, 4.4), gridspec_kw={"width_ratios": [1.1, 1, 1.2]})
     names = [r["env"].split("/")[1] for r in oracle_rows]
     bars = rewards.bar(names, [r["reward"] for r in oracle_rows], color="tab:blue")
@@ -122,9 +132,7 @@ def plot(oracle_rows, retrieval_rows, path: Path) -> Path | None:
     episodes = max((r["episodes"] for r in oracle_rows), default=0)
     fig.suptitle(f"searchgym oracle-demo: the scripted oracle on {episodes} synthwiki dev questions per protocol; retrieval on wiki-vital")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def run(num_passages: int, limit: int | None, retrievers: Sequence[str], out: Path) -> dict[str, Any]:

@@ -208,6 +208,9 @@ def test_cli_runs_a_benchmark_and_reports_bad_arguments(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "| oracle @ SearchR1-v0 | 3 | 1.000 |" in printed and (out / "summary.png").exists()
     assert "nothing to rank" not in printed  # a row that scores is ranked, not explained away
+    assert main(["bench", "--envs", "SearchR1-v0", "--agents", "oracle", "--limit", "1", "--corpus-option", "num_passages=400",
+                 "--corpus-option", "seed=7", "--judge-batch", "8", "--out", str(tmp_path / "judge-batch"), "--quiet"]) == 0
+    assert "warning: --judge-batch 8 does nothing: no judge runs without --judge." in capsys.readouterr().err
     assert main(["bench", "--run", "SearchR1-v0"]) == 2
     assert capsys.readouterr().err == "searchgym bench: error: --run expects ENV:AGENT, got 'SearchR1-v0'.\n"
     assert main(["bench", "--corpus-option", "x", "--envs", "SearchR1-v0", "--agents", "oracle"]) == 2
