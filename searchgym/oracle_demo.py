@@ -111,7 +111,7 @@ def chart(oracle_rows, retrieval_rows) -> Any:
     bars = rewards.bar(names, [r["reward"] for r in oracle_rows], color="tab:blue")
     for bar, row in zip(bars, oracle_rows):
         rewards.annotate(f"{row['reward']:.2f}\n{row['reward_name']}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                         ha="center", va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
+                         ha="center", va="bottom", fontsize=6, xytext=(0, 2), textcoords="offset points")
     rewards.set_ylim(0, max([r["reward"] for r in oracle_rows] + [1.0]) * 1.25)
     rewards.set_ylabel("mean episode reward (each protocol's recipe)")
     rewards.set_title("synthwiki oracle: reward per protocol")
@@ -128,7 +128,7 @@ def chart(oracle_rows, retrieval_rows) -> Any:
     left.set_ylim(0, 1)
     left.set_ylabel("share with the source article retrieved")
     left.set_title("wiki-vital: FanOutQA sub-questions")
-    left.legend(loc="lower right")
+    left.legend(loc="upper left")
     episodes = max((r["episodes"] for r in oracle_rows), default=0)
     fig.suptitle(f"searchgym oracle-demo: the scripted oracle on {episodes} synthwiki dev questions per protocol; retrieval on wiki-vital")
     fig.tight_layout()
