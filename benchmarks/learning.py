@@ -57,6 +57,7 @@ def read_rows(path: Path) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a few steps of each part (smoke test)")
+    parser.add_argument("--replot", action="store_true", help="redraw OUT/learning.png from the metrics.csv files an earlier run left in OUT, and exit")
     parser.add_argument("--out", type=Path, default=Path("results/learning"))
     parser.add_argument("--skip-smollm2", action="store_true", help="only the scratch model")
     parser.add_argument("--with-smollm2", action="store_true", help="with --quick: also SmolLM2's part (minutes per GRPO step on a CPU)")
@@ -76,6 +77,14 @@ def main() -> None:
                         help="sampling temperature of SmolLM2's GRPO rollouts (the losses use the same; default: 0.7)")
     parser.add_argument("--smollm2-eval", type=int, default=32, help="dev questions of SmolLM2's evaluations (default: 32)")
     opts = parser.parse_args()
+    if opts.replot:
+        found = {name: opts.out / name / "metrics.csv" for name in ("sft", "grpo", "smollm2")}
+        if not any(path.is_file() for path in found.values()):
+            parser.error(f"--replot reads {', '.join(str(p) for p in found.values())}; none exists (run the benchmark with --out {opts.out} first)")
+        rows = {name: read_rows(path) if path.is_file() else [] for name, path in found.items()}
+        plot(opts.out, rows["sft"], rows["grpo"], rows["smollm2"])
+        print(f"wrote {opts.out}/learning.png from {', '.join(str(p) for p in found.values() if p.is_file())}")
+        return
 
     from searchgym.training.args import Args
     from searchgym.training.sft import SFTArgs, sft
@@ -194,6 +203,8 @@ def plot(out: Path, sft_rows: list, grpo_rows: list, smol: list) -> None:
             ax.plot(*zip(*tr), alpha=0.5, label="GRPO train batch (sampled)")
         ax.set_title("small scratch model: dev reward per GRPO step")
         ax.set_xlabel("GRPO step")
+        ax.set_ylabel("reward")
+        ax.set_ylim(bottom=0)  # a reward axis starts at 0, so a gain is drawn at its size
         ax.legend(fontsize=7)
     if smol:
         ax = axes[2]
@@ -206,6 +217,8 @@ def plot(out: Path, sft_rows: list, grpo_rows: list, smol: list) -> None:
             ax.axhline(ev[0][1], color="gray", linestyle="--", label="SFT alone, dev (greedy)")
         ax.set_title("SmolLM2-135M: SFT, then GRPO")
         ax.set_xlabel("GRPO step")
+        ax.set_ylabel("reward")
+        ax.set_ylim(bottom=0)
         ax.legend(fontsize=7)
     for a in axes:
         if a is not None:

@@ -428,6 +428,35 @@ class BenchResults:
         return "\n".join([head, rule, *body])
 
 
+#: Every score of a summary row: the strict ones and the papers' raw ones.
+SCORE_KEYS = ("em", "f1", "cover_em", "gen_acc", "f1_raw", "cover_em_raw", "gen_acc_raw")
+
+#: Built-in policy models of random weights (the tests' models): they write noise.
+RANDOM_MODELS = ("tiny-random", "tiny-random-2k")
+
+
+def zero_scores_note(rows: Sequence[dict[str, Any]], model: Any = None, *, noun: str = "row") -> str | None:
+    """One plain sentence for a table whose every score (:data:`SCORE_KEYS`) is 0 in every
+    row, saying why, in place of a ranking of zeros; None when some row scores. ``model``
+    is the benchmark's policy model (a name), which the reason names; ``noun`` names the rows."""
+    if not rows or any(row.get(key) for row in rows for key in SCORE_KEYS):
+        return None
+    n = max(int(row.get("n", 0)) for row in rows)
+    head = f"Every score is 0 in every {noun} ({n} question{'s' if n != 1 else ''} per row), so there is nothing to rank: "
+    if isinstance(model, str) and model in RANDOM_MODELS:
+        return head + (
+            f"the policy {model!r} is a tiny model of random weights, which writes noise and never answers right; "
+            "these rows show the pipeline running, not what an agent can do (the LM-free oracle, "
+            "`--agents oracle` on synthwiki, shows a full score; a trained model shows a real one)."
+        )
+    if n < 4:
+        return head + (
+            f"every row answered {'the question' if n == 1 else f'all {n} questions'} wrong, and {n} "
+            f"question{'s are' if n != 1 else ' is'} too few to tell the rows apart; play more with --limit."
+        )
+    return head + f"every row answered all {n} questions wrong; this model does not answer these questions yet."
+
+
 def summarize(label: str, env_id: str, agent: str, records: Sequence[dict[str, Any]], *, action_format: str = "tags") -> dict[str, Any]:
     """One summary row: means over the run's episodes and counts of failed outcomes; the
     run's ``action_format`` (``"tags"`` or ``"tools"``) is kept beside its agent."""
@@ -646,7 +675,7 @@ def judge_records(items: Sequence[tuple[dict[str, Any], Any]], lm: Any, *, batch
 
 
 #: Agents that answer in one short turn: their answers need few tokens.
-_ONE_SHOT = ("no-retrieval", "naive-rag", "naive-rag-dense", "sb3")
+_ONE_SHOT = ("no-retrieval", "naive-rag", "naive-rag-dense", "gold-passage", "sb3")
 
 
 def _run_needs_lm(config: BenchConfig, env_id: str, agent: Any) -> bool:
@@ -749,7 +778,7 @@ def chart(rows: Sequence[dict[str, Any]]) -> Any:
     ax1.set_xlim(0, 1)
     ax1.set_xlabel("score (mean over questions)")
     zeros = zero_series(rows)
-    ax1.legend(loc="lower right", title=f"0 in every run: {', '.join(zeros)}" if zeros else None, title_fontsize="small")
+    ax1.legend(loc="best", title=f"0 in every run: {', '.join(zeros)}" if zeros else None, title_fontsize="small")
     panels = (
         (ax_reward, "reward", "tab:green", "episode reward (mean)"),
         (ax2, "searches", "tab:gray", "searches per episode"),
@@ -766,7 +795,7 @@ def chart(rows: Sequence[dict[str, Any]]) -> Any:
         if not any(values):
             ax.text(0.5, 0.5, "0 in every run", transform=ax.transAxes, ha="center", va="center", color="dimgray")
     n = max(r["n"] for r in rows)
-    fig.suptitle(f"searchgym bench ({n} questions per run)")
+    fig.suptitle(f"searchgym bench ({n} question{'s' if n != 1 else ''} per run)")
     fig.tight_layout()
     return fig
 

@@ -533,7 +533,7 @@ def _merge_env_options(args) -> dict[str, Any]:
 
 
 def _bench(args) -> int:
-    from searchgym.bench import BenchConfig, cross, run_bench
+    from searchgym.bench import BenchConfig, cross, run_bench, zero_scores_note
     from searchgym.error import ConfigError
 
     runs = cross(args.envs, args.agents)
@@ -544,6 +544,8 @@ def _bench(args) -> int:
         runs.append((env_id, agent))
     if not runs:
         raise ConfigError("searchgym bench expects runs: --envs with --agents, or --run ENV:AGENT.")
+    if args.judge is None and args.judge_batch != 64:
+        print(f"warning: --judge-batch {args.judge_batch} does nothing: no judge runs without --judge.", file=sys.stderr, flush=True)
     env_options = {}
     common = _merge_env_options(args)
     if common:
@@ -564,6 +566,9 @@ def _bench(args) -> int:
     )
     results = run_bench(config, args.out, progress=not args.quiet, resume=not args.no_resume)
     print(results.markdown())
+    note = zero_scores_note(results.rows, args.model)
+    if note:
+        print(f"\n{note}")
     print(f"\n{results.wrote()}")
     return 0
 

@@ -4,7 +4,8 @@ SmolLM2-135M-Instruct plays wiki-vital's answerable FanOutQA questions as every 
 policy the library offers: no retrieval, naive RAG over BM25 and over dense retrieval
 (top-1 passage), the Search-R1 agent, RECON (the same agent with the LLM summarizer in
 the env), the s3 searcher with SmolLM2 as its frozen generator, and R-Search with SmolLM2
-as its frozen reader. One more row is the Search-R1 agent after a short supervised warm
+as its frozen reader; the LM-free oracle (it searches each question's source article and
+answers the gold answer) is the upper bound. One more row is the Search-R1 agent after a short supervised warm
 start on the synthwiki oracle's play (:class:`DemoSFT`): trained on first use, cached
 under the cache folder by :func:`searchgym.training.sft_cache.cached_sft`, and loaded
 from there by later demos. Everything runs through :func:`searchgym.bench.run_bench`, so
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.agents import Agent
-from searchgym.bench import BenchConfig, run_bench
+from searchgym.bench import BenchConfig, run_bench, zero_scores_note
 from searchgym.envs.access import search_env
 from searchgym.error import ConfigError
 
@@ -54,6 +55,7 @@ DEMO_RUNS = (
     ("RECON agent + LLM summarizer", "RECON-v0", "lm"),
     ("s3 searcher + frozen generator", "S3-v0", "lm"),
     ("R-Search agent + frozen reader", "RSearch-v0", "lm"),
+    ("oracle (upper bound)", "SearchR1-v0", "oracle"),
 )
 
 
@@ -251,7 +253,7 @@ def run(
     print(f"\nSmolLM2-135M-Instruct ({backend}, {dtype}) on wiki-vital answerable FanOutQA questions; {minutes:.1f} min\n")
     print(results.markdown())
     print()
-    print(explain(results.rows))
+    print(explain(results.rows, "smollm2"))
     print(f"\n{results.wrote()}")
     return results
 
@@ -270,23 +272,46 @@ LEGEND = """What the columns mean (scores are means over the questions, 1.0 is p
   failures    episodes that ended in an error (prompt too long, backend error), if any"""
 
 
-def explain(rows: list[dict[str, Any]]) -> str:
-    """The legend, then a few lines computed from ``rows`` on what they show."""
+def explain(rows: list[dict[str, Any]], model: str | None = None) -> str:
+    """The legend, then a few lines computed from ``rows`` on what they show: the oracle's
+    row first, as the upper bound, and the model's rows ranked without it. When every score
+    of every row of the model is 0 it says so plainly, and why (``model``: the policy's
+    name), instead of ranking zeros."""
     from searchgym.agents.registry import describe_agent
 
     if not rows:
         return LEGEND
     lines = [LEGEND, "", "What these rows show:"]
-    best = max(rows, key=lambda r: (r["f1"], r["cover_em"]))
-    lines.append(f"  best F1: {best['label']} ({best['f1']:.3f}, EM {best['em']:.3f}, cover-EM {best['cover_em']:.3f})")
+    oracle = next((r for r in rows if r.get("agent") == "oracle"), None)
+    rows = [r for r in rows if r is not oracle]
+    if oracle is not None:
+        lines.append(
+            f"  upper bound: {oracle['label']} scores EM {oracle['em']:.3f}, F1 {oracle['f1']:.3f} (it searches each question's "
+            "source article and answers the gold answer, with no model: what a perfect policy earns here)"
+        )
+    if not rows:
+        return "\n".join(lines)
+    nothing = zero_scores_note(rows, model, noun="row of the model" if oracle is not None else "row")
+    if nothing:
+        lines.append(f"  {nothing}")
+    else:
+        top = max((r["f1"], r["cover_em"]) for r in rows)
+        best = [r for r in rows if (r["f1"], r["cover_em"]) == top]
+        lines.append(
+            f"  best F1: {' and '.join(r['label'] for r in best)} ({best[0]['f1']:.3f}, EM {best[0]['em']:.3f}, "
+            f"cover-EM {best[0]['cover_em']:.3f})"
+        )
     base = next((r for r in rows if r.get("agent") == "no-retrieval"), None)
-    if base is not None:
+    if base is not None and not nothing:
         better = [r["label"] for r in rows if r is not base and r["f1"] > base["f1"]]
         worse = [r["label"] for r in rows if r is not base and r["f1"] < base["f1"]]
-        lines.append(
-            f"  against answering from memory (F1 {base['f1']:.3f}): better with {', '.join(better) or 'none'}; "
-            f"worse with {', '.join(worse) or 'none'}"
-        )
+        if better or worse:
+            verdict = "; ".join(
+                [f"better with {', '.join(better)}" if better else "none better", f"worse with {', '.join(worse)}" if worse else "none worse"]
+            )
+        else:
+            verdict = "every row scores the same"
+        lines.append(f"  against answering from memory (F1 {base['f1']:.3f}): {verdict}")
         rag_gains = [rag_gain(base, r) for r in rows if str(r.get("agent", "")).startswith("naive-rag")]
         if rag_gains:
             lines.append(f"  one retrieved passage against none: {'; '.join(rag_gains)}")
@@ -302,7 +327,7 @@ def explain(rows: list[dict[str, Any]]) -> str:
     if failed:
         lines.append(f"  failed episodes: {'; '.join(failed)}")
     rag = [r for r in rows if str(r.get("agent", "")).startswith("naive-rag")]
-    if agents and rag:
+    if agents and rag and not nothing:
         top_agent, top_rag = max(agents, key=lambda r: r["f1"]), max(rag, key=lambda r: r["f1"])
         searches = sum(r["searches"] for r in agents) / len(agents)
         lines.append(

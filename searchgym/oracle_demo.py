@@ -81,34 +81,58 @@ def markdown(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str, s
     return "\n".join(lines)
 
 
-def plot(oracle_rows, retrieval_rows, path: Path) -> Path | None:
-    """A PNG with the retrieval hit rates and the oracle's context size per protocol."""
-    try:
-        import matplotlib
+#: The chart's names of the wiki-vital question sets.
+QUESTION_SETS = {"wiki-vital": "all sub-questions", "wiki-vital-answerable": "answerable\n(answer in the article)"}
 
-        matplotlib.use("Agg")
+
+def plot(oracle_rows, retrieval_rows, path: Path) -> Path | None:
+    """``path``, a PNG of :func:`chart`; None without matplotlib."""
+    try:
+        fig = chart(oracle_rows, retrieval_rows)
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    labels = [f"{r['retriever']}\n{r['questions'].replace('wiki-vital', 'wv')}" for r in retrieval_rows]
-    xs = range(len(retrieval_rows))
-    left.bar([x - 0.2 for x in xs], [r["top1"] for r in retrieval_rows], 0.4, label="top-1")
-    left.bar([x + 0.2 for x in xs], [r["top5"] for r in retrieval_rows], 0.4, label="top-5")
-    left.set_xticks(list(xs), labels, fontsize=8)
-    left.set_ylim(0, 1)
-    left.set_ylabel("source article retrieved")
-    left.set_title("wiki-vital: FanOutQA sub-questions")
-    left.legend()
-    names = [r["env"].split("/")[1] for r in oracle_rows]
-    right.bar(names, [r["context_tokens"] for r in oracle_rows], color="tab:green")
-    right.set_ylabel("mean context words per episode")
-    right.set_title("synthwiki oracle: context per protocol")
-    right.tick_params(axis="x", labelsize=8)
-    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def chart(oracle_rows, retrieval_rows) -> Any:
+    """Three panels: the oracle's mean reward per protocol (each bar labelled with its
+    reward recipe), the oracle's context size per protocol, and the retrieval hit rates on
+    wiki-vital per retriever and question set (matplotlib must be importable)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (rewards, context, left) = plt.subplots(1, 3, figsize=(16, 4.4), gridspec_kw={"width_ratios": [1.1, 1, 1.2]})
+    names = [r["env"].split("/")[1] for r in oracle_rows]
+    bars = rewards.bar(names, [r["reward"] for r in oracle_rows], color="tab:blue")
+    for bar, row in zip(bars, oracle_rows):
+        rewards.annotate(f"{row['reward']:.2f}\n{row['reward_name']}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                         ha="center", va="bottom", fontsize=6, xytext=(0, 2), textcoords="offset points")
+    rewards.set_ylim(0, max([r["reward"] for r in oracle_rows] + [1.0]) * 1.25)
+    rewards.set_ylabel("mean episode reward (each protocol's recipe)")
+    rewards.set_title("synthwiki oracle: reward per protocol")
+    rewards.tick_params(axis="x", labelsize=8)
+    context.bar(names, [r["context_tokens"] for r in oracle_rows], color="tab:green")
+    context.set_ylabel("mean context words per episode")
+    context.set_title("synthwiki oracle: context per protocol")
+    context.tick_params(axis="x", labelsize=8)
+    labels = [f"{r['retriever']}\n{QUESTION_SETS.get(r['questions'], r['questions'])}" for r in retrieval_rows]
+    xs = range(len(retrieval_rows))
+    left.bar([x - 0.2 for x in xs], [r["top1"] for r in retrieval_rows], 0.4, label="top-1")
+    left.bar([x + 0.2 for x in xs], [r["top5"] for r in retrieval_rows], 0.4, label="top-5")
+    left.set_xticks(list(xs), labels, fontsize=7)
+    left.set_ylim(0, 1)
+    left.set_ylabel("share with the source article retrieved")
+    left.set_title("wiki-vital: FanOutQA sub-questions")
+    left.legend(loc="upper left")
+    episodes = max((r["episodes"] for r in oracle_rows), default=0)
+    fig.suptitle(f"searchgym oracle-demo: the scripted oracle on {episodes} synthwiki dev questions per protocol; retrieval on wiki-vital")
+    fig.tight_layout()
+    return fig
 
 
 def run(num_passages: int, limit: int | None, retrievers: Sequence[str], out: Path) -> dict[str, Any]:

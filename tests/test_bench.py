@@ -226,10 +226,45 @@ def test_cli_runs_a_benchmark_and_reports_bad_arguments(tmp_path, capsys):
     assert code == 0
     printed = capsys.readouterr().out
     assert "| oracle @ SearchR1-v0 | 3 | 1.000 |" in printed and (out / "summary.png").exists()
+    assert "nothing to rank" not in printed  # a row that scores is ranked, not explained away
+    assert main(["bench", "--envs", "SearchR1-v0", "--agents", "oracle", "--limit", "1", "--corpus-option", "num_passages=400",
+                 "--corpus-option", "seed=7", "--judge-batch", "8", "--out", str(tmp_path / "judge-batch"), "--quiet"]) == 0
+    assert "warning: --judge-batch 8 does nothing: no judge runs without --judge." in capsys.readouterr().err
     assert main(["bench", "--run", "SearchR1-v0"]) == 2
     assert capsys.readouterr().err == "searchgym bench: error: --run expects ENV:AGENT, got 'SearchR1-v0'.\n"
     assert main(["bench", "--corpus-option", "x", "--envs", "SearchR1-v0", "--agents", "oracle"]) == 2
     assert "--corpus-option expects KEY=VALUE, got 'x'." in capsys.readouterr().err
+
+
+def test_a_table_of_zeros_says_plainly_that_nothing_scored_and_why():
+    from searchgym.bench import zero_scores_note
+
+    def row(n=2, **scores):
+        return {"label": "x", "n": n, "em": 0.0, "f1": 0.0, "cover_em": 0.0, "gen_acc": 0.0, "f1_raw": 0.0, "cover_em_raw": 0.0,
+                "gen_acc_raw": 0.0, **scores}
+
+    head = "Every score is 0 in every row (2 questions per row), so there is nothing to rank: "
+    assert zero_scores_note([row(), row()], "tiny-random") == head + (
+        "the policy 'tiny-random' is a tiny model of random weights, which writes noise and never answers right; these rows "
+        "show the pipeline running, not what an agent can do (the LM-free oracle, `--agents oracle` on synthwiki, shows a "
+        "full score; a trained model shows a real one).")
+    assert zero_scores_note([row(n=1)], "smollm2") == (
+        "Every score is 0 in every row (1 question per row), so there is nothing to rank: every row answered the question "
+        "wrong, and 1 question is too few to tell the rows apart; play more with --limit.")
+    assert zero_scores_note([row(n=32)], "smollm2").endswith("every row answered all 32 questions wrong; this model does not answer these questions yet.")
+    # One score above 0 anywhere (a raw one too) and the table is ranked as usual.
+    assert zero_scores_note([row(), row(f1_raw=0.1)], "tiny-random") is None
+    assert zero_scores_note([row(), row(cover_em=0.5)], "smollm2") is None
+    assert zero_scores_note([], "smollm2") is None
+
+
+def test_cli_says_why_a_tiny_random_models_rows_are_all_zero(tmp_path, capsys):
+    out = tmp_path / "zeros"
+    code = main(["bench", "--envs", "SearchR1-v0", "--agents", "no-retrieval", "--model", "tiny-random", "--max-new-tokens", "8",
+                 "--limit", "2", "--corpus-option", "num_passages=400", "--corpus-option", "seed=7", "--out", str(out), "--quiet"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "\nEvery score is 0 in every row (2 questions per row), so there is nothing to rank: the policy 'tiny-random' is a tiny model" in printed
 
 
 def test_cli_env_options_reach_every_env_as_r_searchs_evaluation_sets_them(tmp_path, capsys):

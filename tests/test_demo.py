@@ -102,6 +102,39 @@ def test_the_explanation_compares_the_trained_row_with_its_untrained_self():
     ]
 
 
+def test_the_explanation_says_plainly_when_every_row_is_zero_instead_of_ranking_zeros():
+    def row(label, agent, f1=0.0, searches=0.0, env="searchgym/SearchR1-v0"):
+        return {"label": label, "agent": agent, "env": env, "n": 1, "em": 0.0, "f1": f1, "cover_em": f1, "gen_acc": 0.0,
+                "f1_raw": f1, "cover_em_raw": f1, "gen_acc_raw": 0.0, "searches": searches, "failures": "-", "outcomes": {"answered": 1}}
+
+    rows = [row("no retrieval", "no-retrieval"), row("naive RAG, BM25 top-1", "naive-rag"), row(UNTRAINED_LABEL, "lm", searches=1.0),
+            row("RECON agent", "lm", env="searchgym/RECON-v0")]
+    lines = explain(rows, "smollm2").split("What these rows show:\n")[1].splitlines()
+    assert lines == [
+        "  Every score is 0 in every row (1 question per row), so there is nothing to rank: every row answered the question "
+        "wrong, and 1 question is too few to tell the rows apart; play more with --limit.",
+        "  never searched: RECON agent (no search call: they answered from the prompt alone)",
+    ]
+    # The oracle's row is the upper bound, named first and kept out of the ranking of the model's rows.
+    oracle = {**row("oracle (upper bound)", "oracle", 1.0, 1.0), "em": 1.0}
+    lines = explain(rows + [oracle], "smollm2").split("What these rows show:\n")[1].splitlines()
+    assert lines[:2] == [
+        "  upper bound: oracle (upper bound) scores EM 1.000, F1 1.000 (it searches each question's source article and answers "
+        "the gold answer, with no model: what a perfect policy earns here)",
+        "  Every score is 0 in every row of the model (1 question per row), so there is nothing to rank: every row answered "
+        "the question wrong, and 1 question is too few to tell the rows apart; play more with --limit.",
+    ]
+    # Rows that score are ranked; rows that tie with answering from memory are said to tie.
+    tied = [row("no retrieval", "no-retrieval", 0.5), row("naive RAG, BM25 top-1", "naive-rag", 0.5)]
+    lines = explain(tied, "smollm2").split("What these rows show:\n")[1].splitlines()
+    assert lines[:2] == [
+        "  best F1: no retrieval and naive RAG, BM25 top-1 (0.500, EM 0.000, cover-EM 0.500)",
+        "  against answering from memory (F1 0.500): every row scores the same",
+    ]
+    better = [row("no retrieval", "no-retrieval", 0.2), row("naive RAG, BM25 top-1", "naive-rag", 0.5)]
+    assert "  against answering from memory (F1 0.200): better with naive RAG, BM25 top-1; none worse" in explain(better, "smollm2")
+
+
 def test_the_demo_command_can_leave_out_the_trained_row():
     from searchgym.cli import build_parser
 

@@ -130,6 +130,43 @@ class NaiveRAGAgent(_OneShotAgent):
         return cls(lm, inner.protocol, retriever if retriever is not None else inner.retriever, **options)
 
 
+class GoldPassageAgent(_OneShotAgent):
+    """Reads the question's gold passages, then answers in one turn: the reader's upper
+    bound, what retrieval at its best would give the same model.
+
+    The gold passages are those a question's ``metadata`` names: wiki-vital's
+    ``source_passage_id`` (the FanOutQA source article) or synthwiki's ``supporting_ids``.
+
+    Args:
+        passages: Question text -> the passage texts to read.
+    """
+
+    name = "gold-passage"
+
+    def __init__(self, lm: LanguageModel, protocol: str | Protocol, passages: Mapping[str, Sequence[str]], **options: Any):
+        super().__init__(lm, protocol, **options)
+        self.passages = {question: list(texts) for question, texts in passages.items()}
+
+    def docs(self, question: str) -> list[str]:
+        return self.passages.get(question, [])
+
+    @classmethod
+    def for_env(cls, env: Any, lm: LanguageModel, **options: Any) -> GoldPassageAgent:
+        inner = search_env(env)
+        passages: dict[str, list[str]] = {}
+        for ex in inner.examples:
+            ids = ex.metadata.get("supporting_ids") or ([ex.metadata["source_passage_id"]] if "source_passage_id" in ex.metadata else [])
+            if not ids:
+                raise ConfigError(
+                    f"GoldPassageAgent expects questions whose metadata names their gold passages (wiki-vital's "
+                    f"'source_passage_id' or synthwiki's 'supporting_ids'), got question {ex.id!r} with metadata keys "
+                    f"{sorted(ex.metadata)}; benchmark it on wiki-vital or synthwiki."
+                )
+            docs = [inner.corpus.get(pid) for pid in ids]
+            passages[ex.question] = [f"{d.title}\n{d.text}" for d in docs]
+        return cls(lm, inner.protocol, passages, **options)
+
+
 class RandomAgent(Agent):
     """Uniformly random well-formed turns: search a few words of the question, select
     random documents (s3), quote random evidence (R-Search), or answer with a random

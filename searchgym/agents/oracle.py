@@ -1,9 +1,11 @@
-"""A scripted agent that solves synthwiki questions through any protocol.
+"""A scripted agent that solves synthwiki questions (and wiki-vital's) through any protocol.
 
 synthwiki questions carry their solution path in ``metadata``: one oracle query per hop,
 the supporting passage ids and the evidence sentences. The oracle issues the queries in
 order, keeps the supporting documents (s3), quotes the evidence (R-Search) and answers
-with the canonical answer. It checks that the environment, protocols and rewards fit
+with the canonical answer. A wiki-vital question names its FanOutQA source article: the
+oracle searches its title, keeps it, quotes its sentences holding the answer and answers
+with the gold answer, the upper bound of a table of real questions. It checks that the environment, protocols and rewards fit
 together: it must reach full reward wherever full reward is reachable.
 
 In an env played through tool calls (``action_format="tools"``) it makes the same
@@ -13,6 +15,7 @@ decisions as tool calls: each turn is an OpenAI assistant message (``search``,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -64,16 +67,29 @@ class SynthWikiOracle(Agent):
         if ex is None:
             raise ConfigError(f"SynthWikiOracle knows no question with id {example_id!r}; build it with SynthWikiOracle.for_env(env).")
         missing = [k for k in _REQUIRED if k not in ex.metadata]
-        if missing:
+        if missing and not ("source_passage_id" in ex.metadata and "source_title" in ex.metadata and self.corpus is not None):
             raise ConfigError(
-                f"SynthWikiOracle expects synthwiki questions whose metadata has {', '.join(_REQUIRED)}; "
-                f"question {example_id!r} lacks {', '.join(missing)}."
+                f"SynthWikiOracle expects synthwiki questions whose metadata has {', '.join(_REQUIRED)} (or wiki-vital "
+                f"questions naming their source_passage_id and source_title, with the corpus); question {example_id!r} "
+                f"lacks {', '.join(missing)}."
             )
         return ex
 
+    def _solution(self, ex: QAExample) -> dict[str, Any]:
+        """The question's solution path: synthwiki's own metadata, or for a wiki-vital
+        question one search for its FanOutQA source article's title, that article as the
+        supporting passage, and its sentences that hold the answer as the evidence."""
+        meta = ex.metadata
+        if all(k in meta for k in _REQUIRED):
+            return meta
+        text = self.corpus.get(meta["source_passage_id"]).text
+        answer = ex.answers[0].lower()
+        sentences = [s for s in re.split(r"(?<=[.!?])\s+", text) if answer in s.lower()]
+        return {"oracle_queries": [meta["source_title"]], "supporting_ids": [meta["source_passage_id"]], "evidence": sentences or [text]}
+
     def _turn(self, info: Mapping[str, Any]) -> str:
         ex = self._example(info["example_id"])
-        meta = ex.metadata
+        meta = self._solution(ex)
         queries: list[str] = meta["oracle_queries"]
         supporting = set(meta["supporting_ids"])
         turn = info["turn"]

@@ -25,7 +25,8 @@ AGENTS: dict[str, str] = {
     "no-retrieval": "the LM answers from memory in one turn",
     "naive-rag": "top-k of the env's retriever for the question, then the LM answers",
     "naive-rag-dense": "top-k of the dense retriever (MiniLM + faiss) for the question, then the LM answers",
-    "oracle": "scripted solver of synthwiki questions (reads their solution path; LM-free)",
+    "gold-passage": "the LM reads the question's gold passages, then answers: the reader's upper bound (wiki-vital, synthwiki)",
+    "oracle": "scripted solver that reads each question's solution: synthwiki's path, wiki-vital's source article (LM-free)",
     "random": "uniformly random well-formed actions (LM-free)",
     "sb3": "a Stable-Baselines3 template policy (option policy=RUN of `searchgym train --algorithm sb3-ppo`); the LM reads its passages",
     "chat-tools": "a chat model playing through its own function calling over chat completions (--backend openai; "
@@ -310,10 +311,12 @@ def _make(name: str, env: Any, lm: Any, options: dict[str, Any]) -> Agent:
         from searchgym.agents.lm_agents import policy_agent
 
         return policy_agent(env, lm, **options)
-    from searchgym.agents.baselines import NaiveRAGAgent, NoRetrievalAgent
+    from searchgym.agents.baselines import GoldPassageAgent, NaiveRAGAgent, NoRetrievalAgent
 
     if name == "no-retrieval":
         return NoRetrievalAgent.for_env(env, lm, **options)
+    if name == "gold-passage":
+        return GoldPassageAgent.for_env(env, lm, **options)
     if name == "naive-rag-dense":
         from searchgym.corpora.retrievers import make_retriever
 

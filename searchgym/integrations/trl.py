@@ -53,6 +53,7 @@ and reward ``None``, which TRL treats as unscorable (no advantage, no loss).
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -127,6 +128,7 @@ class EnvRollout:
         self._lock = threading.Lock()
         #: The results of the last call, in prompt order (with their trajectories).
         self.last_results: list[EpisodeResult] = []
+        self._said_zero_rewards = False
 
     # ------------------------------------------------------------------ data
     def make_env(self, split: str, *, evaluation: bool = False) -> Any:
@@ -197,6 +199,10 @@ class EnvRollout:
             finally:
                 model.train(training)
         self.last_results = results
+        note = zero_rewards_note(results, self.max_new_tokens) if training and not self._said_zero_rewards else None
+        if note:
+            self._said_zero_rewards = True
+            print(note, file=sys.stderr, flush=True)
         return rollout_output(results, eos_id=_eos_id(trainer.processing_class))
 
     def seeds(self, step: int, process: int, count: int, *, training: bool) -> tuple[int, list[int]]:
@@ -286,6 +292,30 @@ def check_sampling(args: Any) -> None:
         raise ConfigError(f"EnvRollout expects GRPOConfig.temperature > 0 (GRPO needs sampled groups), got {args.temperature!r}.")
 
 
+def zero_rewards_note(results: Sequence[EpisodeResult], max_new_tokens: int) -> str | None:
+    """What :class:`EnvRollout` prints (once a run) for the first training batch whose
+    episodes all earned the same reward: why TRL then logs a loss and grad_norm of 0 (and,
+    when every episode hit the token cap, ``completions/clipped_ratio`` 1). None otherwise."""
+    rewards = {float(r.reward) for r in results if r.reward is not None}
+    if not results or len(rewards) != 1:
+        return None
+    capped = sum("length" in r.flags for r in results)
+    cap = (
+        f"; {capped} of {len(results)} episodes had a turn cut at max_new_tokens ({max_new_tokens}), which TRL counts in "
+        "completions/clipped_ratio" if capped else ""
+    )
+    hint = (
+        " A policy that never answers right earns 0 everywhere (a tiny or random model does): warm it up first "
+        "(searchgym sft on the oracle's play)."
+        if rewards == {0.0} else ""
+    )
+    return (
+        f"EnvRollout: all {len(results)} episodes of this batch earned the same reward ({rewards.pop():.3f}){cap}. "
+        "GRPO's advantages are then all 0, so TRL logs a loss and grad_norm of 0 and the step moves the policy toward "
+        f"no answer (said once a run).{hint}"
+    )
+
+
 def rollout_output(results: Sequence[EpisodeResult], *, eos_id: int) -> dict[str, list[Any]]:
     """TRL's rollout dict of played episodes (see the module docstring)."""
     out: dict[str, list[Any]] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "env_reward_components", "env_metrics")}
@@ -356,12 +386,28 @@ def _eos_id(tokenizer: Any) -> int:
     raise ConfigError("EnvRollout expects a tokenizer with an eos_token_id or pad_token_id (TRL pads with it).")
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m searchgym.integrations.trl``: GRPO through TRL on a searchgym env
-    (``accelerate launch -m searchgym.integrations.trl ...`` on several GPUs)."""
+def cli_disabled_options(opts: Any, parser: Any) -> list[str]:
+    """Warnings about the command line's options that another option turns off: the
+    evaluation's options while ``--eval-limit`` is 0, and an evaluation every
+    ``--eval-steps`` that the run's ``--steps`` never reach."""
+    notes = []
+    if opts.eval_limit == 0:
+        changed = [name for name in ("eval_split", "eval_env_options") if getattr(opts, name) != parser.get_default(name)
+                   and not (name == "eval_env_options" and getattr(opts, name) == {})]
+        if changed:
+            flags = ", ".join("--" + name.replace("_", "-") for name in changed)
+            notes.append(f"{flags} {'does' if len(changed) == 1 else 'do'} nothing: --eval-limit is 0 (no evaluation).")
+    elif opts.eval_steps > opts.steps:
+        notes.append(
+            f"no evaluation runs, so --eval-limit {opts.eval_limit} does nothing: TRL evaluates every --eval-steps "
+            f"({opts.eval_steps}) optimizer steps and the run has {opts.steps} (--steps); lower --eval-steps to evaluate."
+        )
+    return notes
+
+
+def cli_parser() -> Any:
+    """The argument parser of ``python -m searchgym.integrations.trl``."""
     import argparse
-    import sys
-    from pathlib import Path
 
     from searchgym.training.cli import json_object
 
@@ -396,12 +442,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--config", type=json_object, default="{}", help="more GRPOConfig fields as JSON, e.g. '{\"gradient_checkpointing\": true}'")
     parser.add_argument("--out", default="runs/trl", help="output folder; the trained model goes to OUT/final")
     parser.add_argument("--seed", type=int, default=0, help="seed of TRL and of the rollout's sampling")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m searchgym.integrations.trl``: GRPO through TRL on a searchgym env
+    (``accelerate launch -m searchgym.integrations.trl ...`` on several GPUs)."""
+    from pathlib import Path
+
+    parser = cli_parser()
     opts = parser.parse_args(argv)
     for name in ("num_generations", "batch_size", "max_new_tokens", "num_envs", "steps", "eval_steps"):
         if getattr(opts, name) < 1:
             parser.error(f"--{name.replace('_', '-')} expects a positive integer, got {getattr(opts, name)}")
     if opts.eval_limit < 0 or opts.lora_rank < 0:
         parser.error("--eval-limit and --lora-rank expect integers >= 0")
+    for note in cli_disabled_options(opts, parser):
+        print(f"warning: {note}", file=sys.stderr, flush=True)
 
     trl = require("trl", extra="trl", feature="searchgym.integrations.trl")
     from searchgym.error import SearchGymError

@@ -12,6 +12,7 @@ import functools
 import inspect
 import textwrap
 from dataclasses import dataclass, field
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from searchgym.error import ConfigError, UnknownNameError, check_keywords
@@ -322,6 +323,51 @@ def _positive(name: str, value: Any, *, allow_none: bool = False, zero: bool = F
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         kind = "a non-negative" if zero else "a positive"
         raise ConfigError(f"Args.{name} expects {kind} integer{' or None' if allow_none else ''}, got {value!r}.")
+
+
+def _flag_values(args: Any, names: Sequence[str]) -> str:
+    import json
+
+    def value(v: Any) -> str:
+        return json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else str(v)
+
+    return ", ".join(f"--{name.replace('_', '-')} {value(getattr(args, name))}" for name in names)
+
+
+def disabled_notes(args: Any, rules: Sequence[tuple[bool, Sequence[str], str]], given: Collection[str] | None = None) -> list[str]:
+    """One warning line per rule ``(disabled, fields, why)`` whose ``disabled`` holds and
+    whose ``fields`` include one that was set: named in ``given`` (the flags typed on a
+    command line) or, when ``given`` is None, holding other than its default
+    (``type(args)()``). Such an option does nothing; the line says which option turns it off."""
+    defaults = type(args)()
+    notes = []
+    for disabled, names, why in rules:
+        changed = [n for n in names if (n in given if given is not None else getattr(args, n) != getattr(defaults, n))]
+        if disabled and changed:
+            does = "does" if len(changed) == 1 else "do"
+            notes.append(f"{_flag_values(args, changed)} {does} nothing: {why}.")
+    return notes
+
+
+def disabled_options(args: Args, given: Collection[str] | None = None) -> list[str]:
+    """Warnings about the options of ``args`` that another option turns off (e.g.
+    ``--eval-limit`` while ``--eval-every`` is 0: no evaluation runs), for the options named in
+    ``given`` (None: those not at their default; see :func:`disabled_notes`). The trainer and
+    ``searchgym train`` print them before a run starts."""
+    a = args
+    return disabled_notes(a, (
+        (a.eval_every == 0, ("eval_limit", "eval_split", "eval_temperature", "eval_env_options"),
+         "no evaluation runs while --eval-every is 0 (set --eval-every N to evaluate every N steps and at the end)"),
+        (a.algorithm != "ppo", ("critic", "value_lr", "value_clip", "value_coef", "value_warmup_steps", "value_warmup_ratio", "lam"),
+         f"--algorithm {a.algorithm} has no critic and no GAE (PPO's)"),
+        (a.algorithm != "reinforce++", ("reinforce_baseline",), f"--algorithm {a.algorithm} has no REINFORCE++ baseline"),
+        (a.algorithm == "grpo", ("gamma",), "GRPO's advantage is the group-normalized outcome, with no discount"),
+        (a.kl_coef == 0, ("kl_estimator", "kl_in_reward"), "--kl-coef is 0 (no KL term)"),
+        (a.lora_rank == 0, ("lora_alpha", "lora_targets"), "--lora-rank is 0 (no LoRA: every weight trains)"),
+        (a.engine != "vllm", ("engine_options",), f"--engine is {a.engine} (no vLLM engine runs)"),
+        (a.warmup_ratio is not None, ("warmup_steps",), "--warmup-ratio sets the warmup instead"),
+        (a.value_warmup_ratio is not None, ("value_warmup_steps",), "--value-warmup-ratio sets the critic's warmup instead"),
+    ), given)
 
 
 def check_args(args: Args) -> None:

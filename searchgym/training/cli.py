@@ -263,14 +263,17 @@ def train_main(ns: argparse.Namespace) -> int:
         print(f"--paper-scale: {ns.preset}'s training run over its preset, each value's source:", *lines, sep="\n  ", file=sys.stderr)
     else:
         args = preset(ns.preset, **given) if ns.preset else Args(**given)
+    from searchgym.training.args import check_args, disabled_options
+
+    check_args(args)
+    for note in disabled_options(args, given):
+        print(f"warning: {note}", file=sys.stderr, flush=True)
     if ns.dry_run:
-        from searchgym.training.args import check_args
         from searchgym.training.paper_scale import flag_json
 
-        check_args(args)
         print(json.dumps(flag_json(args), indent=2))
         return 0
-    rows = Trainer(args).train()
+    rows = Trainer(args, warn_disabled=False).train()
     if rows:
         last = rows[-1]
         print(f"step {last['step']}: reward {last['reward']:.3f}, EM {last['em']:.3f}; wrote {args.out}/metrics.csv, curves.png, final/")

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -212,6 +213,18 @@ def cosine_schedule(warmup: int, total: int):
         return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
     return f
+
+
+def sft_disabled_options(args: SFTArgs) -> list[str]:
+    """Warnings about the options of ``args`` (those not at their default) that another option
+    turns off, e.g. ``--eval-every`` while ``--eval-limit`` is 0; :func:`sft` prints them first."""
+    from searchgym.training.args import disabled_notes
+
+    return disabled_notes(args, (
+        (args.eval_limit == 0, ("eval_every", "eval_split", "eval_env_options", "max_new_tokens"), "--eval-limit is 0 (no evaluation)"),
+        (args.pretrain_epochs == 0, ("pretrain_block",), "--pretrain-epochs is 0 (no pretraining)"),
+        (args.model != "scratch", ("scratch_size",), f"--model is {args.model!r}: the size is that of a new scratch model"),
+    ))
 
 
 def check_sft_args(args: SFTArgs) -> None:
@@ -444,6 +457,8 @@ def _sft(args: SFTArgs, stop: StopRequests) -> list[dict[str, Any]]:
     from searchgym.training.trainer import evaluate_policy, load_policy
 
     check_sft_args(args)
+    for note in sft_disabled_options(args):
+        print(f"warning: {note}", file=sys.stderr, flush=True)
     from searchgym.envs.registration import full_env_id
 
     env_id = full_env_id(args.env_id)

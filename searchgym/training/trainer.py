@@ -50,7 +50,7 @@ from searchgym.lm.registry import load_lm
 from searchgym.lm.vllm import VLLMLM, model_folder
 from searchgym.progress import Progress
 from searchgym.training.advantages import gae, group_advantages, last_token_rewards, reinforce_pp_advantages
-from searchgym.training.args import Args, check_args
+from searchgym.training.args import Args, check_args, disabled_options
 from searchgym.training.batch import FixedPass, Reference, chunks, collate, fixed_pass, forward_logprobs
 from searchgym.training.checkpoint import (
     args_record, complete_checkpoints, export_policy, load_checkpoint, merged_weights, prepare_run_folder, rng_state, save_checkpoint, set_rng_state,
@@ -189,6 +189,25 @@ def training_samples(results: Sequence[EpisodeResult], *, n: int, grouped: bool)
 # ======================================================================================
 # 3. Advantages
 # ======================================================================================
+def zero_advantages_note(args: Args, step: int, scores: Sequence[float]) -> str:
+    """What the trainer prints (once a run) at the first step whose advantages are all 0:
+    why the step's policy loss and grad_norm are 0 and its update changes nothing."""
+    if len(set(scores)) == 1:
+        why = f"all {len(scores)} episodes of the batch earned the same reward ({scores[0]:.3f})"
+    else:
+        why = f"the {args.n} answers to each question earned the same reward"
+    hint = (
+        " A policy that never answers right earns 0 everywhere (a tiny or random model does): warm it up first "
+        "(searchgym sft on the oracle's play) or give it easier questions."
+        if not any(scores) else ""
+    )
+    return (
+        f"step {step}: every advantage is 0 ({why}, and an advantage is a reward measured against its baseline), so the "
+        f"policy loss is 0, grad_norm too without a KL or entropy term, and the step moves the policy toward no answer "
+        f"(said once a run).{hint}"
+    )
+
+
 def compute_advantages(args: Args, scores: Any, groups: Sequence[int], mask: Any, fixed: FixedPass) -> tuple[Any, Any]:
     """``(advantages, returns)`` [B, L-1] of the episodes' ``scores`` [B]; ``returns`` (the
     value targets) only for PPO, else None."""
@@ -243,17 +262,22 @@ def ppo_loss(
 # ======================================================================================
 class Trainer:
     """Runs :class:`Args` (see the module docstring). ``Trainer(args).train()`` returns the
-    metric rows of the steps it played."""
+    metric rows of the steps it played. It first prints a warning for each option another
+    option turns off (:func:`~searchgym.training.args.disabled_options`; ``warn_disabled=False``
+    leaves that to the caller, as ``searchgym train`` does for the flags it was given)."""
 
     @reports_missing_extras("searchgym.training.Trainer")
-    def __init__(self, args: Args, *, model: Any = None, tokenizer: Any = None):
+    def __init__(self, args: Args, *, model: Any = None, tokenizer: Any = None, warn_disabled: bool = True):
         check_args(args)
+        for note in disabled_options(args) if warn_disabled else ():
+            print(f"warning: {note}", file=sys.stderr, flush=True)
         self.args = args
         self.out = Path(args.out)
         self._given = (model, tokenizer)
         self.step = 0
         self._built = False
         self._progress: Progress | None = None
+        self._said_zero_advantages = False
 
     # ------------------------------------------------------------------ setup
     def build(self) -> None:
@@ -417,6 +441,9 @@ class Trainer:
             stats.update(self._check_logprobs(fixed.old, batch.rollout_logprobs, mask))
         # 3. Advantages.
         advantages, returns = compute_advantages(a, scores, [s.group for s in samples], mask, fixed)  # [B, L-1]
+        if not self._said_zero_advantages and not bool((advantages * mask).abs().any()):
+            self._said_zero_advantages = True
+            print(zero_advantages_note(a, self.step + 1, scores.tolist()), file=sys.stderr, flush=True)
 
         # 4. Update: ppo_epochs passes over the batch in mini_batches optimizer steps, each
         # accumulating the gradients of micro-batches of micro_batch_size rows.

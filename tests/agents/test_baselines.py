@@ -4,7 +4,7 @@ import pytest
 
 from env_helpers import make_small
 from searchgym.agents import AGENTS, Task, make_agent, play_episode, run_episodes
-from searchgym.agents.baselines import NaiveRAGAgent, NoRetrievalAgent, RandomAgent, clean_answer
+from searchgym.agents.baselines import GoldPassageAgent, NaiveRAGAgent, NoRetrievalAgent, RandomAgent, clean_answer
 from searchgym.error import ConfigError, UnknownNameError
 from searchgym.lm.scripted import ScriptedLM
 from searchgym.lm.testing import tiny_tokenizer
@@ -82,10 +82,34 @@ def test_random_agent_is_seeded_and_well_formed(env_id):
     assert sum(r.num_searches for r in first) > 0
 
 
+def test_the_gold_passage_agent_reads_the_questions_own_passages_whatever_retrieval_finds():
+    env = make_small("searchgym/SearchR1-v0")
+    example = env.unwrapped.examples[0]
+    lm, prompts = recorder(example.answers[0])
+    agent = make_agent("gold-passage", env, lm=lm)
+    assert isinstance(agent, GoldPassageAgent)
+    total, info = play_episode(env, agent, options={"example_index": 0})
+    assert total == 1.0 and info["turn"] == 1 and info["num_searches"] == 0
+    corpus = env.unwrapped.corpus
+    for pid in example.metadata["supporting_ids"]:
+        assert corpus.get(pid).text in prompts[0]
+    # wiki-vital names one source article per question.
+    import gymnasium as gym
+
+    wiki = gym.make("searchgym/SearchR1-v0", corpus="wiki-vital", dataset="wiki-vital-answerable")
+    question = wiki.unwrapped.examples[0]
+    agent = GoldPassageAgent.for_env(wiki, lm)
+    assert agent.docs(question.question)[0].endswith(wiki.unwrapped.corpus.get(question.metadata["source_passage_id"]).text)
+    # Questions that name no gold passage are refused with what it needs.
+    env.unwrapped.examples[0] = type(example)(example.id, example.question, example.answers, {})
+    with pytest.raises(ConfigError, match=r"GoldPassageAgent expects questions whose metadata names their gold passages"):
+        GoldPassageAgent.for_env(env, lm)
+
+
 def test_make_agent_names_and_errors():
     env = make_small("searchgym/SearchR1-v0")
     lm, _ = recorder("x")
-    assert set(AGENTS) == {"lm", "no-retrieval", "naive-rag", "naive-rag-dense", "oracle", "random", "sb3", "chat-tools"}
+    assert set(AGENTS) == {"lm", "no-retrieval", "naive-rag", "naive-rag-dense", "gold-passage", "oracle", "random", "sb3", "chat-tools"}
     assert make_agent("naive-rag", env, lm=lm, k=5).k == 5
     assert make_agent("random", env).name == "random"
     assert make_agent("lm", env, lm=lm).name == "end-to-end"

@@ -102,6 +102,25 @@ def test_oracle_reaches_full_reward_on_every_protocol(env_id):
     assert kinds == {"single", "bridge", "comparison"}
 
 
+@pytest.mark.parametrize("env_id", ["searchgym/SearchR1-v0", "searchgym/RSearch-v0", "searchgym/R1Searcher-v0"])
+def test_the_oracle_solves_wiki_vital_questions_from_their_source_article(env_id):
+    """The upper bound of the demo's table: the oracle searches the FanOutQA source article's
+    title, quotes its sentences that hold the answer (R-Search) and answers the gold answer."""
+    env = gym.make(env_id, corpus="wiki-vital", dataset="wiki-vital-answerable")
+    oracle = SynthWikiOracle.for_env(env)
+    for index in range(3):
+        total, info = play(env, oracle, index)
+        assert info["num_invalid"] == 0 and info["num_searches"] == 1 and info["turn"] == 2
+        assert total == pytest.approx(2.4 if env_id == "searchgym/RSearch-v0" else 1.0), (index, info)
+    # A question with neither synthwiki's solution path nor a source article is refused.
+    from searchgym.error import ConfigError
+
+    example = env.unwrapped.examples[0]
+    bare = SynthWikiOracle(env.unwrapped.protocol, [type(example)(example.id, example.question, example.answers, {})], env.unwrapped.corpus)
+    with pytest.raises(ConfigError, match=r"expects synthwiki questions whose metadata has oracle_queries, supporting_ids, evidence \(or wiki-vital"):
+        bare.act([""], [{"example_id": example.id, "turn": 0}])
+
+
 def test_oracle_also_earns_the_format_rewards():
     env = make_small("searchgym/SearchR1-v0", reward="search_r1_format")
     oracle = SynthWikiOracle.for_env(env)

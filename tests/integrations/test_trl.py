@@ -311,3 +311,41 @@ def test_episode_seeds_differ_by_position_step_and_mode_and_repeat_on_a_rerun():
     assert rollout.seeds(6, 0, 8, training=True)[0] != base
     assert rollout.seeds(5, 1, 8, training=True)[0] != base
     assert rollout.seeds(5, 0, 8, training=False)[0] != base
+
+
+def test_the_command_line_names_evaluation_options_that_do_nothing():
+    from searchgym.integrations.trl import cli_disabled_options, cli_parser
+
+    parser = cli_parser()
+
+    def notes(*argv):
+        return cli_disabled_options(parser.parse_args(["--model", "m", *argv]), parser)
+
+    assert notes("--steps", "2", "--eval-limit", "8", "--eval-steps", "2") == []
+    assert notes("--steps", "2", "--eval-limit", "8") == [
+        "no evaluation runs, so --eval-limit 8 does nothing: TRL evaluates every --eval-steps (50) optimizer steps and the "
+        "run has 2 (--steps); lower --eval-steps to evaluate."
+    ]
+    assert notes("--eval-limit", "0", "--eval-split", "train", "--eval-env-options", '{"top_k": 5}') == [
+        "--eval-split, --eval-env-options do nothing: --eval-limit is 0 (no evaluation)."
+    ]
+    assert notes("--eval-limit", "0") == []
+
+
+def test_a_batch_whose_rewards_all_tie_says_why_trl_logs_a_zero_loss():
+    from types import SimpleNamespace
+
+    from searchgym.integrations.trl import zero_rewards_note
+
+    def episodes(*rewards, capped=0):
+        return [SimpleNamespace(reward=r, flags=["length"] if i < capped else []) for i, r in enumerate(rewards)]
+
+    assert zero_rewards_note(episodes(0.0, 0.0, 0.0, 0.0, capped=4), 32) == (
+        "EnvRollout: all 4 episodes of this batch earned the same reward (0.000); 4 of 4 episodes had a turn cut at "
+        "max_new_tokens (32), which TRL counts in completions/clipped_ratio. GRPO's advantages are then all 0, so TRL logs "
+        "a loss and grad_norm of 0 and the step moves the policy toward no answer (said once a run). A policy that never "
+        "answers right earns 0 everywhere (a tiny or random model does): warm it up first (searchgym sft on the oracle's play)."
+    )
+    assert zero_rewards_note(episodes(0.1, 0.1), 32).startswith("EnvRollout: all 2 episodes of this batch earned the same reward (0.100). GRPO's")
+    assert zero_rewards_note(episodes(0.0, 1.0, capped=2), 32) is None
+    assert zero_rewards_note([], 32) is None

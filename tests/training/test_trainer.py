@@ -446,3 +446,73 @@ def test_train_cli_help_and_errors(tmp_path):
         main(["train", "--help"])
     assert main(["train", "--algorithm", "grpo", "--n", "1", "--out", str(tmp_path / "x")]) == 2
     assert not (tmp_path / "x").exists()
+
+
+def test_a_step_whose_advantages_are_all_zero_says_why_once(tmp_path, capsys):
+    trainer = built(tmp_path, algorithm="grpo", lr=3e-3, micro_batch_size=1)
+    start = _weights(trainer)
+    unrewarded = [result(sampled(trainer, PROMPT, GOOD), 0.0, 0), result(sampled(trainer, PROMPT, BAD), 0.0, 0)]
+    capsys.readouterr()  # the model's loading
+    stats = trainer.update(unrewarded)
+    assert stats["loss"] == 0 and stats["grad_norm"] == 0
+    assert all(torch.equal(p, start[n]) for n, p in trainer.model.named_parameters())
+    err = capsys.readouterr().err
+    assert err == (
+        "step 1: every advantage is 0 (all 2 episodes of the batch earned the same reward (0.000), and an advantage is a "
+        "reward measured against its baseline), so the policy loss is 0, grad_norm too without a KL or entropy term, and "
+        "the step moves the policy toward no answer (said once a run). A policy that never answers right earns 0 "
+        "everywhere (a tiny or random model does): warm it up first (searchgym sft on the oracle's play) or give it "
+        "easier questions.\n"
+    )
+    trainer.update(unrewarded)
+    assert capsys.readouterr().err == ""  # once a run
+    # A batch with a reward difference has advantages: nothing is said.
+    fresh = built(tmp_path / "fresh", algorithm="grpo", lr=3e-3, micro_batch_size=1)
+    rewarded = [result(sampled(fresh, PROMPT, GOOD), 1.0, 0), result(sampled(fresh, PROMPT, BAD), 0.0, 0)]
+    capsys.readouterr()
+    fresh.update(rewarded)
+    assert capsys.readouterr().err == ""
+
+
+def test_options_another_option_turns_off_are_named_with_what_turns_them_off(tmp_path, capsys):
+    from searchgym.training.args import disabled_options
+
+    assert disabled_options(Args(eval_limit=4)) == [
+        "--eval-limit 4 does nothing: no evaluation runs while --eval-every is 0 (set --eval-every N to evaluate every N "
+        "steps and at the end)."
+    ]
+    assert disabled_options(Args(eval_limit=4, eval_every=2)) == []
+    assert disabled_options(Args(algorithm="grpo", value_lr=1e-3, lam=0.9, gamma=0.99, kl_estimator="k1", lora_alpha=16.0)) == [
+        "--value-lr 0.001, --lam 0.9 do nothing: --algorithm grpo has no critic and no GAE (PPO's).",
+        "--gamma 0.99 does nothing: GRPO's advantage is the group-normalized outcome, with no discount.",
+        "--kl-estimator k1 does nothing: --kl-coef is 0 (no KL term).",
+        "--lora-alpha 16.0 does nothing: --lora-rank is 0 (no LoRA: every weight trains).",
+    ]
+    assert disabled_options(Args(algorithm="ppo", n=1, value_lr=1e-3, lam=0.9, gamma=0.99)) == []
+    assert disabled_options(Args(reinforce_baseline="group")) == ["--reinforce-baseline group does nothing: --algorithm grpo has no REINFORCE++ baseline."]
+    assert disabled_options(Args(warmup_ratio=0.1, warmup_steps=5)) == ["--warmup-steps 5 does nothing: --warmup-ratio sets the warmup instead."]
+    from searchgym.cli import main
+
+    assert main(["train", "--model", "tiny-random", "--n", "4", "--eval-limit", "4", "--out", str(tmp_path / "dry"), "--dry-run"]) == 0
+    assert "warning: --eval-limit 4 does nothing: no evaluation runs while --eval-every is 0" in capsys.readouterr().err
+    # On the command line only the flags typed are named: R-Search's preset sets its evaluation's temperature and
+    # options without --eval-every, which a Python caller is told about, a command line not.
+    assert disabled_options(preset("r-search"))[0].startswith("--eval-temperature 0.1, --eval-env-options")
+    assert main(["train", "--preset", "r-search", "--model", "tiny-random", "--out", str(tmp_path / "dry"), "--dry-run"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    # The trainer itself warns a Python caller (about options not at their default).
+    Trainer(tiny_args(tmp_path, eval_limit=3))
+    assert "warning: --eval-limit 3 does nothing" in capsys.readouterr().err
+
+
+def test_sft_options_another_option_turns_off_are_named():
+    from searchgym.training.sft import SFTArgs, sft_disabled_options
+
+    assert sft_disabled_options(SFTArgs(eval_limit=0, eval_every=4, max_new_tokens=32)) == [
+        "--eval-every 4, --max-new-tokens 32 do nothing: --eval-limit is 0 (no evaluation).",
+    ]
+    assert sft_disabled_options(SFTArgs(model="tiny-random", scratch_size="tiny", pretrain_block=128)) == [
+        "--pretrain-block 128 does nothing: --pretrain-epochs is 0 (no pretraining).",
+        "--scratch-size tiny does nothing: --model is 'tiny-random': the size is that of a new scratch model.",
+    ]
+    assert sft_disabled_options(SFTArgs(eval_every=4, scratch_size="tiny")) == []
