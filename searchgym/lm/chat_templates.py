@@ -66,15 +66,18 @@ class ChatTemplate:
     description: str = ""
 
 
-# The hermes templates are built from one text; ``strip_think`` decides the think rule.
-_HERMES = r"""
+# A call as the JSON object hermes and Mistral write: {"name": ..., "arguments": {...}}.
+_CALL_JSON = r"""
 {%- macro call_json(call) -%}
 {%- set fn = call.function if call.function is defined else call -%}
 {{- '{"name": ' + (fn.name | tojson) + ', "arguments": ' -}}
 {%- if fn.arguments is string -%}{{- fn.arguments -}}{%- else -%}{{- fn.arguments | tojson -}}{%- endif -%}
 {{- '}' -}}
 {%- endmacro -%}
-{%- set offset = 1 if messages and messages[0].role == 'system' else 0 -%}
+"""
+
+# The hermes templates are built from one text; ``strip_think`` decides the think rule.
+_HERMES = _CALL_JSON + r"""{%- set offset = 1 if messages and messages[0].role == 'system' else 0 -%}
 {%- if tools or offset -%}
 {{- '<|im_start|>system\n' -}}
 {%- if offset -%}{{- messages[0].content -}}{%- if tools -%}{{- '\n\n' -}}{%- endif -%}{%- endif -%}
@@ -148,14 +151,7 @@ _LLAMA3 = r"""
 """
 
 
-_MISTRAL = r"""
-{%- macro call_json(call) -%}
-{%- set fn = call.function if call.function is defined else call -%}
-{{- '{"name": ' + (fn.name | tojson) + ', "arguments": ' -}}
-{%- if fn.arguments is string -%}{{- fn.arguments -}}{%- else -%}{{- fn.arguments | tojson -}}{%- endif -%}
-{{- '}' -}}
-{%- endmacro -%}
-{{- '<s>' -}}
+_MISTRAL = _CALL_JSON + r"""{{- '<s>' -}}
 {%- if tools -%}
 {{- '[AVAILABLE_TOOLS][' -}}
 {%- for tool in tools -%}{%- if not loop.first -%}{{- ', ' -}}{%- endif -%}{{- tool | tojson -}}{%- endfor -%}
