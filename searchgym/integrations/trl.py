@@ -311,8 +311,8 @@ def zero_rewards_note(results: Sequence[EpisodeResult], max_new_tokens: int) -> 
     )
     return (
         f"EnvRollout: all {len(results)} episodes of this batch earned the same reward ({rewards.pop():.3f}){cap}. "
-        "GRPO's advantages are then all 0, so TRL logs a loss and grad_norm of 0 and the step moves the policy toward "
-        f"no answer (said once a run).{hint}"
+        "GRPO's advantages are then all 0, so TRL logs a loss and grad_norm of 0 and the batch teaches the "
+        f"policy nothing (said once a run).{hint}"
     )
 
 

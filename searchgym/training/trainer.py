@@ -203,7 +203,7 @@ def zero_advantages_note(args: Args, step: int, scores: Sequence[float]) -> str:
     )
     return (
         f"step {step}: every advantage is 0 ({why}, and an advantage is a reward measured against its baseline), so the "
-        f"policy loss is 0, grad_norm too without a KL or entropy term, and the step moves the policy toward no answer "
+        f"policy loss is 0, grad_norm too without a KL or entropy term, and the batch teaches the policy nothing "
         f"(said once a run).{hint}"
     )
 

@@ -343,7 +343,7 @@ def test_a_batch_whose_rewards_all_tie_says_why_trl_logs_a_zero_loss():
     assert zero_rewards_note(episodes(0.0, 0.0, 0.0, 0.0, capped=4), 32) == (
         "EnvRollout: all 4 episodes of this batch earned the same reward (0.000); 4 of 4 episodes had a turn cut at "
         "max_new_tokens (32), which TRL counts in completions/clipped_ratio. GRPO's advantages are then all 0, so TRL logs "
-        "a loss and grad_norm of 0 and the step moves the policy toward no answer (said once a run). A policy that never "
+        "a loss and grad_norm of 0 and the batch teaches the policy nothing (said once a run). A policy that never "
         "answers right earns 0 everywhere (a tiny or random model does): warm it up first (searchgym sft on the oracle's play)."
     )
     assert zero_rewards_note(episodes(0.1, 0.1), 32).startswith("EnvRollout: all 2 episodes of this batch earned the same reward (0.100). GRPO's")

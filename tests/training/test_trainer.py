@@ -460,7 +460,7 @@ def test_a_step_whose_advantages_are_all_zero_says_why_once(tmp_path, capsys):
     assert err == (
         "step 1: every advantage is 0 (all 2 episodes of the batch earned the same reward (0.000), and an advantage is a "
         "reward measured against its baseline), so the policy loss is 0, grad_norm too without a KL or entropy term, and "
-        "the step moves the policy toward no answer (said once a run). A policy that never answers right earns 0 "
+        "the batch teaches the policy nothing (said once a run). A policy that never answers right earns 0 "
         "everywhere (a tiny or random model does): warm it up first (searchgym sft on the oracle's play) or give it "
         "easier questions.\n"
     )
