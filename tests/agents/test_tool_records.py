@@ -220,6 +220,20 @@ def test_template_and_parser_mismatches_are_config_errors(smollm2_base):
         LMAgent(ScriptedLM(["x"], tok), chat_template="chatml")
 
 
+def test_a_tool_episode_refuses_max_observation_tokens(smollm2_base):
+    # A cut tool result is no longer the template's render of the message the env wrote.
+    env = make_small("searchgym/SearchR1-v0", action_format="tools")
+    agent = policy_agent(env, ScriptedLM(["x"], smollm2(smollm2_base, "hermes")), max_observation_tokens=500)
+    observation, info = env.reset(options={"example_index": 0})
+    with pytest.raises(ConfigError) as e:
+        agent.act([observation], [info])
+    assert str(e.value) == (
+        "EndToEndAgent got max_observation_tokens=500 for a tool episode: a tool result is a message of the chat template, "
+        "and a cut one would no longer be what a fresh render of the conversation gives. Drop max_observation_tokens for "
+        "action_format='tools' (the env's top_k bounds what a search returns)."
+    )
+
+
 def test_a_template_whose_replies_depend_on_the_whole_conversation_is_refused(smollm2_base):
     counting = ("{% for m in messages %}{{ m.role }} {{ messages | length }}: {{ m.content }}{{ tools | length }}\n{% endfor %}"
                 "{% if add_generation_prompt %}assistant:{% endif %}")
