@@ -658,5 +658,23 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def run() -> None:
+    """The ``searchgym`` command: :func:`main`, then exit with its code. A command stopped by
+    Ctrl-C or SIGTERM (130) has already said what it kept; its exit runs the ``atexit`` cleanups
+    (child processes, log handlers) and then skips the interpreter's teardown, where a model
+    stopped in the middle of a step can abort the process while torch frees it (a "Fatal Python
+    error: PyThreadState_Get" after the stop line, exit -6 instead of 130; pytorch#49370)."""
+    code = main()
+    if code == 130:
+        import atexit
+        import os
+
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        atexit._run_exitfuncs()
+        os._exit(130)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -19,8 +19,11 @@ WORLD = ["--corpus-option", "seed=7", "--corpus-option", "num_passages=300"]
 #: An oracle that takes 0.2 s a turn while SLOW_AGENT is set: time to stop it mid-run; the
 #: rerun without it finishes at once (the variable is not part of the benchmark's settings).
 SLOW_AGENTS = '''
-import os, time
+import atexit, os, time
+from pathlib import Path
 from searchgym.agents import Agent, make_agent
+
+atexit.register(lambda: Path("cleanups-ran").write_text("yes"))  # a stopped command still runs its atexit cleanups
 
 class SlowOracle(Agent):
     def __init__(self, env):
@@ -75,6 +78,7 @@ def test_ctrl_c_stops_a_bench_in_one_line_and_the_rerun_says_it_resumes(tmp_path
     kept = len(lines(out / "episodes.jsonl"))
     assert code == 130 and "Traceback" not in err, err
     assert err.strip().splitlines()[-1] == f"searchgym bench: stopped: {kept} of 12 episodes kept in out; run the same command to go on"
+    assert (tmp_path / "cleanups-ran").read_text() == "yes"  # it skips only the interpreter's teardown (cli.run)
     assert 3 <= kept < 12
 
     rerun = subprocess.run([sys.executable, "-m", "searchgym.cli", *args, "--quiet"], cwd=tmp_path, capture_output=True, text=True,
