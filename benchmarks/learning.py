@@ -197,34 +197,45 @@ def plot(out: Path, sft_rows: list, grpo_rows: list, smol: list) -> None:
         ev = [(r["step"], r["eval_reward"]) for r in grpo_rows if r.get("eval_reward") not in ("", None)]
         tr = [(r["step"], r["reward"]) for r in grpo_rows if r.get("reward") not in ("", None)]
         if ev:
-            ax.plot(*zip(*ev), marker="o", label="SFT + GRPO, dev (greedy)")
+            ax.plot(*zip(*ev), marker="o", color="tab:blue", label="SFT + GRPO, dev (greedy)")
             ax.axhline(ev[0][1], color="gray", linestyle="--", label="SFT alone, dev (greedy)")
+            said_from_to(ax, ev)
         if tr:
-            ax.plot(*zip(*tr), alpha=0.5, label="GRPO train batch (sampled)")
-        ax.set_title("small scratch model: dev reward per GRPO step")
+            ax.plot(*zip(*tr), alpha=0.5, color="tab:orange", label="GRPO train batch (sampled)")
+        ax.set_title("small scratch model: SFT, then GRPO")
         ax.set_xlabel("GRPO step")
         ax.set_ylabel("reward")
-        ax.set_ylim(bottom=0)  # a reward axis starts at 0, so a gain is drawn at its size
-        ax.legend(fontsize=7)
+        ax.set_ylim(0, 1)  # the reward axis is the whole reward (0 to 1), so a gain is drawn at its size
+        ax.legend(fontsize=7, loc="upper left")
     if smol:
         ax = axes[2]
         tr = [(r["step"], r["reward"]) for r in smol if r.get("reward") not in ("", None)]
         ev = [(r["step"], r["eval_reward"]) for r in smol if r.get("eval_reward") not in ("", None)]
         if tr:
-            ax.plot(*zip(*tr), alpha=0.5, label="train batch (sampled)")
+            ax.plot(*zip(*tr), alpha=0.5, color="tab:orange", label="GRPO train batch (sampled)")
         if ev:
-            ax.plot(*zip(*ev), marker="o", label="dev (greedy)")
+            ax.plot(*zip(*ev), marker="o", color="tab:blue", label="SFT + GRPO, dev (greedy)")
             ax.axhline(ev[0][1], color="gray", linestyle="--", label="SFT alone, dev (greedy)")
+            said_from_to(ax, ev)
         ax.set_title("SmolLM2-135M: SFT, then GRPO")
         ax.set_xlabel("GRPO step")
         ax.set_ylabel("reward")
-        ax.set_ylim(bottom=0)
-        ax.legend(fontsize=7)
+        ax.set_ylim(0, 1)
+        ax.legend(fontsize=7, loc="upper left")
     for a in axes:
         if a is not None:
             a.grid(alpha=0.3)
+    fig.suptitle("synthwiki Search-R1, 3 turns, format reward with a retrieval score (max 1)", fontsize=9)
     fig.tight_layout()
     fig.savefig(out / "learning.png", dpi=110)
+
+
+def said_from_to(ax, evals: list) -> None:
+    """Write the dev reward's first and last value beside the last point (what the caption cites)."""
+    (first_step, first), (last_step, last) = evals[0], evals[-1]
+    ax.annotate(f"dev {float(first):.3f} -> {float(last):.3f} in {int(last_step) - int(first_step)} steps", xy=(last_step, last),
+                xytext=(0.35, 0.06), textcoords="axes fraction", fontsize=8, fontweight="bold",
+                arrowprops={"arrowstyle": "->", "color": "black", "lw": 0.8})
 
 
 if __name__ == "__main__":
