@@ -15,7 +15,7 @@ answer, 1 for an exact-match answer), so that partial progress has a gradient.
 
 Prints the numbers and writes results/learning/learning.png (+ every run's metrics.csv).
 
-    python benchmarks/learning.py            # ~2 h on 2 CPU cores (--skip-tiny: SmolLM2 alone, ~1.5 h)
+    python benchmarks/learning.py            # ~85 min on 2 CPU cores (--skip-tiny: SmolLM2 alone, about an hour)
     python benchmarks/learning.py --quick    # a smoke run of the scratch model's parts (~1 min of CPU)
 
 --quick plays the same pipeline small: a 1,000-passage world, the tiny scratch model, one
