@@ -47,6 +47,7 @@ from searchgym.cache import sync_folder
 from searchgym.envs.access import search_env
 from searchgym.envs.registration import NAMESPACE, full_env_id, with_frozen_models
 from searchgym.error import ConfigError, CtrlC, DataFormatError, Interrupted, check_keywords, check_name, install_command
+from searchgym.lm.models import RANDOM_WEIGHT_NAMES
 
 #: Columns of the summary table: (key, header, format). F1, cover-EM and GenAcc score a
 #: hedged answer (one naming more than one candidate) as 0; the "raw" column beside each is
@@ -431,9 +432,6 @@ class BenchResults:
 #: Every score of a summary row: the strict ones and the papers' raw ones.
 SCORE_KEYS = ("em", "f1", "cover_em", "gen_acc", "f1_raw", "cover_em_raw", "gen_acc_raw")
 
-#: Built-in policy models of random weights (the tests' models): they write noise.
-RANDOM_MODELS = ("tiny-random", "tiny-random-2k")
-
 
 def zero_scores_note(rows: Sequence[dict[str, Any]], model: Any = None, *, noun: str = "row") -> str | None:
     """One plain sentence for a table whose every score (:data:`SCORE_KEYS`) is 0 in every
@@ -443,7 +441,7 @@ def zero_scores_note(rows: Sequence[dict[str, Any]], model: Any = None, *, noun:
         return None
     n = max(int(row.get("n", 0)) for row in rows)
     head = f"Every score is 0 in every {noun} ({n} question{'s' if n != 1 else ''} per row), so there is nothing to rank: "
-    if isinstance(model, str) and model in RANDOM_MODELS:
+    if isinstance(model, str) and model in RANDOM_WEIGHT_NAMES:
         return head + (
             f"the policy {model!r} is a tiny model of random weights, which writes noise and never answers right; "
             "these rows show the pipeline running, not what an agent can do (the LM-free oracle, "

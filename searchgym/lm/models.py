@@ -96,9 +96,13 @@ def tiny_2k_folder() -> Path:
 MODEL_FOLDERS = {"smollm2": smollm2_folder, "tiny-random-2k": tiny_2k_folder}
 
 
-#: Every built-in model name (``tiny-random`` is built from a config by :mod:`searchgym.lm.testing`;
-#: ``tiny-random-2k`` is its saved wider sibling with 2,048 tokens of context).
-BUILT_IN_NAMES = ("smollm2", "tiny-random", "tiny-random-2k")
+#: Built-in models of random weights, the tests' (``tiny-random`` is built from a config by
+#: :mod:`searchgym.lm.testing`; ``tiny-random-2k`` is its saved wider sibling with 2,048 tokens
+#: of context): they write noise.
+RANDOM_WEIGHT_NAMES = ("tiny-random", "tiny-random-2k")
+
+#: Every built-in model name.
+BUILT_IN_NAMES = ("smollm2", *RANDOM_WEIGHT_NAMES)
 
 
 def check_model_name(name: str, owner: str) -> None:
