@@ -70,6 +70,12 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, state: dict[str, Any]
     return final
 
 
+def checkpoint_step(path: str | os.PathLike) -> int | None:
+    """The step of checkpoint folder ``path`` (``step-000012``: 12); None for another name."""
+    m = _NAME.match(Path(path).name)
+    return int(m.group(1)) if m else None
+
+
 def complete_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
     """Complete checkpoint folders of ``run_dir``, oldest first."""
     root = Path(run_dir) / "checkpoints"
@@ -77,9 +83,9 @@ def complete_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
         return []
     found = []
     for p in root.iterdir():
-        m = _NAME.match(p.name)
-        if m and (p / COMPLETE).is_file() and (p / STATE).is_file():
-            found.append((int(m.group(1)), p))
+        step = checkpoint_step(p)
+        if step is not None and (p / COMPLETE).is_file() and (p / STATE).is_file():
+            found.append((step, p))
     return [p for _, p in sorted(found)]
 
 

@@ -53,7 +53,7 @@ from searchgym.training.advantages import gae, group_advantages, last_token_rewa
 from searchgym.training.args import Args, check_args, disabled_options
 from searchgym.training.batch import FixedPass, Reference, chunks, collate, fixed_pass, forward_logprobs
 from searchgym.training.checkpoint import (
-    args_record, complete_checkpoints, export_policy, load_checkpoint, merged_weights, prepare_run_folder, rng_state, save_checkpoint, set_rng_state,
+    args_record, checkpoint_step, complete_checkpoints, export_policy, load_checkpoint, merged_weights, prepare_run_folder, rng_state, save_checkpoint, set_rng_state,
 )
 from searchgym.training.critic import build_critic, load_trainable_state, trainable_state
 from searchgym.training.data import DataOrder, check_splits, env_kwargs, reward_at, stage_at, timed_retriever
@@ -644,7 +644,7 @@ class Trainer:
         if not complete:
             return (f"{done}, no checkpoint written yet (one every {self.args.save_every} steps); "
                     "run the same command to start over")
-        kept = int(complete[-1].name.split("-")[-1])
+        kept = checkpoint_step(complete[-1])
         return f"{done}; step {kept} kept in {complete[-1]}; run the same command to go on from step {kept}"
 
     def _phase(self, text: str) -> None:
