@@ -38,7 +38,7 @@ from searchgym.corpora.faiss_index import (
 )
 from searchgym.corpora.checksum import StreamSum, check_files, preallocate
 from searchgym.corpora.embedding_file import cached_npy, exclusive, stream_to_npy
-from searchgym.corpora.index_folder import index_meta, rebuild_hint, write_meta
+from searchgym.corpora.index_folder import default_prefixes, index_meta, rebuild_hint, write_meta
 from searchgym.corpora.torch_index import INDEX_DTYPES, TORCH_FLAT, TorchFlatIndex
 from searchgym.corpora.types import Corpus, Hit, Retriever
 from searchgym.error import ConfigError, DamagedFileError, DataFormatError, UnknownNameError, require
@@ -77,14 +77,6 @@ def _resolve_model(model: str | os.PathLike) -> str:
         )
         return str(package.get_model_path())
     return spec
-
-
-def default_prefixes(model: str | os.PathLike) -> tuple[str, str]:
-    """``(query prefix, passage prefix)`` the encoder was trained with: e5 models
-    (``intfloat/e5-*``, Search-R1's retriever) expect ``"query: "`` and ``"passage: "``;
-    others nothing."""
-    name = Path(os.fspath(model)).name.lower()  # "intfloat/e5-base-v2" and "/models/e5-base-v2" alike
-    return ("query: ", "passage: ") if name.startswith(("e5-", "multilingual-e5")) else ("", "")
 
 
 def model_key(model: str | os.PathLike) -> str:

@@ -20,7 +20,7 @@ from searchgym.corpora.building import folder_bytes, human_bytes, remove_dead_bu
 from searchgym.corpora.checksum import check_seal, seal
 from searchgym.error import DamagedFileError, DataFormatError, NoIndexError
 
-__all__ = ["INDEX_RETRIEVERS", "META_FILES", "index_meta", "is_index_folder", "rebuild_command", "rebuild_hint", "shard_folders",
+__all__ = ["INDEX_RETRIEVERS", "META_FILES", "default_prefixes", "index_meta", "is_index_folder", "rebuild_command", "rebuild_hint", "shard_folders",
            "write_meta"]
 
 #: What ``searchgym index --retriever`` builds.
@@ -43,6 +43,14 @@ _BM25_DEFAULTS = {"k1": 0.9, "b": 0.4}
 _DENSE_DEFAULTS = {"model": "all-MiniLM-L6-v2", "dtype": "float32", "hnsw_m": 32, "ef_construction": 200, "ef_search": 128, "nprobe": 32}
 
 
+def default_prefixes(model: str | os.PathLike) -> tuple[str, str]:
+    """``(query prefix, passage prefix)`` the encoder was trained with: e5 models
+    (``intfloat/e5-*``, Search-R1's retriever) expect ``"query: "`` and ``"passage: "``;
+    others nothing. The dense retriever's default, and what a rebuild command leaves out."""
+    name = Path(os.fspath(model)).name.lower()  # "intfloat/e5-base-v2" and "/models/e5-base-v2" alike
+    return ("query: ", "passage: ") if name.startswith(("e5-", "multilingual-e5")) else ("", "")
+
+
 def _build_options(meta: dict[str, Any], dense: bool) -> list[str]:
     """``--retriever-option KEY=VALUE`` for what the index of ``meta`` was built with besides the defaults."""
     options: dict[str, Any] = {}
@@ -50,9 +58,7 @@ def _build_options(meta: dict[str, Any], dense: bool) -> list[str]:
         graph = meta.get("index") == "hnsw" or "HNSW" in str(meta.get("index"))
         options = {key: meta[key] for key, default in _DENSE_DEFAULTS.items()
                    if meta.get(key) not in (None, default) and (graph or key not in ("hnsw_m", "ef_construction"))}
-        model = Path(str(meta.get("model", ""))).name.lower()  # the prefixes a model is given by default (as dense.default_prefixes)
-        prefixes = ("query: ", "passage: ") if model.startswith(("e5-", "multilingual-e5")) else ("", "")
-        for key, default in zip(("query_prefix", "passage_prefix"), prefixes):
+        for key, default in zip(("query_prefix", "passage_prefix"), default_prefixes(str(meta.get("model", "")))):
             if meta.get(key) not in (None, default):
                 options[key] = meta[key]
     else:
