@@ -193,41 +193,33 @@ def plot(out: Path, sft_rows: list, grpo_rows: list, smol: list) -> None:
         ax.set_xlabel("optimizer step")
         ax.set_ylabel("cross-entropy (turn tokens)")
         ax.set_yscale("log")
-        ax = axes[1]
-        ev = [(r["step"], r["eval_reward"]) for r in grpo_rows if r.get("eval_reward") not in ("", None)]
-        tr = [(r["step"], r["reward"]) for r in grpo_rows if r.get("reward") not in ("", None)]
-        if ev:
-            ax.plot(*zip(*ev), marker="o", color="tab:blue", label="SFT + GRPO, dev (greedy)")
-            ax.axhline(ev[0][1], color="gray", linestyle="--", label="SFT alone, dev (greedy)")
-            said_from_to(ax, ev)
-        if tr:
-            ax.plot(*zip(*tr), alpha=0.5, color="tab:orange", label="GRPO train batch (sampled)")
-        ax.set_title("small scratch model: SFT, then GRPO")
-        ax.set_xlabel("GRPO step")
-        ax.set_ylabel("reward")
-        ax.set_ylim(0, 1)  # the reward axis is the whole reward (0 to 1), so a gain is drawn at its size
-        ax.legend(fontsize=7, loc="upper left")
+        grpo_panel(axes[1], grpo_rows, "small scratch model: SFT, then GRPO")
     if smol:
-        ax = axes[2]
-        tr = [(r["step"], r["reward"]) for r in smol if r.get("reward") not in ("", None)]
-        ev = [(r["step"], r["eval_reward"]) for r in smol if r.get("eval_reward") not in ("", None)]
-        if tr:
-            ax.plot(*zip(*tr), alpha=0.5, color="tab:orange", label="GRPO train batch (sampled)")
-        if ev:
-            ax.plot(*zip(*ev), marker="o", color="tab:blue", label="SFT + GRPO, dev (greedy)")
-            ax.axhline(ev[0][1], color="gray", linestyle="--", label="SFT alone, dev (greedy)")
-            said_from_to(ax, ev)
-        ax.set_title("SmolLM2-135M: SFT, then GRPO")
-        ax.set_xlabel("GRPO step")
-        ax.set_ylabel("reward")
-        ax.set_ylim(0, 1)
-        ax.legend(fontsize=7, loc="upper left")
+        grpo_panel(axes[2], smol, "SmolLM2-135M: SFT, then GRPO")
     for a in axes:
         if a is not None:
             a.grid(alpha=0.3)
     fig.suptitle("synthwiki Search-R1, 3 turns, format reward with a retrieval score (max 1)", fontsize=9)
     fig.tight_layout()
     fig.savefig(out / "learning.png", dpi=110)
+
+
+def grpo_panel(ax, rows: list, title: str) -> None:
+    """One GRPO run's rewards per step: the sampled train batch's and the greedy dev reward,
+    against the SFT model's (step 0), on a reward axis from 0 to 1."""
+    tr = [(r["step"], r["reward"]) for r in rows if r.get("reward") not in ("", None)]
+    ev = [(r["step"], r["eval_reward"]) for r in rows if r.get("eval_reward") not in ("", None)]
+    if tr:
+        ax.plot(*zip(*tr), alpha=0.5, color="tab:orange", label="GRPO train batch (sampled)")
+    if ev:
+        ax.plot(*zip(*ev), marker="o", color="tab:blue", label="SFT + GRPO, dev (greedy)")
+        ax.axhline(ev[0][1], color="gray", linestyle="--", label="SFT alone, dev (greedy)")
+        said_from_to(ax, ev)
+    ax.set_title(title)
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("reward")
+    ax.set_ylim(0, 1)  # the reward axis is the whole reward (0 to 1), so a gain is drawn at its size
+    ax.legend(fontsize=7, loc="upper left")
 
 
 def said_from_to(ax, evals: list) -> None:
