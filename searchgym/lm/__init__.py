@@ -3,7 +3,9 @@
 ``LanguageModel.generate`` returns :class:`Generation` records with the exact sampled
 ids and their logprobs. Backends: :class:`TransformersLM` (``transformers``' batched
 ``generate``, CPU or CUDA), :class:`~searchgym.lm.vllm.VLLMLM` (vLLM's engine, CUDA or
-CPU), :class:`~searchgym.lm.http.OpenAILM` (an OpenAI-compatible server) and
+CPU), :class:`~searchgym.lm.vllm_async.AsyncVLLMLM` (vLLM's async engine, serving calls
+from several threads side by side), :class:`~searchgym.lm.http.OpenAILM` (an
+OpenAI-compatible server) and
 :class:`ScriptedLM` (replays given texts, for tests); :func:`~searchgym.lm.registry.load_lm`
 picks one by name. The torch-based backend is imported lazily so that
 ``import searchgym.lm`` needs no torch.

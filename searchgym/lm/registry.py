@@ -21,6 +21,7 @@ from searchgym.lm.base import LanguageModel
 BACKENDS: dict[str, str] = {
     "transformers": "searchgym.lm.hf:TransformersLM",
     "vllm": "searchgym.lm.vllm:VLLMLM",
+    "vllm-async": "searchgym.lm.vllm_async:AsyncVLLMLM",
     "openai": "searchgym.lm.http:OpenAILM",
 }
 

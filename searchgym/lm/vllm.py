@@ -128,34 +128,36 @@ class VLLMLM(LanguageModel):
         in_process: bool = False,
         **engine_options: Any,
     ):
+        name = type(self).__name__
         if not isinstance(model, str) or not model:
-            raise ConfigError(f"VLLMLM expects a model name or folder, got {model!r}.")
+            raise ConfigError(f"{name} expects a model name or folder, got {model!r}.")
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(DEFAULT_CPU_KV_CACHE_GIB))
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # the engine's INFO and dtype warnings drown progress bars
-        vllm = require("vllm", extra="vllm-cpu", feature="VLLMLM", package="vllm-cpu", install=_INSTALL)
+        vllm = require("vllm", extra="vllm-cpu", feature=name, package="vllm-cpu", install=_INSTALL)
         from vllm.platforms import current_platform
 
         if current_platform.is_cpu():
             cpu_thread_defaults()
-        transformers = require("transformers", extra="lm", feature="VLLMLM")
+        transformers = require("transformers", extra="lm", feature=name)
         self._vllm = vllm
         folder = model_folder(model)
         if tokenizer is None:
             try:
                 tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
             except (OSError, ValueError) as e:
-                raise ConfigError(f"VLLMLM could not load a tokenizer for {model!r} offline ({' '.join(str(e).split())}); pass tokenizer=...") from e
+                raise ConfigError(f"{name} could not load a tokenizer for {model!r} offline ({' '.join(str(e).split())}); pass tokenizer=...") from e
         self.tokenizer = tokenizer
         options = {"enable_prefix_caching": True, "logprobs_mode": "processed_logprobs", **engine_options}
         if max_model_len is not None:
             options["max_model_len"] = max_model_len
         if current_platform.is_cpu() and "enable_chunked_prefill" not in engine_options:
             options.update(whole_prefills(folder, max_model_len, engine_options.get("max_num_batched_tokens")))
+        options = {"model": folder, "tokenizer": folder, "dtype": dtype, "seed": seed, **options}
         previous = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
         if in_process:
             os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         try:
-            self.engine = vllm.LLM(model=folder, tokenizer=folder, dtype=dtype, seed=seed, **options)
+            model_config = self._start(options)
         finally:
             if in_process:
                 if previous is None:
@@ -164,48 +166,56 @@ class VLLMLM(LanguageModel):
                     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = previous
         self.in_process = in_process
         self.weight_version = 0
-        self.context_length = int(self.engine.llm_engine.model_config.max_model_len)
-        self._vocab_size = int(self.engine.llm_engine.model_config.get_vocab_size())
-        config_eos = getattr(self.engine.llm_engine.model_config.hf_config, "eos_token_id", None)
+        self.context_length = int(model_config.max_model_len)
+        self._vocab_size = int(model_config.get_vocab_size())
+        config_eos = getattr(model_config.hf_config, "eos_token_id", None)
         config_eos = config_eos if isinstance(config_eos, list) else [config_eos]
         self._eos_ids = frozenset(int(e) for e in (tokenizer.eos_token_id, *config_eos) if e is not None)
         self.model_name = model
 
+    def _start(self, options: dict[str, Any]) -> Any:
+        """Start the engine with ``vllm.LLM(**options)``; returns its model config."""
+        self.engine = self._vllm.LLM(**options)
+        return self.engine.llm_engine.model_config
+
     def _generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> list[Generation]:
+        results, requests = self._requests(prompt_ids, params)
+        if requests:
+            outputs = self.engine.generate([prompt for _, prompt, _ in requests], [sampling for _, _, sampling in requests], use_tqdm=False)
+            for (i, _, _), out in zip(requests, outputs):
+                results[i] = self._generation(out.outputs[0])
+        return results  # type: ignore[return-value]
+
+    def _requests(self, prompt_ids: list[list[int]], params: SamplingParams) -> tuple[list[Generation | None], list[tuple[int, Any, Any]]]:
+        """The engine's requests: ``(results, [(index, prompt, sampling params), ...])``, where
+        ``results`` already holds the prompts too long for the context and None elsewhere."""
         from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
 
         for i, ids in enumerate(prompt_ids):
             if max(ids) >= self._vocab_size:
                 raise ConfigError(
-                    f"VLLMLM.generate expects token ids below the vocabulary size {self._vocab_size}, got id {max(ids)} in prompt {i}."
+                    f"{type(self).__name__}.generate expects token ids below the vocabulary size {self._vocab_size}, got id {max(ids)} in prompt {i}."
                 )
         results: list[Generation | None] = [None] * len(prompt_ids)
-        requests, sampling, where = [], [], []
+        requests = []
         for i, ids in enumerate(prompt_ids):
             room = self.context_length - len(ids)
             if room < 1:
                 results[i] = Generation("", (), (), "prompt_too_long")
                 continue
-            requests.append(TokensPrompt(prompt_token_ids=list(ids)))
-            sampling.append(
-                VSamplingParams(
-                    max_tokens=min(params.max_new_tokens, room),
-                    temperature=params.temperature,
-                    top_p=params.top_p if params.temperature > 0 else 1.0,
-                    top_k=params.top_k if params.temperature > 0 and params.top_k > 0 else -1,
-                    stop=list(params.stop),
-                    include_stop_str_in_output=True,
-                    logprobs=0,
-                    seed=None if params.seed is None else params.seed[i],
-                )
+            sampling = VSamplingParams(
+                max_tokens=min(params.max_new_tokens, room),
+                temperature=params.temperature,
+                top_p=params.top_p if params.temperature > 0 else 1.0,
+                top_k=params.top_k if params.temperature > 0 and params.top_k > 0 else -1,
+                stop=list(params.stop),
+                include_stop_str_in_output=True,
+                logprobs=0,
+                seed=None if params.seed is None else params.seed[i],
             )
-            where.append(i)
-        if requests:
-            outputs = self.engine.generate(requests, sampling, use_tqdm=False)
-            for i, out in zip(where, outputs):
-                results[i] = self._generation(out.outputs[0])
-        return results  # type: ignore[return-value]
+            requests.append((i, TokensPrompt(prompt_token_ids=list(ids)), sampling))
+        return results, requests
 
     def _generation(self, completion: Any) -> Generation:
         ids = tuple(int(t) for t in completion.token_ids)
@@ -234,20 +244,26 @@ class VLLMLM(LanguageModel):
 
         weights = [(str(name), tensor.detach()) for name, tensor in named_tensors]
         if not weights:
-            raise ConfigError("VLLMLM.update_weights expects at least one (name, tensor) pair, got none.")
+            raise ConfigError(f"{type(self).__name__}.update_weights expects at least one (name, tensor) pair, got none.")
         if self.in_process:
-            self.engine.collective_rpc("reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True})
+            self._rpc("reload_weights", {"weights_iterator": weights, "is_checkpoint_format": True})
         else:
             from safetensors.torch import save_file
 
             folder = tempfile.mkdtemp(prefix="searchgym-weights-")
             try:
                 save_file({name: t.cpu().clone().contiguous() for name, t in weights}, os.path.join(folder, "model.safetensors"))
-                self.engine.collective_rpc("reload_weights", kwargs={"weights_path": folder, "is_checkpoint_format": True})
+                self._rpc("reload_weights", {"weights_path": folder, "is_checkpoint_format": True})
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
-        self.engine.reset_prefix_cache()
+        self._reset_prefix_cache()
         self.weight_version += 1
 
+    def _rpc(self, method: str, kwargs: dict[str, Any]) -> None:
+        self.engine.collective_rpc(method, kwargs=kwargs)
+
+    def _reset_prefix_cache(self) -> None:
+        self.engine.reset_prefix_cache()
+
     def __repr__(self) -> str:
-        return f"VLLMLM(model={self.model_name!r}, context_length={self.context_length})"
+        return f"{type(self).__name__}(model={self.model_name!r}, context_length={self.context_length})"
