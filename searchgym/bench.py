@@ -97,7 +97,7 @@ class BenchConfig:
     """The policy model of LM agents: a name for :func:`searchgym.lm.registry.load_lm`, or a
     loaded :class:`~searchgym.lm.base.LanguageModel`."""
     backend: str = "transformers"
-    """Backend of every model: ``transformers``, ``vllm`` or ``openai``."""
+    """Backend of every model: ``transformers``, ``vllm``, ``vllm-async`` or ``openai``."""
     backend_options: dict[str, Any] = field(default_factory=dict)
     """Options of the backend (e.g. ``{"dtype": "bfloat16"}``, ``{"base_url": ...}``)."""
     frozen_model: str | None = None
@@ -116,8 +116,8 @@ class BenchConfig:
     driver: str = "rounds"
     """How the live episodes are played: ``"rounds"`` (one batched call per turn of all of
     them, then every env steps; reproducible) or ``"async"`` (each episode's next turn
-    starts when its own step ends: for a served model, ``backend="openai"``; see
-    :func:`searchgym.agents.run_episodes`). Either plays the same episodes, so a benchmark
+    starts when its own step ends: for ``backend="vllm-async"``, or a served model with
+    ``backend="openai"``; see :func:`searchgym.agents.run_episodes`). Either plays the same episodes, so a benchmark
     resumes under the other."""
     concurrency: int | None = None
     """``driver="async"``: most turns in flight at once (default ``num_envs``)."""
@@ -176,7 +176,7 @@ def cross(envs: Sequence[str], agents: Sequence[str]) -> list[tuple[str, str]]:
 def check_config(config: BenchConfig) -> None:
     """Every name in ``config`` is known (called before any model loads)."""
     from searchgym.envs.components.summarizers import SUMMARIZERS
-    from searchgym.lm.registry import BACKENDS
+    from searchgym.lm.registry import BACKENDS, backend_class
 
     for env_id, agent in config.runs:
         full_env_id(env_id)
@@ -197,11 +197,12 @@ def check_config(config: BenchConfig) -> None:
         from searchgym.lm.base import LanguageModel
 
         model = config.model
-        if not (model.concurrent if isinstance(model, LanguageModel) else config.backend == "openai"):
+        if not (model.concurrent if isinstance(model, LanguageModel) else backend_class(config.backend).concurrent):
             served = type(model).__name__ if isinstance(model, LanguageModel) else f"backend={config.backend!r}"
             raise ConfigError(
-                f"BenchConfig(driver='async') sends each episode's turn as a request of its own, for a served model "
-                f"(backend='openai'; command line: --backend openai --backend-option base_url=http://HOST:PORT/v1); "
+                f"BenchConfig(driver='async') sends each episode's turn as a call of its own, for a model that serves "
+                f"concurrent calls (backend='vllm-async', vLLM's async engine in this process, or backend='openai', a served "
+                f"model; command line: --backend vllm-async, or --backend openai --backend-option base_url=http://HOST:PORT/v1); "
                 f"{served} generates one call at a time. Leave driver out (rounds batch every live episode's turn in one call)."
             )
     _check_env_options(config)

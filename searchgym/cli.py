@@ -164,7 +164,7 @@ def _add_bench(sub) -> None:
     bench.add_argument("--limit", type=_positive, default=None, help="first N questions of the split (default all)")
     bench.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds; each question is played once per seed")
     bench.add_argument("--model", default="smollm2", help="policy model (default smollm2)")
-    bench.add_argument("--backend", default="transformers", help="transformers (default), vllm or openai")
+    bench.add_argument("--backend", default="transformers", help="transformers (default), vllm, vllm-async (vLLM's async engine, for --driver async) or openai")
     bench.add_argument("--backend-option", action="append", default=[], metavar="KEY=VALUE", help="backend option, e.g. dtype=bfloat16, base_url=http://...")
     bench.add_argument("--frozen-model", default=None, help="model of the s3 generator / R-Search reader ('policy': the policy model)")
     bench.add_argument("--summarizer", default=None, help="summarizer of RECON envs (e.g. llm: RECON's prompt with the frozen model)")
@@ -201,7 +201,7 @@ def _add_bench(sub) -> None:
     bench.add_argument(
         "--driver", default="rounds", choices=("rounds", "async"),
         help="rounds (default: each turn of every live episode in one batched call; reproducible) or async (each episode's "
-        "next turn starts when its own step ends: for a served model, --backend openai)",
+        "next turn starts when its own step ends: with --backend vllm-async, or a served model with --backend openai)",
     )
     bench.add_argument("--concurrency", type=_positive, default=None, help="--driver async: most turns in flight at once (default --num-envs)")
     # Removed (episodes are played turn by turn); still parsed so that the old

@@ -690,9 +690,11 @@ def test_the_async_driver_plays_the_same_benchmark_and_either_driver_resumes_it(
         config(driver="eager")
     with pytest.raises(ConfigError, match=r"^BenchConfig got concurrency=2 with driver='rounds'; concurrency bounds the turns in flight of driver='async'\.$"):
         config(concurrency=2)
-    with pytest.raises(ConfigError, match=r"^BenchConfig\(driver='async'\) sends each episode's turn as a request of its own, for a served "
-                       r"model \(backend='openai'; .*\); backend='transformers' generates one call at a time\. Leave driver out"):
-        run_bench(config(runs=[("SearchR1-v0", "lm")], driver="async"), tmp_path / "lm", progress=False)
+    for backend in ("transformers", "vllm"):  # local engines that decode one call at a time
+        with pytest.raises(ConfigError, match=r"^BenchConfig\(driver='async'\) sends each episode's turn as a call of its own, for a model "
+                           r"that serves concurrent calls \(backend='vllm-async', .*backend='openai', .*\); "
+                           rf"backend='{backend}' generates one call at a time\. Leave driver out"):
+            run_bench(config(runs=[("SearchR1-v0", "lm")], driver="async", backend=backend), tmp_path / "lm", progress=False)
     assert main(["bench", "--run", "SearchR1-v0:oracle", "--limit", "2", "--driver", "async", "--concurrency", "2", "--corpus-option",
                  "seed=7", "--corpus-option", "num_passages=400", "--quiet", "--out", str(tmp_path / "cli")]) == 0
     assert json.loads((tmp_path / "cli" / "config.json").read_text())["concurrency"] == 2

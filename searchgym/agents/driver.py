@@ -414,7 +414,8 @@ def check_mode(mode: str, concurrency: int | None, owner: str, agents: Sequence[
             if isinstance(lm, LanguageModel) and not lm.concurrent:
                 raise ConfigError(
                     f"{owner}(mode='async') plays each episode's turn as a call of its own, for a model that serves "
-                    f"concurrent requests (searchgym.lm.http.OpenAILM against a vLLM or other OpenAI-compatible server); "
+                    f"concurrent requests (searchgym.lm.vllm_async.AsyncVLLMLM, vLLM's async engine; searchgym.lm.http.OpenAILM "
+                    f"against a vLLM or other OpenAI-compatible server); "
                     f"{type(agent).__name__}'s model is a {type(lm).__name__}, which generates one call at a time, so the "
                     "episodes would wait in line. Leave mode out (mode='rounds' batches every live episode's turn in one call)."
                 )

@@ -261,7 +261,8 @@ def test_bad_modes_and_local_models_are_config_errors(tokenizer):
     local = policy_agent(envs[0], ScriptedLM(['<answer> x </answer>'], tokenizer))  # a local engine
     with pytest.raises(ConfigError, match=(
         r"^run_episodes\(mode='async'\) plays each episode's turn as a call of its own, for a model that serves concurrent requests "
-        r"\(searchgym\.lm\.http\.OpenAILM against a vLLM or other OpenAI-compatible server\); EndToEndAgent's model is a "
+        r"\(searchgym\.lm\.vllm_async\.AsyncVLLMLM, vLLM's async engine; searchgym\.lm\.http\.OpenAILM against a vLLM or "
+        r"other OpenAI-compatible server\); EndToEndAgent's model is a "
         r"ScriptedLM, which generates one call at a time, so the episodes would wait in line\. Leave mode out \(mode='rounds' "
         r"batches every live episode's turn in one call\)\.$")):
         run_episodes(envs, local, tasks, mode="async")
