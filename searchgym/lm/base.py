@@ -87,6 +87,9 @@ class LanguageModel(ABC):
     #: batches the requests in flight): what ``run_episodes(mode="async")`` needs of an
     #: agent's model. A local engine decodes one call at a time.
     concurrent: bool = False
+    #: Whether the model was closed (its engine stopped): :func:`~searchgym.lm.registry.load_lm`
+    #: then loads a new one instead of handing out the cached instance.
+    closed: bool = False
 
     def generate(
         self,

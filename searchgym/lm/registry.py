@@ -46,7 +46,7 @@ def load_lm(spec: Any, *, backend: str = "transformers", cache: bool = True, **o
             a cached Hugging Face id, or (``backend="openai"``) the served model's name.
         backend: One of :data:`BACKENDS`.
         cache: Reuse the instance loaded earlier in this process with the same
-            ``spec``, ``backend`` and ``options``.
+            ``spec``, ``backend`` and ``options``, unless it was closed since.
         options: Passed to the backend's constructor (e.g. ``device``, ``dtype``,
             ``base_url``).
     """
@@ -68,7 +68,7 @@ def load_lm(spec: Any, *, backend: str = "transformers", cache: bool = True, **o
     if not cache:
         return cls(spec, **options)
     with _LOCK:
-        if key not in _CACHE:
+        if key not in _CACHE or _CACHE[key].closed:
             _CACHE[key] = cls(spec, **options)
         return _CACHE[key]
 

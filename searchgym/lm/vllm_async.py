@@ -138,8 +138,13 @@ class AsyncVLLMLM(VLLMLM):
         return self._loop  # type: ignore[return-value]
 
     def _check_open(self) -> None:
-        if not getattr(self, "_engine", None):
+        if self.closed:
             raise ConfigError("AsyncVLLMLM was closed; load a new one to generate.")
+
+    @property
+    def closed(self) -> bool:  # type: ignore[override]
+        """Whether :meth:`close` stopped the engine (``load_lm`` then loads a new one)."""
+        return not getattr(self, "_engine", None)
 
     def close(self) -> None:
         """Stop the engine (its core process) and the event loop's thread. Later calls raise."""

@@ -144,3 +144,25 @@ def test_load_lm_refuses_options_its_backend_does_not_take_and_devices_it_lacks(
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match=r"^TransformersLM got device='cuda', but this torch has no CUDA device; use device='cpu'\.$"):
             load_lm("tiny-random", device="cuda", cache=False)
+
+
+def test_load_lm_loads_again_a_cached_model_that_was_closed(monkeypatch):
+    from searchgym.lm import registry
+    from searchgym.lm.scripted import ScriptedLM
+    from searchgym.lm.testing import tiny_tokenizer
+
+    class Closable(ScriptedLM):
+        def __init__(self, model, **options):
+            super().__init__(["x"], tiny_tokenizer())
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(registry, "backend_class", lambda backend: Closable)
+    first = registry.load_lm("closable-test-model")
+    assert registry.load_lm("closable-test-model") is first
+    first.close()
+    second = registry.load_lm("closable-test-model")
+    assert second is not first and not second.closed and registry.load_lm("closable-test-model") is second
+    for key in [key for key in registry._CACHE if key[0] == "closable-test-model"]:  # the other tests' models stay loaded
+        del registry._CACHE[key]
