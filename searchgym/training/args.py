@@ -25,8 +25,10 @@ CRITICS = ("separate", "shared-head")
 ALGORITHMS = ("ppo", "grpo", "reinforce++")
 #: The Stable-Baselines3 algorithms ``searchgym train`` also takes (trained by :mod:`searchgym.sb3`).
 SB3_ALGORITHMS = ("sb3-ppo", "sb3-dqn")
-#: Rollout engines: the training model itself, or vLLM with the weights pushed after every update.
-ENGINES = ("transformers", "vllm")
+#: Rollout engines: the training model itself, or vLLM with the weights pushed after every update
+#: (``vllm``: the offline engine, episodes played in rounds; ``vllm-async``: the async engine,
+#: each episode's next turn sent when its own step ends).
+ENGINES = ("transformers", "vllm", "vllm-async")
 
 
 @dataclass
@@ -148,7 +150,8 @@ class Args:
 
     # -- rollouts
     engine: str = "transformers"
-    """Rollout engine: transformers (the training model itself) or vllm (weights pushed after every update)."""
+    """Rollout engine: transformers (the training model itself), vllm (weights pushed after every update) or vllm-async
+    (the same on vLLM's async engine, with episodes that do not wait for each other: run_episodes(mode="async"))."""
     engine_options: dict[str, Any] = field(default_factory=dict)
     """Options of the vLLM engine (e.g. {"dtype": "float32", "max_model_len": 4096})."""
     num_envs: int = 16
@@ -364,7 +367,7 @@ def disabled_options(args: Args, given: Collection[str] | None = None) -> list[s
         (a.algorithm == "grpo", ("gamma",), "GRPO's advantage is the group-normalized outcome, with no discount"),
         (a.kl_coef == 0, ("kl_estimator", "kl_in_reward"), "--kl-coef is 0 (no KL term)"),
         (a.lora_rank == 0, ("lora_alpha", "lora_targets"), "--lora-rank is 0 (no LoRA: every weight trains)"),
-        (a.engine != "vllm", ("engine_options",), f"--engine is {a.engine} (no vLLM engine runs)"),
+        (a.engine == "transformers", ("engine_options",), f"--engine is {a.engine} (no vLLM engine runs)"),
         (a.warmup_ratio is not None, ("warmup_steps",), "--warmup-ratio sets the warmup instead"),
         (a.value_warmup_ratio is not None, ("value_warmup_steps",), "--value-warmup-ratio sets the critic's warmup instead"),
     ), given)

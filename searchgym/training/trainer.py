@@ -10,7 +10,8 @@ micro-batches. Metrics go to ``metrics.csv`` (and TensorBoard), curves to ``curv
 checkpoints are atomic (:mod:`searchgym.training.checkpoint`).
 
 The rollout engine is the training model itself (``transformers``) or a vLLM engine whose
-weights are replaced by the policy's after every update (``vllm``).
+weights are replaced by the policy's after every update (``vllm``; ``vllm-async``: vLLM's
+async engine, on which the rollout's episodes do not wait for each other).
 
 Shapes: ``B`` episodes, ``L`` context tokens (prompt and response ids, right-padded).
 Per-token tensors are ``[B, L-1]`` over *targets* (:mod:`searchgym.training.batch`):
@@ -373,7 +374,12 @@ class Trainer:
             folder = self.out / "engine-init"
             if not (folder / "config.json").is_file():
                 self.export(folder)
-        return VLLMLM(str(folder), self.tokenizer, **{"dtype": "float32", "seed": self.args.seed, **self.args.engine_options})
+        options = {"dtype": "float32", "seed": self.args.seed, **self.args.engine_options}
+        if self.args.engine == "vllm-async":
+            from searchgym.lm.vllm_async import AsyncVLLMLM
+
+            return AsyncVLLMLM(str(folder), self.tokenizer, **options)
+        return VLLMLM(str(folder), self.tokenizer, **options)
 
     def _train_envs(self, step: int) -> list[Any]:
         """The training envs of ``step``'s curriculum stage (built again when the stage changes;
@@ -412,7 +418,8 @@ class Trainer:
         retrieval_before = self.retrieval.seconds
         t0 = time.perf_counter()
         try:
-            results = run_episodes(envs[: len(tasks)], agent, tasks, keep_trajectories=True)
+            mode = "async" if a.engine == "vllm-async" else "rounds"  # the same episodes either way
+            results = run_episodes(envs[: len(tasks)], agent, tasks, keep_trajectories=True, mode=mode)
         finally:
             self.model.train()
         stats = rollout_stats(results)
@@ -702,7 +709,7 @@ class Trainer:
 
     def _sync_engine(self) -> float:
         """Push the policy's weights to a vLLM engine; the seconds it took (0 for transformers)."""
-        if self.args.engine != "vllm":
+        if self.args.engine == "transformers":
             return 0.0
         t0 = time.perf_counter()
         self.rollout_lm.update_weights(self.merged_weights().items())

@@ -12,16 +12,24 @@ from searchgym.training.args import Args  # noqa: E402
 from searchgym.training.trainer import Trainer  # noqa: E402
 
 
-def test_vllm_rollouts_follow_the_updated_policy(tmp_path, monkeypatch):
+@pytest.mark.parametrize("engine", ["vllm", "vllm-async"])
+def test_vllm_rollouts_follow_the_updated_policy(engine, tmp_path, monkeypatch):
+    """Both engines; vllm-async plays the rollouts with the async driver."""
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     args = Args(
-        model=str(tiny_model_folder()), engine="vllm", engine_options={"max_model_len": 2048},
+        model=str(tiny_model_folder()), engine=engine, engine_options={"max_model_len": 2048},
         env_options={"corpus_options": SMALL_WORLD, "max_turns": 2}, out=str(tmp_path / "run"), total_steps=3,
         questions_per_step=2, n=2, num_envs=4, max_new_tokens=8, micro_batch_size=2, lr=3e-3, entropy_coef=0.05,
         save_every=3, progress=False, tensorboard=False, logprob_check_atol=2e-3,
     )
+    import searchgym.training.trainer as trainer_module
+
+    modes = []
+    play = trainer_module.run_episodes
+    monkeypatch.setattr(trainer_module, "run_episodes", lambda *a, **kw: modes.append(kw.get("mode")) or play(*a, **kw))
     trainer = Trainer(args)
     rows = trainer.train()
+    assert modes == ["async" if engine == "vllm-async" else "rounds"] * 3
     assert [r["step"] for r in rows] == [1, 2, 3]
     # Every step's rollout was sampled by weights equal to the trainer's (checked to 2e-3 on every
     # generated token, else the run would have stopped), and the weights did move.
