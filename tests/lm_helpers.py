@@ -1,6 +1,38 @@
 """Helpers shared by the language-model backend tests."""
 
+import math
+from contextlib import contextmanager
+
 import pytest
+
+#: Prompts the engine backends are compared on.
+PROMPTS = ["The city of Marrowgate", "What is the capital of France?", "0123456789 + - * /"]
+
+
+def assert_same_generations(ours, theirs, atol=2e-3):
+    """The same ids, texts and finish reasons, and logprobs within ``atol``."""
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        assert (a.token_ids, a.text, a.finish_reason) == (b.token_ids, b.text, b.finish_reason)
+        assert all(math.isclose(x, y, abs_tol=atol) for x, y in zip(a.logprobs, b.logprobs)), (a.logprobs, b.logprobs)
+
+
+@contextmanager
+def pushed_noise(engine, model):
+    """Noise added to ``model``'s weights and pushed to ``engine`` (``update_weights``); both
+    get the original weights back afterwards."""
+    import torch
+
+    original = {n: t.detach().clone() for n, t in model.state_dict().items()}
+    try:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(1)) * 0.05)
+        engine.update_weights(model.state_dict().items())
+        yield
+    finally:
+        engine.update_weights(original.items())
+        model.load_state_dict(original)
 
 
 def ascii_window(text):

