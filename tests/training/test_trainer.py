@@ -176,14 +176,14 @@ def test_config_errors_fail_before_any_model_loads(tmp_path, monkeypatch):
     cases = [
         ({"algorithm": "dpo"}, "Unknown algorithm 'dpo'. Did you mean 'ppo'? Expected one of: grpo, ppo, reinforce++, sb3-dqn, sb3-ppo."),
         ({"algorithm": "grpo", "n": 1}, "GRPO normalizes rewards within a group of answers to one question and needs n >= 2, got n=1."),
-        ({"engine": "sglang"}, "Unknown rollout engine 'sglang'. Expected one of: transformers, vllm."),
+        ({"engine": "sglang"}, "Unknown rollout engine 'sglang'. Expected one of: transformers, vllm, vllm-async."),
         ({"kl_estimator": "k4"}, "Unknown KL estimator 'k4'. Expected one of: k1, k2, k3."),
         ({"stage2_reward": "r1_searcher_stage2"}, "Args.stage2_reward and Args.stage2_step go together"),
         ({"micro_batch_size": 0}, "Args.micro_batch_size expects a positive integer, got 0."),
         ({"temperature": 0.0}, "Greedy rollouts (temperature 0) give n identical answers per question"),
         ({"kl_in_reward": True}, "GRPO adds its KL term to the loss; kl_in_reward applies to ppo and reinforce++ only."),
         ({"summarizer": "llm"}, "summarizer='llm' needs a frozen model to summarize with; set frozen_model (e.g. 'smollm2')."),
-        ({"frozen_backend": "ollama"}, "Unknown frozen_backend 'ollama'. Did you mean 'vllm'? Expected one of: openai, transformers, vllm."),
+        ({"frozen_backend": "ollama"}, "Unknown frozen_backend 'ollama'. Did you mean 'vllm'? Expected one of: openai, transformers, vllm, vllm-async."),
         ({"frozen_options": "base_url"}, "Args.frozen_options expects a dict, got str."),
         ({"env_id": "Nope-v0"}, "Unknown env id 'Nope-v0'. Expected one of: MultiAgentGenerator-v0, MultiAgentSearcher-v0, MultiAgentSummarizer-v0, R1Searcher-v0, RECON-v0, RSearch-v0, S3-v0, SearchR1-v0."),
     ]
