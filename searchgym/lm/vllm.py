@@ -117,6 +117,9 @@ class VLLMLM(LanguageModel):
     stops with ``"length"``.
     """
 
+    #: Why a subclass's engine refuses ``in_process=True``; None: it takes it.
+    _no_in_process: str | None = None
+
     def __init__(
         self,
         model: str,
@@ -129,6 +132,8 @@ class VLLMLM(LanguageModel):
         **engine_options: Any,
     ):
         name = type(self).__name__
+        if in_process and self._no_in_process:
+            raise ConfigError(f"{name} does not take in_process: {self._no_in_process}")
         if not isinstance(model, str) or not model:
             raise ConfigError(f"{name} expects a model name or folder, got {model!r}.")
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(DEFAULT_CPU_KV_CACHE_GIB))

@@ -39,6 +39,8 @@ class AsyncVLLMLM(VLLMLM):
 
     Args:
         model, tokenizer, dtype, max_model_len, seed: As for :class:`VLLMLM`.
+        in_process: Refused when true: the async engine's core always runs in a process
+            of its own.
         engine_options: Fields of vLLM's ``AsyncEngineArgs`` (e.g. ``max_num_seqs``,
             ``enforce_eager``, ``gpu_memory_utilization``).
 
@@ -48,26 +50,9 @@ class AsyncVLLMLM(VLLMLM):
     """
 
     concurrent = True
-
-    def __init__(
-        self,
-        model: str,
-        tokenizer: Any = None,
-        *,
-        dtype: str = "auto",
-        max_model_len: int | None = None,
-        seed: int = 0,
-        **engine_options: Any,
-    ):
-        if "in_process" in engine_options:
-            raise ConfigError(
-                "AsyncVLLMLM does not take in_process: vLLM's async engine always runs its core in a process of its own. "
-                "Use VLLMLM(in_process=True) for an in-process offline engine."
-            )
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._ids = itertools.count()
-        self._prefix = uuid.uuid4().hex[:8]
-        super().__init__(model, tokenizer, dtype=dtype, max_model_len=max_model_len, seed=seed, **engine_options)
+    _no_in_process = (
+        "vLLM's async engine always runs its core in a process of its own. Use VLLMLM(in_process=True) for an in-process offline engine."
+    )
 
     def _start(self, options: dict[str, Any]) -> Any:
         from vllm.engine.arg_utils import AsyncEngineArgs
@@ -77,6 +62,8 @@ class AsyncVLLMLM(VLLMLM):
             engine_args = AsyncEngineArgs(**options)
         except TypeError as e:
             raise ConfigError(f"AsyncVLLMLM passes its engine options to vLLM's AsyncEngineArgs, which refused them: {e}.") from e
+        self._ids = itertools.count()
+        self._prefix = uuid.uuid4().hex[:8]  # request ids unique across the engines of a process
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="searchgym-vllm-async", daemon=True)
         thread.start()
@@ -135,7 +122,7 @@ class AsyncVLLMLM(VLLMLM):
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         self._check_open()
-        return self._loop  # type: ignore[return-value]
+        return self._loop
 
     def _check_open(self) -> None:
         if self.closed:
@@ -148,8 +135,7 @@ class AsyncVLLMLM(VLLMLM):
 
     def close(self) -> None:
         """Stop the engine (its core process) and the event loop's thread. Later calls raise."""
-        if self._loop is not None:
-            self._finalizer()
+        self._finalizer()
 
 
 def _stop(holder: list[Any], loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:

@@ -9,7 +9,6 @@ from lm_helpers import PROMPTS, ascii_window, assert_same_generations, pushed_no
 pytest.importorskip("vllm")
 
 from searchgym.error import ConfigError  # noqa: E402
-from searchgym.lm.hf import TransformersLM  # noqa: E402
 from searchgym.lm.testing import tiny_model_folder  # noqa: E402
 from searchgym.lm.vllm import VLLMLM  # noqa: E402
 
@@ -19,11 +18,6 @@ from searchgym.lm.vllm import VLLMLM  # noqa: E402
 @pytest.fixture(scope="module")
 def engine():
     return VLLMLM("tiny-random", dtype="float32", max_model_len=512)
-
-
-@pytest.fixture(scope="module")
-def reference():
-    return TransformersLM(str(tiny_model_folder()))
 
 
 def test_greedy_ids_and_logprobs_match_transformers(engine, reference):

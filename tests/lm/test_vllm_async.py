@@ -16,9 +16,7 @@ pytest.importorskip("vllm")
 from searchgym.agents import Task, run_episodes  # noqa: E402
 from searchgym.agents.lm_agents import policy_agent  # noqa: E402
 from searchgym.error import ConfigError  # noqa: E402
-from searchgym.lm.hf import TransformersLM  # noqa: E402
 from searchgym.lm.registry import backend_class  # noqa: E402
-from searchgym.lm.testing import tiny_model_folder  # noqa: E402
 from searchgym.lm.vllm_async import AsyncVLLMLM  # noqa: E402
 
 
@@ -27,11 +25,6 @@ def engine():
     lm = AsyncVLLMLM("tiny-random", dtype="float32", max_model_len=512)
     yield lm
     lm.close()
-
-
-@pytest.fixture(scope="module")
-def reference():
-    return TransformersLM(str(tiny_model_folder()))
 
 
 def test_greedy_ids_logprobs_and_stops_match_transformers(engine, reference):
