@@ -4,7 +4,7 @@ imported across modules, and only the envs reach through ``.unwrapped``.
 Layers, lowest first (issue 25: error <- rewards/corpora <- envs <- lm/agents <-
 training/bench/cli, integrations at the edge):
 
-    0 foundation    error, cache, progress
+    0 foundation    error, cache, progress, plugins (module:attr paths, --import, settings)
     1 parts         rewards, corpora, lm
     2 envs          envs, and the package itself (importing searchgym registers the envs)
     3 agents        agents
@@ -39,7 +39,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "searchgym"
 
 #: The layer of each top-level part of the package (a subpackage or a module).
 LAYERS = {
-    "error": 0, "cache": 0, "progress": 0,
+    "error": 0, "cache": 0, "progress": 0, "plugins": 0,
     "rewards": 1, "corpora": 1, "lm": 1,
     "envs": 2, "__init__": 2,
     "agents": 3,

@@ -1,0 +1,143 @@
+"""How a user's own pieces reach searchgym: ``module:attr`` paths, ``--import``, settings.
+
+Every piece a method changes (a reward recipe, a protocol, a retriever, an env wrapper, an
+env id, a trainer hook, an agent) is named the same way from Python and from every
+command: a built-in or registered name, or ``module:attr`` (``attr`` may be dotted), the
+object an importable module holds. A module named by ``--import`` (or ``Args.imports``,
+``BenchConfig.imports``) is imported first, so that it can fill the registries
+(``searchgym.rewards.RECIPES``, ``searchgym.envs.protocols.PROTOCOLS``,
+``searchgym.corpora.register_retriever``, Gymnasium's ``register``) before any name is
+checked.
+
+A user object states its own settings for the resume checks (:func:`settings_of`): a run
+is resumed only when every piece's settings equal the recorded ones, never by ``repr``
+(which may hold a memory address, or leave out the weights that changed).
+
+This module is the foundation layer: it imports nothing of searchgym but the errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import importlib
+import math
+import os
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import PurePath
+from typing import Any
+
+from searchgym.error import ConfigError
+
+#: ``module:attr``: a dotted module path, a colon, a dotted attribute path. A URL
+#: (``http://...``) or a drive letter path does not match: neither part may hold a slash.
+OBJECT_SPEC = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+def is_object_spec(value: Any) -> bool:
+    """Whether ``value`` is a ``module:attr`` string (not a name, URL or path)."""
+    return isinstance(value, str) and OBJECT_SPEC.fullmatch(value) is not None
+
+
+def _importable_here() -> None:
+    # `searchgym bench --reward my_rewards:Mine` run next to my_rewards.py, as Python itself would find it.
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.append(cwd)
+
+
+def import_module(name: str, *, what: str = "module") -> Any:
+    """Import ``name`` (the current directory on the path); a :class:`ConfigError` naming
+    it and quoting the import's own error if it fails, whatever the module raised."""
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", name):
+        raise ConfigError(f"{what} expects an importable module name such as my_methods or pkg.rewards, got {name!r}.")
+    _importable_here()
+    try:
+        return importlib.import_module(name)
+    except Exception as e:  # a user module may raise anything while it runs: report it by name
+        raise ConfigError(
+            f"Cannot import {name!r} for {what} ({type(e).__name__}: {e}); it must be importable from the current "
+            "directory or an installed package, and run without error."
+        ) from e
+
+
+def import_modules(names: Iterable[str]) -> list[Any]:
+    """Import every module of ``--import`` in order (each may fill registries)."""
+    if isinstance(names, str):
+        names = [names]
+    return [import_module(name, what="--import") for name in names]
+
+
+def load_object(spec: str, *, what: str) -> Any:
+    """The object ``module:attr`` names, importing ``module`` (the current directory on the path).
+
+    ``what`` names the piece in errors (e.g. ``"reward recipe"``). A bad path, a module
+    that fails to import and a missing attribute are each a :class:`ConfigError` that
+    quotes the spec and the import's own error.
+    """
+    if not is_object_spec(spec):
+        raise ConfigError(
+            f"A {what} given as module:attr expects both parts, a module and an attribute (e.g. my_methods:MyThing), "
+            f"got {spec!r}."
+        )
+    module_name, _, attribute = spec.partition(":")
+    obj = import_module(module_name, what=f"{what} {spec!r}")
+    for part in attribute.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"The {what} {spec!r} names nothing: module {module_name!r} has no attribute {attribute!r}.")
+        obj = getattr(obj, part)
+    return obj
+
+
+def describe_object(obj: Any) -> str:
+    """``module:qualname`` of a class or function (the instance's class for an instance)."""
+    target = obj if isinstance(obj, type) or callable(obj) and hasattr(obj, "__qualname__") else type(obj)
+    return f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', type(target).__qualname__)}"
+
+
+def settings_of(obj: Any) -> Any:
+    """The settings that identify ``obj`` for a resume check, as JSON-able data.
+
+    - plain data (None, bool, int, float, str, paths, enums, lists, tuples, dicts): itself;
+    - an object with a ``settings()`` method: ``{"class": "module:Class", "settings": ...}``
+      of what it returns (the documented way for a user object to state its settings);
+    - a dataclass instance: its class and its fields' settings;
+    - a class or function: its ``module:qualname``;
+    - anything else: a :class:`ConfigError` asking for ``settings()``: its ``repr`` could
+      hold a memory address (refusing an identical run) or leave out what changed
+      (resuming a different one).
+    """
+    if obj is None or isinstance(obj, (bool, int, str)):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else repr(obj)
+    if isinstance(obj, enum.Enum):
+        return f"{describe_object(obj)}.{obj.name}"
+    if isinstance(obj, PurePath):
+        return str(obj)
+    if isinstance(obj, Mapping):
+        return {str(k): settings_of(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [settings_of(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted((settings_of(v) for v in obj), key=repr)
+    method = getattr(obj, "settings", None)
+    if callable(method) and not isinstance(obj, type):
+        return {"class": describe_object(obj), "settings": settings_of(method())}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        fields = {f.name: settings_of(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {"class": describe_object(obj), "settings": fields}
+    if isinstance(obj, type) or callable(obj) and hasattr(obj, "__qualname__") and hasattr(obj, "__module__"):
+        return describe_object(obj)
+    raise ConfigError(
+        f"Cannot tell the settings of a {type(obj).__name__} ({describe_object(obj)}) for the resume check: define a "
+        "settings() method returning its settings as plain data (numbers, strings, lists, dicts), or make it a "
+        "dataclass."
+    )
+
+
+__all__ = [
+    "OBJECT_SPEC", "describe_object", "import_module", "import_modules", "is_object_spec", "load_object", "settings_of",
+]
