@@ -48,6 +48,7 @@ from searchgym.envs.access import search_env
 from searchgym.envs.registration import NAMESPACE, full_env_id, with_frozen_models
 from searchgym.error import ConfigError, CtrlC, DataFormatError, Interrupted, check_keywords, check_name, install_command
 from searchgym.lm.models import RANDOM_WEIGHT_NAMES
+from searchgym.plugins import apply_wrappers, check_imports, check_wrappers, recorded_settings, settings_changes, settings_of
 
 #: Columns of the summary table: (key, header, format). F1, cover-EM and GenAcc score a
 #: hedged answer (one naming more than one candidate) as 0; the "raw" column beside each is
@@ -136,6 +137,15 @@ class BenchConfig:
     labels: list[str] | None = None
     """A label per run (default ``"agent @ env"``, with a factory's or instance's ``name``
     attribute or ``__name__`` as the agent)."""
+    imports: list[str] = field(default_factory=list)
+    """Modules imported before any name is checked (``--import``): a user module that fills
+    the registries (reward recipes, protocols, ``register_retriever``) or registers env ids."""
+    wrappers: list[Any] = field(default_factory=list)
+    """Env wrappers (``module:attr`` or callables ``wrapper(env) -> env``) applied in order to
+    every env of the benchmark (``--wrapper``)."""
+    retriever_per_env: bool = False
+    """Build one retriever for each env instead of one shared by every env over the corpus
+    (``--retriever-per-env``); the env's retriever must then be a name or ``module:attr``."""
 
     def __post_init__(self) -> None:
         self.runs = [tuple(r) for r in self.runs]  # type: ignore[misc]
@@ -178,6 +188,7 @@ def check_config(config: BenchConfig) -> None:
     from searchgym.envs.components.summarizers import SUMMARIZERS
     from searchgym.lm.registry import BACKENDS, backend_class
 
+    check_imports(config.imports, owner="BenchConfig.imports")  # first: a module may fill the registries
     for env_id, agent in config.runs:
         full_env_id(env_id)
         if isinstance(agent, str):
@@ -206,6 +217,7 @@ def check_config(config: BenchConfig) -> None:
                 f"{served} generates one call at a time. Leave driver out (rounds batch every live episode's turn in one call)."
             )
     _check_env_options(config)
+    _check_user_pieces(config)
     _check_action_formats(config)
     if config.summarizer is not None:
         check_name("summarizer", config.summarizer, SUMMARIZERS)
@@ -236,6 +248,42 @@ def _check_env_options(config: BenchConfig) -> None:
         check_data_name("dataset", options.get("dataset"))
         if full_env_id(env_id) in ENV_SPECS:
             check_keywords(f"{env_id}'s env options", options, accepted)
+
+
+def _check_user_pieces(config: BenchConfig) -> None:
+    """The reward recipe, protocol and retriever every run's env options name resolve, and
+    the wrappers import (a bad ``module:attr`` is refused by name before any model loads)."""
+    from searchgym.corpora.retrievers import check_retriever
+    from searchgym.envs.protocols import protocol_source
+    from searchgym.rewards.recipes import recipe_source
+
+    for env_id, _ in config.runs:
+        options = _run_env_options(config, env_id)
+        if options.get("reward") is not None:
+            recipe_source(options["reward"])
+        if options.get("protocol") is not None:
+            protocol_source(options["protocol"])
+        check_retriever(options.get("retriever"))
+        if config.retriever_per_env and options.get("retriever") is not None and not isinstance(options["retriever"], str):
+            raise ConfigError(
+                f"BenchConfig(retriever_per_env=True) builds a retriever for each env and expects {env_id}'s retriever as a "
+                f"name or module:attr, got a {type(options['retriever']).__name__} object."
+            )
+    check_wrappers(config.wrappers, owner="BenchConfig.wrappers")
+
+
+def _make_env(config: BenchConfig, env_id: str, frozen: Any, action_format: str) -> Any:
+    """One env of a run: ``gym.make`` with the run's arguments, a retriever of its own with
+    ``retriever_per_env``, then the config's wrappers."""
+    import gymnasium as gym
+
+    from searchgym.envs.registration import own_retriever
+
+    kwargs = _env_kwargs(config, env_id, frozen, action_format)
+    if config.retriever_per_env:
+        kwargs["retriever"] = own_retriever(env_id, kwargs)
+        kwargs.pop("retriever_options", None)  # it was built with them
+    return apply_wrappers(gym.make(env_id, **kwargs), config.wrappers)
 
 
 def run_action_format(config: BenchConfig, env_id: str, agent: Any) -> str:
@@ -367,7 +415,13 @@ def _read_config(path: Path) -> dict[str, Any] | None:
 def _config_record(config: BenchConfig) -> dict[str, Any]:
     # Not asdict(): it deep-copies, and the config may hold loaded models (described instead).
     record = {f.name: getattr(config, f.name) for f in fields(config)}
-    record["runs"] = [[env_id, describe_agent(agent)] for env_id, agent in config.runs]
+    # User objects are recorded by their settings, never their repr (a memory address, or no weights at all).
+    for name in ("env_options", "agent_options", "wrappers"):
+        record[name] = recorded_settings(record[name])
+    record["runs"] = [
+        [env_id, describe_agent(agent), *([settings_of(agent)] if callable(getattr(agent, "settings", None)) and not isinstance(agent, type) else [])]
+        for env_id, agent in config.runs
+    ]
     record["seeds"] = list(config.seeds)
     record["model"] = _describe_model(config.model)
     record["judge_model"] = None if config.judge_model is None else _describe_model(config.judge_model)
@@ -514,8 +568,6 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
     describe the same benchmark. Without it, earlier results in ``out_dir`` are replaced.
     Ctrl-C raises :class:`~searchgym.error.Interrupted` saying how many episodes were kept.
     """
-    import gymnasium as gym
-
     check_config(config)
     labels = config.run_labels()
     out = Path(out_dir) if out_dir is not None else None
@@ -534,6 +586,7 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
         previous = _read_config(config_path) if resume else None
         if previous is not None:  # written before the judges existed: a benchmark without one
             previous = {"judge_model": None, "judge_batch": BenchConfig.judge_batch, **previous}
+            previous = {"imports": [], "wrappers": [], "retriever_per_env": False, **previous}  # and before user pieces
         # Episodes of a different benchmark are never mixed in, nor silently deleted.
         recorded = read_episodes(episodes_path, repair=True) if resume else []
         if recorded and previous is None:
@@ -543,8 +596,10 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
             )
         if recorded and _played(previous) != _played(record):
             changed = sorted(k for k in _played(record) if previous.get(k) != record[k])  # type: ignore[union-attr]
+            details = [line for k in changed for line in settings_changes(previous.get(k), record[k])]  # type: ignore[union-attr]
             raise ConfigError(
-                f"{out} holds a benchmark with a different configuration (changed: {', '.join(changed)}); "
+                f"{out} holds a benchmark with a different configuration (changed: {', '.join(changed)})"
+                f"{''.join('; ' + line for line in details)}; "
                 "resume it with the same arguments, pick another --out, or pass --no-resume to start over."
             )
         kept = [r for r in recorded if r["outcome"] != "backend_error"]
@@ -577,7 +632,7 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
             for label, (env_id, agent_name) in zip(labels, config.runs):
                 action_format = run_action_format(config, env_id, agent_name)
                 env_id = full_env_id(env_id)
-                env = gym.make(env_id, **_env_kwargs(config, env_id, frozen, action_format))
+                env = _make_env(config, env_id, frozen, action_format)
                 plans.append((label, env_id, agent_name, action_format, env, search_env(env).examples[: config.limit]))
             total = sum(len(examples) for *_, examples in plans) * len(config.seeds)
             if out is not None and total and sum(map(len, done.values())) >= total:
@@ -592,7 +647,7 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
                 if not tasks:
                     continue
                 # As many envs as episodes can be live at once: no more than there are tasks.
-                envs = [env] + [gym.make(env_id, **_env_kwargs(config, env_id, frozen, action_format)) for _ in range(min(config.num_envs, len(tasks)) - 1)]
+                envs = [env] + [_make_env(config, env_id, frozen, action_format) for _ in range(min(config.num_envs, len(tasks)) - 1)]
                 agent = _make_agent(config, agent_name, envs[0], lm)
 
                 def write(result: EpisodeResult, label: str = label, by_id: dict[str, Any] = by_id) -> None:

@@ -189,10 +189,16 @@ def _add_bench(sub) -> None:
     bench.add_argument(
         "--retriever", default=None, metavar="NAME|DIR|URL",
         help="retriever of every env: bm25 (the envs' default), rank-bm25, dense, dense-hnsw, an index folder built by "
-        "`searchgym index`, or the URL of a `searchgym serve` (http://HOST:PORT/retrieve)",
+        "`searchgym index`, the URL of a `searchgym serve` (http://HOST:PORT/retrieve), a name given to register_retriever, "
+        "or MODULE:ATTR naming your own engine (any object with search(queries, k), or its class or factory)",
     )
     bench.add_argument("--retriever-option", action="append", default=[], metavar="KEY=VALUE",
                        help="retriever option of every env, e.g. token=SECRET (a served retriever), model=PATH (dense)")
+    bench.add_argument("--reward", default=None, metavar="NAME|MODULE:ATTR",
+                       help="reward recipe of every env: a name of searchgym.rewards.RECIPES or MODULE:ATTR naming your own")
+    _add_user_piece_flags(bench)
+    bench.add_argument("--retriever-per-env", action="store_true",
+                       help="build one retriever for each env instead of one shared by every env over the corpus")
     bench.add_argument(
         "--agent-option", action="append", default=[], metavar="AGENT:KEY=VALUE",
         help="constructor option of one agent, e.g. sb3:policy=runs/sb3, naive-rag:k=5 or my_agents:TitleAgent:k=2 (repeatable)",
@@ -394,7 +400,9 @@ def _add_serve(sub) -> None:
                        help="built-in corpus name or a FlashRAG / Search-R1 jsonl path (default: the file an --index folder "
                        "records, else synthwiki)")
     serve.add_argument("--corpus-option", action="append", default=[], metavar="KEY=VALUE", help="corpus option, e.g. num_passages=100000")
-    serve.add_argument("--retriever", default="bm25", help="bm25 (default), rank-bm25, dense or dense-hnsw")
+    serve.add_argument("--retriever", default="bm25", help="bm25 (default), rank-bm25, dense or dense-hnsw, a name given to "
+                       "register_retriever (see --import), or MODULE:ATTR naming your own engine, its class or factory")
+    _add_user_piece_flags(serve, wrappers=False)
     serve.add_argument("--retriever-option", action="append", default=[], metavar="KEY=VALUE",
                        help="retriever option, e.g. dtype=bfloat16, model=PATH (dense encoder), query_prefix='query: '")
     serve.add_argument("--index", default=None, metavar="DIR_OR_FAISS_FILE",
@@ -437,6 +445,11 @@ def _serve(args) -> int:
     from searchgym.corpora.indexes import is_index_folder
     from searchgym.error import ConfigError, Interrupted
 
+    from searchgym.corpora.retrievers import check_retriever
+    from searchgym.plugins import import_modules
+
+    import_modules(args.imports)  # first: a module may register the retriever's name
+    check_retriever(args.retriever)  # a bad name or path fails before the corpus loads
     limits = Limits(args.max_queries, args.max_query_chars, args.max_topk, args.max_body_bytes, args.default_topk)
     connections = ConnectionLimits(args.header_timeout, args.body_timeout, args.max_connections)
     retriever_options = _key_values(args.retriever_option, "retriever-option")
@@ -504,6 +517,21 @@ def _key_values(items: list[str], what: str) -> dict:
     return out
 
 
+def _add_user_piece_flags(parser: Any, *, wrappers: bool = True) -> None:
+    """``--import MODULE`` and ``--wrapper MODULE:ATTR`` (both repeatable), as every command that makes envs takes them."""
+    parser.add_argument(
+        "--import", dest="imports", action="append", default=[], metavar="MODULE",
+        help="import MODULE first (repeatable): a module of your own that fills searchgym's registries (reward recipes, "
+        "protocols, register_retriever) or registers env ids, so that their names work in the other flags",
+    )
+    if not wrappers:  # serve makes no env
+        return
+    parser.add_argument(
+        "--wrapper", dest="wrappers", action="append", default=[], metavar="MODULE:ATTR",
+        help="env wrapper applied to every env, called as wrapper(env) -> env (repeatable; applied in order)",
+    )
+
+
 def _merge_env_options(args) -> dict[str, Any]:
     """The gym.make arguments of every env of a bench, from --env-options (JSON), the flags of
     their own (--corpus, --dataset, --corpus-option, --retriever, --retriever-option) and
@@ -512,7 +540,7 @@ def _merge_env_options(args) -> dict[str, Any]:
 
     sources: list[tuple[str, dict[str, Any]]] = [("--env-options", dict(args.env_options or {}))]
     for key, flag, value in (("corpus", "--corpus", args.corpus), ("dataset", "--dataset", args.dataset),
-                             ("retriever", "--retriever", args.retriever)):
+                             ("retriever", "--retriever", args.retriever), ("reward", "--reward", args.reward)):
         if value is not None:
             sources.append((flag, {key: value}))
     for key, flag, items in (("corpus_options", "--corpus-option", args.corpus_option),
@@ -563,6 +591,7 @@ def _bench(args) -> int:
         frozen_model=args.frozen_model, summarizer=args.summarizer, env_options=env_options,
         judge_model=args.judge, judge_batch=args.judge_batch, num_envs=args.num_envs, driver=args.driver, concurrency=args.concurrency,
         scheduling=args.scheduling, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+        imports=args.imports, wrappers=args.wrappers, retriever_per_env=args.retriever_per_env,
     )
     results = run_bench(config, args.out, progress=not args.quiet, resume=not args.no_resume)
     print(results.markdown())

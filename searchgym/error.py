@@ -337,3 +337,25 @@ def check_name(kind: str, name: str, known: Iterable[str]) -> str:
     if name not in known:
         raise UnknownNameError(kind, name, known)
     return name
+
+
+class RecipeError(SearchGymError, RuntimeError):
+    """A reward recipe failed on one episode: its ``score`` or ``turn_reward`` raised, or returned
+    something that is not a finite number (a NaN, an infinity, a string). The message names the
+    recipe and the example and quotes the exception; drivers and benchmarks record it as that
+    episode's ``error`` and go on with the others. ``recipe``: the recipe's name as the message
+    gives it."""
+
+    def __init__(self, message: str, *, recipe: str = ""):
+        super().__init__(message)
+        self.recipe = recipe
+
+
+class HookError(TrainingError):
+    """A trainer hook (``Args.hooks``, :mod:`searchgym.training.hooks`) raised or returned
+    something the trainer cannot use; the run stops. The message names the hook (its
+    ``module:attr``), the method and the step, and quotes the exception. ``hook``: that name."""
+
+    def __init__(self, message: str, *, hook: str = ""):
+        super().__init__(message)
+        self.hook = hook

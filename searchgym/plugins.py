@@ -79,11 +79,18 @@ def load_object(spec: str, *, what: str) -> Any:
     """
     if not is_object_spec(spec):
         raise ConfigError(
-            f"A {what} given as module:attr expects both parts, a module and an attribute (e.g. my_methods:MyThing), "
+            f"The {what} given as module:attr expects both parts, a module and an attribute (e.g. my_methods:MyThing), "
             f"got {spec!r}."
         )
     module_name, _, attribute = spec.partition(":")
-    obj = import_module(module_name, what=f"{what} {spec!r}")
+    _importable_here()
+    try:
+        obj = importlib.import_module(module_name)
+    except Exception as e:  # a user module may raise anything while it runs: report it by name
+        raise ConfigError(
+            f"Cannot import the module of {what} {spec!r} ({type(e).__name__}: {e}); it must be importable from the "
+            "current directory or an installed package, and run without error."
+        ) from e
     for part in attribute.split("."):
         if not hasattr(obj, part):
             raise ConfigError(f"The {what} {spec!r} names nothing: module {module_name!r} has no attribute {attribute!r}.")
@@ -138,6 +145,78 @@ def settings_of(obj: Any) -> Any:
     )
 
 
+def recorded_settings(obj: Any) -> Any:
+    """:func:`settings_of` where ``obj`` can say its settings; elsewhere (a loaded model, an
+    object without ``settings()``) its ``module:Class``, never its ``repr``: what the resume
+    checks record. Such an object's own changes then go unseen, so a user object that
+    matters to the results defines ``settings()`` (a reward recipe has one by default)."""
+    if isinstance(obj, Mapping):
+        return {str(k): recorded_settings(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [recorded_settings(v) for v in obj]
+    try:
+        return settings_of(obj)
+    except ConfigError:
+        return {"class": describe_object(obj)}
+
+
+def settings_changes(recorded: Any, now: Any, *, where: str = "") -> list[str]:
+    """Where two records of settings differ inside user objects' settings, one line each
+    (``"setting 'weight' of my_rewards:Weighted: 1.0 recorded, 2.0 now"``): the detail a
+    refused resume gives beside the field names."""
+    if recorded == now:
+        return []
+    if isinstance(recorded, dict) and isinstance(now, dict):
+        if set(recorded) == {"class", "settings"} == set(now):
+            if recorded["class"] != now["class"]:
+                return [f"{recorded['class']} recorded, {now['class']} now"]
+            return settings_changes(recorded["settings"], now["settings"], where=f"of {now['class']}")
+        out = []
+        for key in sorted(set(recorded) | set(now)):
+            if recorded.get(key) != now.get(key):
+                if where and not isinstance(now.get(key), (dict, list)):
+                    out.append(f"setting {key!r} {where}: {recorded.get(key)!r} recorded, {now.get(key)!r} now")
+                else:
+                    out.extend(settings_changes(recorded.get(key), now.get(key), where=where))
+        return out
+    if isinstance(recorded, list) and isinstance(now, list) and len(recorded) == len(now):
+        return [line for a, b in zip(recorded, now) for line in settings_changes(a, b, where=where)]
+    return [f"settings {where}: {recorded!r} recorded, {now!r} now"] if where else []
+
+
+def apply_wrappers(env: Any, wrappers: Iterable[Any]) -> Any:
+    """``env`` with each wrapper applied in order: ``wrapper(env) -> env``, a callable or the
+    ``module:attr`` naming one (a Gymnasium wrapper class is such a callable). What each returns
+    must still be a Gymnasium env."""
+    import gymnasium as gym
+
+    for spec in wrappers:
+        wrapper = load_object(spec, what="env wrapper") if isinstance(spec, str) else spec
+        if not callable(wrapper):
+            raise ConfigError(f"An env wrapper expects a callable wrapper(env) -> env, got {type(wrapper).__name__} for {spec!r}.")
+        env = wrapper(env)
+        if not isinstance(env, gym.Env):
+            raise ConfigError(f"The env wrapper {spec!r} expects to return a gymnasium.Env, got {type(env).__name__}.")
+    return env
+
+
+def check_wrappers(wrappers: Any, *, owner: str) -> None:
+    """``wrappers`` is a list of callables or ``module:attr`` paths that import (checked before any model loads)."""
+    if isinstance(wrappers, str) or not isinstance(wrappers, (list, tuple)):
+        raise ConfigError(f"{owner} expects wrappers as a list of module:attr paths or callables, got {type(wrappers).__name__}.")
+    for spec in wrappers:
+        wrapper = load_object(spec, what="env wrapper") if isinstance(spec, str) else spec
+        if not callable(wrapper):
+            raise ConfigError(f"{owner} expects each env wrapper to be callable as wrapper(env) -> env, got {type(wrapper).__name__} for {spec!r}.")
+
+
+def check_imports(imports: Any, *, owner: str) -> list[Any]:
+    """Import ``imports`` (a list of module names) after checking its type; the modules."""
+    if isinstance(imports, str) or not isinstance(imports, (list, tuple)):
+        raise ConfigError(f"{owner} expects imports as a list of module names, got {type(imports).__name__} {imports!r}.")
+    return import_modules(imports)
+
+
 __all__ = [
-    "OBJECT_SPEC", "describe_object", "import_module", "import_modules", "is_object_spec", "load_object", "settings_of",
+    "OBJECT_SPEC", "apply_wrappers", "recorded_settings", "settings_changes", "check_imports", "check_wrappers", "describe_object", "import_module", "import_modules", "is_object_spec", "load_object", "settings_of",
 ]

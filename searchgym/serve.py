@@ -286,7 +286,7 @@ def create_app(
 
     @app.get("/health")
     async def health(request: Request) -> Any:
-        return refused(request) or {"status": "ok", "passages": len(retriever.corpus) if retriever.corpus is not None else None,
+        return refused(request) or {"status": "ok", "passages": len(retriever.corpus) if getattr(retriever, "corpus", None) is not None else None,
                                     "uptime_s": round(time.time() - started, 1)}
 
     @app.get("/info")

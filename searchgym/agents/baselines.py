@@ -20,7 +20,7 @@ from typing import Any
 from searchgym.agents.base import Agent, turn_seed
 from searchgym.agents.lm_agents import LMTurnAgent
 from searchgym.agents.trajectory import Trajectory
-from searchgym.corpora.types import Retriever
+from searchgym.corpora.types import Retriever, is_search_engine
 from searchgym.envs.access import search_env
 from searchgym.envs.components.lm_frozen import generator_messages
 from searchgym.envs.protocols import Answer, Complete, Evidence, Protocol, Search, Select, make_protocol
@@ -113,8 +113,8 @@ class NaiveRAGAgent(_OneShotAgent):
 
     def __init__(self, lm: LanguageModel, protocol: str | Protocol, retriever: Retriever, *, k: int = 3, **options: Any):
         super().__init__(lm, protocol, **options)
-        if not isinstance(retriever, Retriever):
-            raise ConfigError(f"NaiveRAGAgent expects a Retriever, got {type(retriever).__name__}.")
+        if not is_search_engine(retriever):
+            raise ConfigError(f"NaiveRAGAgent expects a search engine (an object with search(queries, k)), got {type(retriever).__name__}.")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ConfigError(f"NaiveRAGAgent expects k to be a positive integer, got {k!r}.")
         self.retriever = retriever

@@ -96,6 +96,10 @@ class EpisodeResult:
     ``max_new_tokens``), ``empty_generation``, ``invalid_turn``, ``observation_truncated``,
     ``render_mismatch`` (tool play: the agent's token record differs from a fresh render
     of the conversation by its chat template; see ``Trajectory.render_mismatch``).
+    ``turn_rewards`` is the env's reward of each step, in order (a recipe's turn rewards,
+    invalid-action penalties, the final score on the last step); ``reward`` is their sum.
+    A trainer with per-turn credit reads them (``Args.credit="turn"``); records written
+    before the field existed load with it empty.
     """
 
     example_id: str
@@ -122,6 +126,7 @@ class EpisodeResult:
     f1_raw: float | None = None
     cover_em_raw: float | None = None
     gen_acc_raw: float | None = None
+    turn_rewards: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -132,7 +137,7 @@ class EpisodeResult:
     def from_dict(cls, d: dict[str, Any]) -> EpisodeResult:
         names = {f for f in cls.__dataclass_fields__ if f != "trajectory"}
         # Records written before the raw scores existed hold raw scores only.
-        missing = sorted(names - set(d) - {"flags", "error", *RAW_SCORES})
+        missing = sorted(names - set(d) - {"flags", "error", "turn_rewards", *RAW_SCORES})
         if missing:
             raise ConfigError(f"EpisodeResult.from_dict expects the keys of EpisodeResult.to_dict(), missing {missing}.")
         return cls(**{k: v for k, v in d.items() if k in names})
@@ -328,6 +333,7 @@ class _GymEpisode(LiveEpisode):
         super().__init__(task, (AGENT,))
         self.env, self.keep_trajectory = env, keep_trajectory
         self.reward = 0.0
+        self.turn_rewards: list[float] = []  # the env's reward of each step, in order
         self.terminated = False
         self.observation, self.info = "", {}
         self.question, self.answers, self.candidates = "", [], ()  # known once the env is reset
@@ -345,6 +351,7 @@ class _GymEpisode(LiveEpisode):
     def play(self, action: str) -> Play[bool]:
         self.observation, reward, self.terminated, truncated, self.info = yield from env_play(self.env, action)
         self.reward += reward
+        self.turn_rewards.append(float(reward))
         if self.info.get("invalid_reason"):
             self.flag("invalid_turn")
         if self.info.get("observation_truncated"):
@@ -383,6 +390,7 @@ class _GymEpisode(LiveEpisode):
             flags=list(self.flags),
             error=error,
             trajectory=trajectory if self.keep_trajectory else None,
+            turn_rewards=list(self.turn_rewards),
         )
 
 

@@ -8,16 +8,14 @@ the current directory or an installed package, loaded on first use).
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
 from searchgym.agents.base import Agent
 from searchgym.envs.access import search_env
 from searchgym.error import ConfigError, UnknownNameError
+from searchgym.plugins import load_object
 
 #: Agent name -> what it is. ``lm`` picks the family that plays the env's protocol.
 AGENTS: dict[str, str] = {
@@ -120,24 +118,9 @@ def check_agent(name: str) -> str:
 
 def load_factory(spec: str) -> Callable[..., Agent]:
     """The object ``module:attribute`` names (``attribute`` may be dotted), importing
-    ``module`` with the current directory on the path; it must be an Agent factory."""
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise ConfigError(f"An agent given as module:factory expects both parts (e.g. my_agents:TitleAgent), got {spec!r}.")
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.append(cwd)  # `searchgym bench --agents my_agents:...` run next to my_agents.py
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ConfigError(
-            f"Cannot import the module of agent {spec!r} ({type(e).__name__}: {e}); it must be importable from the "
-            "current directory or an installed package."
-        ) from None
-    for part in attribute.split("."):
-        if not hasattr(obj, part):
-            raise ConfigError(f"Agent {spec!r}: module {module_name!r} has no attribute {attribute!r}.")
-        obj = getattr(obj, part)
+    ``module`` with the current directory on the path (:func:`searchgym.plugins.load_object`);
+    it must be an Agent factory."""
+    obj: Any = load_object(spec, what="agent")  # the one importer of user pieces (searchgym.plugins)
     if isinstance(obj, Agent) or not callable(obj):
         raise ConfigError(
             f"Agent {spec!r} must name an Agent subclass or a function returning an Agent, got {type(obj).__name__}."

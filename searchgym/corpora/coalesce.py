@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from searchgym.corpora.types import Hit, Retriever
+from searchgym.corpora.types import Hit, Retriever, is_search_engine
 from searchgym.error import ConfigError
 
 
@@ -41,19 +41,27 @@ class CoalescingRetriever(Retriever):
     """
 
     def __init__(self, retriever: Retriever, *, window_ms: float = 0.0, max_batch: int = 1024):
-        if not isinstance(retriever, Retriever):
-            raise ConfigError(f"CoalescingRetriever expects a Retriever, got {type(retriever).__name__}.")
+        if not is_search_engine(retriever):
+            raise ConfigError(f"CoalescingRetriever expects a search engine (an object with search(queries, k)), got {type(retriever).__name__}.")
         if isinstance(window_ms, bool) or not isinstance(window_ms, (int, float)) or not 0 <= window_ms <= 1000:
             raise ConfigError(f"CoalescingRetriever expects window_ms between 0 and 1000, got {window_ms!r}.")
         if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
             raise ConfigError(f"CoalescingRetriever expects max_batch to be a positive integer, got {max_batch!r}.")
         self.retriever, self.window, self.max_batch = retriever, window_ms / 1000, max_batch
-        self.corpus = retriever.corpus
-        self.max_query_chars = retriever.max_query_chars
+        self.corpus = getattr(retriever, "corpus", None)  # type: ignore[assignment]
+        self.max_query_chars = getattr(retriever, "max_query_chars", None)
         self.batches = self.queries = 0
         self._lock = threading.Lock()
         self._pending: list[_Request] = []
         self._leading = False
+
+    def search_with_context(self, queries: Sequence[str], k: int, contexts: Sequence[Any]) -> list[list[Hit]]:
+        """A context-aware engine's ``search_with_context``, called as it is (each query keeps
+        its context; not joined with other threads' searches); any other engine's coalesced ``search``."""
+        with_context = getattr(self.retriever, "search_with_context", None)
+        if callable(with_context):
+            return with_context(queries, k, contexts)
+        return self.search(queries, k)
 
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         request = _Request(list(queries), k)

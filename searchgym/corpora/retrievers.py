@@ -6,6 +6,10 @@ million passages), and vectorised or multi-agent setups create many environments
 same corpus, so :func:`make_retriever` remembers what it built: the same name, the same
 corpus content (``corpus.fingerprint``) and the same options give back the same object.
 Retrievers are read-only once built and safe to share between environments and threads.
+
+A user's own engine needs no subclass: any object with ``search(queries, k)``
+(:class:`~searchgym.corpora.types.SearchEngine`) is taken as it is, ``"module:attr"``
+names one (or its class or factory), and :func:`register_retriever` gives a builder a name.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import fcntl
 import hashlib
 import json
 import threading
+import inspect
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePath
@@ -21,10 +26,14 @@ from typing import Any
 
 from searchgym.corpora.indexes import index_meta, is_index_folder, load_index
 from searchgym.corpora.sharded import ShardedRetriever, is_shard_spec
-from searchgym.corpora.types import Corpus, Retriever
+from searchgym.corpora.types import Corpus, Retriever, SearchEngine, is_search_engine
 from searchgym.error import ConfigError, StorageError, UnknownNameError
+from searchgym.plugins import is_object_spec, load_object
 
-__all__ = ["RETRIEVERS", "cached_retrievers", "clear_retriever_cache", "make_retriever"]
+__all__ = [
+    "RETRIEVERS", "build_user_retriever", "cached_retrievers", "clear_retriever_cache", "make_retriever",
+    "check_retriever", "register_retriever", "retriever_names",
+]
 
 
 def _bm25(corpus: Corpus, **options: Any) -> Retriever:
@@ -64,6 +73,9 @@ _BUILDERS: dict[str, tuple[Callable[..., Retriever], str | None]] = {
 #: Retriever names accepted by :func:`make_retriever` and by environments' ``retriever=``.
 RETRIEVERS: tuple[str, ...] = tuple(_BUILDERS)
 
+#: Builders a user module registered (:func:`register_retriever`), by name.
+_USER_BUILDERS: dict[str, Callable[..., Any]] = {}
+
 _CACHE: dict[tuple, Retriever] = {}
 _CACHE_LOCK = threading.Lock()
 
@@ -94,7 +106,10 @@ def make_retriever(name: str | Retriever, corpus: Corpus, *, cache: bool = True,
     go to it), the URLs of the shards of one index joined by ``,`` (replicas by ``|``;
     :class:`searchgym.corpora.sharded.ShardedRetriever`), or the path of an index folder built by ``searchgym index``
     (:func:`searchgym.corpora.indexes.load_index`: memory-mapped, refused for another corpus).
-    A :class:`Retriever` instance is returned as it is (``options`` must then be empty).
+    A search engine object (anything with ``search(queries, k)``, no subclass needed) is
+    returned as it is (``options`` must then be empty). ``"module:attr"`` names a user's
+    engine: an instance, or a class or factory built as :func:`build_user_retriever` says;
+    a name given to :func:`register_retriever` builds with its builder the same way.
 
     ``"bm25"`` over a corpus opened from a file (``load_corpus(path)``) is built once and kept
     in a ``bm25-<options>`` folder beside the corpus's passage store; every later process maps
@@ -108,13 +123,27 @@ def make_retriever(name: str | Retriever, corpus: Corpus, *, cache: bool = True,
     otherwise nothing is cached. :func:`clear_retriever_cache` forgets everything (the
     cache holds the indexes in memory until then).
     """
-    if isinstance(name, Retriever):
+    if is_search_engine(name):
         if options:
             raise ConfigError(
                 f"make_retriever got a {type(name).__name__} instance and options {sorted(options)}; options only "
                 "apply when building a retriever by name. Configure the instance yourself or pass a name."
             )
         return name
+    if isinstance(name, str) and name in _USER_BUILDERS:
+        return _cached(_key(name, _corpus_key(corpus), options) if cache else None,
+                       lambda: build_user_retriever(_USER_BUILDERS[name], corpus, options, what=f"retriever {name!r}"))
+    if is_object_spec(name):
+        target = load_object(name, what="retriever")
+        if is_search_engine(target):  # an engine the module built itself
+            if options:
+                raise ConfigError(
+                    f"The retriever {name!r} names a {type(target).__name__} instance, which takes no options, got "
+                    f"{sorted(options)}; name its class or factory to build it with options."
+                )
+            return target
+        return _cached(_key(name, _corpus_key(corpus), options) if cache else None,
+                       lambda: build_user_retriever(target, corpus, options, what=f"retriever {name!r}"))
     from searchgym.corpora.http import HTTPRetriever, is_url
 
     if is_shard_spec(name):  # shards (and replicas) of one index on several servers
@@ -130,7 +159,7 @@ def make_retriever(name: str | Retriever, corpus: Corpus, *, cache: bool = True,
     if not isinstance(name, str) or name not in _BUILDERS:
         if isinstance(name, (str, PurePath)) and Path(name).is_dir():
             index_meta(name)  # NoIndexError: a folder that holds no index (an interrupted build?)
-        raise UnknownNameError("retriever", name, [*RETRIEVERS, "http://HOST:PORT/retrieve"])
+        raise UnknownNameError("retriever", name, [*retriever_names(), "http://HOST:PORT/retrieve"])
     if not isinstance(corpus, Corpus):
         raise ConfigError(f"make_retriever expects a Corpus, got {type(corpus).__name__}; wrap passages in Corpus(...).")
     builder, fixed = _BUILDERS[name]
@@ -227,3 +256,86 @@ def cached_retrievers() -> list[tuple[str, str, Retriever]]:
     """``(name, corpus fingerprint, retriever)`` of every remembered retriever."""
     with _CACHE_LOCK:
         return [(key[0], key[1], r) for key, r in _CACHE.items()]
+
+
+def build_user_retriever(builder: Any, corpus: Any, options: Mapping[str, Any], *, what: str = "retriever") -> SearchEngine:
+    """A user's search engine from its class or factory ``builder``.
+
+    The convention: ``builder(corpus, **options)`` when its signature names a parameter
+    ``corpus`` (or takes ``*args``), otherwise ``builder(**options)`` (an engine that needs
+    no corpus, e.g. a simulated search engine). What it returns must have ``search(queries, k)``.
+    """
+    if not callable(builder):
+        raise ConfigError(
+            f"The {what} expects a search engine (an object with search(queries, k)), or a class or factory making one, "
+            f"got {type(builder).__name__}."
+        )
+    try:
+        parameters = inspect.signature(builder).parameters
+    except (TypeError, ValueError):
+        parameters = {}
+    wants_corpus = "corpus" in parameters or any(p.kind is p.VAR_POSITIONAL for p in parameters.values())
+    accepts_any = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    accepted = [n for n, p in parameters.items() if n != "corpus" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    unknown = sorted(set(options) - set(accepted)) if parameters and not accepts_any else []
+    if unknown:
+        raise ConfigError(
+            f"The {what} does not take {', '.join(map(repr, unknown))}; expected options among: {', '.join(accepted) or 'none'}."
+        )
+    engine = builder(corpus, **options) if wants_corpus else builder(**options)
+    if not is_search_engine(engine):
+        raise ConfigError(
+            f"The {what} expects its builder to return a search engine (an object with search(queries, k)), "
+            f"got {type(engine).__name__}."
+        )
+    return engine
+
+
+def register_retriever(name: str, builder: Callable[..., Any]) -> None:
+    """Give a user's search engine a name that envs, ``--retriever`` and ``make_retriever`` take.
+
+    ``builder`` is a class or factory, built as :func:`build_user_retriever` says. A module
+    named by ``--import`` calls this so that its name is known before any name is checked.
+    Built-in names cannot be replaced; registering a user name again replaces its builder.
+    """
+    if not isinstance(name, str) or not name or ":" in name or "/" in name or "," in name:
+        raise ConfigError(f"register_retriever expects a name without ':', '/' or ',' (e.g. 'my-engine'), got {name!r}.")
+    if name in _BUILDERS:
+        raise ConfigError(f"register_retriever cannot replace the built-in retriever {name!r}; pick another name.")
+    if not callable(builder):
+        raise ConfigError(f"register_retriever expects a class or factory for {name!r}, got {type(builder).__name__}.")
+    _USER_BUILDERS[name] = builder
+    with _CACHE_LOCK:  # what the name built before is not what it builds now
+        for key in [key for key in _CACHE if key[0] == name]:
+            del _CACHE[key]
+
+
+def retriever_names() -> list[str]:
+    """Every retriever name :func:`make_retriever` takes: the built-ins, then those registered."""
+    return [*RETRIEVERS, *_USER_BUILDERS]
+
+
+def check_retriever(spec: Any) -> None:
+    """Refuse an unknown retriever name or a bad ``module:attr`` now, before any corpus or model loads.
+
+    Names, URLs, shard lists and index folders pass (they are checked when built); an
+    object with ``search`` passes; anything else is a :class:`ConfigError` or
+    :class:`UnknownNameError`.
+    """
+    if spec is None or is_search_engine(spec):
+        return
+    if is_object_spec(spec):
+        target = load_object(spec, what="retriever")
+        if not is_search_engine(target) and not callable(target):
+            raise ConfigError(
+                f"The retriever {spec!r} expects a search engine (an object with search(queries, k)), or a class or "
+                f"factory making one, got {type(target).__name__}."
+            )
+        return
+    if isinstance(spec, (str, PurePath)):
+        from searchgym.corpora.http import is_url
+
+        text = str(spec)
+        if text in _BUILDERS or text in _USER_BUILDERS or is_url(text) or is_shard_spec(text) or Path(text).is_dir():
+            return
+    raise UnknownNameError("retriever", spec, [*retriever_names(), "http://HOST:PORT/retrieve"])

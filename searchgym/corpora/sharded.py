@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from searchgym.corpora.types import Corpus, Hit, Retriever
+from searchgym.corpora.types import Corpus, Hit, Retriever, is_search_engine
 from searchgym.error import BackendError, ConfigError
 
 __all__ = ["ShardedRetriever", "is_shard_spec", "parse_shard_spec"]
@@ -71,8 +71,8 @@ class ShardedRetriever(Retriever):
         if not groups or any(not group for group in groups):
             raise ConfigError("ShardedRetriever expects at least one shard, each with at least one retriever.")
         for replica in itertools.chain.from_iterable(groups):
-            if not isinstance(replica, Retriever):
-                raise ConfigError(f"ShardedRetriever expects Retriever shards, got {type(replica).__name__}.")
+            if not is_search_engine(replica):
+                raise ConfigError(f"ShardedRetriever expects search engine shards (objects with search(queries, k)), got {type(replica).__name__}.")
         self.shards = groups
         self.corpus = corpus  # type: ignore[assignment]
         self._turn = [itertools.count() for _ in groups]

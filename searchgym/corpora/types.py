@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, Protocol, overload, runtime_checkable
 
 from searchgym.error import ConfigError
 
@@ -184,3 +184,47 @@ class Retriever(ABC):
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ConfigError(f"Retriever.search expects k to be a positive integer, got {k!r}.")
         return k
+
+
+@dataclass(frozen=True)
+class SearchContext:
+    """Whose query it is: what a context-aware search engine is told beside each query.
+
+    ``example_id`` and ``question`` are the episode's question; ``turn`` the agent turn
+    (1-based) being played, 0 for the searches of ``reset`` (s3's initial retrieval).
+    A batch of many envs' searches carries one context per query, in order. The training
+    step reaches an engine through its own optional ``set_step`` (see :class:`SearchEngine`).
+    """
+
+    example_id: str
+    question: str
+    turn: int = 0
+
+
+@runtime_checkable
+class SearchEngine(Protocol):
+    """Anything that searches: an object with ``search(queries, k) -> list[list[Hit]]``.
+
+    Envs, :func:`~searchgym.corpora.make_retriever`, the batching of many envs' searches and
+    the drivers accept any such object; subclassing :class:`Retriever` is not needed.
+    Two optional methods let an engine know more (both looked up by name, so a plain object
+    works without them):
+
+    - ``search_with_context(queries, k, contexts)``: called instead of ``search`` with one
+      :class:`SearchContext` per query (which episode, which question, which turn), e.g. a
+      simulated engine that conditions on the question (ZeroSearch); searches of many envs
+      still go out as one call, each query with its own context;
+    - ``set_step(step)``: the trainer calls it with the training step before each rollout
+      (a noise or difficulty schedule); the engine keeps it for its next searches.
+
+    ``max_query_chars`` (optional attribute): the longest query it takes; the env cuts longer ones.
+    """
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        """Top-``k`` hits for every query, best first."""
+        ...
+
+
+def is_search_engine(obj: Any) -> bool:
+    """Whether ``obj`` can serve as a search engine (it has a callable ``search``); classes are not."""
+    return not isinstance(obj, type) and callable(getattr(obj, "search", None))

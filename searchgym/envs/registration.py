@@ -11,6 +11,7 @@ from typing import Any
 from gymnasium.envs.registration import register, registry
 
 from searchgym.error import ConfigError, UnknownNameError, check_name
+from searchgym.plugins import import_module
 
 NAMESPACE = "searchgym/"
 
@@ -69,17 +70,65 @@ def register_envs() -> None:
 
 def full_env_id(env_id: str) -> str:
     """``"SearchR1-v0"`` or ``"searchgym/SearchR1-v0"`` -> the registered id; an unknown one
-    raises with the valid names."""
+    raises with the valid names.
+
+    A user's own env is taken too: an id a module registered with Gymnasium's ``register``
+    (imported first by ``--import``), or Gymnasium's ``"module:Env-v0"`` form, whose module is
+    imported now (a failing import is a :class:`ConfigError` quoting its error) and must
+    register ``Env-v0``; that form is returned as it is, so other processes import it too.
+    """
+    if isinstance(env_id, str) and ":" in env_id:
+        module, _, name = env_id.partition(":")
+        import_module(module, what=f"env id {env_id!r}")
+        if name not in registry:
+            raise ConfigError(
+                f"The env id {env_id!r} expects module {module!r} to register {name!r} with gymnasium.register when "
+                f"imported, but it did not; ids it registers: {', '.join(user_env_ids()) or 'none'}."
+            )
+        return env_id
     name = env_id if env_id.startswith(NAMESPACE) else NAMESPACE + env_id
     if name not in ENV_SPECS and name not in ROLE_ENV_SPECS:
+        if env_id in user_env_ids():
+            return env_id
         raise UnknownNameError("env id", env_id, [e.removeprefix(NAMESPACE) for e in (*ENV_SPECS, *ROLE_ENV_SPECS)])
     return name
 
 
+def user_env_ids() -> list[str]:
+    """Ids registered with Gymnasium by a user's module (not searchgym's, not Gymnasium's own envs)."""
+    ids = []
+    for env_id, spec in registry.items():
+        entry = spec.entry_point if isinstance(spec.entry_point, str) else getattr(spec.entry_point, "__module__", "")
+        if env_id.startswith(NAMESPACE) or str(entry).startswith(("gymnasium.", "shimmy.", "ale_py")):
+            continue
+        ids.append(env_id)
+    return sorted(ids)
+
+
 def env_spec(env_id: str) -> dict[str, Any]:
-    """The default ``gym.make`` arguments of a registered id (full or short)."""
+    """The default ``gym.make`` arguments of a registered id (full or short; a user's id: the
+    kwargs it was registered with)."""
     name = full_env_id(env_id)
-    return dict(ENV_SPECS.get(name) or ROLE_ENV_SPECS[name])
+    if name in ENV_SPECS or name in ROLE_ENV_SPECS:
+        return dict(ENV_SPECS.get(name) or ROLE_ENV_SPECS[name])
+    return dict(registry[name.partition(":")[2] if ":" in name else name].kwargs)
+
+
+def own_retriever(env_id: str, options: Mapping[str, Any]) -> Any:
+    """A retriever of its own for one env (``retriever_per_env``): built anew from the env's
+    ``retriever`` spec, never the process's shared one. An engine given as an object cannot
+    be copied: name it (a registered name or ``module:attr``) instead."""
+    from searchgym.corpora import load_corpus, make_retriever
+
+    spec = {**env_spec(env_id), **options}
+    name = spec.get("retriever", "bm25")
+    if not isinstance(name, str):
+        raise ConfigError(
+            f"retriever_per_env builds a retriever for each env and expects the env's retriever as a name or module:attr, "
+            f"got a {type(name).__name__} object; name its class or factory as module:attr (or register_retriever it)."
+        )
+    corpus = load_corpus(spec.get("corpus", "synthwiki"), **dict(spec.get("corpus_options") or {}))
+    return make_retriever(name, corpus, cache=False, **dict(spec.get("retriever_options") or {}))
 
 
 def with_frozen_models(env_id: str, kwargs: Mapping[str, Any], *, frozen: Any = None, summarizer: str | None = None, summarizer_model: Any = None) -> dict[str, Any]:

@@ -37,7 +37,11 @@ frozen models stepping in between), and returns:
 - ``logprobs``: the sampled ids' logprobs (0.0 at observation ids, which the mask drops);
 - ``env_reward`` and ``env_reward_components``: the env's reward, passed to the reward
   function :func:`env_reward`, which also logs each component and the episode metrics
-  (EM, F1, searches, turns) to TRL's metrics.
+  (EM, F1, searches, turns) to TRL's metrics;
+- ``env_turn_rewards``: the env's reward of each step (``EpisodeResult.turn_rewards``).
+  TRL's GRPOTrainer takes one reward per completion, so a recipe's turn rewards reach it
+  summed (``env_reward`` is their sum); per-turn credit (searchgym's ``--credit turn``)
+  has no place in it. A reward function of your own may read them to shape that one number.
 
 Sampling follows the trainer's ``temperature`` and ``top_p`` (TRL scores the tokens with
 the same temperature); options this backend cannot honour (``top_k``, ``min_p``,
@@ -318,7 +322,8 @@ def zero_rewards_note(results: Sequence[EpisodeResult], max_new_tokens: int) -> 
 
 def rollout_output(results: Sequence[EpisodeResult], *, eos_id: int) -> dict[str, list[Any]]:
     """TRL's rollout dict of played episodes (see the module docstring)."""
-    out: dict[str, list[Any]] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "env_reward_components", "env_metrics")}
+    keys = ("prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "env_reward_components", "env_turn_rewards", "env_metrics")
+    out: dict[str, list[Any]] = {k: [] for k in keys}
     for r in results:
         t = r.trajectory
         playable = t is not None and t.num_generated > 0 and r.outcome not in ("backend_error", "error")
@@ -335,6 +340,7 @@ def rollout_output(results: Sequence[EpisodeResult], *, eos_id: int) -> dict[str
             out["env_mask"].append([0])
             out["env_reward"].append(None)
         out["env_reward_components"].append(dict(r.reward_components))
+        out["env_turn_rewards"].append([float(x) for x in getattr(r, "turn_rewards", ())])
         out["env_metrics"].append({
             "em": r.em, "f1": r.f1, "cover_em": r.cover_em, "searches": r.num_searches, "turns": r.num_turns,
             "invalid_turns": r.num_invalid, "generated_tokens": r.generated_tokens, "outcome": r.outcome,

@@ -23,7 +23,8 @@ from searchgym.rewards.metrics import (
 )
 from searchgym.rewards.hedging import hedge_reason, hedged
 from searchgym.rewards.normalize import is_blank_answer, normalize_answer, normalize_answer_r1searcher, tokens
-from searchgym.rewards.base import OBSERVATION_KINDS, Episode, GoldSpanReader, RewardRecipe, RewardResult, Turn, call_frozen
+from searchgym.rewards.base import OBSERVATION_KINDS, Episode, GoldSpanReader, RewardRecipe, RewardResult, SearchRecord, Turn, call_frozen
+from searchgym.rewards.checked import TURN_COMPONENT, checked_score, checked_turn_reward, join_components, pays_turns, recipe_label
 from searchgym.rewards.recipes import (
     RECIPES,
     R1SearcherStage1,
@@ -34,6 +35,8 @@ from searchgym.rewards.recipes import (
     SearchR1EM,
     SearchR1Format,
     make_recipe,
+    recipe_accepts,
+    recipe_source,
 )
 
 __all__ = [
@@ -48,13 +51,17 @@ __all__ = [
     "RSearchReward",
     "RewardRecipe",
     "RewardResult",
+    "TURN_COMPONENT",
     "S3GainBeyondRAG",
     "S3GenAcc",
+    "SearchRecord",
     "SearchR1EM",
     "SearchR1Format",
     "Turn",
     "answer_in_text",
     "call_frozen",
+    "checked_score",
+    "checked_turn_reward",
     "cover_exact_match",
     "exact_match",
     "f1_score",
@@ -63,11 +70,16 @@ __all__ = [
     "hedge_reason",
     "hedged",
     "is_blank_answer",
+    "join_components",
     "make_recipe",
+    "recipe_accepts",
+    "recipe_source",
     "normalize_answer",
     "normalize_answer_r1searcher",
+    "pays_turns",
     "r1_searcher_format_errors",
     "r_search_format",
+    "recipe_label",
     "search_r1_sequence",
     "span_check",
     "sub_exact_match",

@@ -5,7 +5,7 @@ and the frozen-model plumbing (how recipes call a generator, reader or judge).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -32,6 +32,15 @@ class Turn:
       ``"feedback"`` (the protocol's invalid-turn feedback), ``"budget"`` (the search
       budget notice). Empty after the last turn, which gets no observation.
 
+    - ``round``: the agent turn this record belongs to, counted from 0 (the env's
+      ``info["turn"]`` minus one). A tag turn is one record; a tool turn (one assistant
+      message) is one record per run of calls the protocol writes as one tag turn, and all
+      records of one message share its round: parallel calls are one round, sequential
+      ones several (:attr:`Episode.rounds`).
+    - ``parsed``: the protocol's action objects behind ``actions``, in order (``Search(query)``,
+      ``Answer(text)``, a protocol's own kinds such as a ``Refine(text)``), parsed from the
+      agent's own words only.
+
     Only the kinds are kept, never the text of the documents or the feedback: a recipe
     or format check reads the agent's words and the shape of the exchange, nothing the
     environment wrote.
@@ -40,16 +49,51 @@ class Turn:
     text: str
     actions: tuple[str, ...] = ()
     observation: tuple[str, ...] = ()
+    round: int = 0
+    parsed: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         for kind in self.observation:
             if kind not in OBSERVATION_KINDS:
                 raise ConfigError(f"Turn expects observation kinds among {OBSERVATION_KINDS}, got {kind!r}.")
+        if not isinstance(self.round, int) or isinstance(self.round, bool) or self.round < 0:
+            raise ConfigError(f"Turn expects round to be an integer >= 0 (the agent turn, from 0), got {self.round!r}.")
+        object.__setattr__(self, "parsed", tuple(self.parsed))
 
     @property
     def valid(self) -> bool:
         """Whether the protocol found a well-formed action in this turn."""
         return any(kind != "invalid" for kind in self.actions)
+
+
+@dataclass(frozen=True)
+class SearchRecord:
+    """One search the env ran, as a recipe reads it (:attr:`Episode.searches`).
+
+    - ``turn``: the agent turn that asked for it, from 1 (the env's ``info["turn"]``).
+    - ``round``: that turn counted from 0 (``turn - 1``), as :attr:`Turn.round`: the searches
+      of one agent turn (several tags, or parallel tool calls) share a round and went out as
+      one batch; sequential searches have different rounds.
+    - ``query``: the query as the agent wrote it (the engine got it cut to ``max_query_chars``).
+    - ``ids``, ``texts``: the retrieved passages, best first: their ids and ``"title\ntext"``
+      (as :attr:`Episode.retrieved_docs`).
+
+    A search that did not run (on the last turn, or past the search budget) has no record.
+    """
+
+    turn: int
+    round: int
+    query: str
+    ids: tuple[str, ...] = ()
+    texts: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ids", tuple(self.ids))
+        object.__setattr__(self, "texts", tuple(self.texts))
+        if len(self.ids) != len(self.texts):
+            raise ConfigError(
+                f"SearchRecord expects one text per retrieved id, got {len(self.ids)} ids and {len(self.texts)} texts."
+            )
 
 
 @dataclass
@@ -84,6 +128,13 @@ class Episode:
       without a search, so on a grammar without evidence it would pay for not searching.
     - ``candidates``: the options the question offers (both sides of a comparison), when
       the data knows them; strict recipes refuse credit to an answer naming two of them.
+    - ``metadata``: the example's metadata as plain data (a copy: changing it changes no
+      example). synthwiki's: ``kind``, ``hops`` (per hop ``passage_id``, ``answer``,
+      ``evidence``), ``supporting_ids``; a FlashRAG file's: every field of its line beyond
+      id, question and answers (HotpotQA's ``supporting_facts``, MuSiQue's
+      ``question_decomposition``, its ``metadata`` dict's keys).
+    - ``searches``: each search that ran, in order, as a :class:`SearchRecord` (its turn and
+      round, query, retrieved ids and texts).
     """
 
     question: str
@@ -102,6 +153,8 @@ class Episode:
     candidates: tuple[str, ...] = ()
     evidence_possible: bool = True
     naive_rag_size: int | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    searches: tuple[SearchRecord, ...] = ()
 
     def __post_init__(self) -> None:
         # A bare string would otherwise be read as one gold answer per character.
@@ -114,6 +167,29 @@ class Episode:
                     f"Episode expects turns to be Turn records (the agent's text and the observation kinds), "
                     f"got {type(turn).__name__}; build them as Turn(text, actions, observation)."
                 )
+        if not isinstance(self.metadata, Mapping):
+            raise ConfigError(f"Episode expects metadata to be a mapping (the example's), got {type(self.metadata).__name__}.")
+        self.metadata = dict(self.metadata)
+        self.searches = tuple(self.searches)
+        for search in self.searches:
+            if not isinstance(search, SearchRecord):
+                raise ConfigError(
+                    f"Episode expects searches to be SearchRecord records, got {type(search).__name__}; "
+                    f"build them as SearchRecord(turn, round, query, ids, texts)."
+                )
+
+    @property
+    def rounds(self) -> tuple[tuple[Turn, ...], ...]:
+        """The turns grouped by :attr:`Turn.round`, in order: one group per agent turn (a tool
+        turn's calls together). Turns built without a round all have round 0: give them their
+        rounds to group them."""
+        groups: list[list[Turn]] = []
+        for turn in self.turns:
+            if groups and groups[-1][-1].round == turn.round:
+                groups[-1].append(turn)
+            else:
+                groups.append([turn])
+        return tuple(tuple(g) for g in groups)
 
     @property
     def agent_text(self) -> str:
@@ -208,7 +284,8 @@ class RewardRecipe(ABC):
     requires, among ``generator``, ``reader``, ``judge``), ``optional`` (frozen models it
     accepts but can do without), ``needs_naive_rag`` (the env must fill
     ``Episode.naive_rag_docs``). ``invalid_action_penalty`` is the reward the env adds
-    for each malformed turn.
+    for each malformed turn. A recipe pays the finished episode (:meth:`score`) and may also
+    pay each turn as it ends (:meth:`turn_reward`).
     """
 
     name: ClassVar[str]
@@ -224,11 +301,43 @@ class RewardRecipe(ABC):
         """The reward of a finished episode. An episode that took no well-formed action
         (``not episode.acted``) must earn exactly :meth:`floor`."""
 
+    def turn_reward(self, episode: Episode) -> float | Mapping[str, float] | None:
+        """What this recipe pays for the turn that just ended (default: nothing, ``None``).
+
+        The env calls it after every turn, the last one included (before :meth:`score`), with
+        the episode so far: ``episode.turns[-1]`` (with its round) is the turn just played and
+        ``episode.searches`` ends with its searches; ``answer`` is set once the agent answered.
+        It returns ``None`` (pays nothing), a number, or named numbers (a mapping) whose sum
+        is paid. The payment is added to that step's reward and shown in that step's
+        ``info["reward_components"]``: a number as ``{"turn": x}``, a mapping's names
+        prefixed ``turn/`` (``{"turn/gain": x}``); on the last step beside the components of
+        :meth:`score`, whose names must therefore not be ``turn`` or start with ``turn/``.
+        The sum of an episode's step rewards is: its turn rewards + ``invalid_action_penalty``
+        per malformed turn + ``score(...).total``.
+
+        It may call the recipe's frozen models, as :meth:`score` does, and must not change
+        the recipe (it can run again on the same turn). A recipe that does not override it
+        costs nothing: the env builds no per-turn record for it. Values that are not finite
+        numbers, and exceptions, fail the episode with a :class:`~searchgym.error.RecipeError`.
+        Pay for progress, not for activity: a turn reward a policy can collect by searching
+        or writing more, without getting closer to the answer, is a reward hack.
+        """
+        return None
+
     def floor(self, episode: Episode) -> float:
         """The reward of an episode in which the agent took no well-formed action: the least
         this recipe pays on ``episode``'s question (before ``invalid_action_penalty``).
         ``check_search_env`` checks that an agent writing tag-free text earns it."""
         return 0.0
+
+    def settings(self) -> dict[str, Any]:
+        """What identifies this recipe for the resume checks (``searchgym.plugins.settings_of``):
+        its public attributes (weights, scores, options; a frozen model by its class), so a run
+        resumed with other weights is refused and one with equal weights resumes in any process.
+        Override it when a setting lives elsewhere (a private attribute, a file)."""
+        from searchgym.plugins import recorded_settings
+
+        return {k: recorded_settings(v) for k, v in sorted(vars(self).items()) if not k.startswith("_")}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

@@ -49,6 +49,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from searchgym.error import ConfigError, UnknownNameError
+from searchgym.plugins import is_object_spec, load_object
 from searchgym.rewards.base import (
     Episode,
     GoldSpanReader,
@@ -92,6 +93,8 @@ __all__ = [
     "SearchR1EM",
     "SearchR1Format",
     "make_recipe",
+    "recipe_accepts",
+    "recipe_source",
 ]
 
 
@@ -498,6 +501,10 @@ class S3GainBeyondRAG(S3GenAcc):
         #: GenAcc of the generator on the naive-RAG documents.
         self.naive_rag_cache: dict[str | tuple[str, int], float] = {}
 
+    def settings(self) -> dict[str, Any]:
+        """The recipe's settings without :attr:`naive_rag_cache` (what it computed, not how it scores)."""
+        return {k: v for k, v in super().settings().items() if k != "naive_rag_cache"}
+
     def naive_rag_key(self, example_id: str, question: str, size: int) -> str | tuple[str, int]:
         """The :attr:`naive_rag_cache` key of a question's baseline on ``size`` naive-RAG
         documents: its id (the question if the id is empty), with ``"matched"`` also ``size``."""
@@ -565,16 +572,73 @@ RECIPES: dict[str, type[RewardRecipe]] = {
 }
 
 
-def make_recipe(name: str, **kwargs: Any) -> RewardRecipe:
-    """The recipe registered as ``name``, built with ``kwargs`` (frozen models, weights)."""
-    if not isinstance(name, str) or name not in RECIPES:
-        raise UnknownNameError("reward", name, RECIPES)
-    cls = RECIPES[name]
-    accepted = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-    unknown = sorted(set(kwargs) - set(accepted))
+def recipe_source(spec: Any) -> Any:
+    """What a reward spec names, checked without building it: the class of a name in
+    :data:`RECIPES`, or the object ``"module:attr"`` names (a :class:`RewardRecipe` subclass,
+    a recipe instance, or a factory returning one), or ``spec`` itself if it is a recipe.
+
+    An unknown name is an :class:`UnknownNameError`; a path that does not import, names
+    nothing, or names something else is a :class:`ConfigError` that says so. Entry points
+    call it before any model loads.
+    """
+    if isinstance(spec, RewardRecipe) or isinstance(spec, type) and issubclass(spec, RewardRecipe):
+        return spec
+    if is_object_spec(spec):
+        target = load_object(spec, what="reward recipe")
+        if isinstance(target, RewardRecipe) or isinstance(target, type) and issubclass(target, RewardRecipe):
+            return target
+        if callable(target) and not isinstance(target, type):
+            return target
+        raise ConfigError(
+            f"The reward recipe {spec!r} expects a RewardRecipe subclass, a recipe instance or a factory returning one, "
+            f"got {type(target).__name__ if not isinstance(target, type) else 'the class ' + target.__name__}."
+        )
+    if not isinstance(spec, str) or spec not in RECIPES:
+        raise UnknownNameError("reward", spec, RECIPES)
+    return RECIPES[spec]
+
+
+def recipe_accepts(spec: Any) -> tuple[frozenset[str], frozenset[str]]:
+    """``(needs, optional)``: the frozen models (generator, reader, judge) the recipe ``spec``
+    requires and accepts, read from its class (a factory declares them as attributes
+    ``needs`` and ``optional``, or takes none)."""
+    source = recipe_source(spec)
+    owner = source if isinstance(source, type) else type(source) if isinstance(source, RewardRecipe) else source
+    return frozenset(getattr(owner, "needs", frozenset())), frozenset(getattr(owner, "optional", frozenset()))
+
+
+def make_recipe(name: Any, **kwargs: Any) -> RewardRecipe:
+    """The recipe ``name`` names, built with ``kwargs`` (frozen models, weights).
+
+    ``name``: a name in :data:`RECIPES` (a user module may add its own), ``"module:attr"``
+    naming a :class:`RewardRecipe` subclass (built with ``kwargs`` like the built-ins: only
+    the arguments its constructor accepts), a factory called with ``kwargs`` that returns a
+    recipe, or a recipe instance (returned as it is; ``kwargs`` must then be empty).
+    """
+    source = recipe_source(name)
+    label = name if isinstance(name, str) else getattr(source, "__name__", type(source).__name__)
+    if isinstance(source, RewardRecipe):
+        if kwargs:
+            raise ConfigError(
+                f"make_recipe got a reward recipe object ({type(source).__name__}) and also {sorted(kwargs)}; "
+                "pass them to the recipe's constructor instead."
+            )
+        return source
+    try:
+        parameters = inspect.signature(source.__init__ if isinstance(source, type) else source).parameters
+    except (TypeError, ValueError):  # a builtin or C callable: let it check its own arguments
+        parameters = {}
+    accepted = [p for p, v in parameters.items() if p != "self" and v.kind not in (v.VAR_POSITIONAL, v.VAR_KEYWORD)]
+    open_ended = any(v.kind is v.VAR_KEYWORD for v in parameters.values())
+    unknown = sorted(set(kwargs) - set(accepted)) if parameters and not open_ended else []
     if unknown:
         raise ConfigError(
-            f"Reward recipe {name!r} does not take {', '.join(map(repr, unknown))}; "
+            f"Reward recipe {label!r} does not take {', '.join(map(repr, unknown))}; "
             f"expected arguments among: {', '.join(accepted)}."
         )
-    return cls(**kwargs)
+    recipe = source(**kwargs)
+    if not isinstance(recipe, RewardRecipe):
+        raise ConfigError(
+            f"Reward recipe {label!r} expects its factory to return a RewardRecipe, got {type(recipe).__name__}."
+        )
+    return recipe

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Args", "Trainer"]
+__all__ = ["Args", "Trainer", "TrainerHook"]
 
 
 def __getattr__(name: str) -> Any:
@@ -27,4 +27,8 @@ def __getattr__(name: str) -> Any:
         from searchgym.training.trainer import Trainer
 
         return Trainer
+    if name == "TrainerHook":  # no torch: a user's hook module imports it without the lm extra
+        from searchgym.training.hooks import TrainerHook
+
+        return TrainerHook
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

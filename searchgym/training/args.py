@@ -25,6 +25,8 @@ CRITICS = ("separate", "shared-head")
 ALGORITHMS = ("ppo", "grpo", "reinforce++")
 #: The Stable-Baselines3 algorithms ``searchgym train`` also takes (trained by :mod:`searchgym.sb3`).
 SB3_ALGORITHMS = ("sb3-ppo", "sb3-dqn")
+#: Credit assignments (``Args.credit``): the episode's reward on its last token, or each turn's on that turn's.
+CREDITS = ("episode", "turn")
 #: Rollout engines: the training model itself, or vLLM with the weights pushed after every update
 #: (``vllm``: the offline engine, episodes played in rounds; ``vllm-async``: the async engine,
 #: each episode's next turn sent when its own step ends).
@@ -37,11 +39,21 @@ class Args:
 
     # -- what to train on
     env_id: str = "searchgym/SearchR1-v0"
-    """Environment id (the protocol and reward recipe come with it)."""
+    """Environment id (the protocol and reward recipe come with it): a searchgym id, an id a module of --import registered,
+    or Gymnasium's module:Env-v0 form."""
     env_options: dict[str, Any] = field(default_factory=dict)
     """Extra gym.make arguments, e.g. {"corpus": "wiki-vital", "dataset": "wiki-vital-answerable", "max_turns": 4}."""
     eval_env_options: dict[str, Any] = field(default_factory=dict)
     """gym.make arguments of the evaluation envs only, over env_options (e.g. {"dataset": "dev.jsonl"})."""
+    imports: list[str] = field(default_factory=list)
+    """Modules imported before anything else is checked (--import MODULE): a user module that fills searchgym's
+    registries (rewards.RECIPES, envs.protocols.PROTOCOLS, corpora.register_retriever) or registers its own env ids."""
+    wrappers: list[str] = field(default_factory=list)
+    """Env wrappers as module:attr, each called as wrapper(env) -> env, in order, on every env of the run (training and
+    evaluation)."""
+    retriever_per_env: bool = False
+    """Build one retriever for each env instead of one shared by every env over the corpus (an engine that keeps
+    per-episode state); the env's retriever must then be a name or module:attr."""
     train_split: str = "train"
     """Dataset split the policy is trained on."""
     eval_split: str = "dev"
@@ -49,7 +61,8 @@ class Args:
     train_limit: int | None = None
     """Train on the first N questions of the split only (all when None)."""
     reward: str | None = None
-    """Reward recipe overriding the env's (any name of searchgym.rewards.RECIPES)."""
+    """Reward recipe overriding the env's: any name of searchgym.rewards.RECIPES, or module:attr naming a recipe class or
+    factory of your own."""
     stage2_reward: str | None = None
     """Curriculum: the reward recipe from step stage2_step on (R1-Searcher: r1_searcher_stage2)."""
     stage2_step: int | None = None
@@ -96,6 +109,10 @@ class Args:
     """Responses sampled per question (a GRPO group; >= 2 for grpo)."""
     reinforce_baseline: str = "batch"
     """REINFORCE++ baseline: batch (whitening only) or group (the question's mean score first)."""
+    credit: str = "episode"
+    """Credit assignment: episode (the episode's reward on its last token, as the papers train) or turn (each turn's
+    reward on that turn's last token, so a turn's tokens are credited with what it and the later turns earned: GAE over
+    them for ppo, DeepSeekMath's process-supervision normalization for grpo, returns-to-go for reinforce++)."""
     questions_per_step: int = 4
     """Questions per rollout batch (the batch holds questions_per_step * n episodes)."""
     mini_batches: int = 1
@@ -198,6 +215,9 @@ class Args:
     is not a terminal)."""
     threads: int | None = None
     """torch CPU threads (None: torch's default)."""
+    hooks: list[str] = field(default_factory=list)
+    """Trainer hooks as module:attr (a class, a factory or an object with before_rollout, group_rewards or on_step;
+    searchgym.training.hooks), run in order: schedules, curricula, group bonuses, logging."""
 
     def replace(self, **changes: Any) -> Args:
         return dataclasses.replace(self, **changes)
@@ -373,14 +393,41 @@ def disabled_options(args: Args, given: Collection[str] | None = None) -> list[s
     ), given)
 
 
+def check_user_pieces(args: Args) -> None:
+    """Import ``args.imports`` first, then resolve every piece a user may name (env id, reward
+    recipes, protocol, retriever, wrappers): a bad path, a failing import or an unknown name
+    is refused by name, before any model loads and before ``args.json`` is written."""
+    from searchgym.corpora.retrievers import check_retriever
+    from searchgym.envs.protocols import protocol_source
+    from searchgym.envs.registration import full_env_id
+    from searchgym.plugins import check_imports, check_wrappers
+    from searchgym.rewards.recipes import recipe_source
+
+    check_imports(args.imports, owner="Args.imports")
+    full_env_id(args.env_id)
+    for name in ("reward", "stage2_reward"):
+        if getattr(args, name) is not None:
+            recipe_source(getattr(args, name))
+    for options in (args.env_options, args.eval_env_options):
+        if not isinstance(options, dict):
+            continue  # check_args reports it
+        if options.get("reward") is not None:
+            recipe_source(options["reward"])
+        if options.get("protocol") is not None:
+            protocol_source(options["protocol"])
+        check_retriever(options.get("retriever"))
+    check_wrappers(args.wrappers, owner="Args.wrappers")
+    if not isinstance(args.retriever_per_env, bool):
+        raise ConfigError(f"Args.retriever_per_env expects True or False, got {args.retriever_per_env!r}.")
+
+
 def check_args(args: Args) -> None:
     """Reject a bad configuration with a message that says how to fix it (no model is loaded)."""
-    from searchgym.envs.registration import full_env_id
     from searchgym.rewards.recipes import RECIPES
 
     if not isinstance(args, Args):
         raise ConfigError(f"Expected searchgym.training.Args, got {type(args).__name__}.")
-    full_env_id(args.env_id)
+    check_user_pieces(args)
     if args.algorithm not in ALGORITHMS:
         if args.algorithm in SB3_ALGORITHMS:
             raise ConfigError(f"Args configures language-model training; train {args.algorithm} with searchgym.sb3.train_sb3(SB3Args(...)).")
@@ -395,10 +442,8 @@ def check_args(args: Args) -> None:
         raise UnknownNameError("critic", args.critic, CRITICS)
     if args.reinforce_baseline not in ("batch", "group"):
         raise UnknownNameError("REINFORCE++ baseline", args.reinforce_baseline, ("batch", "group"))
-    for name in ("reward", "stage2_reward"):
-        value = getattr(args, name)
-        if value is not None and value not in RECIPES:
-            raise UnknownNameError("reward", value, RECIPES)
+    if args.credit not in CREDITS:
+        raise UnknownNameError("credit assignment", args.credit, CREDITS)
     if args.judge_model is not None:
         from searchgym.envs.registration import env_spec
 
@@ -473,3 +518,6 @@ def check_args(args: Args) -> None:
     for name in ("env_options", "eval_env_options", "engine_options", "frozen_options"):
         if not isinstance(getattr(args, name), dict):
             raise ConfigError(f"Args.{name} expects a dict, got {type(getattr(args, name)).__name__}.")
+    from searchgym.training.hooks import check_hook_specs
+
+    check_hook_specs(args.hooks)  # imports each hook's module: a bad one is refused before any model loads

@@ -21,6 +21,7 @@ from typing import Any
 
 from searchgym.cache import sync_folder
 from searchgym.error import ConfigError
+from searchgym.plugins import recorded_settings, settings_changes
 from searchgym.training.args import Args
 
 #: Args fields a resumed run may change (they do not alter what is computed).
@@ -181,8 +182,11 @@ def export_policy(folder: str | os.PathLike, model: Any, tokenizer: Any, peft_mo
 
 
 def args_record(args: Args) -> dict[str, Any]:
-    """``args`` as the JSON object written to ``args.json`` and into checkpoints."""
-    return json.loads(json.dumps(dataclasses.asdict(args), default=str))
+    """``args`` as the JSON object written to ``args.json`` and into checkpoints: plain
+    values as they are, a user object by its settings (``settings()``, dataclass fields;
+    :func:`searchgym.plugins.recorded_settings`), never its ``repr``."""
+    record = {f.name: recorded_settings(getattr(args, f.name)) for f in dataclasses.fields(args)}
+    return json.loads(json.dumps(record, default=str))
 
 
 def prepare_run_folder(out: Path, args: Args) -> Path | None:
@@ -195,10 +199,14 @@ def prepare_run_folder(out: Path, args: Args) -> Path | None:
         if args_file.is_file():
             previous = json.loads(args_file.read_text())
             mine = args_record(args)
-            changed = sorted(k for k in mine if k not in RESUMABLE_CHANGES and previous.get(k) != mine[k])
+            # A field added since the run started was, for that run, at its default.
+            defaults = args_record(type(args)())
+            recorded = {k: previous[k] if k in previous else defaults.get(k) for k in mine}
+            changed = sorted(k for k in mine if k not in RESUMABLE_CHANGES and recorded[k] != mine[k])
             if changed:
+                details = "".join(f"; {line}" for k in changed for line in settings_changes(recorded[k], mine[k]))
                 raise ConfigError(
-                    f"{out} holds a run with different settings (changed: {', '.join(changed)}); resume it with "
+                    f"{out} holds a run with different settings (changed: {', '.join(changed)}){details}; resume it with "
                     "the same settings or pick another --out."
                 )
     out.mkdir(parents=True, exist_ok=True)

@@ -70,7 +70,9 @@ def json_object(text: str) -> dict[str, Any]:
 
 
 #: Short aliases of some flags.
-ALIASES = {"algorithm": ("--algo",)}
+ALIASES = {"algorithm": ("--algo",), "imports": ("--import",), "wrappers": ("--wrapper",), "hooks": ("--hook",)}
+#: List fields whose flag may be given again to add more (``--import a --import b``).
+REPEATABLE = ("imports", "wrappers", "hooks")
 
 
 def add_fields(parser: Any, cls: type, *, skip: Any = ()) -> None:
@@ -92,7 +94,9 @@ def add_fields(parser: Any, cls: type, *, skip: Any = ()) -> None:
             parser.add_argument(*flags, type=json_object, default=argparse.SUPPRESS, metavar="JSON", help=help_text)
         elif kind == "list":
             item = int if "int" in str(f.type) else str
-            parser.add_argument(*flags, nargs="+", type=item, default=argparse.SUPPRESS, metavar=item.__name__.upper() if item is int else "NAME", help=help_text)
+            action = "extend" if f.name in REPEATABLE else "store"
+            parser.add_argument(*flags, nargs="+", action=action, type=item, default=argparse.SUPPRESS,
+                                metavar=item.__name__.upper() if item is int else "NAME", help=help_text)
         else:
             convert = {"int": int, "float": float, "str": str}[kind]
             if "None" in str(f.type):

@@ -62,25 +62,58 @@ class TimedRetriever(Retriever):
 
     The trainer passes it to the envs it builds (their ``retriever`` option); the retriever
     it wraps is the one ``make_retriever`` shares with every env over the corpus, and is
-    used as it is.
+    used as it is. It passes a context-aware engine its contexts (``search_with_context``)
+    and the training step (``set_step``). :meth:`over` times another engine on the same clock
+    (one retriever per env, one total).
     """
 
-    def __init__(self, inner: Retriever):
+    def __init__(self, inner: Any, *, clock: TimedRetriever | None = None):
         self.inner = inner
-        self.seconds = 0.0
+        self._clock = clock if clock is not None else self
+        self._seconds = 0.0
         self._lock = threading.Lock()
 
     @property
     def corpus(self) -> Any:  # type: ignore[override]
-        return self.inner.corpus
+        return getattr(self.inner, "corpus", None)
+
+    @property
+    def max_query_chars(self) -> int | None:  # type: ignore[override]
+        return getattr(self.inner, "max_query_chars", None)
+
+    @property
+    def seconds(self) -> float:
+        """Seconds spent searching, by this retriever and every one timed on its clock."""
+        return self._clock._seconds
+
+    def over(self, inner: Any) -> TimedRetriever:
+        """``inner`` timed on this retriever's clock."""
+        return TimedRetriever(inner, clock=self._clock)
 
     def search(self, queries: Sequence[str], k: int) -> Any:
+        return self._timed(lambda: self.inner.search(queries, k))
+
+    def search_with_context(self, queries: Sequence[str], k: int, contexts: Sequence[Any]) -> Any:
+        """The inner engine's ``search_with_context`` when it has one, else its ``search``."""
+        with_context = getattr(self.inner, "search_with_context", None)
+        if callable(with_context):
+            return self._timed(lambda: with_context(queries, k, contexts))
+        return self.search(queries, k)
+
+    def set_step(self, step: int) -> None:
+        """Tell the inner engine the training step, when it asks for it."""
+        tell = getattr(self.inner, "set_step", None)
+        if callable(tell):
+            tell(step)
+
+    def _timed(self, search: Any) -> Any:
         t0 = time.perf_counter()
         try:
-            return self.inner.search(queries, k)
+            return search()
         finally:
-            with self._lock:
-                self.seconds += time.perf_counter() - t0
+            clock = self._clock
+            with clock._lock:
+                clock._seconds += time.perf_counter() - t0
 
 
 def timed_retriever(env_id: str, options: Mapping[str, Any]) -> TimedRetriever:
@@ -88,6 +121,37 @@ def timed_retriever(env_id: str, options: Mapping[str, Any]) -> TimedRetriever:
     spec = {**env_spec(env_id), **options}
     corpus = load_corpus(spec.get("corpus", "synthwiki"), **dict(spec.get("corpus_options") or {}))
     return TimedRetriever(make_retriever(spec.get("retriever", "bm25"), corpus, **dict(spec.get("retriever_options") or {})))
+
+
+def make_train_envs(args: Args, kwargs: Mapping[str, Any], retrieval: TimedRetriever) -> list[Any]:
+    """The ``num_envs`` training envs made with ``kwargs``, every one searching through
+    ``retrieval`` (the shared engine, timed), or with ``Args.retriever_per_env`` each through
+    an engine of its own timed on the same clock, then wrapped by ``Args.wrappers``."""
+    import gymnasium as gym
+
+    from searchgym.envs.registration import own_retriever
+    from searchgym.plugins import apply_wrappers
+
+    env_id = full_env_id(args.env_id)
+    envs = []
+    for _ in range(args.num_envs):
+        engine = retrieval.over(own_retriever(args.env_id, args.env_options)) if args.retriever_per_env else retrieval
+        envs.append(apply_wrappers(gym.make(env_id, **{**kwargs, "retriever": engine}), args.wrappers))
+    return envs
+
+
+def tell_step(envs: Sequence[Any], step: int) -> None:
+    """Give every search engine of ``envs`` that asks for it (``set_step``) the training step, once each."""
+    from searchgym.envs import search_env
+
+    seen: set[int] = set()
+    for env in envs:
+        engine = search_env(env).retriever
+        if id(engine) not in seen:
+            seen.add(id(engine))
+            tell = getattr(engine, "set_step", None)
+            if callable(tell):
+                tell(step)
 
 
 def reward_at(args: Args, step: int) -> str | None:

@@ -102,6 +102,9 @@ class SFTArgs:
     """Extra gym.make arguments."""
     eval_env_options: dict[str, Any] = field(default_factory=dict)
     """gym.make arguments of the evaluation envs only, over env_options."""
+    imports: list[str] = field(default_factory=list)
+    """Modules imported before anything else is checked (--import MODULE): a user module that fills searchgym's
+    registries (reward recipes, protocols, register_retriever) or registers its own env ids."""
     split: str = "train"
     """Split the oracle plays."""
     limit: int | None = None
@@ -228,9 +231,22 @@ def sft_disabled_options(args: SFTArgs) -> list[str]:
 
 
 def check_sft_args(args: SFTArgs) -> None:
+    """Reject a bad configuration before any model loads: ``imports`` first, then every name."""
+    from searchgym.corpora.retrievers import check_retriever
+    from searchgym.envs.protocols import protocol_source
     from searchgym.envs.registration import full_env_id
+    from searchgym.plugins import check_imports
+    from searchgym.rewards.recipes import recipe_source
 
+    check_imports(args.imports, owner="SFTArgs.imports")
     full_env_id(args.env_id)
+    for options in (args.env_options, args.eval_env_options):
+        if isinstance(options, dict):
+            if options.get("reward") is not None:
+                recipe_source(options["reward"])
+            if options.get("protocol") is not None:
+                protocol_source(options["protocol"])
+            check_retriever(options.get("retriever"))
     if args.chat_template is not None:
         from searchgym.lm.chat_templates import template_by_name
 

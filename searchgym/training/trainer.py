@@ -4,10 +4,13 @@ One step: take ``questions_per_step`` questions of the train split (a seeded ord
 survives resumes) and play each ``n`` times with the policy (``run_episodes`` keeps every
 trajectory's token record); pad the trajectories into one batch; recompute the logprobs
 of the sampled ids with the training model (compared with the engine's: the logprob
-check); compute advantages (GAE for PPO, group-normalized for GRPO, REINFORCE++); update
-for ``ppo_epochs`` passes in ``mini_batches`` optimizer steps, accumulating gradients over
-micro-batches. Metrics go to ``metrics.csv`` (and TensorBoard), curves to ``curves.png``;
-checkpoints are atomic (:mod:`searchgym.training.checkpoint`).
+check); compute advantages (GAE for PPO, group-normalized for GRPO, REINFORCE++), from the
+episode's reward on its last token or, with ``credit="turn"``, from each turn's reward on
+that turn's last token (:func:`turn_advantages`); update for ``ppo_epochs`` passes in
+``mini_batches`` optimizer steps, accumulating gradients over micro-batches. Metrics go to
+``metrics.csv`` (and TensorBoard), curves to ``curves.png``; checkpoints are atomic (:mod:`searchgym.training.checkpoint`). Trainer hooks
+(``Args.hooks``, :mod:`searchgym.training.hooks`) run before each rollout, on each
+question's group of episodes, and after each step.
 
 The rollout engine is the training model itself (``transformers``) or a vLLM engine whose
 weights are replaced by the policy's after every update (``vllm``; ``vllm-async``: vLLM's
@@ -36,8 +39,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
-
 from searchgym.agents import EpisodeResult, Task, run_episodes
 from searchgym.agents.lm_agents import policy_agent
 from searchgym.agents.trajectory import Trajectory
@@ -50,14 +51,18 @@ from searchgym.lm.hf import TransformersLM, load_model
 from searchgym.lm.registry import load_lm
 from searchgym.lm.vllm import VLLMLM, model_folder
 from searchgym.progress import Progress
-from searchgym.training.advantages import gae, group_advantages, last_token_rewards, reinforce_pp_advantages
+from searchgym.training.advantages import (
+    gae, group_advantages, last_token_rewards, process_group_advantages, reinforce_pp_advantages, reinforce_pp_turn_advantages,
+    turn_end_columns, turn_steps, turn_token_rewards,
+)
 from searchgym.training.args import Args, check_args, disabled_options
 from searchgym.training.batch import FixedPass, Reference, chunks, collate, fixed_pass, forward_logprobs
 from searchgym.training.checkpoint import (
     args_record, checkpoint_step, complete_checkpoints, export_policy, load_checkpoint, merged_weights, prepare_run_folder, rng_state, save_checkpoint, set_rng_state,
 )
 from searchgym.training.critic import build_critic, load_trainable_state, trainable_state
-from searchgym.training.data import DataOrder, check_splits, env_kwargs, reward_at, stage_at, timed_retriever
+from searchgym.training.data import DataOrder, check_splits, env_kwargs, make_train_envs, reward_at, stage_at, tell_step, timed_retriever
+from searchgym.training.hooks import apply_group_rewards, call_hook, load_hooks
 from searchgym.training.losses import aggregate, kl_penalty, policy_loss, value_loss
 from searchgym.training.metrics import MetricsLog, plot_curves
 
@@ -90,7 +95,8 @@ def load_policy(name: str, *, device: Any = None) -> tuple[Any, Any]:
 def evaluate_policy(
     lm: Any, env_id: str, *, env_options: dict[str, Any], split: str, limit: int | None, num_envs: int,
     max_new_tokens: int, out: Path | None, seed: int = 0, label: str | None = None, temperature: float = 0.0,
-    agent_options: dict[str, Any] | None = None,
+    agent_options: dict[str, Any] | None = None, imports: Sequence[str] = (), wrappers: Sequence[Any] = (),
+    retriever_per_env: bool = False,
 ) -> dict[str, float]:
     """Play of ``lm`` on ``split`` through the benchmark harness (files in ``out``), greedy
     unless ``temperature`` > 0 (sampled with ``seed``); ``agent_options`` go to the LM agent.
@@ -99,6 +105,7 @@ def evaluate_policy(
         runs=[(full_env_id(env_id), "lm")], split=split, limit=limit, seeds=(seed,), model=lm,
         env_options={"*": dict(env_options)}, num_envs=num_envs, temperature=temperature, max_new_tokens=max_new_tokens,
         labels=None if label is None else [label], agent_options={"lm": dict(agent_options)} if agent_options else {},
+        imports=list(imports), wrappers=list(wrappers), retriever_per_env=retriever_per_env,
     )
     row = run_bench(config, out, progress=False, resume=False).rows[0]
     return {
@@ -146,6 +153,7 @@ class Sample:
     trajectory: Trajectory  #: prompt ids, then generated and environment segments
     reward: float
     group: int  #: the question's index in the step: the ``n`` answers to one question share it
+    turn_rewards: tuple[float, ...] = ()  #: the env's reward of each step (``credit="turn"``); () puts ``reward`` on the last turn
 
 
 def rollout_stats(results: Sequence[EpisodeResult]) -> dict[str, float]:
@@ -170,7 +178,7 @@ def training_samples(results: Sequence[EpisodeResult], *, n: int, grouped: bool)
     """The episodes of a rollout (``n`` consecutive ones per question) that have a generated
     token to train on; ``grouped`` (a group baseline) also drops questions left with one."""
     samples = [
-        Sample(r.trajectory, r.reward, i // n)
+        Sample(r.trajectory, r.reward, i // n, tuple(getattr(r, "turn_rewards", None) or ()))
         for i, r in enumerate(results)
         if r.trajectory is not None and r.trajectory.num_generated > 0 and r.outcome not in ("backend_error", "error")
     ]
@@ -209,18 +217,58 @@ def zero_advantages_note(args: Args, step: int, scores: Sequence[float]) -> str:
     )
 
 
-def compute_advantages(args: Args, scores: Any, groups: Sequence[int], mask: Any, fixed: FixedPass) -> tuple[Any, Any]:
+def sample_steps(samples: Sequence[Any], *, max_length: int | None = None) -> list[list[tuple[int, float]]]:
+    """Each sample's ``(column, reward)`` turn steps in the collated batch (``credit="turn"``):
+    its ``turn_rewards`` at the ends of its generated turns, the rest of its ``reward`` (a group
+    hook's change; all of it when it has no turn rewards) on the last (see
+    :func:`~searchgym.training.advantages.turn_steps`)."""
+    return [
+        turn_steps(getattr(s, "turn_rewards", ()) or (), turn_end_columns(s.trajectory, max_length=max_length), reward=float(s.reward))
+        for s in samples
+    ]
+
+
+def compute_advantages(
+    args: Args, scores: Any, groups: Sequence[int], mask: Any, fixed: FixedPass, *, steps: Sequence[Sequence[tuple[int, float]]] | None = None,
+) -> tuple[Any, Any]:
     """``(advantages, returns)`` [B, L-1] of the episodes' ``scores`` [B]; ``returns`` (the
-    value targets) only for PPO, else None."""
+    value targets) only for PPO, else None. With ``args.credit == "turn"``, ``steps`` (each
+    row's ``(column, reward)`` turns: :func:`sample_steps`) replace the scores."""
     kl = None
     if fixed.ref is not None and args.kl_in_reward:
         kl = kl_penalty(fixed.old, fixed.ref, args.kl_estimator) * mask  # [B, L-1]
+    if args.credit == "turn":
+        return turn_advantages(args, steps, groups, mask, fixed, kl)
     if args.algorithm == "grpo":
         return group_advantages(scores, groups).unsqueeze(-1) * mask, None  # [B] -> [B, L-1]
     if args.algorithm == "reinforce++":
         baseline_groups = groups if args.reinforce_baseline == "group" else None
         return reinforce_pp_advantages(scores, mask, kl=kl, kl_coef=args.kl_coef, gamma=args.gamma, groups=baseline_groups), None
     rewards = last_token_rewards(scores, mask)  # [B, L-1]
+    if kl is not None:
+        rewards = rewards - args.kl_coef * kl
+    advantages, returns = gae(rewards, fixed.values, mask, gamma=args.gamma, lam=args.lam)  # [B, L-1] each
+    flat = advantages[mask.bool()]  # [tokens]
+    if flat.numel() > 1:
+        advantages = (advantages - flat.mean()) / (flat.std() + 1e-8) * mask
+    return advantages, returns
+
+
+def turn_advantages(args: Args, steps: Any, groups: Sequence[int], mask: Any, fixed: FixedPass, kl: Any) -> tuple[Any, Any]:
+    """:func:`compute_advantages` with per-turn credit: each turn's reward on its last token.
+
+    PPO: GAE over the turn rewards (minus the KL in the reward), normalized as with episode
+    credit. GRPO: DeepSeekMath's process supervision (arXiv 2402.03300, §4.1.3). REINFORCE++:
+    returns-to-go of the turn rewards, whitened (arXiv 2501.03262, §3).
+    """
+    if steps is None:
+        raise ConfigError("compute_advantages with credit='turn' expects steps= (each row's turn rewards: sample_steps(samples)).")
+    if args.algorithm == "grpo":
+        return process_group_advantages(steps, groups, mask), None
+    rewards = turn_token_rewards(steps, mask)  # [B, L-1]
+    if args.algorithm == "reinforce++":
+        baseline_groups = groups if args.reinforce_baseline == "group" else None
+        return reinforce_pp_turn_advantages(rewards, mask, kl=kl, kl_coef=args.kl_coef, gamma=args.gamma, groups=baseline_groups), None
     if kl is not None:
         rewards = rewards - args.kl_coef * kl
     advantages, returns = gae(rewards, fixed.values, mask, gamma=args.gamma, lam=args.lam)  # [B, L-1] each
@@ -279,6 +327,8 @@ class Trainer:
         self._built = False
         self._progress: Progress | None = None
         self._said_zero_advantages = False
+        #: The run's trainer hooks (:mod:`searchgym.training.hooks`), built before any model loads.
+        self.hooks = load_hooks(args.hooks)
 
     # ------------------------------------------------------------------ setup
     def build(self) -> None:
@@ -391,7 +441,7 @@ class Trainer:
                 "retriever": self.retrieval,
             }
             kwargs.pop("retriever_options", None)  # the timed retriever was built with them
-            self.envs = [gym.make(full_env_id(self.args.env_id), **kwargs) for _ in range(self.args.num_envs)]
+            self.envs = make_train_envs(self.args, kwargs, self.retrieval)
             changed_questions = self.args.stage_sets is not None and self._stage is not None and stage[1] != self._stage[1]
             self._stage = stage
             if changed_questions:
@@ -404,11 +454,17 @@ class Trainer:
 
     # ------------------------------------------------------------------ 1. rollout
     def rollout(self, step: int) -> tuple[list[EpisodeResult], dict[str, float]]:
-        """Play this step's questions; the results (with trajectories) and their metrics."""
+        """Play this step's questions; the results (with trajectories, and the rewards the
+        hooks' ``group_rewards`` returned) and their metrics. The hooks' ``before_rollout``
+        runs once the step's envs are built."""
         a = self.args
         envs = self._train_envs(step)
         questions = self.order.take(a.questions_per_step)
         tasks = [Task(q, seed=(a.seed * 1_000_003 + step * 1009 + j) % (2**31)) for q in questions for j in range(a.n)]
+        for hook in self.hooks:  # after the step's envs are built: what a hook sets on them plays this step
+            if hook.defines("before_rollout"):
+                call_hook(hook, "before_rollout", step, self, step)
+        tell_step(envs, step)  # an engine with set_step (a noise schedule) learns the step it serves
         agent = policy_agent(
             envs[0], self.rollout_lm, max_new_tokens=a.max_new_tokens, temperature=a.temperature, top_p=a.top_p,
             seed=(a.seed * 7_919 + step * 104_729) % (2**31), **context_limits(a),
@@ -422,6 +478,7 @@ class Trainer:
             results = run_episodes(envs[: len(tasks)], agent, tasks, keep_trajectories=True, mode=mode)
         finally:
             self.model.train()
+        apply_group_rewards(self.hooks, results, n=a.n, step=step)  # before the stats: they average what is trained
         stats = rollout_stats(results)
         stats["time_rollout"] = time.perf_counter() - t0
         stats["time_retrieval"] = self.retrieval.seconds - retrieval_before
@@ -430,7 +487,8 @@ class Trainer:
     # ------------------------------------------------------------------ 2-4. batch, advantages, update
     def update(self, samples: Sequence[Sample]) -> dict[str, float]:
         """One PPO-style update on ``samples`` (anything with ``trajectory``, ``reward`` and
-        ``group``, e.g. :class:`Sample`); returns its metrics."""
+        ``group``, and for ``credit="turn"`` optionally ``turn_rewards``, e.g. :class:`Sample`);
+        returns its metrics."""
         a = self.args
         # 2. Batch: the samples padded, and what the update reads but does not train.
         batch = collate([s.trajectory for s in samples], pad_id=self.pad_id, max_length=self.context_length)
@@ -447,7 +505,8 @@ class Trainer:
         if not single_pass:
             stats.update(self._check_logprobs(fixed.old, batch.rollout_logprobs, mask))
         # 3. Advantages.
-        advantages, returns = compute_advantages(a, scores, [s.group for s in samples], mask, fixed)  # [B, L-1]
+        steps = sample_steps(samples, max_length=self.context_length) if a.credit == "turn" else None
+        advantages, returns = compute_advantages(a, scores, [s.group for s in samples], mask, fixed, steps=steps)  # [B, L-1]
         if not self._said_zero_advantages and not bool((advantages * mask).abs().any()):
             self._said_zero_advantages = True
             print(zero_advantages_note(a, self.step + 1, scores.tolist()), file=sys.stderr, flush=True)
@@ -586,6 +645,7 @@ class Trainer:
                 self.rollout_lm, a.env_id, env_options=kwargs, split=a.eval_split, limit=a.eval_limit, num_envs=a.num_envs,
                 max_new_tokens=a.max_new_tokens, out=self.out / "eval" / f"step-{self.step:06d}", seed=a.seed,
                 label=f"step {self.step}", temperature=a.eval_temperature, agent_options=context_limits(a),
+                imports=a.imports, wrappers=a.wrappers, retriever_per_env=a.retriever_per_env,
             )
         finally:
             self.model.train()
@@ -628,6 +688,9 @@ class Trainer:
                     row = {"step": self.step, **stats}
                     self.metrics.log(row)
                     rows.append(row)
+                    for hook in self.hooks:
+                        if hook.defines("on_step"):
+                            call_hook(hook, "on_step", self.step - 1, self, self.step, dict(row))
                     if self.step % a.save_every == 0 or self.step == a.total_steps:
                         self.save()
                         plot_curves(self.metrics.rows, self.out / "curves.png", title=f"{a.algorithm} on {a.env_id}")

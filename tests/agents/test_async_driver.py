@@ -209,7 +209,8 @@ def test_a_failure_ends_its_own_episode_as_in_rounds():
     tasks = [Task(ex.id, 0) for ex in envs[0].unwrapped.examples[:12]]
     out = run_episodes(envs, SynthWikiOracle.for_env(envs[0]), tasks, mode="async")
     failed = [r for r in out if "founder" in r.question]
-    assert failed and all(r.outcome == "error" and r.error.startswith("RuntimeError: generator exploded (at ") for r in failed)
+    # The recipe's failure names it and quotes the frozen model's exception (a RecipeError).
+    assert failed and all(r.outcome == "error" and r.error.startswith("RecipeError: Reward recipe 's3_gbr' (searchgym.rewards.recipes:S3GainBeyondRAG) raised in score() on example ") and "RuntimeError: generator exploded (at " in r.error for r in failed)
     assert all(r.outcome == "completed" for r in out if "founder" not in r.question)
 
     envs = [make_small("searchgym/SearchR1-v0") for _ in range(3)]

@@ -132,7 +132,8 @@ def test_an_error_inside_one_step_is_recorded_and_the_others_finish():
     tasks = tasks_for(envs[0], 12)
     out = run_episodes(envs, SynthWikiOracle.for_env(envs[0]), tasks)
     failed = [r for r in out if "founder" in r.question]
-    assert failed and all(r.outcome == "error" and r.error.startswith("RuntimeError: generator exploded (at ") for r in failed)
+    # The recipe's failure names it and quotes the frozen model's exception (a RecipeError).
+    assert failed and all(r.outcome == "error" and r.error.startswith("RecipeError: Reward recipe 's3_gbr' (searchgym.rewards.recipes:S3GainBeyondRAG) raised in score() on example ") and "RuntimeError: generator exploded (at " in r.error for r in failed)
     assert all(r.outcome == "completed" for r in out if "founder" not in r.question)
 
 

@@ -81,7 +81,7 @@ def test_bad_settings_are_refused(kwargs, message):
     corpus = generate(seed=3, num_passages=100).corpus
     with pytest.raises(ConfigError, match=message):
         CoalescingRetriever(make_retriever("bm25", corpus), **kwargs)
-    with pytest.raises(ConfigError, match="expects a Retriever, got str"):
+    with pytest.raises(ConfigError, match=r"^CoalescingRetriever expects a search engine \(an object with search\(queries, k\)\), got str\.$"):
         CoalescingRetriever("bm25")
 
 

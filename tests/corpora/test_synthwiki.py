@@ -26,7 +26,7 @@ from searchgym.error import ConfigError, UnknownNameError
 
 GROUPS = {("single", 1), ("bridge", 2), ("bridge", 3), ("comparison", 2)}
 METADATA_KEYS = {
-    "type", "hops", "kind", "supporting_ids", "oracle_queries", "bridge_answers", "evidence", "answer_passage_id"
+    "type", "hops", "kind", "supporting_ids", "oracle_queries", "bridge_answers", "evidence", "answer_passage_id", "hop_facts"
 }
 # Common English words (plus the stopwords of the BM25 tokenizer) that no invented name may be.
 COMMON_WORDS = set(

@@ -40,7 +40,11 @@ class SynthWiki:
     passage per hop, in order), ``oracle_queries`` (one BM25 query per hop that ranks that
     passage first), ``bridge_answers`` (the intermediate answers; for a comparison, the two
     compared values), ``evidence`` (the sentence of each supporting passage that states
-    the fact, verbatim) and ``answer_passage_id``. ``answers`` holds the canonical answer
+    the fact, verbatim), ``answer_passage_id``, and ``hop_facts``: per hop, in order, a dict
+    of its ``passage_id``, ``answer`` (the hop's own answer: a bridge's intermediate answer,
+    the final answer at the last hop; a comparison's compared value), ``evidence`` and
+    ``query`` (the oracle query), the same facts as the lists above read hop by hop (a
+    reward recipe finds them in ``Episode.metadata``). ``answers`` holds the canonical answer
     first, then unambiguous aliases. ``candidates`` of a comparison holds the canonical
     names of the two entities it compares (empty for the other types).
     """

@@ -8,7 +8,9 @@ order, so the questions spread over the whole world.
 
 For every hop the metadata records the passage id, the evidence sentence and an oracle
 query: the entity's name followed by the word the evidence sentence uses for the fact
-(``"Ilvar Odrenko born"``, ``"Kelvaro Shipyards founded"``), which BM25 ranks first.
+(``"Ilvar Odrenko born"``, ``"Kelvaro Shipyards founded"``), which BM25 ranks first; and,
+per hop in one place (``hop_facts``), those with the hop's own answer, which a step-wise
+reward reads (did this search find the passage of the next hop?).
 
 Splits: within each (type, hops) group, questions are ordered by a stable hash of their
 id (BLAKE2b); the first 10% form ``dev``, the next 10% ``test`` and the rest ``train``,
@@ -146,6 +148,9 @@ def make_questions(world: World) -> list[QAExample]:
     for number, k in enumerate(rng.permutation(len(drafts)).tolist()):
         qtype, kind, draft = drafts[k]
         located = [evidence.locate(hop) for hop in draft.hops]
+        # Each hop's own answer: a bridge's intermediate answers, then the final one; a
+        # comparison's hops give the two compared values (its bridge answers).
+        sub_answers = list(draft.bridge_answers) if qtype == "comparison" else [*draft.bridge_answers, draft.answers[0]]
         metadata = {
             "type": qtype,
             "hops": len(draft.hops),
@@ -155,6 +160,10 @@ def make_questions(world: World) -> list[QAExample]:
             "bridge_answers": list(draft.bridge_answers),
             "evidence": [sentence for _, sentence, _ in located],
             "answer_passage_id": located[draft.answer_hop][0],
+            "hop_facts": [
+                {"passage_id": pid, "answer": answer, "evidence": sentence, "query": query}
+                for (pid, sentence, query), answer in zip(located, sub_answers, strict=True)
+            ],
         }
         examples.append(QAExample(f"swq-{number:05d}", draft.question, draft.answers, metadata, draft.candidates))
     return examples

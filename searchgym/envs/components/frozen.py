@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from searchgym.corpora.types import Passage
-from searchgym.error import ConfigError, UnknownNameError, check_name
+from searchgym.error import ConfigError, UnknownNameError
 from searchgym.lm.base import LanguageModel
-from searchgym.rewards import RECIPES, GoldSpanReader, RewardRecipe, make_recipe
+from searchgym.rewards import GoldSpanReader, RewardRecipe, make_recipe, recipe_accepts, recipe_source
 
 
 def _gold_span() -> Callable[..., Any]:
@@ -95,18 +95,24 @@ def _from_mapping(role: str, spec: Mapping[str, Any], backend: str, options: Map
 
 
 def make_scoring(reward: Any, options: Mapping[str, Any] | None, **frozen: Any) -> RewardRecipe:
-    """The reward recipe of SearchEnv's ``reward=`` (a name in :data:`~searchgym.rewards.RECIPES`
-    or a recipe) with its ``reward_options`` and the frozen models it uses, made by :func:`make_frozen`."""
+    """The reward recipe of SearchEnv's ``reward=`` with its ``reward_options`` and the frozen
+    models it uses, made by :func:`make_frozen`.
+
+    ``reward``: a name in :data:`~searchgym.rewards.RECIPES`, ``"module:attr"`` naming a
+    recipe class, a factory or an instance (:func:`~searchgym.rewards.make_recipe`), or a
+    recipe object. A class or factory takes the frozen models it declares in ``needs`` and
+    ``optional``, like the built-ins."""
     frozen = {k: v for k, v in frozen.items() if v is not None}
-    if isinstance(reward, RewardRecipe):
+    source = recipe_source(reward)  # an unknown name or a bad path fails here, before any frozen model loads
+    if isinstance(source, RewardRecipe):
         if frozen or options:
             raise ConfigError(
                 f"SearchEnv got a reward recipe object and also {sorted(frozen) + sorted(options or {})}; "
                 "pass the frozen models and options to the recipe's constructor instead."
             )
-        return reward
-    check_name("reward", reward, RECIPES)
-    accepted = RECIPES[reward].needs | getattr(RECIPES[reward], "optional", frozenset())
+        return source
+    needs, optional = recipe_accepts(source)
+    accepted = needs | optional
     unused = sorted(set(frozen) - accepted)
     if unused:
         raise ConfigError(

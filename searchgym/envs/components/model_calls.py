@@ -29,7 +29,7 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from searchgym.corpora.types import Hit, Retriever
+from searchgym.corpora.types import Hit, SearchContext, SearchEngine
 from searchgym.error import BackendError, ConfigError
 from searchgym.lm.base import Generation, LanguageModel, SamplingParams, check_prompts, check_sampling_params
 
@@ -94,15 +94,25 @@ class ModelCall:
 @dataclass(frozen=True, eq=False)
 class SearchCall:
     """One retrieval a game needs: ``retriever.search(queries, k)`` (the retriever compared
-    by identity)."""
+    by identity; any :class:`~searchgym.corpora.types.SearchEngine`).
 
-    retriever: Retriever
+    ``contexts``: one :class:`~searchgym.corpora.types.SearchContext` per query (whose query
+    it is), or None. A retriever with ``search_with_context`` is called with them instead of
+    ``search``; one without never sees them.
+    """
+
+    retriever: SearchEngine
     queries: tuple[str, ...]
     k: int
+    contexts: tuple[SearchContext, ...] | None = None
 
     def run(self) -> list[list[Hit]]:
         """Run the search; a retriever that answers another number of queries is a backend error."""
-        hits = self.retriever.search(list(self.queries), self.k)
+        with_context = getattr(self.retriever, "search_with_context", None)
+        if self.contexts is not None and callable(with_context):
+            hits = with_context(list(self.queries), self.k, list(self.contexts))
+        else:
+            hits = self.retriever.search(list(self.queries), self.k)
         if not isinstance(hits, (list, tuple)) or len(hits) != len(self.queries):
             got = len(hits) if isinstance(hits, (list, tuple)) else type(hits).__name__
             raise BackendError(f"{type(self.retriever).__name__}.search expects one list of hits per query: {len(self.queries)} queries, got {got}.")
@@ -114,8 +124,13 @@ class SearchCall:
 
     @staticmethod
     def join(calls: Sequence[SearchCall]) -> SearchCall:
-        """One search with the queries of ``calls`` (same :meth:`batch_key`) in order."""
-        return SearchCall(calls[0].retriever, tuple(q for c in calls for q in c.queries), calls[0].k)
+        """One search with the queries of ``calls`` (same :meth:`batch_key`) in order, each
+        query keeping its own context (a call made without one gets an empty context)."""
+        contexts = None
+        if any(c.contexts is not None for c in calls):
+            blank = SearchContext(example_id="", question="")
+            contexts = tuple(x for c in calls for x in (c.contexts if c.contexts is not None else (blank,) * len(c.queries)))
+        return SearchCall(calls[0].retriever, tuple(q for c in calls for q in c.queries), calls[0].k, contexts)
 
     @property
     def rows(self) -> int:

@@ -8,7 +8,7 @@ from typing import Any
 import gymnasium as gym
 
 from searchgym.corpora.retrievers import make_retriever
-from searchgym.corpora.types import MAX_QUERY_CHARS, Corpus, Passage, QAExample, Retriever
+from searchgym.corpora.types import MAX_QUERY_CHARS, Corpus, Passage, QAExample, SearchEngine
 from searchgym.envs.components.frozen import make_scoring
 from searchgym.envs.components.model_calls import Play, run_play
 from searchgym.envs.components.question_filters import QUESTION_FILTERS, filter_questions
@@ -65,10 +65,10 @@ class SearchEnv(gym.Env[str, str]):
     ``options={"example_index": i}``, ``{"example_id": id}`` or ``{"example": QAExample}``.
 
     ## Rewards
-    Given by the reward recipe (``reward=``) when the episode ends (answer, search complete, or
-    turn budget); each malformed turn adds the recipe's ``invalid_action_penalty``; components in
-    ``info["reward_components"]``. The recipe reads the agent's turns and, for R-Search's
-    grounded evidence, the text of the retrievals it was shown (``Episode.observations``).
+    The recipe's (``reward=``) score when the episode ends, its ``turn_reward`` on every step (none of
+    the presets pays turns) and ``invalid_action_penalty`` per malformed turn: the step rewards add up
+    to these. Components in ``info["reward_components"]`` (a turn's as ``turn`` or ``turn/<name>``). It
+    reads the :class:`~searchgym.rewards.Episode`; one that fails raises :class:`~searchgym.error.RecipeError`.
 
     ## Episode End
     Terminated when the agent answers (or, for s3, declares its search complete); truncated when
@@ -97,8 +97,8 @@ class SearchEnv(gym.Env[str, str]):
       ``question_filter``: ``"s3"`` plays only s3's training questions (§3.2, §4.1): no yes/no
       gold, and the env's own naive-RAG baseline wrong (needs ``reward="s3_gbr"``; ``limit``
       counts kept questions); None: every question.
-    - ``retriever``: ``"bm25"`` (bm25s), ``"rank-bm25"``, ``"dense"``, ``"dense-hnsw"`` or a
-      :class:`Retriever`; ``retriever_options`` go to its constructor. ``top_k``: documents per
+    - ``retriever``: ``"bm25"`` (bm25s), ``"rank-bm25"``, ``"dense"``, ``"dense-hnsw"``, a registered name, ``"module:attr"``
+      or any :class:`~searchgym.corpora.SearchEngine`; ``retriever_options`` go to its constructor. ``top_k``: documents per
       search; ``initial_top_k``: documents in the first observation of protocols that start
       from naive retrieval (s3; default ``top_k``).
     - ``max_turns``: agent turns per episode; as in Search-R1 and s3 the last turn's search is not
@@ -136,7 +136,7 @@ class SearchEnv(gym.Env[str, str]):
         dataset_options: Mapping[str, Any] | None = None,
         limit: int | None = None,
         question_filter: str | None = None,
-        retriever: str | Retriever = "bm25",
+        retriever: str | SearchEngine = "bm25",
         retriever_options: Mapping[str, Any] | None = None,
         top_k: int = 3,
         initial_top_k: int | None = None,
@@ -227,12 +227,12 @@ class SearchEnv(gym.Env[str, str]):
         return self.game.example
 
     @property
-    def retriever(self) -> Retriever:
+    def retriever(self) -> SearchEngine:
         """The search engine (settable: e.g. a timing view of it)."""
         return self.game.retriever
 
     @retriever.setter
-    def retriever(self, value: Retriever) -> None:
+    def retriever(self, value: SearchEngine) -> None:
         self.game.retriever = value
 
     @property

@@ -11,21 +11,24 @@ turn, runs searches, scores the end with the reward recipe and reports ``info``.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from searchgym.corpora.types import MAX_QUERY_CHARS, Hit, Passage, QAExample, Retriever
+from searchgym.corpora.types import MAX_QUERY_CHARS, Hit, Passage, QAExample, Retriever, SearchContext
 from searchgym.envs.components.frozen import doc_text
 from searchgym.envs.components.model_calls import Play, SearchCall, model_users, replay, run_play
 from searchgym.envs.components.summarizers import Summarizer
 from searchgym.envs.protocols import Protocol
-from searchgym.envs.protocols.base import Answer, Complete, Evidence, Invalid, ParsedTurn, Search, Select
+from searchgym.envs.protocols.base import Answer, Complete, Evidence, Invalid, ParsedTurn, Search, Select, accepts_keyword, play_action
 from searchgym.envs.single.tasks import count_tokens, positive_int, text_action
 from searchgym.envs.tools.surface import ToolSurface, ToolTurn
 from searchgym.error import SearchGymError
-from searchgym.rewards import Episode, RewardRecipe, Turn
+from searchgym.rewards import (
+    Episode, RewardRecipe, SearchRecord, Turn, checked_score, checked_turn_reward, join_components, pays_turns,
+)
 
 
 @dataclass
@@ -250,6 +253,7 @@ class SearchGame:
         self.records: list[Turn] = []  # what the recipe reads of each turn
         self.well_formed: list[bool] = []
         self.retrieved: list[list[Passage]] = []  # the documents of each search the agent ran
+        self.searched: list[SearchRecord] = []  # and each such search as the recipe reads it
         self.observed: list[str] = []  # the text of each retrieval as the agent saw it
         self.evidence: str | None = None
         self.answer: str | None = None
@@ -295,7 +299,10 @@ class SearchGame:
         limits = [n for n in (self.max_query_chars, getattr(self.retriever, "max_query_chars", None)) if isinstance(n, int)]
         longest = min(limits)
         cut = tuple(_SURROGATE.sub("\ufffd", q[:longest]) for q in queries)
-        hits = yield SearchCall(self.retriever, cut, k)
+        # Whose queries these are, for an engine that conditions on the question (search_with_context).
+        contexts = None if self.example is None else (
+            (SearchContext(example_id=self.example.id, question=self.example.question, turn=self.turn),) * len(cut))
+        hits = yield SearchCall(self.retriever, cut, k, contexts)
         return hits, [len(q) > longest for q in queries]
 
     def play(self, action: Any) -> Play[tuple[str, float, bool, bool, dict[str, Any]]]:
@@ -330,23 +337,24 @@ class SearchGame:
     def _save(self) -> tuple[Any, ...]:
         return (self.log.snapshot(), self.num_invalid, len(self.turns), len(self.records), len(self.well_formed),
                 len(self.retrieved), self.evidence, self.answer, self.done, self.context_chars, self.context_tokens,
-                len(self.messages))
+                len(self.messages), len(self.searched))
 
     def _restore(self, saved: tuple[Any, ...]) -> None:
         log, self.num_invalid, turns, records, well_formed, retrieved, self.evidence, self.answer, self.done, \
-            self.context_chars, self.context_tokens, messages = saved
+            self.context_chars, self.context_tokens, messages, searched = saved
         self.log.restore(log)
         del self.turns[turns:], self.records[records:], self.well_formed[well_formed:], self.retrieved[retrieved:]
-        del self.messages[messages:]
+        del self.messages[messages:], self.searched[searched:]
 
     def _play(self, action: Any, action_cut: bool) -> Play[tuple[str, float, bool, bool, dict[str, Any]]]:
         self.log.turn += 1
         turn: ParsedTurn | ToolTurn
         if self.tools is None:
-            turn = self.protocol.parse(action)
+            turn = self.protocol.parse(action, **self._previous_observation())
         else:
             window = len(self.log.windows[-1].shown) if self.log.windows else 0
-            turn, action_cut = self.tools.parse(action, turn=self.log.turn, window_size=window, max_chars=self.max_action_chars)
+            turn, action_cut = self.tools.parse(action, turn=self.log.turn, window_size=window, max_chars=self.max_action_chars,
+                                                previous_observation=self.turns[-1][1] if self.turns else self.prompt)
         surface = self.tools or self.protocol
         reward = 0.0
         terminated = False
@@ -371,6 +379,9 @@ class SearchGame:
                     query_cut = query_cut or cut
                     self.log.num_searches += 1
                     self.retrieved.append([h.passage for h in found_hits])
+                    self.searched.append(SearchRecord(
+                        self.log.turn, self.log.turn - 1, act.query,
+                        tuple(h.passage.id for h in found_hits), tuple(doc_text(h.passage) for h in found_hits)))
                     self.log.open_window(act.query, found_hits)
                     kind = ("documents",)
             elif isinstance(act, Select):
@@ -384,7 +395,12 @@ class SearchGame:
                 terminated = True
             elif isinstance(act, Complete):
                 terminated = True
-            elif isinstance(act, Invalid):
+            elif not isinstance(act, Invalid):
+                # A kind of the protocol's own (a user's Refine): the protocol says what the env shows
+                # after it (Protocol.act); its class says whether it ends the episode.
+                result = play_action(self.protocol, act, self, as_tool=self.tools is not None)
+                terminated = bool(getattr(act, "ends_episode", False))
+            else:
                 if act.selects:  # the window was annotated, with nothing valid: its documents are not all given
                     self.log.select(())
                 invalid_reason = act.reason
@@ -404,25 +420,40 @@ class SearchGame:
             kinds = [()] * len(kinds)
         if self.tools is None:
             observation, obs_cut = self._bound("" if ended else "".join(r for r in results if r))
-            self.records.append(Turn(turn.text, turn.kinds, tuple(k for ks in kinds for k in ks)))
+            self.records.append(Turn(turn.text, turn.kinds, tuple(k for ks in kinds for k in ks), self.log.turn - 1, turn.actions))
             if any("documents" in k for k in kinds) and observation:
-                self.observed.append(observation)
+                # What a recipe's grounding may find quoted: the documents as shown, never the text a
+                # protocol's own act() showed beside them (it may echo the agent's words).
+                documents = "".join(r for r, k in zip(results, kinds) if r and "documents" in k)
+                whole = documents == "".join(r for r in results if r)
+                self.observed.append(observation if whole else self._bound(documents)[0])
         else:
             # Each call's reply within the observation bound; what R-Search's grounding may find
             # quoted is the search results as shown, never an error or a note (which can echo the agent).
             replies, observation, obs_cut, shown = ([], "", False, []) if ended else \
                 self.tools.reply(turn, results, kinds, self.max_observation_chars)
             self.observed += shown
-            self.records.extend(self.tools.records(turn, kinds + [()] * (len(turn.actions) - len(kinds))))
+            self.records.extend(self.tools.records(turn, kinds + [()] * (len(turn.actions) - len(kinds)), round=self.log.turn - 1))
             self.messages += [turn.message, *replies]
         self.turns.append((turn.text, observation))
         self.well_formed.append(turn.well_formed)
         self.context_chars += len(turn.text) + len(observation)
         self.context_tokens += self.token_counter(turn.text) + self.token_counter(observation)
 
+        # The recipe's pay for this turn, read from the episode so far (none built for a recipe
+        # that pays only the end).
+        turn_paid: dict[str, float] = {}
+        paying = pays_turns(self.recipe)
+        if paying:
+            so_far = self.record(naive_search=False)
+            turn_paid = yield from replay(lambda: checked_turn_reward(self.recipe, so_far), model_users(self.recipe))
+            reward += sum(turn_paid.values())
+
         info = self._info(observation_truncated=obs_cut)
         if self.tools is not None:
             info["queries"] = queries
+        if paying:
+            info["reward_components"] = turn_paid
         info.update(
             action_kinds=turn.kinds,
             query=query,
@@ -441,14 +472,14 @@ class SearchGame:
                 found, _ = yield from self.search_many([self.example.question], naive)
                 naive = [doc_text(h.passage) for h in found[0]]
             episode = self.record(naive_docs=naive)
-            result = yield from replay(lambda: self.recipe.score(episode), model_users(self.recipe))
+            result = yield from replay(lambda: checked_score(self.recipe, episode), model_users(self.recipe))
             reward += result.total
             info.update(
                 answer=self.answer,
                 prediction=result.prediction if result.prediction is not None else self.answer,
                 evidence=self.evidence,
                 answers=self.example.answers,
-                reward_components=dict(result.components),
+                reward_components=join_components(self.recipe, episode, result.components, turn_paid),
             )
         return observation, float(reward), terminated, truncated, info
 
@@ -469,16 +500,18 @@ class SearchGame:
             return None
         return naive_k
 
-    def record(self, naive_docs: list[str] | None = None) -> Episode:
-        """The record the reward recipe scores: the agent's turns (text and observation
-        kinds, no prompt, documents or feedback text) and what they retrieved, selected
-        and answered, so far. ``naive_docs``: the naive-RAG baseline's documents when the
-        caller searched them already (else they are searched here, if the recipe needs them)."""
+    def record(self, naive_docs: list[str] | None = None, *, naive_search: bool = True) -> Episode:
+        """The record the reward recipe scores: the example (question, answers, metadata), the
+        agent's turns (text, parsed actions, observation kinds and round; no prompt, documents
+        or feedback text), each search that ran (turn, round, query, retrieved ids and texts),
+        and what was selected and answered, so far. ``naive_docs``: the naive-RAG baseline's
+        documents when the caller searched them already (else they are searched here, if the
+        recipe needs them, unless ``naive_search`` is False: a turn reward's record)."""
         if self.example is None:
             raise SearchGymError(f"{self.owner}.episode() was called before reset(); there is no episode yet.")
         context = self.generator_context()
         naive, naive_k = naive_docs, self._naive_rag_size()
-        if naive is None and self._naive_rag_search() is not None:
+        if naive is None and naive_search and self._naive_rag_search() is not None:
             naive = [doc_text(h.passage) for h in self.search(self.example.question, naive_k)[0]]
         return Episode(
             question=self.example.question,
@@ -497,6 +530,8 @@ class SearchGame:
             candidates=tuple(self.example.candidates),
             evidence_possible=self.protocol.writes_evidence,
             naive_rag_size=naive_k,
+            metadata=copy.deepcopy(dict(self.example.metadata)),  # a recipe that edits it changes no example
+            searches=tuple(self.searched),
         )
 
     # ------------------------------------------------------------------ helpers
@@ -508,7 +543,7 @@ class SearchGame:
         run: list[int] = []  # where in ``outcome`` the searches that run stand
         budget = None if self.max_searches is None else self.max_searches - self.num_searches
         for act in actions:
-            if isinstance(act, (Answer, Complete)):
+            if getattr(act, "ends_episode", False):  # Answer, Complete, or a protocol's own ending kind
                 break
             if isinstance(act, Search):
                 if self.log.final_turn:
@@ -532,6 +567,13 @@ class SearchGame:
         question = self.example.question
         summary = yield from replay(lambda: self.summarizer.summarize(question, query, hits), model_users(self.summarizer))
         return surface.wrap_information(summary)
+
+    def _previous_observation(self) -> dict[str, Any]:
+        """``previous_observation=`` (what the env showed last: the prompt before the first turn)
+        for a protocol whose ``parse`` takes it (a protocol overriding ``parse`` may not)."""
+        if not accepts_keyword(type(self.protocol).parse, "previous_observation"):
+            return {}
+        return {"previous_observation": self.turns[-1][1] if self.turns else self.prompt}
 
     def _bound(self, text: str) -> tuple[str, bool]:
         return text[: self.max_observation_chars], len(text) > self.max_observation_chars

@@ -173,7 +173,7 @@ def recorded_arguments(arguments: Any) -> Any:
         return {}
 
 
-_TYPES = {"string": str, "integer": int, "array": (list, tuple), "object": Mapping, "boolean": bool}
+_TYPES = {"string": str, "integer": int, "number": (int, float), "array": (list, tuple), "object": Mapping, "boolean": bool}
 
 
 def _is_type(value: Any, kind: str) -> bool:

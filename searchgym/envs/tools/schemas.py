@@ -8,7 +8,8 @@ The tools follow the game's actions one to one (:mod:`searchgym.envs.protocols.b
 - s3: ``search(query)``, ``select(doc_ids)``, ``finish()``; the frozen generator answers.
 
 Which set a game gets is read from its protocol's flags (``answers_with_generator``,
-``writes_evidence``), so a user's own protocol gets the set its flags describe.
+``writes_evidence``), so a user's own protocol gets the set its flags describe, followed by
+the tools it adds (:meth:`~searchgym.envs.protocols.base.Protocol.extra_tools`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 
 from searchgym.corpora.types import Hit, QAExample
 from searchgym.envs.protocols.base import Protocol
+from searchgym.envs.protocols.tool_spec import ToolSpec
+from searchgym.error import ConfigError
 
 
 def _function(name: str, description: str, properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
@@ -79,8 +82,8 @@ FINISH = _function(
 )
 
 
-def tool_schemas(protocol: Protocol) -> list[dict[str, Any]]:
-    """The tools of ``protocol``'s game, as OpenAI function schemas (fresh copies)."""
+def built_in_schemas(protocol: Protocol) -> list[dict[str, Any]]:
+    """The built-in tools of ``protocol``'s game (read from its flags), as fresh copies."""
     if protocol.answers_with_generator:
         tools = [SEARCH, _select(protocol.docs_per_window), FINISH]
     elif protocol.writes_evidence:
@@ -90,10 +93,47 @@ def tool_schemas(protocol: Protocol) -> list[dict[str, Any]]:
     return copy.deepcopy(tools)
 
 
+def extra_tools(protocol: Protocol) -> tuple[ToolSpec, ...]:
+    """The tools ``protocol`` adds (:meth:`Protocol.extra_tools`), checked: each a
+    :class:`ToolSpec`, named apart from the built-in tools and from each other."""
+    owner = type(protocol).__name__
+    try:
+        specs = tuple(protocol.extra_tools())
+    except TypeError as e:
+        raise ConfigError(f"{owner}.extra_tools expects to return a sequence of ToolSpec, got an error ({e}).") from e
+    taken = {t["function"]["name"] for t in built_in_schemas(protocol)}
+    for spec in specs:
+        if not isinstance(spec, ToolSpec):
+            raise ConfigError(f"{owner}.extra_tools expects ToolSpec objects, got {type(spec).__name__}.")
+        if spec.name in taken:
+            raise ConfigError(
+                f"{owner}.extra_tools expects names of its own, got {spec.name!r} twice or as a built-in tool "
+                f"({', '.join(sorted(taken))}); rename it."
+            )
+        taken.add(spec.name)
+    return specs
+
+
+def tool_schemas(protocol: Protocol) -> list[dict[str, Any]]:
+    """The tools of ``protocol``'s game, as OpenAI function schemas (fresh copies): the
+    built-in ones, then those of :meth:`Protocol.extra_tools`."""
+    return built_in_schemas(protocol) + [spec.schema for spec in extra_tools(protocol)]
+
+
+def extra_tools_text(protocol: Protocol) -> str:
+    """The sentence of the default tool prompt that offers ``protocol``'s own tools ("" if none)."""
+    specs = extra_tools(protocol)
+    if not specs:
+        return ""
+    listed = " ".join(f"{s.name}: {s.description.strip()}" + ("" if s.description.strip().endswith(".") else ".") for s in specs)
+    return f" You can also call these tools. {listed}"
+
+
 def tool_prompt(protocol: Protocol, example: QAExample, docs: Sequence[Hit] | None = None) -> str:
     """The first user message of the tool game: the tag prompt's instructions with tools in
     place of tags, then the question (s3: and the initial documents)."""
     question = example.question.strip()
+    extra = extra_tools_text(protocol)
     if protocol.answers_with_generator:
         shown = protocol.docs_text(docs or [])
         cap = f" (up to {protocol.docs_per_window})" if protocol.docs_per_window else ""
@@ -103,7 +143,7 @@ def tool_prompt(protocol: Protocol, example: QAExample, docs: Sequence[Hit] | No
             "If they are, call finish(). If they are not, call search with a new query; you will get the top "
             f"results. Keep the important documents of the latest results{cap} with select(doc_ids), using "
             "the numbers they are shown with, then search again or call finish(). Only the kept documents, and "
-            "the documents of results you never select from, reach the generation model.\n\n"
+            f"the documents of results you never select from, reach the generation model.{extra}\n\n"
             f"Question: {question}\n\nInitial search results:\n{shown}"
         )
     evidence = (
@@ -116,5 +156,5 @@ def tool_prompt(protocol: Protocol, example: QAExample, docs: Sequence[Hit] | No
         "tool with a query; it returns the top search results. You can search as many times as you want, and "
         "several searches in one turn run in parallel." + evidence + " When you know the answer, call the answer "
         "tool with the answer alone, without detailed illustrations (e.g. answer=\"Beijing\"); a reply without "
-        f"any tool call is taken as the final answer.\n\nQuestion: {question}"
+        f"any tool call is taken as the final answer.{extra}\n\nQuestion: {question}"
     )

@@ -18,6 +18,9 @@ cost, and the recipe's ``invalid_action_penalty``):
   ``{"type": "function", "function": {...}}``, a message whose role is not ``assistant``;
 - an unknown tool; missing, unknown or wrong-typed arguments (a boolean is not an integer,
   a string is not a list); an empty query or answer;
+- a call of a protocol's own tool (:meth:`Protocol.extra_tools
+  <searchgym.envs.protocols.base.Protocol.extra_tools>`) that its
+  :class:`~searchgym.envs.protocols.tool_spec.ToolSpec` refuses or fails on;
 - a ``select`` of a document number the latest results did not show;
 - ``answer`` or ``finish`` beside any call but ``select`` in one turn (its results would
   never be read);
@@ -36,19 +39,20 @@ turn in s3.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from searchgym.corpora.types import Hit, QAExample
-from searchgym.envs.protocols.base import Action, Answer, Complete, Evidence, Invalid, Protocol, Search, Select
+from searchgym.envs.protocols.base import BUILT_IN_KINDS, Action, Answer, Complete, Evidence, Invalid, Protocol, Search, Select
 from searchgym.envs.tools.messages import (
     MIN_CALL_CHARS, check_arguments, content_text, entry_call, entry_size, is_mapping, openai_call, plain, recorded_arguments,
     safe_parse, split_thinking,
 )
 from searchgym.envs.tools.parsers import TOOL_WRITERS, ParsedCalls, RawCall, a_type, json_type, make_tool_parser, read_json, short
-from searchgym.envs.tools.schemas import tool_prompt, tool_schemas
+from searchgym.envs.tools.schemas import extra_tools, tool_prompt, tool_schemas
 from searchgym.error import ConfigError, UnknownNameError
 from searchgym.rewards import Turn
 
@@ -115,6 +119,8 @@ class ToolSurface:
         self.terminal = "finish" if protocol.answers_with_generator else "answer"
         # The rules read their own copy: info["tools"] hands out self.tools itself.
         self._parameters = {t["function"]["name"]: t["function"]["parameters"] for t in tool_schemas(protocol)}
+        # The protocol's own tools (Protocol.extra_tools): a call of one is made into actions by its ToolSpec.
+        self._extra = {spec.name: spec for spec in extra_tools(protocol)}
         self._env_tags = tuple(protocol.env_tags)
         self._env_patterns = tuple(
             re.compile(re.escape(o) + r".*?(?:" + re.escape(c) + r"|\Z)", re.DOTALL) for o, c in self._env_tags
@@ -133,8 +139,22 @@ class ToolSurface:
 
     # ------------------------------------------------------------------ what the agent reads
     def prompt_messages(self, example: QAExample, docs: Sequence[Hit] | None = None) -> list[dict[str, Any]]:
-        """The conversation's first messages: the game's instructions and the question."""
-        return [{"role": "user", "content": tool_prompt(self.protocol, example, docs)}]
+        """The conversation's first messages: the game's instructions and the question (the
+        protocol's own :meth:`~searchgym.envs.protocols.base.Protocol.tool_messages` if it
+        writes them)."""
+        custom = self.protocol.tool_messages(example, docs)
+        if custom is None:
+            return [{"role": "user", "content": tool_prompt(self.protocol, example, docs)}]
+        messages = list(custom) if isinstance(custom, (list, tuple)) else None
+        if not messages or not all(
+                isinstance(m, Mapping) and m.get("role") in ("system", "user", "assistant") and isinstance(m.get("content"), str)
+                for m in messages) or messages[-1]["role"] != "user":
+            raise ConfigError(
+                f"{type(self.protocol).__name__}.tool_messages expects a list of chat messages "
+                "({'role': 'system' | 'user' | 'assistant', 'content': str}) ending with the user's, or None for "
+                f"searchgym's tool prompt, got {custom!r:.200}."
+            )
+        return [{"role": m["role"], "content": m["content"]} for m in messages]
 
     def render_docs(self, hits: Sequence[Hit]) -> str:
         return self.protocol.docs_text(hits)
@@ -167,10 +187,13 @@ class ToolSurface:
         return text
 
     # ------------------------------------------------------------------ reading a turn
-    def parse(self, action: Any, *, turn: int, window_size: int, max_chars: int) -> tuple[ToolTurn, bool]:
+    def parse(self, action: Any, *, turn: int, window_size: int, max_chars: int,
+              previous_observation: str | None = None) -> tuple[ToolTurn, bool]:
         """The turn ``action`` (an assistant message or raw text) as actions, and whether it
         was cut to ``max_chars``. ``window_size`` is how many documents the latest results
-        showed (what ``select`` may name). Never raises on any message or string."""
+        showed (what ``select`` may name); ``previous_observation`` what the env showed last
+        (for a :class:`~searchgym.envs.protocols.tool_spec.ToolSpec` that reads it). Never
+        raises on any message or string."""
         if type(action) is dict:  # the common well-formed message, read in one pass
             entries = action.get("tool_calls")
             content = action.get("content")
@@ -217,7 +240,7 @@ class ToolSurface:
             else:
                 alone = not several or (len(raw_calls) <= MAX_CALLS_PER_TURN
                                         and all(n in companions for j, n in enumerate(names) if j != i))
-                acts = self._call_actions(call, window_size, alone)
+                acts = self._call_actions(call, window_size, alone, previous_observation)
             actions.extend(acts)
             action_calls.extend([position] * len(acts))
         thinking, rest = split_thinking(content)
@@ -399,7 +422,7 @@ class ToolSurface:
                     arguments[key], forged = cleaned, True
         return (RawCall(call.name, arguments, call.id) if forged else call), forged
 
-    def _call_actions(self, call: RawCall, window_size: int, alone: bool) -> list[Action]:
+    def _call_actions(self, call: RawCall, window_size: int, alone: bool, previous_observation: str | None = None) -> list[Action]:
         """The actions of one call: what it asks, or an ``Invalid`` saying what is wrong."""
         if call.error is not None:
             return [Invalid(call.error if isinstance(call.error, str) else "the call could not be read")]
@@ -411,6 +434,8 @@ class ToolSurface:
         problem = check_arguments(name, args, self._parameters[name])
         if problem:
             return [Invalid(problem)]
+        if name in self._extra:  # a tool of the protocol's own: its ToolSpec makes the actions (or an Invalid)
+            return list(self._extra[name].actions(args, previous_observation))
         if name == self.terminal and not alone:
             beside = " (beside select)" if self.terminal == "finish" else ""
             return [Invalid(f"{name} must be the only call of its turn{beside}: call it once the results are back")]
@@ -484,16 +509,15 @@ class ToolSurface:
                     shown.append(messages[i]["content"])
         return messages, "\n\n".join(contents), cut, shown
 
-    def records(self, turn: ToolTurn, kinds: Sequence[Sequence[str]]) -> list[Turn]:
+    def records(self, turn: ToolTurn, kinds: Sequence[Sequence[str]], *, round: int = 0) -> list[Turn]:
         """The turn as the reward recipe reads it: the tag turns that perform the same actions,
-        each written by the protocol (``kinds``: what each action got back)."""
+        each written by the protocol (``kinds``: what each action got back), with their action
+        objects. They all carry ``round`` (the agent turn, from 0): the calls of one message are
+        one round, however many tag turns the protocol needs to write them."""
         records = []
         for group, text in zip(turn.groups, turn.group_texts):
-            if len(group) == 1:
-                j = group[0]
-                records.append(Turn(text, (turn.actions[j].kind,), tuple(kinds[j])))
-            else:
-                records.append(Turn(text, tuple(turn.actions[j].kind for j in group), tuple(k for j in group for k in kinds[j])))
+            parsed = tuple(turn.actions[j] for j in group)
+            records.append(Turn(text, tuple(a.kind for a in parsed), tuple(k for j in group for k in kinds[j]), round, parsed))
         return records
 
     def _groups(self, actions: Sequence[Action], thought: str | None) -> tuple[tuple[tuple[int, ...], ...], tuple[str, ...]]:
@@ -553,7 +577,13 @@ class ToolSurface:
             elif isinstance(action, Complete):
                 calls.append(("finish", {}))
             else:
-                raise ConfigError(f"ToolSurface.write expects Search, Select, Evidence, Answer or Complete actions, got {action!r}.")
+                spec = next((t for t in self._extra.values() if t.makes(action)), None)
+                if spec is None:
+                    own = "".join(f", {t.action.__name__}" for t in self._extra.values() if t.action is not None)
+                    raise ConfigError(
+                        f"ToolSurface.write expects Search, Select, Evidence, Answer or Complete actions{own}, got {action!r}."
+                    )
+                calls.append((spec.name, spec.arguments(action)))
         if evidence is not None:
             raise ConfigError("ToolSurface.write expects an Evidence to be followed by an Answer.")
         for name, args in calls:
@@ -591,4 +621,13 @@ def _plain_action(action: Action) -> Action:
         return Search(plain(action.query)) if "<" in action.query else action
     if kind is Answer or kind is Evidence:
         return kind(plain(action.text)) if "<" in action.text else action
+    if kind not in BUILT_IN_KINDS.values() and dataclasses.is_dataclass(action):
+        # An action of a protocol's own: its text fields lose their tag tokens too, so that the
+        # protocol's writing of the turn has the calls' structure, not tags an argument carried.
+        tagged = {f.name: plain(v) for f in dataclasses.fields(action) if isinstance(v := getattr(action, f.name), str) and "<" in v}
+        if tagged:
+            try:
+                return dataclasses.replace(action, **tagged)
+            except Exception:  # a dataclass whose fields cannot be replaced (init=False): written as it is
+                return action
     return action
