@@ -20,6 +20,9 @@ TOGETHER = {"agents.md"}
 #: Pages whose Python blocks read a folder that a command of the page writes: the page's
 #: bash lines that start with these words run first, as written, in the blocks' folder.
 SETUP = {"trl.md": "searchgym sft --model scratch"}
+#: A Python block whose first line is ``# NAME.py`` is a file of the page: it is saved under
+#: that name beside every block of the page (docs/extending.md's modules), as a reader would.
+FILE_BLOCK = re.compile(r"# (\w+\.py)\n")
 PAGES = [ROOT / "README.md"] + sorted(DOCS.glob("*.md"))
 
 
@@ -40,6 +43,16 @@ def setup_commands(text: str, prefix: str) -> list[list[str]]:
     for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
         lines += [line.strip() for line in block.replace("\\\n", " ").splitlines() if line.strip().startswith(prefix)]
     return [shlex.split(line) for line in lines]
+
+
+def page_files(text: str) -> dict[str, str]:
+    """The page's file blocks by file name (see :data:`FILE_BLOCK`)."""
+    files = {}
+    for code, _ in python_blocks(text):
+        m = FILE_BLOCK.match(code)
+        if m:
+            files[m.group(1)] = code
+    return files
 
 
 def page_cases(page: Path) -> list[tuple[Path, int, str, str | None]]:
@@ -77,6 +90,8 @@ def test_the_pages_with_special_runs_exist_and_have_what_the_run_needs():
 @pytest.mark.parametrize(("page", "number", "code", "expected"), CASES, ids=[f"{p.name}-block{n + 1}" for p, n, *_ in CASES])
 def test_python_block_runs_as_a_file(page, number, code, expected, tmp_path):
     script = tmp_path / f"{page.stem}_block_{number + 1}.py"
+    for name, text in page_files(page.read_text(encoding="utf-8")).items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
     script.write_text(code, encoding="utf-8")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     env["PYTHONPATH"] = str(ROOT)  # this checkout's package (what `make install` installs from it), nothing else
