@@ -238,7 +238,7 @@ def _check_env_options(config: BenchConfig) -> None:
     import inspect
 
     from searchgym.corpora.registry import check_data_name
-    from searchgym.envs.registration import ENV_SPECS
+    from searchgym.envs.registration import ENV_SPECS, METHOD_ENV_SPECS
     from searchgym.envs.single.core import SearchEnv
 
     accepted = inspect.signature(SearchEnv).parameters
@@ -246,7 +246,7 @@ def _check_env_options(config: BenchConfig) -> None:
         options = _run_env_options(config, env_id)
         check_data_name("corpus", options.get("corpus"))
         check_data_name("dataset", options.get("dataset"))
-        if full_env_id(env_id) in ENV_SPECS:
+        if full_env_id(env_id) in ENV_SPECS or full_env_id(env_id) in METHOD_ENV_SPECS:
             check_keywords(f"{env_id}'s env options", options, accepted)
 
 

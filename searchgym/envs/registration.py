@@ -42,6 +42,17 @@ ENV_SPECS: dict[str, dict[str, Any]] = {
 }
 
 
+#: The methods after the papers (searchgym/methods/, docs/methods.md): single-agent ids whose
+#: protocol, reward or retriever is a ``module:attr`` path into searchgym.methods, built as a
+#: user's own piece is (docs/extending.md): nothing here imports them.
+METHOD_ENV_SPECS: dict[str, dict[str, Any]] = {
+    # stepsearch env spec
+    # autorefine env spec
+    # zerosearch env spec
+    # parallelsearch env spec
+}
+
+
 #: Single-agent views of one role of the multi-agent game (searchgym.envs.team.role_env): the
 #: role trains, the other roster roles are played by ``policies`` (frozen), the frozen
 #: ``generator`` answers when the generator is not in the roster and always gives the
@@ -62,7 +73,10 @@ MULTI_AGENT_ENVS: dict[str, str] = {"search_team_v0": "searchgym.envs.team.multi
 def register_envs() -> None:
     """Register every id of :data:`ENV_SPECS` and :data:`ROLE_ENV_SPECS` once (importing
     searchgym does it)."""
-    for specs, entry_point, vector in ((ENV_SPECS, ENTRY_POINT, VECTOR_ENTRY_POINT), (ROLE_ENV_SPECS, ROLE_ENTRY_POINT, None)):
+    for specs, entry_point, vector in (
+        (ENV_SPECS, ENTRY_POINT, VECTOR_ENTRY_POINT), (METHOD_ENV_SPECS, ENTRY_POINT, VECTOR_ENTRY_POINT),
+        (ROLE_ENV_SPECS, ROLE_ENTRY_POINT, None),
+    ):
         for env_id, kwargs in specs.items():
             if env_id not in registry:
                 register(id=env_id, entry_point=entry_point, vector_entry_point=vector, kwargs=dict(kwargs), disable_env_checker=False)
@@ -87,10 +101,11 @@ def full_env_id(env_id: str) -> str:
             )
         return env_id
     name = env_id if env_id.startswith(NAMESPACE) else NAMESPACE + env_id
-    if name not in ENV_SPECS and name not in ROLE_ENV_SPECS:
+    if name not in ENV_SPECS and name not in METHOD_ENV_SPECS and name not in ROLE_ENV_SPECS:
         if env_id in user_env_ids():
             return env_id
-        raise UnknownNameError("env id", env_id, [e.removeprefix(NAMESPACE) for e in (*ENV_SPECS, *ROLE_ENV_SPECS)])
+        known = (*ENV_SPECS, *METHOD_ENV_SPECS, *ROLE_ENV_SPECS)
+        raise UnknownNameError("env id", env_id, [e.removeprefix(NAMESPACE) for e in known])
     return name
 
 
@@ -109,8 +124,9 @@ def env_spec(env_id: str) -> dict[str, Any]:
     """The default ``gym.make`` arguments of a registered id (full or short; a user's id: the
     kwargs it was registered with)."""
     name = full_env_id(env_id)
-    if name in ENV_SPECS or name in ROLE_ENV_SPECS:
-        return dict(ENV_SPECS.get(name) or ROLE_ENV_SPECS[name])
+    for specs in (ENV_SPECS, METHOD_ENV_SPECS, ROLE_ENV_SPECS):
+        if name in specs:
+            return dict(specs[name])
     return dict(registry[name.partition(":")[2] if ":" in name else name].kwargs)
 
 

@@ -289,6 +289,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         "top_p": 1.0, "summarizer": "llm", "frozen_model": "smollm2",
         "max_new_tokens": 500, "loss_aggregation": "seq-mean-token-mean",
     },
+    # The methods after the papers (searchgym/methods/); each setting's source is in docs/methods.md.
+    # stepsearch preset
+    # autorefine preset
+    # zerosearch preset
+    # parallelsearch preset
 }
 
 
