@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import PurePath
 from typing import Any
 
-from searchgym.error import ConfigError
+from searchgym.error import ConfigError, UnknownNameError
 
 #: ``module:attr``: a dotted module path, a colon, a dotted attribute path. A URL
 #: (``http://...``) or a drive letter path does not match: neither part may hold a slash.
@@ -96,6 +96,34 @@ def load_object(spec: str, *, what: str) -> Any:
             raise ConfigError(f"The {what} {spec!r} names nothing: module {module_name!r} has no attribute {attribute!r}.")
         obj = getattr(obj, part)
     return obj
+
+
+def piece_source(spec: Any, *, base: type, registry: Mapping[str, Any], what: str, noun: str, kind: str) -> Any:
+    """What the spec of one piece names, checked without building it.
+
+    ``spec`` itself if it is a ``base`` instance or subclass; the class a name of
+    ``registry`` holds (a user module may add its own); or the object ``"module:attr"``
+    names, which must be a ``base`` subclass, an instance or a factory. An unknown name is an
+    :class:`UnknownNameError` listing ``registry`` (``kind`` names it); a path that does not
+    import, names nothing or names something else is a :class:`ConfigError` (``what`` and
+    ``noun`` name the piece: ``"reward recipe"``, ``"recipe"``). Entry points call it before
+    any model loads.
+    """
+    if isinstance(spec, base) or isinstance(spec, type) and issubclass(spec, base):
+        return spec
+    if is_object_spec(spec):
+        target = load_object(spec, what=what)
+        if isinstance(target, base) or isinstance(target, type) and issubclass(target, base):
+            return target
+        if callable(target) and not isinstance(target, type):
+            return target
+        got = f"the class {target.__name__}" if isinstance(target, type) else type(target).__name__
+        raise ConfigError(
+            f"The {what} {spec!r} expects a {base.__name__} subclass, a {noun} instance or a factory returning one, got {got}."
+        )
+    if not isinstance(spec, str) or spec not in registry:
+        raise UnknownNameError(kind, spec, registry)
+    return registry[spec]
 
 
 def describe_object(obj: Any) -> str:

@@ -168,7 +168,7 @@ def test_any_object_with_search_is_a_retriever_and_gets_each_querys_context(user
     protocol = search_env(envs[0]).protocol
     step_all(envs, [protocol.write([Search("first")]), protocol.write([Search("second")])])
     # one batched call for both envs, each query with its own episode's context
-    assert engine.contexts == [[SearchContext(ex.id, ex.question, 1) for ex in examples]]
+    assert engine.contexts == [[SearchContext(ex.id, ex.question, 1, tuple(ex.answers)) for ex in examples]]
 
 
 def test_one_retriever_per_env_is_an_option(usermod, monkeypatch):

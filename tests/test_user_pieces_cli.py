@@ -91,7 +91,7 @@ def test_bench_import_fills_the_retriever_registry_first(here, capsys):
     (["--retriever", "usermod:Nope"], "The retriever 'usermod:Nope' names nothing: module 'usermod' has no attribute 'Nope'."),
     (["--wrapper", "usermod:Nope"], "The env wrapper 'usermod:Nope' names nothing: module 'usermod' has no attribute 'Nope'."),
     (["--env-options", '{"protocol": "usermod:Weighted"}'],
-     "The protocol 'usermod:Weighted' expects a Protocol subclass, a protocol instance or a factory returning one, got Weighted."),
+     "The protocol 'usermod:Weighted' expects a Protocol subclass, a protocol instance or a factory returning one, got the class Weighted."),
 ])
 def test_bench_refuses_a_bad_piece_by_name_before_any_model_loads(here, capsys, monkeypatch, flags, message):
     import searchgym.lm.registry as registry

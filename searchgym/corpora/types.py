@@ -191,14 +191,19 @@ class SearchContext:
     """Whose query it is: what a context-aware search engine is told beside each query.
 
     ``example_id`` and ``question`` are the episode's question; ``turn`` the agent turn
-    (1-based) being played, 0 for the searches of ``reset`` (s3's initial retrieval).
-    A batch of many envs' searches carries one context per query, in order. The training
-    step reaches an engine through its own optional ``set_step`` (see :class:`SearchEngine`).
+    (1-based) being played, 0 for the searches of ``reset`` (s3's initial retrieval);
+    ``answers`` the question's gold answers (empty when unknown), for an engine that writes
+    its documents knowing them, as ZeroSearch's simulator does. An engine that reads them
+    knows what the policy is asked: it must not hand them to a query that merely asks for
+    them (searchgym.methods.zerosearch shows one guard). A batch of many envs' searches
+    carries one context per query, in order. The training step reaches an engine through
+    its own optional ``set_step`` (see :class:`SearchEngine`).
     """
 
     example_id: str
     question: str
     turn: int = 0
+    answers: tuple[str, ...] = ()
 
 
 @runtime_checkable

@@ -49,7 +49,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from searchgym.error import ConfigError, UnknownNameError
-from searchgym.plugins import is_object_spec, load_object
+from searchgym.plugins import piece_source
 from searchgym.rewards.base import (
     Episode,
     GoldSpanReader,
@@ -581,21 +581,7 @@ def recipe_source(spec: Any) -> Any:
     nothing, or names something else is a :class:`ConfigError` that says so. Entry points
     call it before any model loads.
     """
-    if isinstance(spec, RewardRecipe) or isinstance(spec, type) and issubclass(spec, RewardRecipe):
-        return spec
-    if is_object_spec(spec):
-        target = load_object(spec, what="reward recipe")
-        if isinstance(target, RewardRecipe) or isinstance(target, type) and issubclass(target, RewardRecipe):
-            return target
-        if callable(target) and not isinstance(target, type):
-            return target
-        raise ConfigError(
-            f"The reward recipe {spec!r} expects a RewardRecipe subclass, a recipe instance or a factory returning one, "
-            f"got {type(target).__name__ if not isinstance(target, type) else 'the class ' + target.__name__}."
-        )
-    if not isinstance(spec, str) or spec not in RECIPES:
-        raise UnknownNameError("reward", spec, RECIPES)
-    return RECIPES[spec]
+    return piece_source(spec, base=RewardRecipe, registry=RECIPES, what="reward recipe", noun="recipe", kind="reward")
 
 
 def recipe_accepts(spec: Any) -> tuple[frozenset[str], frozenset[str]]:

@@ -245,6 +245,13 @@ def compute_advantages(
         baseline_groups = groups if args.reinforce_baseline == "group" else None
         return reinforce_pp_advantages(scores, mask, kl=kl, kl_coef=args.kl_coef, gamma=args.gamma, groups=baseline_groups), None
     rewards = last_token_rewards(scores, mask)  # [B, L-1]
+    return ppo_advantages(args, rewards, mask, fixed, kl)
+
+
+def ppo_advantages(args: Args, rewards: Any, mask: Any, fixed: FixedPass, kl: Any) -> tuple[Any, Any]:
+    """PPO's ``(advantages, returns)`` [B, L-1] of token ``rewards`` [B, L-1]: the KL taken from
+    the rewards (when it is in the reward), GAE over the critic's values, the advantages
+    normalized over the batch's generated tokens."""
     if kl is not None:
         rewards = rewards - args.kl_coef * kl
     advantages, returns = gae(rewards, fixed.values, mask, gamma=args.gamma, lam=args.lam)  # [B, L-1] each
@@ -269,13 +276,7 @@ def turn_advantages(args: Args, steps: Any, groups: Sequence[int], mask: Any, fi
     if args.algorithm == "reinforce++":
         baseline_groups = groups if args.reinforce_baseline == "group" else None
         return reinforce_pp_turn_advantages(rewards, mask, kl=kl, kl_coef=args.kl_coef, gamma=args.gamma, groups=baseline_groups), None
-    if kl is not None:
-        rewards = rewards - args.kl_coef * kl
-    advantages, returns = gae(rewards, fixed.values, mask, gamma=args.gamma, lam=args.lam)  # [B, L-1] each
-    flat = advantages[mask.bool()]  # [tokens]
-    if flat.numel() > 1:
-        advantages = (advantages - flat.mean()) / (flat.std() + 1e-8) * mask
-    return advantages, returns
+    return ppo_advantages(args, rewards, mask, fixed, kl)
 
 
 # ======================================================================================

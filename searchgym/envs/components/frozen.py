@@ -94,9 +94,11 @@ def _from_mapping(role: str, spec: Mapping[str, Any], backend: str, options: Map
     return lm_frozen(role, lm, **role_options)
 
 
-def make_scoring(reward: Any, options: Mapping[str, Any] | None, **frozen: Any) -> RewardRecipe:
+def make_scoring(reward: Any, options: Mapping[str, Any] | None, corpus: Any = None, **frozen: Any) -> RewardRecipe:
     """The reward recipe of SearchEnv's ``reward=`` with its ``reward_options`` and the frozen
-    models it uses, made by :func:`make_frozen`.
+    models it uses, made by :func:`make_frozen`. A recipe with a ``set_corpus(corpus)`` method
+    is handed ``corpus`` (the env's) once built, to read passages by id (StepSearch's gold
+    supporting passages); ``None`` where the env has none.
 
     ``reward``: a name in :data:`~searchgym.rewards.RECIPES`, ``"module:attr"`` naming a
     recipe class, a factory or an instance (:func:`~searchgym.rewards.make_recipe`), or a
@@ -110,7 +112,7 @@ def make_scoring(reward: Any, options: Mapping[str, Any] | None, **frozen: Any) 
                 f"SearchEnv got a reward recipe object and also {sorted(frozen) + sorted(options or {})}; "
                 "pass the frozen models and options to the recipe's constructor instead."
             )
-        return source
+        return with_corpus(source, corpus)
     needs, optional = recipe_accepts(source)
     accepted = needs | optional
     unused = sorted(set(frozen) - accepted)
@@ -120,4 +122,11 @@ def make_scoring(reward: Any, options: Mapping[str, Any] | None, **frozen: Any) 
             f"{', '.join(sorted(accepted)) or 'no frozen model'}. Drop the argument or pick a reward that uses it."
         )
     models = {k: make_frozen(k, v) for k, v in frozen.items()}
-    return make_recipe(reward, **models, **dict(options or {}))
+    return with_corpus(make_recipe(reward, **models, **dict(options or {})), corpus)
+
+
+def with_corpus(recipe: RewardRecipe, corpus: Any) -> RewardRecipe:
+    """``recipe``, handed ``corpus`` first if it has a ``set_corpus`` method (a recipe by shape)."""
+    if corpus is not None and callable(getattr(recipe, "set_corpus", None)):
+        recipe.set_corpus(corpus)
+    return recipe

@@ -23,6 +23,7 @@ from searchgym.envs.protocols.base import (
     first_of,
     is_action,
     play_action,
+    render_turn,
     search_or_answer,
     strip_blocks,
 )
@@ -32,7 +33,7 @@ from searchgym.envs.protocols.s3 import S3Protocol
 from searchgym.envs.protocols.search_r1 import ReconProtocol, SearchR1Protocol
 from searchgym.envs.protocols.tool_spec import ARGUMENT_TYPES, ToolSpec
 from searchgym.error import ConfigError, UnknownNameError
-from searchgym.plugins import is_object_spec, load_object
+from searchgym.plugins import piece_source
 
 PROTOCOLS: dict[str, type[Protocol]] = {
     "search_r1": SearchR1Protocol,
@@ -48,20 +49,7 @@ def protocol_source(spec: Any) -> Any:
     :data:`PROTOCOLS` (a user module may add its own), the object ``"module:attr"`` names
     (a :class:`Protocol` subclass, an instance, or a factory returning one), or ``spec``
     itself if it is a protocol. Entry points call it before any model loads."""
-    if isinstance(spec, Protocol) or isinstance(spec, type) and issubclass(spec, Protocol):
-        return spec
-    if is_object_spec(spec):
-        target = load_object(spec, what="protocol")
-        if isinstance(target, Protocol) or isinstance(target, type) and issubclass(target, Protocol) or (
-                callable(target) and not isinstance(target, type)):
-            return target
-        raise ConfigError(
-            f"The protocol {spec!r} expects a Protocol subclass, a protocol instance or a factory returning one, "
-            f"got {getattr(target, '__name__', type(target).__name__)}."
-        )
-    if not isinstance(spec, str) or spec not in PROTOCOLS:
-        raise UnknownNameError("protocol", spec, PROTOCOLS)
-    return PROTOCOLS[spec]
+    return piece_source(spec, base=Protocol, registry=PROTOCOLS, what="protocol", noun="protocol", kind="protocol")
 
 
 def make_protocol(spec: Any, **options: Any) -> Protocol:
@@ -101,6 +89,6 @@ __all__ = [
     "Protocol", "Search", "Select", "make_protocol", "protocol_source",
     # writing a protocol of your own: action kinds, tools and the tag helpers the built-in grammars use
     "ARGUMENT_TYPES", "BUILT_IN_KINDS", "ToolSpec", "accepts_keyword", "cut_at_stop", "find_block", "find_blocks",
-    "first_of", "is_action", "play_action", "search_or_answer", "strip_blocks",
+    "first_of", "is_action", "play_action", "render_turn", "search_or_answer", "strip_blocks",
     "R1SearcherProtocol", "RSearchProtocol", "ReconProtocol", "S3Protocol", "SearchR1Protocol",
 ]

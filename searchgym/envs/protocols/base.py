@@ -306,6 +306,16 @@ class Protocol(ABC):
         inside the protocol's tags. ``Select`` numbers refer to the latest window."""
         return self.wrap_information(self.docs_text(hits))
 
+    def render_turn_docs(self, hit_lists: Sequence[Sequence[Hit]]) -> list[str]:
+        """The observation text of each search one tag turn ran, in order (one entry per
+        search; several when a turn searches in parallel, e.g. ParallelSearch's ``a ## b``).
+        The game joins them, in order, into the turn's observation. Default: :meth:`render_docs`
+        of each, so each search gets its own block. A protocol may put them all in one block
+        by returning it first and ``""`` for the others. Not called with a summarizer (each
+        search is condensed on its own) or in ``action_format="tools"`` (each call has its
+        own tool message)."""
+        return [self.render_docs(hits) for hits in hit_lists]
+
     def docs_text(self, hits: Sequence[Hit]) -> str:
         """The documents of a retrieval as this protocol writes them, without its tags (what a
         tool call's result holds in ``action_format="tools"``). Default: ``Doc 1(Title: X) text``."""
@@ -388,6 +398,28 @@ class Protocol(ABC):
     @staticmethod
     def format_doc(number: int, hit: Hit) -> str:
         return f"Doc {number}(Title: {hit.passage.title}) {hit.passage.text}"
+
+
+def render_turn(protocol: Protocol, hit_lists: Sequence[Sequence[Hit]]) -> list[str]:
+    """``protocol.render_turn_docs(hit_lists)``, checked: one string per search. A failing or
+    ill-shaped result is a :class:`~searchgym.error.SearchGymError` naming the protocol (the
+    game undoes the turn, as for any error in a turn)."""
+    owner = type(protocol).__name__
+    try:
+        texts = protocol.render_turn_docs(hit_lists)
+    except Exception as e:
+        raise SearchGymError(
+            f"{owner}.render_turn_docs failed ({type(e).__name__}: {e}); fix the protocol's render_turn_docs() "
+            "(it must return one string per search)."
+        ) from e
+    texts = list(texts) if isinstance(texts, (list, tuple)) else texts
+    if not isinstance(texts, list) or len(texts) != len(hit_lists) or not all(isinstance(t, str) for t in texts):
+        got = f"{len(texts)} items of {sorted({type(t).__name__ for t in texts})}" if isinstance(texts, list) else type(texts).__name__
+        raise SearchGymError(
+            f"{owner}.render_turn_docs expects to return a list of {len(hit_lists)} strings (one per search of the turn), "
+            f"got {got}."
+        )
+    return texts
 
 
 def play_action(protocol: Protocol, action: Any, game: Any, *, as_tool: bool = False) -> str | None:

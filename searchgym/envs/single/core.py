@@ -105,7 +105,7 @@ class SearchEnv(gym.Env[str, str]):
       run. ``max_searches``: a lower search budget (None: none; each parallel search counts).
     - ``summarizer``: ``None``/``"identity"``, ``"extractive"`` or a :class:`Summarizer`.
     - ``reward``: a recipe name from :data:`searchgym.rewards.RECIPES` or a recipe;
-      ``reward_options`` go to its constructor. ``generator``, ``reader``, ``judge``: the
+      ``reward_options`` go to its constructor; its ``set_corpus``, if any, gets the corpus. ``generator``, ``reader``, ``judge``: the
       frozen models a recipe needs, as callables, names (``"gold-span"``, a model name), a
       ``LanguageModel``, or a mapping ``{"model", "backend", <backend options>, <sampling>}``.
     - ``max_action_chars``, ``max_observation_chars``: the bounds above. ``max_query_chars``: longer
@@ -173,7 +173,7 @@ class SearchEnv(gym.Env[str, str]):
                                                dataset_options=dataset_options, retriever=retriever)
         retriever = make_retriever(retriever, self.corpus, **dict(retriever_options or {}))
         self.summarizer: Summarizer = make_summarizer(summarizer, **dict(summarizer_options or {}))
-        self.recipe: RewardRecipe = make_scoring(reward, reward_options, generator=generator, reader=reader, judge=judge)
+        self.recipe: RewardRecipe = make_scoring(reward, reward_options, self.corpus, generator=generator, reader=reader, judge=judge)
         self.game = SearchGame(
             self.protocol, retriever, self.summarizer, self.recipe, top_k=top_k, initial_top_k=initial_top_k,
             max_turns=max_turns, max_searches=max_searches, max_action_chars=max_action_chars,

@@ -22,7 +22,9 @@ from searchgym.envs.components.frozen import doc_text
 from searchgym.envs.components.model_calls import Play, SearchCall, model_users, replay, run_play
 from searchgym.envs.components.summarizers import Summarizer
 from searchgym.envs.protocols import Protocol
-from searchgym.envs.protocols.base import Answer, Complete, Evidence, Invalid, ParsedTurn, Search, Select, accepts_keyword, play_action
+from searchgym.envs.protocols.base import (
+    Answer, Complete, Evidence, Invalid, ParsedTurn, Search, Select, accepts_keyword, play_action, render_turn,
+)
 from searchgym.envs.single.tasks import count_tokens, positive_int, text_action
 from searchgym.envs.tools.surface import ToolSurface, ToolTurn
 from searchgym.error import SearchGymError
@@ -301,7 +303,8 @@ class SearchGame:
         cut = tuple(_SURROGATE.sub("\ufffd", q[:longest]) for q in queries)
         # Whose queries these are, for an engine that conditions on the question (search_with_context).
         contexts = None if self.example is None else (
-            (SearchContext(example_id=self.example.id, question=self.example.question, turn=self.turn),) * len(cut))
+            (SearchContext(example_id=self.example.id, question=self.example.question, turn=self.turn,
+                           answers=tuple(self.example.answers)),) * len(cut))
         hits = yield SearchCall(self.retriever, cut, k, contexts)
         return hits, [len(q) > longest for q in queries]
 
@@ -556,8 +559,14 @@ class SearchGame:
                     budget = None if budget is None else budget - 1
         if run:
             found, cut = yield from self.search_many([outcome[i] for i in run], self.top_k)
-            for i, hits, was_cut in zip(run, found, cut):
-                outcome[i] = (hits, was_cut, (yield from self._render(outcome[i], hits)))
+            if self.tools is None and self.summarizer.passthrough:  # the protocol renders the turn's searches together
+                texts = render_turn(self.protocol, found)
+            else:
+                texts = []
+                for i, hits in zip(run, found):
+                    texts.append((yield from self._render(outcome[i], hits)))
+            for i, hits, was_cut, text in zip(run, found, cut, texts):
+                outcome[i] = (hits, was_cut, text)
         return outcome
 
     def _render(self, query: str, hits: Sequence[Hit]) -> Play[str]:
