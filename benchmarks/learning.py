@@ -18,6 +18,19 @@ Prints the numbers and writes results/learning/learning.png (+ every run's metri
     python benchmarks/learning.py            # ~85 min on 2 CPU cores (--skip-tiny: SmolLM2 alone, about an hour)
     python benchmarks/learning.py --quick    # a smoke run of the scratch model's parts (~1 min of CPU)
 
+``--stepsearch`` runs the StepSearch comparison instead (:func:`stepsearch_comparison`): on
+synthwiki's two-hop bridge questions (searchgym/StepSearch-v0, 4 turns), one scratch model is
+pretrained and SFT'd on the oracle's trajectories, then GRPO trains two copies of it with the
+same seed, questions, samples and steps: one on the outcome reward alone (answer F1, -1 without
+an answer; credit on the episode), one on StepSearch's reward (each search's information gain
+minus redundancy, paid on its own turn with ``--credit turn``; F1 + 0.618 x search keys at the
+end). Both are evaluated greedily on the same dev questions by answer F1 (and searches per
+episode), drawn in one chart: results/learning-stepsearch/stepsearch-learning.png, and for the
+full form also docs/stepsearch-learning.png.
+
+    python benchmarks/learning.py --stepsearch           # ~35 min on 2 CPU cores
+    python benchmarks/learning.py --stepsearch --quick   # ~2 min: tiny model, 2 steps per arm
+
 --quick plays the same pipeline small: a 1,000-passage world, the tiny scratch model, one
 pass of pretraining, SFT on 16 oracle episodes, two GRPO steps of 2 questions x 4 samples;
 SmolLM2's part is left out (its one quick GRPO step alone takes minutes on a CPU; run it
@@ -76,7 +89,12 @@ def main() -> None:
     parser.add_argument("--smollm2-temperature", type=float, default=0.7,
                         help="sampling temperature of SmolLM2's GRPO rollouts (the losses use the same; default: 0.7)")
     parser.add_argument("--smollm2-eval", type=int, default=32, help="dev questions of SmolLM2's evaluations (default: 32)")
+    parser.add_argument("--stepsearch", action="store_true",
+                        help="the StepSearch comparison instead: GRPO on the outcome reward vs StepSearch's step rewards with turn credit")
     opts = parser.parse_args()
+    if opts.stepsearch:
+        stepsearch_comparison(opts, parser)
+        return
     if opts.replot:
         found = {name: opts.out / name / "metrics.csv" for name in ("sft", "grpo", "smollm2")}
         if not any(path.is_file() for path in found.values()):
@@ -228,6 +246,128 @@ def said_from_to(ax, evals: list) -> None:
     ax.annotate(f"dev {float(first):.3f} -> {float(last):.3f} in {int(last_step) - int(first_step)} steps", xy=(last_step, last),
                 xytext=(0.35, 0.06), textcoords="axes fraction", fontsize=8, fontweight="bold",
                 arrowprops={"arrowstyle": "->", "color": "black", "lw": 0.8})
+
+
+# ---------------------------------------------------------------- StepSearch: step rewards vs outcome
+#: The env of the comparison: StepSearch's (Search-R1 grammar, top-3), 4 turns: two hops, the answer, one spare.
+STEPSEARCH_ENV = "searchgym/StepSearch-v0"
+STEPSEARCH_RECIPE = "searchgym.methods.stepsearch:StepSearchReward"
+#: The two arms: (name, reward options, credit). The outcome arm is StepSearch's own outcome (F1,
+#: -1 without an answer) with no step reward and no search-key term.
+STEPSEARCH_ARMS = (
+    ("outcome", {"step_rewards": False}, "episode"),
+    ("stepsearch", {}, "turn"),
+)
+
+
+def two_hop(split: str, limit: int | None, world: dict) -> list:
+    import gymnasium as gym
+
+    from searchgym.envs import search_env
+
+    env = gym.make(STEPSEARCH_ENV, split=split, corpus_options=world)
+    return [ex for ex in search_env(env).examples if ex.metadata.get("type") == "bridge" and ex.metadata.get("hops") == 2][:limit]
+
+
+def stepsearch_comparison(opts, parser) -> None:
+    """Same scratch model, seed, questions and budget; GRPO on the outcome reward alone vs on
+    StepSearch's step rewards credited per turn; greedy dev F1 of both in one chart."""
+    from searchgym.corpora.datasets import write_qa
+    from searchgym.training.args import Args
+    from searchgym.training.sft import SFTArgs, sft
+    from searchgym.training.trainer import Trainer
+
+    q = opts.quick
+    out = opts.out if opts.out != Path("results/learning") else Path("results/learning-stepsearch")
+    world = {"seed": 7, "num_passages": 1000} if q else {"seed": 7, "num_passages": 2000}
+    steps = opts.grpo_steps or (2 if q else 20)
+    eval_limit = 4 if q else 48
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    train, dev = two_hop("train", 16 if q else None, world), two_hop("dev", eval_limit, world)
+    train_file, dev_file = write_qa(train, out / "train-2hop.jsonl"), write_qa(dev, out / "dev-2hop.jsonl")
+    env_options = {"max_turns": 4, "dataset": str(train_file), "corpus_options": world}
+    # Both arms are evaluated on the outcome alone, so their dev numbers are one metric.
+    eval_options = {"dataset": str(dev_file), "reward_options": {"step_rewards": False}}
+    print(f"synthwiki two-hop bridge questions: {len(train)} train, {len(dev)} dev")
+
+    t0 = time.perf_counter()
+    sft_rows = sft(SFTArgs(
+        env_id=STEPSEARCH_ENV, env_options=env_options, eval_env_options=eval_options, model="scratch",
+        scratch_size="tiny" if q else "small", epochs=opts.sft_epochs or (1 if q else 4),
+        pretrain_epochs=opts.pretrain_epochs if opts.pretrain_epochs is not None else (1 if q else 2),
+        batch_size=16, micro_batch_size=8, lr=3e-3, warmup_steps=20, eval_every=0, eval_limit=eval_limit,
+        max_new_tokens=48, out=str(out / "sft"), progress=True,
+    ))
+    print(f"SFT: {len(sft_rows)} steps in {time.perf_counter() - t0:.0f} s, loss {sft_rows[0]['loss']:.2f} -> "
+          f"{sft_rows[-1]['loss']:.3f}, dev reward {sft_rows[-1]['eval_reward']:.3f}")
+
+    runs = {}
+    for name, options, credit in STEPSEARCH_ARMS:
+        args = Args(
+            model=str(out / "sft" / "final"), env_id=STEPSEARCH_ENV, reward=STEPSEARCH_RECIPE,
+            env_options={**env_options, "reward_options": options}, eval_env_options=eval_options,
+            algorithm="grpo", credit=credit, n=4 if q else 8, questions_per_step=2 if q else 4, micro_batch_size=8,
+            lr=opts.grpo_lr, ppo_epochs=opts.grpo_epochs, temperature=1.0, max_new_tokens=48, num_envs=8 if q else 32,
+            total_steps=steps, eval_every=max(1, steps // 6), eval_limit=eval_limit, save_every=steps, seed=0,
+            out=str(out / name), tensorboard=False,
+        )
+        t0 = time.perf_counter()
+        Trainer(args).train()
+        runs[name] = read_rows(out / name / "metrics.csv")
+        ev = [(int(r["step"]), r["eval_f1"], r["eval_searches"]) for r in runs[name] if r.get("eval_f1") not in ("", None)]
+        print(f"GRPO {name} (credit {credit}): {steps} steps in {time.perf_counter() - t0:.0f} s; dev (step, F1, searches): "
+              + ", ".join(f"({s}, {f:.3f}, {n:.2f})" for s, f, n in ev))
+    plot_stepsearch(out, runs, q)
+    summary = stepsearch_summary(runs, steps, len(train), len(dev))
+    (out / "summary.md").write_text(summary + "\n", encoding="utf-8")
+    print(summary)
+    if not q:
+        shutil.copy(out / "stepsearch-learning.png", Path("docs") / "stepsearch-learning.png")
+        print(f"wrote {out}/stepsearch-learning.png and docs/stepsearch-learning.png")
+    else:
+        print(f"wrote {out}/stepsearch-learning.png (--quick: no learning is judged at this size)")
+
+
+def stepsearch_summary(runs: dict, steps: int, n_train: int, n_dev: int) -> str:
+    """The lines RESULTS.md quotes: each arm's greedy dev F1 and searches at its first and last evaluation."""
+    lines = [f"StepSearch vs outcome-only GRPO, {steps} steps, {n_train} train / {n_dev} dev two-hop questions:",
+             "| arm | credit | dev F1 first -> last | searches/episode first -> last |", "|---|---|---|---|"]
+    for name, _, credit in STEPSEARCH_ARMS:
+        ev = [r for r in runs[name] if r.get("eval_f1") not in ("", None)]
+        if ev:
+            lines.append(f"| {name} | {credit} | {ev[0]['eval_f1']:.3f} -> {ev[-1]['eval_f1']:.3f} | "
+                         f"{ev[0]['eval_searches']:.2f} -> {ev[-1]['eval_searches']:.2f} |")
+    return "\n".join(lines)
+
+
+def plot_stepsearch(out: Path, runs: dict, quick: bool) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    colors = {"outcome": "tab:gray", "stepsearch": "tab:blue"}
+    for name, rows in runs.items():
+        ev = [(r["step"], r["eval_f1"], r["eval_searches"]) for r in rows if r.get("eval_f1") not in ("", None)]
+        if ev:
+            s, f1, n = zip(*ev)
+            label = "outcome reward, episode credit" if name == "outcome" else "StepSearch step rewards, turn credit"
+            axes[0].plot(s, f1, marker="o", color=colors[name], label=label)
+            axes[1].plot(s, n, marker="o", color=colors[name], label=label)
+    axes[0].set_ylabel("dev answer F1 (greedy)")
+    axes[0].set_ylim(0, 1)
+    axes[1].set_ylabel("searches per dev episode")
+    axes[1].set_ylim(0, 3)  # the most a 4-turn episode that answers can run
+    for ax in axes:
+        ax.set_xlabel("GRPO step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle("synthwiki two-hop questions, scratch model after SFT; GRPO, same seed and budget"
+                 + (" (--quick: a smoke run)" if quick else ""), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "stepsearch-learning.png", dpi=110)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,11 @@ docs/rewards.md over a larger one.
     python benchmarks/reward_hacking.py --quick            # 20 questions, ~1 min
     python benchmarks/reward_hacking.py --raw --markdown   # the table of docs/rewards.md, ~5 min
     python benchmarks/reward_hacking.py --quick --action-format tools   # the same through tool calls, ~1 min
+    python benchmarks/reward_hacking.py --quick --methods-only          # the four methods' hack suites alone, ~1 min
+
+After the papers' table come the hack suites of the methods after the papers
+(searchgym.methods: StepSearch, AutoRefine, ZeroSearch, ParallelSearch; each in
+benchmarks/hacks_<method>.py, against its own honest episode), unless ``--no-methods``.
 
 Through tool calls (``--action-format tools``) every strategy plays the same decisions
 written as hermes tool calls (raw text the env parses), and the strategies of the
@@ -445,6 +450,30 @@ def table(rows: Sequence[Row], raw_rows: Sequence[Row] = (), markdown: bool = Fa
     return "\n".join(lines)
 
 
+#: The methods after the papers, each with its hack suite in benchmarks/hacks_<method>.py.
+METHODS = ("stepsearch", "autorefine", "zerosearch", "parallelsearch")
+
+
+def method_rows(*, quick: bool, action_format: str) -> list[dict]:
+    """Every method's hack rows (``strategy``, ``exploit``, ``honest``, ``gain``), each with its ``method``."""
+    import importlib
+
+    out = []
+    for method in METHODS:
+        suite = importlib.import_module(f"hacks_{method}")
+        out += [{"method": method, **row} for row in suite.rows(quick=quick, action_format=action_format)]
+    return out
+
+
+def method_table(rows: Sequence[dict], markdown: bool = False) -> str:
+    header = ["method", "strategy", "exploit", "honest", "gain"]
+    cells = [[r["method"], r["strategy"], f"{r['exploit']:.3f}", f"{r['honest']:.3f}", f"{r['gain']:+.3f}"] for r in rows]
+    if markdown:
+        return "\n".join(["| " + " | ".join(header) + " |", "|---|---|---:|---:|---:|"] + ["| " + " | ".join(c) + " |" for c in cells])
+    width = max([len(c[1]) for c in cells] + [8])
+    return "\n".join(f"{c[0]:<15}{c[1]:<{width + 2}}{c[2]:>9}{c[3]:>9}{c[4]:>9}" for c in [header, *cells])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", type=int, default=100, help="questions per (env, recipe) (default 100)")
@@ -456,6 +485,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="also play every strategy under the papers' own metrics and rules (twice the time), side by side")
     parser.add_argument("--action-format", choices=["tags", "tools"], default="tags",
                         help="write every turn in the protocol's tags (default) or as tool calls (hermes text)")
+    methods = parser.add_mutually_exclusive_group()
+    methods.add_argument("--no-methods", action="store_true", help="the papers' envs and recipes only")
+    methods.add_argument("--methods-only", action="store_true", help="the four methods' hack suites only")
     args = parser.parse_args(argv)
     if args.questions < 1 or args.num_passages < 100:
         parser.error("--questions must be >= 1 and --num-passages >= 100")
@@ -463,17 +495,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     world = {"seed": args.seed, "num_passages": passages}
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    rows = evaluate(questions=questions, corpus_options=world, progress=say, action_format=args.action_format)
-    raw_rows = evaluate(questions=questions, corpus_options=world, progress=lambda line: say("raw: " + line), raw=True,
-                        action_format=args.action_format) if args.raw else []
-    print(table(rows, raw_rows, markdown=args.markdown))
-    worst = max(rows, key=lambda r: r.gain)
-    print(f"\n{len(rows)} (env, recipe, strategy) triples in {args.action_format} over {questions} questions of a {passages}-passage world "
-          f"in {time.perf_counter() - start:.0f} s; best gain {worst.gain:+.3f} "
-          f"({worst.strategy}, {worst.env_id} x {worst.recipe})")
-    beaten = [r for r in rows if r.gain > TOLERANCE]
+    beaten = 0
+    if not args.methods_only:
+        rows = evaluate(questions=questions, corpus_options=world, progress=say, action_format=args.action_format)
+        raw_rows = evaluate(questions=questions, corpus_options=world, progress=lambda line: say("raw: " + line), raw=True,
+                            action_format=args.action_format) if args.raw else []
+        print(table(rows, raw_rows, markdown=args.markdown))
+        worst = max(rows, key=lambda r: r.gain)
+        print(f"\n{len(rows)} (env, recipe, strategy) triples in {args.action_format} over {questions} questions of a {passages}-passage world "
+              f"in {time.perf_counter() - start:.0f} s; best gain {worst.gain:+.3f} "
+              f"({worst.strategy}, {worst.env_id} x {worst.recipe})")
+        beaten += sum(r.gain > TOLERANCE for r in rows)
+    if not args.no_methods:
+        say("the methods' hack suites")
+        extra = method_rows(quick=args.quick, action_format=args.action_format)
+        print("\nThe methods after the papers, each against its own honest wrong answer (benchmarks/hacks_<method>.py):\n")
+        print(method_table(extra, markdown=args.markdown))
+        beaten += sum(r["gain"] > TOLERANCE for r in extra)
     if beaten:
-        print(f"FAIL: {len(beaten)} triples beat the honest wrong answer")
+        print(f"FAIL: {beaten} strategies beat the honest wrong answer")
         return 1
     print("OK: no strategy beats the honest wrong answer")
     return 0

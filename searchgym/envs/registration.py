@@ -46,10 +46,26 @@ ENV_SPECS: dict[str, dict[str, Any]] = {
 #: protocol, reward or retriever is a ``module:attr`` path into searchgym.methods, built as a
 #: user's own piece is (docs/extending.md): nothing here imports them.
 METHOD_ENV_SPECS: dict[str, dict[str, Any]] = {
-    # stepsearch env spec
-    # autorefine env spec
-    # zerosearch env spec
-    # parallelsearch env spec
+    # StepSearch (train.sh: max_turns=5, retriever.topk=3) on Search-R1's grammar, each search paid as it runs.
+    "searchgym/StepSearch-v0": {"protocol": "search_r1", "reward": "searchgym.methods.stepsearch:StepSearchReward", "top_k": 3, "max_turns": 5},
+    # AutoRefine (docs/methods.md): top-3 documents, 5 turns (cmd/train.sh: retriever.topk=3, max_turns=5).
+    "searchgym/AutoRefine-v0": {
+        "protocol": "searchgym.methods.autorefine:AutoRefineProtocol",
+        "reward": "searchgym.methods.autorefine:AutoRefineReward", "top_k": 3, "max_turns": 5,
+    },
+    # ZeroSearch (docs/methods.md): Search-R1's game over a simulated search engine (SmolLM2 with
+    # the released simulate_prompt prompts; no fine-tuned simulator is available offline), top-5
+    # and 5 search turns then the answer turn (README.md:120-127: TOPK 5, MAX_TURNS 5), F1.
+    "searchgym/ZeroSearch-v0": {
+        "protocol": "search_r1", "reward": "searchgym.methods.zerosearch:ZeroSearchF1",
+        "retriever": "searchgym.methods.zerosearch:SimulatedSearch", "top_k": 5, "max_turns": 6,
+    },
+    # ParallelSearch (train_parallelsearch.sh:93-95): top-3 per sub-query, 4 search turns then
+    # the answer turn (the released max_turns=4 loop and its final rollout).
+    "searchgym/ParallelSearch-v0": {
+        "protocol": "searchgym.methods.parallelsearch:ParallelSearchProtocol",
+        "reward": "searchgym.methods.parallelsearch:ParallelSearchReward", "top_k": 3, "max_turns": 5,
+    },
 }
 
 

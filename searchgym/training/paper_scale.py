@@ -112,6 +112,44 @@ PAPER_SCALE: dict[str, dict[str, Setting]] = {
         "max_observation_tokens": Setting(1800, "paper silent; R-Search's released train_grpo_7b.sh: data.max_obs_length=1800"),
         "max_context_tokens": Setting(8192, "paper silent; R-Search's released train_grpo_7b.sh: data.max_prompt_length=8192"),
     },
+    # StepSearch (searchgym/methods/stepsearch.py): its paper's text could not be read here, so the
+    # schedule is its released train.sh at commit 43215ba (docs/methods.md).
+    "stepsearch": {
+        "questions_per_step": Setting(128, "paper silent; StepSearch's released train.sh: data.train_batch_size=128"),
+        "mini_batches": Setting(4, "paper silent; StepSearch's released train.sh: ppo_mini_batch_size=32 of 128 sequences"),
+        "total_steps": Setting(1120, "paper silent; StepSearch's released train.sh: 1120 steps (6 epochs)"),
+        "max_new_tokens": Setting(800, "paper silent; StepSearch's released train.sh: data.max_response_length=800"),
+        "max_observation_tokens": Setting(800, "paper silent; StepSearch's released train.sh: data.max_obs_length=800"),
+    },
+    # AutoRefine (searchgym/methods/autorefine.py): its paper's text could not be read here, so the
+    # schedule is its released cmd/train.sh (docs/methods.md).
+    "autorefine": {
+        "questions_per_step": Setting(256, "paper silent; AutoRefine's released cmd/train.sh: data.train_batch_size=256"),
+        "mini_batches": Setting(1, "paper silent; AutoRefine's released cmd/train.sh: ppo_mini_batch_size=256 of 256 questions"),
+        "total_steps": Setting(300, "paper silent; AutoRefine's released cmd/train.sh: trainer.total_training_steps=300"),
+        "max_new_tokens": Setting(512, "paper silent; AutoRefine's released cmd/train.sh: data.max_response_length=512"),
+        "max_observation_tokens": Setting(512, "paper silent; AutoRefine's released cmd/train.sh: data.max_obs_length=512"),
+    },
+    # ParallelSearch (searchgym/methods/parallelsearch.py): its paper's text could not be read here,
+    # so the schedule is its released train_parallelsearch.sh (docs/methods.md).
+    "parallelsearch": {
+        "questions_per_step": Setting(512, "paper silent; ParallelSearch's released train_parallelsearch.sh: data.train_batch_size=512"),
+        "mini_batches": Setting(2, "paper silent; ParallelSearch's released train_parallelsearch.sh: ppo_mini_batch_size=256 of 512 sequences"),
+        "total_steps": Setting(1005, "paper silent; ParallelSearch's released train_parallelsearch.sh: trainer.total_training_steps=1005"),
+        "max_new_tokens": Setting(500, "paper silent; ParallelSearch's released train_parallelsearch.sh: data.max_response_length=500"),
+        "max_observation_tokens": Setting(1000, "paper silent; ParallelSearch's released train_parallelsearch.sh: data.max_obs_length=1000"),
+        "max_context_tokens": Setting(5696, "paper silent; ParallelSearch's released train_parallelsearch.sh: data.max_prompt_length=5696"),
+    },
+    # ZeroSearch (searchgym/methods/zerosearch.py): its paper's text could not be read here, so the
+    # schedule is its released train_grpo.sh and README at commit 2d4cdca (docs/methods.md).
+    "zerosearch": {
+        "questions_per_step": Setting(64, "paper silent; ZeroSearch's released train_grpo.sh: data.train_batch_size=64"),
+        "mini_batches": Setting(1, "derived: ZeroSearch's train_grpo.sh sets ppo_mini_batch_size=256, more than a step's 64 questions: one update a step"),
+        "total_steps": Setting(203, "paper silent; ZeroSearch's released README.md: TOTAL_STEPS 203 (also the curriculum's length)"),
+        "max_new_tokens": Setting(500, "paper silent; ZeroSearch's released train_grpo.sh: data.max_response_length=500"),
+        "max_observation_tokens": Setting(2048, "paper silent; ZeroSearch's released train_grpo.sh: data.max_obs_length=2048"),
+        "max_context_tokens": Setting(4096, "paper silent; ZeroSearch's released train_grpo.sh: data.max_prompt_length=4096"),
+    },
 }
 
 

@@ -131,6 +131,9 @@ def test_ppo_presets_use_the_papers_separate_critic_and_aggregations():
     assert aggregation == {
         "search-r1-ppo": "seq-mean-token-mean", "search-r1-grpo": "seq-mean-token-mean", "recon": "seq-mean-token-mean",
         "r-search": "seq-mean-token-mean", "r1-searcher": "seq-mean-token-mean", "s3": "seq-mean-token-sum",  # s3's Eq. 2 sums
+        # The methods after the papers: their verl forks' own choices (docs/methods.md).
+        "stepsearch": "seq-mean-token-mean", "zerosearch": "seq-mean-token-mean", "autorefine": "token-mean",
+        "parallelsearch": "token-mean",
     }
     # R-Search's §4.3 warm-up ratio 0.95; Search-R1's GRPO script's 0.285
     assert preset("r-search").warmup_ratio == 0.95 and preset("search-r1-grpo").warmup_ratio == 0.285

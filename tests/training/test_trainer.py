@@ -185,7 +185,7 @@ def test_config_errors_fail_before_any_model_loads(tmp_path, monkeypatch):
         ({"summarizer": "llm"}, "summarizer='llm' needs a frozen model to summarize with; set frozen_model (e.g. 'smollm2')."),
         ({"frozen_backend": "ollama"}, "Unknown frozen_backend 'ollama'. Did you mean 'vllm'? Expected one of: openai, transformers, vllm, vllm-async."),
         ({"frozen_options": "base_url"}, "Args.frozen_options expects a dict, got str."),
-        ({"env_id": "Nope-v0"}, "Unknown env id 'Nope-v0'. Expected one of: MultiAgentGenerator-v0, MultiAgentSearcher-v0, MultiAgentSummarizer-v0, R1Searcher-v0, RECON-v0, RSearch-v0, S3-v0, SearchR1-v0."),
+        ({"env_id": "Nope-v0"}, "Unknown env id 'Nope-v0'. Expected one of: AutoRefine-v0, MultiAgentGenerator-v0, MultiAgentSearcher-v0, MultiAgentSummarizer-v0, ParallelSearch-v0, R1Searcher-v0, RECON-v0, RSearch-v0, S3-v0, SearchR1-v0, StepSearch-v0, ZeroSearch-v0."),
     ]
     for changes, message in cases:
         with pytest.raises(SearchGymError) as e:
