@@ -49,7 +49,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from searchgym.agents.base import Agent
-from searchgym.agents.live import LiveEpisode, Task, check_played, describe_error, progress_bar
+from searchgym.agents.live import LiveEpisode, Task, check_played, describe_error, observe_end, progress_bar
 from searchgym.envs.components.model_calls import BatchCounts, Call, ModelCall, Play, SearchCall
 from searchgym.error import BackendError
 
@@ -118,6 +118,8 @@ def drive_async(
         episode = live.pop(slot)
         plays.pop(slot, None)
         resetting.discard(slot)
+        if outcome is None:
+            observe_end(policies, episode, lambda role: seat(slot, role))
         trajectories = {role: agent.end_episode(seat(slot, role)) for role, agent in policies.items()}
         results[task_index.pop(slot)] = result = episode.result(outcome, error, trajectories)
         if on_result is not None:
@@ -198,7 +200,9 @@ def drive_async(
             finish(slot, "backend_error", str(e))
             return
         texts, generations = check_played(agent, played, 1)
-        if live[slot].count(role, generations[0]):
+        if generations[0] is not None and generations[0].finish_reason == "error":  # the agent could not play this episode
+            finish(slot, "error", agent.episode_error(seat(slot, role)) or f"the {role} could not play this turn")
+        elif live[slot].count(role, generations[0]):
             plays[slot] = live[slot].play(texts[0])
             advance(slot)
         else:

@@ -72,6 +72,21 @@ class Agent(ABC):
         agent keeps one (LM agents return a :class:`~searchgym.agents.trajectory.Trajectory`)."""
         return None
 
+    def observe_end(self, slot: int, info: Mapping[str, Any]) -> None:
+        """The last ``info`` of the episode in ``slot``, which ended in the env; the drivers
+        call it before :meth:`end_episode`. LM agents playing through tool calls check their
+        record's final turn against it (``Trajectory.render_mismatch``)."""
+
+    def episode_error(self, slot: int) -> str | None:
+        """Why the episode in ``slot`` could not be played (its turn's generation is
+        :data:`FAILED`), or None. The drivers end that episode alone, with outcome ``"error"``."""
+        return None
+
+
+#: The generation an agent returns for an episode it could not play (its record failed):
+#: the drivers end that episode with outcome ``"error"`` and ``Agent.episode_error``'s text.
+FAILED = Generation("", (), (), "error")
+
 
 def turn_seed(seed: int, info: Mapping[str, Any], *fallback: object) -> int:
     """The sampling seed of one episode's turn.
@@ -97,5 +112,6 @@ def play_episode(env: Any, agent: Agent, *, seed: int | None = None, options: di
         observation, reward, terminated, truncated, info = env.step(action)
         total += reward
         if terminated or truncated:
+            agent.observe_end(0, info)
             agent.end_episode(0)
             return total, info

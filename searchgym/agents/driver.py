@@ -40,7 +40,7 @@ from typing import Any
 
 from searchgym.agents.async_driver import drive_async
 from searchgym.agents.base import Agent
-from searchgym.agents.live import LiveEpisode, Task, check_played, describe_error, progress_bar
+from searchgym.agents.live import LiveEpisode, Task, check_played, describe_error, observe_end, progress_bar
 from searchgym.envs.access import env_play, env_reset_play
 from searchgym.envs.components.model_calls import BatchCounts, Play, play_all
 from searchgym.error import BackendError, ConfigError
@@ -203,6 +203,8 @@ def drive(
     def finish(slot: int, outcome: str | None = None, error: str | None = None) -> None:
         episode = live.pop(slot)
         episode.wall += (time.perf_counter() - round_started) / round_size
+        if outcome is None:
+            observe_end(policies, episode, lambda role: seat(slot, role))
         trajectories = {role: agent.end_episode(seat(slot, role)) for role, agent in policies.items()}
         results[task_index.pop(slot)] = result = episode.result(outcome, error, trajectories)
         if on_result is not None:
@@ -239,7 +241,9 @@ def drive(
                 continue
             texts, generations = check_played(agent, played, len(waiting))
             for slot, text, generation in zip(waiting, texts, generations):
-                if live[slot].count(role, generation):
+                if generation is not None and generation.finish_reason == "error":  # the agent could not play this episode
+                    finish(slot, "error", agent.episode_error(seat(slot, role)) or f"the {role} could not play this turn")
+                elif live[slot].count(role, generation):
                     actions[slot] = text
                 else:
                     finish(slot, "prompt_too_long", f"the {role}'s context no longer fits its model's context window; nothing was generated for this turn")
@@ -347,6 +351,9 @@ class _GymEpisode(LiveEpisode):
 
     def turn(self) -> tuple[str, str, dict[str, Any]]:
         return AGENT, self.observation, self.info
+
+    def final_info(self, role: str) -> Mapping[str, Any] | None:
+        return self.info
 
     def play(self, action: str) -> Play[bool]:
         self.observation, reward, self.terminated, truncated, self.info = yield from env_play(self.env, action)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import traceback
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +65,11 @@ class LiveEpisode(ABC):
         ``error`` says what happened. ``trajectories`` holds each role's token record
         (``Agent.end_episode``; ``None`` for agents that keep none)."""
 
+    def final_info(self, role: str) -> Mapping[str, Any] | None:
+        """``role``'s last info of an episode that ended in the env (handed to
+        ``Agent.observe_end``); None where the subclass keeps none."""
+        return None
+
     def flag(self, name: str) -> None:
         if name not in self.flags:
             self.flags.append(name)
@@ -84,6 +89,15 @@ class LiveEpisode(ABC):
         if not generation.text.strip():
             self.flag("empty_generation")
         return True
+
+
+def observe_end(policies: Mapping[str, Agent], episode: LiveEpisode, seat: Callable[[str], int]) -> None:
+    """Hand each role's last info of an episode that ended in the env to its agent
+    (``Agent.observe_end``: LM agents check the final turn of their record)."""
+    for role, agent in policies.items():
+        info = episode.final_info(role)
+        if info is not None:
+            agent.observe_end(seat(role), info)
 
 
 def check_actions(agent: Agent, actions: Any, expected: int) -> None:

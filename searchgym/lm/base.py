@@ -17,7 +17,7 @@ from typing import Any
 from searchgym.error import ConfigError
 
 #: Values of :attr:`Generation.finish_reason`.
-FINISH_REASONS = ("stop", "length", "prompt_too_long")
+FINISH_REASONS = ("stop", "length", "prompt_too_long", "error")
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,8 @@ class Generation:
         finish_reason: ``"stop"`` (a stop string or end-of-sequence token ended it),
             ``"length"`` (``max_new_tokens`` or the model's context ran out) or
             ``"prompt_too_long"`` (the prompt fills the model's context; nothing was
-            generated).
+            generated) or ``"error"`` (an agent could not keep the episode's record, so
+            nothing was generated: ``searchgym.agents.base.FAILED``).
     """
 
     text: str

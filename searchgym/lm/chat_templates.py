@@ -251,16 +251,51 @@ def _single_token(tokenizer: Any, text: str) -> bool:
 
 def end_of_turn(tokenizer: Any, template: str | None = None) -> str | None:
     """The text that ends an assistant turn under ``template`` (a Jinja text; None: the
-    tokenizer's own): the project template's marker, else the tokenizer's end-of-sequence."""
-    known = template_of(template if template is not None else getattr(tokenizer, "chat_template", None))
-    return known.end_of_turn if known is not None else getattr(tokenizer, "eos_token", None)
+    tokenizer's own): the project template's marker; for another template (a model's own,
+    such as Qwen3's or Llama 3.1's), the special token it writes right after an assistant
+    message's text; else the tokenizer's end-of-sequence."""
+    source = template if template is not None else getattr(tokenizer, "chat_template", None)
+    known = template_of(source)
+    if known is not None:
+        return known.end_of_turn
+    return _written_end_of_turn(tokenizer, source) or getattr(tokenizer, "eos_token", None)
 
 
 def default_tool_parser(tokenizer: Any, template: str | None = None) -> str:
     """The env parser that reads the calls ``template`` (None: the tokenizer's) shows:
-    the project template's, else ``"hermes"`` (the most common form)."""
-    known = template_of(template if template is not None else getattr(tokenizer, "chat_template", None))
-    return known.tool_parser if known is not None else "hermes"
+    the project template's; for another template, the form its render of a call takes
+    (``[TOOL_CALLS]``: ``"mistral"``; a bare ``{"name": ..., "parameters": ...}``:
+    ``"llama3_json"``); else ``"hermes"`` (the most common form)."""
+    source = template if template is not None else getattr(tokenizer, "chat_template", None)
+    known = template_of(source)
+    if known is not None:
+        return known.tool_parser
+    try:
+        text = tokenizer.apply_chat_template(_PROBE_MESSAGES, tools=[_PROBE_TOOL], chat_template=source, tokenize=False)
+    except Exception:  # noqa: BLE001  check_tool_template names what is wrong with it
+        return "hermes"
+    if "<tool_call>" in text:
+        return "hermes"
+    if "[TOOL_CALLS]" in text:
+        return "mistral"
+    return "llama3_json" if '"parameters": {"probe_arg_7f3a"' in text else "hermes"
+
+
+def _written_end_of_turn(tokenizer: Any, source: str | None) -> str | None:
+    """The special token ``source`` writes right after an assistant message's text, or None."""
+    if source is None:
+        return None
+    marker = "probe_reply_7f3a"
+    messages = [{"role": "user", "content": "question"}, {"role": "assistant", "content": marker}]
+    try:
+        text = tokenizer.apply_chat_template(messages, chat_template=source, tokenize=False)
+    except Exception:  # noqa: BLE001  a template that cannot render a plain exchange says nothing
+        return None
+    if marker not in text:
+        return None
+    rest = text[text.rindex(marker) + len(marker):]
+    specials = {*getattr(tokenizer, "all_special_tokens", ()), *tokenizer.get_added_vocab()}
+    return max((t for t in specials if t and rest.startswith(t)), key=len, default=None)
 
 
 # ---------------------------------------------------------------------------- does it write tools?

@@ -59,6 +59,7 @@ def play(env, agent, *, index=0):
         observation, _, terminated, truncated, info = env.step(action)
         infos.append(info)
         if terminated or truncated:
+            agent.observe_end(0, info)  # the final turn is checked too
             return infos, agent.end_episode(0)
 
 
@@ -234,12 +235,14 @@ def test_a_tool_episode_refuses_max_observation_tokens(smollm2_base):
     )
 
 
-def test_a_template_whose_replies_depend_on_the_whole_conversation_is_refused(smollm2_base):
+def test_a_template_whose_replies_depend_on_the_whole_conversation_is_marked_not_refused(smollm2_base):
+    # Every line counts the messages: no render is a prefix of a longer one. The reply is read past the
+    # opening the renders share, and the step says the template rewrote history (the agent marks the record).
     counting = ("{% for m in messages %}{{ m.role }} {{ messages | length }}: {{ m.content }}{{ tools | length }}\n{% endfor %}"
                 "{% if add_generation_prompt %}assistant:{% endif %}")
     messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}, {"role": "tool", "content": "r"}]
-    with pytest.raises(ConfigError, match="renders the env's reply messages differently depending on the conversation before them"):
-        observation_text(smollm2_base, messages, [], since=2, end_of_turn=None, closed=True, template=counting)
+    text, rewritten = observation_text(smollm2_base, messages, [], since=2, end_of_turn=None, closed=True, template=counting)
+    assert rewritten and text.endswith("tool 2: r0\nassistant:")
 
 
 def test_check_tool_template_names_what_a_template_leaves_out(smollm2_base):

@@ -334,3 +334,66 @@ def test_grpo_trains_through_trls_own_tool_loop(tmp_path):
     assert {s["answered"] for s in summaries} == {True, False}
     assert max(rewards) == 1.0 and min(rewards) == 0.0
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+# --------------------------------------------------------------------------- after the end (issue 55, item 3)
+def test_calls_after_the_end_are_counted_and_change_nothing(rows):
+    from searchgym.integrations.trl_tools import EPISODE_OVER
+
+    environment = tool_environment("SearchR1-v0", **WORLD)()
+    environment.reset(**rows[0])
+    assert environment.answer(answer="x") == "Answer received. The episode is over."
+    reward, summary = environment.get_reward(), environment.episode.summary()
+    assert [environment.answer(answer=a) for a in ("y", "z", "w", "v")] == [EPISODE_OVER] * 4
+    assert environment.search(query="more") == EPISODE_OVER
+    assert environment.calls_after_end == 5 and environment.get_reward() == reward
+    assert environment.episode.summary() == summary  # one answer recorded, as before the calls
+    environment.reset(**rows[1])
+    assert environment.calls_after_end == 0
+
+
+@pytest.mark.slow
+def test_trls_loop_keeps_calling_after_the_answer_and_the_reward_is_the_first_answers(tmp_path):
+    """TRL 1.16 cannot stop generation from a tool: a model that keeps calling ``answer`` gets
+    EPISODE_OVER for every call after the first, and the rollout's reward is the first
+    answer's, as a fresh env scores that one call."""
+    from transformers import AutoModelForCausalLM
+
+    from searchgym.integrations.trl_tools import EPISODE_OVER
+    from searchgym.lm.testing import tiny_model_folder
+
+    world = {"corpus_options": SMALL_WORLD, "max_turns": 3, "top_k": 1}
+    tokenizer = hermes_tokenizer()
+    calls = ['<tool_call>\n{"name": "answer", "arguments": {"answer": "Stusfondar"}}\n</tool_call><|im_end|>']
+    data = tool_dataset("SearchR1-v0", split="train", limit=2, **world)
+    seen = []
+
+    def record(completions, environments, **kwargs):
+        seen.append((completions, [(e.episode.summary(), e.calls_after_end, e.get_reward()) for e in environments]))
+        return [0.0] * len(completions)
+
+    args = trl.GRPOConfig(
+        output_dir=str(tmp_path / "out"), per_device_train_batch_size=2, num_generations=2, max_steps=1, learning_rate=1e-2,
+        report_to=[], logging_steps=1, save_strategy="no", use_cpu=True, bf16=False, seed=0, temperature=1.0,
+        max_completion_length=300, max_tool_calling_iterations=3,
+        generation_kwargs={"sequence_bias": forced_calls(tokenizer, calls)},
+    )
+    trainer = trl.GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(str(tiny_model_folder())), processing_class=tokenizer,
+        environment_factory=tool_environment("SearchR1-v0", **world), reward_funcs=[record], train_dataset=data, args=args,
+    )
+    trainer.train()
+
+    (completions, states), = seen
+    env = direct_env("SearchR1-v0", split="train")
+    after = 0
+    for messages, (summary, calls_after_end, reward) in zip(completions, states):
+        made = [c for m in messages for c in m.get("tool_calls") or []]
+        results = [m["content"] for m in messages if m["role"] == "tool"]
+        assert made and all(c["function"]["name"] == "answer" for c in made)
+        assert results[1:] == [EPISODE_OVER] * (len(results) - 1) and calls_after_end == len(made) - 1
+        assert summary["answered"] and summary["num_turns"] == 1
+        env.reset(options={"example_id": summary["example_id"]})
+        assert reward == pytest.approx(env.step(one_call("answer", made[0]["function"]["arguments"]))[1])
+        after += calls_after_end
+    assert after > 0  # the loop did call after the end, so the checks above checked something

@@ -111,7 +111,7 @@ def test_bad_prompts_raise_config_error(tokenizer, prompts, message):
 def test_generation_checks_its_fields():
     with pytest.raises(ConfigError, match=r"^Generation expects as many logprobs as token_ids, got 0 logprobs for 1 token ids\.$"):
         Generation("a", (1,), (), "stop")
-    with pytest.raises(ConfigError, match=r"^Generation expects finish_reason to be one of stop, length, prompt_too_long, got 'eos'\.$"):
+    with pytest.raises(ConfigError, match=r"^Generation expects finish_reason to be one of stop, length, prompt_too_long, error, got 'eos'\.$"):
         Generation("", (), (), "eos")
 
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from searchgym.envs.tools.parsers import TOOL_PARSERS, ParsedCalls, RawCall, a_type, call_from_object, short
+from searchgym.envs.tools.parsers import TOOL_PARSERS, ParsedCalls, RawCall, a_type, call_from_object, read_json, short
 
 #: A call costs at least this many characters of ``max_action_chars`` (so a message of
 #: many empty entries is cut like a long text).
@@ -74,7 +74,14 @@ def content_text(content: Any) -> str:
 
 
 def openai_call(call: Any) -> RawCall:
-    """A call of an OpenAI message: ``{"id", "type": "function", "function": {"name", "arguments"}}``."""
+    """A call of an OpenAI message: ``{"id", "type": "function", "function": {"name", "arguments"}}``.
+
+    ``arguments`` may be the object, or JSON text of it (as the OpenAI API and vLLM's server
+    send it), or JSON text of a string that holds the object: vLLM's hermes parser
+    ``json.dumps`` whatever the model wrote as arguments, so a model that wrote them as a
+    string (``"arguments": "{\\"query\\": ...}"``, which the raw text parsers read as the
+    object) arrives encoded twice. That string is decoded once more, as the raw path reads
+    it; a string that does not hold a JSON object stays a bad call."""
     if not is_mapping(call):
         return RawCall(None, error=f"each tool call must be an object, got {a_type(call)}")
     function = call.get("function")
@@ -82,6 +89,13 @@ def openai_call(call: Any) -> RawCall:
     call_id = call_id if type(call_id) is str else None
     if call.get("type", "function") != "function" or not is_mapping(function):
         return RawCall(None, id=call_id, error="a tool call must be {\"type\": \"function\", \"function\": {\"name\", \"arguments\"}}")
+    arguments = function.get("arguments")
+    if type(arguments) is str and arguments.lstrip().startswith('"'):
+        text, error = read_json(arguments)
+        if error is None and type(text) is str:
+            inner, error = read_json(text) if text.strip() else ({}, None)
+            if error is None and type(inner) is dict:
+                return call_from_object({"name": function.get("name"), "arguments": inner}, call_id=call_id)
     return call_from_object(function, call_id=call_id)
 
 
