@@ -131,7 +131,8 @@ def test_ppo_presets_use_the_papers_separate_critic_and_aggregations():
     assert aggregation == {
         "search-r1-ppo": "seq-mean-token-mean", "search-r1-grpo": "seq-mean-token-mean", "recon": "seq-mean-token-mean",
         "r-search": "seq-mean-token-mean", "r1-searcher": "seq-mean-token-mean", "s3": "seq-mean-token-sum",  # s3's Eq. 2 sums
-        # The methods after the papers: their verl forks' own choices (docs/methods.md).
+        # The methods after the papers (docs/methods.md): ParallelSearch's fork averages over the batch's tokens;
+        # StepSearch and ZeroSearch take Search-R1's average; AutoRefine's source is silent (searchgym's default).
         "stepsearch": "seq-mean-token-mean", "zerosearch": "seq-mean-token-mean", "autorefine": "token-mean",
         "parallelsearch": "token-mean",
     }
