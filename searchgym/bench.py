@@ -272,14 +272,15 @@ def _check_user_pieces(config: BenchConfig) -> None:
     check_wrappers(config.wrappers, owner="BenchConfig.wrappers")
 
 
-def _make_env(config: BenchConfig, env_id: str, frozen: Any, action_format: str) -> Any:
+def _make_env(config: BenchConfig, env_id: str, frozen: Any, action_format: str, *, probe: bool = False) -> Any:
     """One env of a run: ``gym.make`` with the run's arguments, a retriever of its own with
-    ``retriever_per_env``, then the config's wrappers."""
+    ``retriever_per_env``, then the config's wrappers. ``probe``: without the frozen models
+    and the summarizer (an env to count questions with, never played)."""
     import gymnasium as gym
 
     from searchgym.envs.registration import own_retriever
 
-    kwargs = _env_kwargs(config, env_id, frozen, action_format)
+    kwargs = _env_kwargs(config, env_id, frozen, action_format, probe=probe)
     if config.retriever_per_env:
         kwargs["retriever"] = own_retriever(env_id, kwargs)
         kwargs.pop("retriever_options", None)  # it was built with them
@@ -480,8 +481,52 @@ class BenchResults:
         columns = self.columns()
         head = "| " + " | ".join(h for _, h, _ in columns) + " |"
         rule = "|" + "|".join("---" if k == "label" else "---:" for k, _, _ in columns) + "|"
-        body = ["| " + " | ".join(f.format(row[k]) for k, _, f in columns) + " |" for row in self.rows]
+        body = ["| " + " | ".join("-" if row.get(k) is None else f.format(row[k]) for k, _, f in columns) + " |" for row in self.rows]
         return "\n".join([head, rule, *body])
+
+    def notes(self) -> list[str]:
+        """The lines printed under the table: what each row's reward is made of (one line per
+        recipe), the failed episodes of each row with the first error, and the tool-format
+        episodes that ended on a reply with no tool call."""
+        return run_notes(self.rows)
+
+    def all_failed(self) -> list[dict[str, Any]]:
+        """The rows whose every episode failed (``searchgym bench`` then exits with 1)."""
+        return [row for row in self.rows if row["n"] and row.get("failed", 0) == row["n"]]
+
+
+def run_notes(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """:meth:`BenchResults.notes` of summary rows."""
+    lines = []
+    by_recipe: dict[tuple[Any, Any], list[str]] = {}
+    for row in rows:
+        if row.get("reward_parts"):
+            by_recipe.setdefault((row["reward_recipe"], row["reward_parts"]), []).append(row["label"])
+    for (name, parts), labels in by_recipe.items():
+        lines.append(f"reward of {', '.join(labels)}: {name}: {parts}")
+    if any(row.get("failed") for row in rows):
+        lines.append("reward column: the mean over the episodes that did not fail (a failed episode is never scored); "
+                     "the score columns count a failed episode as 0")
+    for row in rows:
+        failed, n = row.get("failed", 0), row["n"]
+        if failed:
+            kinds = row["failures"]
+            error = _short(row.get("first_error") or "no message")
+            lines.append(f"{row['label']}: {failed} of {n} episodes failed ({kinds}), not answered; first error: {error}")
+        ended = row.get("ended_without_call", 0)
+        if ended:
+            tags = row.get("other_grammar_tags", 0)
+            wrote = f"; {tags} of them wrote a tag grammar's tags (such as <search>) instead of a call" if tags else ""
+            lines.append(
+                f"{row['label']}: {ended} of {n} episodes ended on a reply with no tool call, read as the final answer{wrote}"
+            )
+    return lines
+
+
+def _short(text: str, most: int = 300) -> str:
+    """``text`` on one line, cut to ``most`` characters."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= most else line[: most - 3] + "..."
 
 
 #: Every score of a summary row: the strict ones and the papers' raw ones.
@@ -494,25 +539,52 @@ def zero_scores_note(rows: Sequence[dict[str, Any]], model: Any = None, *, noun:
     is the benchmark's policy model (a name), which the reason names; ``noun`` names the rows."""
     if not rows or any(row.get(key) for row in rows for key in SCORE_KEYS):
         return None
+    played = [row for row in rows if row.get("failed", 0) < row.get("n", 0)]
+    if not played:  # every episode failed: nothing was answered, right or wrong (the failures are said above)
+        return None
+    failed = sum(row.get("failed", 0) for row in rows)
     n = max(int(row.get("n", 0)) for row in rows)
     head = f"Every score is 0 in every {noun} ({n} question{'s' if n != 1 else ''} per row), so there is nothing to rank: "
-    if isinstance(model, str) and model in RANDOM_WEIGHT_NAMES:
+    if isinstance(model, str) and model in RANDOM_WEIGHT_NAMES and not failed:
         return head + (
             f"the policy {model!r} is a tiny model of random weights, which writes noise and never answers right; "
             "these rows show the pipeline running, not what an agent can do (the LM-free oracle, "
             "`--agents oracle` on synthwiki, shows a full score; a trained model shows a real one)."
         )
+    questions = "the question" if n == 1 else f"all {n} questions"
+    # An episode that never answered (its turns ran out) or failed did not answer wrong: each is said as what it was.
+    unanswered = sum(row.get("outcomes", {}).get("truncated", 0) for row in rows)
+    if unanswered or failed:
+        answered = sum(row.get("n", 0) for row in rows) - unanswered - failed
+        parts = [f"{answered} episode{'s' if answered != 1 else ''} answered wrong"] if answered else []
+        if unanswered:
+            parts.append(f"{unanswered} never answered (the turns ran out first)")
+        if failed:
+            parts.append(f"{failed} failed (above)")
+        said = f"no row answered {'the question' if n == 1 else f'any of the {n} questions'} right: {', '.join(parts)}"
+    else:
+        said = f"every row answered {questions} wrong"
     if n < 4:
-        return head + (
-            f"every row answered {'the question' if n == 1 else f'all {n} questions'} wrong, and {n} "
-            f"question{'s are' if n != 1 else ' is'} too few to tell the rows apart; play more with --limit."
-        )
-    return head + f"every row answered all {n} questions wrong; this model does not answer these questions yet."
+        return head + f"{said}, and {n} question{'s are' if n != 1 else ' is'} too few to tell the rows apart; play more with --limit."
+    return head + f"{said}; this model does not answer these questions yet."
+
+
+#: Outcomes of an episode that failed (see :data:`~searchgym.agents.driver.OUTCOMES`): it
+#: ended on an error, not on the agent's play, and was never scored.
+FAILED_OUTCOMES = ("prompt_too_long", "backend_error", "error")
 
 
 def summarize(label: str, env_id: str, agent: str, records: Sequence[dict[str, Any]], *, action_format: str = "tags") -> dict[str, Any]:
     """One summary row: means over the run's episodes and counts of failed outcomes; the
-    run's ``action_format`` (``"tags"`` or ``"tools"``) is kept beside its agent."""
+    run's ``action_format`` (``"tags"`` or ``"tools"``) is kept beside its agent.
+
+    The scores are means over every episode (a failed one scores 0: it answered nothing);
+    ``reward`` is the mean over the episodes that did not fail (:data:`FAILED_OUTCOMES`),
+    None when every one failed, since a failed episode was never scored. ``failed`` counts
+    the failed episodes and ``first_error`` is the error of the first of them;
+    ``ended_without_call`` counts the tool-format episodes that ended on a reply with no
+    tool call, ``other_grammar_tags`` those whose reply without a call wrote a tag
+    grammar's tags (``<search>``) instead."""
     n = len(records)
     mean = lambda key: sum(float(r[key]) for r in records) / n if n else 0.0  # noqa: E731
     # Episodes recorded before the strict scores existed hold the raw ones only.
@@ -523,7 +595,10 @@ def summarize(label: str, env_id: str, agent: str, records: Sequence[dict[str, A
         outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
         for f in r.get("flags", []):
             flags[f] = flags.get(f, 0) + 1
-    failed = {k: v for k, v in outcomes.items() if k in ("prompt_too_long", "backend_error", "error")}
+    failed = {k: v for k, v in outcomes.items() if k in FAILED_OUTCOMES}
+    # A failed episode was never scored: what its turns were paid is no episode reward.
+    scored = [float(r["reward"]) for r in records if r["outcome"] not in FAILED_OUTCOMES]
+    first_error = next((r.get("error") for r in records if r["outcome"] in FAILED_OUTCOMES and r.get("error")), None)
     return {
         "label": label,
         "env": env_id,
@@ -536,7 +611,7 @@ def summarize(label: str, env_id: str, agent: str, records: Sequence[dict[str, A
         "gen_acc": mean("gen_acc"),
         **{key: raw_mean(key) for key in RAW_SCORES},
         **({key: mean(key) for key, _, _ in JUDGE_COLUMNS} if all(key in r for r in records for key, _, _ in JUDGE_COLUMNS) else {}),
-        "reward": mean("reward"),
+        "reward": sum(scored) / len(scored) if scored else None,
         "searches": mean("num_searches"),
         "turns": mean("num_turns"),
         "context_tokens": mean("context_tokens"),
@@ -545,10 +620,28 @@ def summarize(label: str, env_id: str, agent: str, records: Sequence[dict[str, A
         "outcomes": outcomes,
         "flags": flags,
         "failures": ", ".join(f"{k} {v}" for k, v in sorted(failed.items())) or "-",
+        "failed": sum(failed.values()),
+        "first_error": first_error,
+        "ended_without_call": flags.get("ended_without_call", 0),
+        "other_grammar_tags": flags.get("other_grammar_tags", 0),
     }
 
 
-def _env_kwargs(config: BenchConfig, env_id: str, frozen: Any, action_format: str = "tags") -> dict[str, Any]:
+def reward_parts(recipe: Any) -> dict[str, Any]:
+    """A row's ``reward_recipe`` (the recipe's name) and ``reward_parts`` (what its reward is
+    made of: :meth:`~searchgym.rewards.RewardRecipe.describe`, with the penalty of a malformed
+    turn when there is one); both None without a recipe."""
+    if recipe is None:
+        return {"reward_recipe": None, "reward_parts": None}
+    describe = getattr(recipe, "describe", None)
+    parts = describe() if callable(describe) else type(recipe).__name__
+    penalty = float(getattr(recipe, "invalid_action_penalty", 0.0) or 0.0)
+    if penalty:
+        parts += f"; {penalty:+g} per malformed turn"
+    return {"reward_recipe": getattr(recipe, "name", type(recipe).__name__), "reward_parts": parts}
+
+
+def _env_kwargs(config: BenchConfig, env_id: str, frozen: Any, action_format: str = "tags", *, probe: bool = False) -> dict[str, Any]:
     from searchgym.envs.registration import env_spec
 
     kwargs: dict[str, Any] = {"split": config.split}
@@ -557,7 +650,8 @@ def _env_kwargs(config: BenchConfig, env_id: str, frozen: Any, action_format: st
     kwargs.update(_run_env_options(config, env_id))
     # The summarizer applies to RECON envs only: other envs of the same benchmark keep raw documents.
     recon = env_spec(env_id).get("protocol") == "recon"
-    return with_frozen_models(env_id, kwargs, frozen=frozen, summarizer=config.summarizer if recon else None, summarizer_model=frozen)
+    summarizer = config.summarizer if recon and not probe else None
+    return with_frozen_models(env_id, kwargs, frozen=frozen, summarizer=summarizer, summarizer_model=frozen)
 
 
 def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench", *, progress: bool = True, resume: bool = True) -> BenchResults:
@@ -616,32 +710,35 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
             print(f"resuming: {len(recorded)} episodes done in {out} (--no-resume plays them again)", file=sys.stderr, flush=True)
 
     needs_lm = any(_run_needs_lm(config, env_id, agent) for env_id, agent in config.runs)
+    needs_frozen = config.frozen_model is not None or config.summarizer == "llm"
+    # A resumed benchmark may have nothing left to play: the envs, made without the frozen
+    # model, say so before any model loads (seconds to minutes). Not under a question filter,
+    # whose questions the frozen model picks.
+    probe = needs_frozen and any(done.values()) and not any(_run_env_options(config, e).get("question_filter") for e, _ in config.runs)
     judged: list[tuple[dict[str, Any], Any]] = []  # (episode record, its question) for the judges
     total: int | None = None  # episodes of the whole benchmark, known once every run's env is made
+    recipes: dict[str, Any] = {}  # label -> the reward recipe of its env
     ctrl_c = CtrlC()
     try:
         with ctrl_c:
-            lm = _load(config.model, config) if needs_lm else None
-            frozen = None
-            if config.frozen_model is not None or config.summarizer == "llm":
-                name = config.frozen_model or "policy"
-                # load_lm shares one instance when the frozen model is the policy model.
-                frozen = lm if name == "policy" and lm is not None else _load(config.model if name == "policy" else name, config)
-
-            plans = []  # (label, env id, agent, action format, first env, questions) of every run
-            for label, (env_id, agent_name) in zip(labels, config.runs):
-                action_format = run_action_format(config, env_id, agent_name)
-                env_id = full_env_id(env_id)
-                env = _make_env(config, env_id, frozen, action_format)
-                plans.append((label, env_id, agent_name, action_format, env, search_env(env).examples[: config.limit]))
+            lm = frozen = None
+            if needs_frozen and not probe:
+                lm, frozen = _load_models(config, needs_lm)
+            plans = _plans(config, labels, frozen, probe=probe)
             total = sum(len(examples) for *_, examples in plans) * len(config.seeds)
-            if out is not None and total and sum(map(len, done.values())) >= total:
+            left = sum(len(_tasks(config, examples, done[label])) for label, *_, examples in plans)
+            if out is not None and total and not left:
                 print(f"reusing: all {total} episodes were done in {out}; nothing to play", file=sys.stderr, flush=True)
+            elif probe:  # episodes to play: the envs are made again, with the frozen model
+                lm, frozen = _load_models(config, needs_lm)
+                plans = _plans(config, labels, frozen)
+            elif needs_lm and not needs_frozen:
+                lm = _load(config.model, config)
+            recipes = {label: getattr(search_env(env), "recipe", None) for label, _, _, _, env, _ in plans}
 
             for label, env_id, agent_name, action_format, env, examples in plans:
                 by_id = {ex.id: ex for ex in examples}
-                played = {(r["example_id"], r["seed"]) for r in done[label]}
-                tasks = [Task(ex.id, seed) for seed in config.seeds for ex in examples if (ex.id, seed) not in played]
+                tasks = _tasks(config, examples, done[label])
                 if config.judge_model is not None:
                     judged.extend((r, by_id[r["example_id"]]) for r in done[label] if r["example_id"] in by_id)
                 if not tasks:
@@ -672,12 +769,42 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
         raise Interrupted(_stopped(sum(map(len, done.values())), total, out, str(e))) from None
     rows = [
         summarize(label, env_id, describe_agent(agent), done[label], action_format=run_action_format(config, env_id, agent))
+        | reward_parts(recipes.get(label))
         for label, (env_id, agent) in zip(labels, config.runs)
     ]
     results = BenchResults(config, rows, done, out)
     if out is not None:
         results.files = write_summary(results, out)
     return results
+
+
+def _load_models(config: BenchConfig, needs_lm: bool) -> tuple[Any, Any]:
+    """The policy model (None when no run needs one) and the frozen model (None when none is
+    asked for: ``frozen_model``, or ``summarizer="llm"``, whose model is the policy's)."""
+    lm = _load(config.model, config) if needs_lm else None
+    if config.frozen_model is None and config.summarizer != "llm":
+        return lm, None
+    name = config.frozen_model or "policy"
+    # load_lm shares one instance when the frozen model is the policy model.
+    return lm, lm if name == "policy" and lm is not None else _load(config.model if name == "policy" else name, config)
+
+
+def _plans(config: BenchConfig, labels: Sequence[str], frozen: Any, *, probe: bool = False) -> list[tuple[Any, ...]]:
+    """(label, env id, agent, action format, first env, questions) of every run. ``probe``
+    makes the envs without their frozen models, only to count the questions."""
+    plans = []
+    for label, (env_id, agent_name) in zip(labels, config.runs):
+        action_format = run_action_format(config, env_id, agent_name)
+        env_id = full_env_id(env_id)
+        env = _make_env(config, env_id, frozen, action_format, probe=probe)
+        plans.append((label, env_id, agent_name, action_format, env, search_env(env).examples[: config.limit]))
+    return plans
+
+
+def _tasks(config: BenchConfig, examples: Sequence[Any], records: Sequence[dict[str, Any]]) -> list[Task]:
+    """The episodes of a run not in ``records`` yet: each question once per seed."""
+    played = {(r["example_id"], r["seed"]) for r in records}
+    return [Task(ex.id, seed) for seed in config.seeds for ex in examples if (ex.id, seed) not in played]
 
 
 def _stopped(kept: int, total: int | None, out: Path | None, by: str) -> str:
@@ -839,7 +966,7 @@ def chart(rows: Sequence[dict[str, Any]]) -> Any:
         (ax3, "context_tokens", "tab:purple", "context tokens"),
     )
     for ax, key, color, xlabel in panels:
-        values = [r.get(key, 0.0) for r in rows]
+        values = [r.get(key) or 0.0 for r in rows]  # a reward of None: every episode failed
         ax.barh(range(len(rows)), values, color=color)
         ax.set_yticks(range(len(rows)), [""] * len(rows))
         ax.invert_yaxis()

@@ -595,10 +595,22 @@ def _bench(args) -> int:
     )
     results = run_bench(config, args.out, progress=not args.quiet, resume=not args.no_resume)
     print(results.markdown())
+    notes = results.notes()
+    if notes:
+        print("\n" + "\n".join(notes))
     note = zero_scores_note(results.rows, args.model)
     if note:
         print(f"\n{note}")
     print(f"\n{results.wrote()}")
+    failed = results.all_failed()
+    if failed:  # a row of failures is no result: said on stderr, and the exit code says so
+        first = failed[0].get("first_error") or "no message"
+        runs = ", ".join(f"{r['label']!r} ({r['failures']})" for r in failed)
+        print(
+            f"searchgym bench: error: every episode of {runs} failed; first error: {first}",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.agents import Agent
-from searchgym.bench import BenchConfig, run_bench, zero_scores_note
+from searchgym.bench import FAILED_OUTCOMES, BenchConfig, run_bench, zero_scores_note
 from searchgym.envs.access import search_env
 from searchgym.error import ConfigError
 
@@ -252,6 +252,9 @@ def run(
     minutes = (time.perf_counter() - start) / 60
     print(f"\nSmolLM2-135M-Instruct ({backend}, {dtype}) on wiki-vital answerable FanOutQA questions; {minutes:.1f} min\n")
     print(results.markdown())
+    notes = results.notes()
+    if notes:
+        print("\n" + "\n".join(notes))
     print()
     print(explain(results.rows, "smollm2"))
     print(f"\n{results.wrote()}")
@@ -267,7 +270,8 @@ LEGEND = """What the columns mean (scores are means over the questions, 1.0 is p
   ... raw     F1, cover-EM and GenAcc count a hedge (an answer naming several candidates, a list, a
               second name beside the answer, a pasted passage) as 0; a sentence stating one answer
               keeps its credit; the raw columns are the papers' metrics, which pay hedges too
-  reward      the env's own reward recipe: each protocol scores differently, so compare rows by EM/F1
+  reward      the env's own reward recipe (what each is made of is said under the table; failed
+              episodes left out): each protocol scores differently, so compare rows by EM/F1
   searches    search calls per episode; context tokens: what the policy read; s/episode: wall time
   failures    episodes that ended in an error (prompt too long, backend error), if any"""
 
@@ -320,9 +324,9 @@ def explain(rows: list[dict[str, Any]], model: str | None = None) -> str:
     if trained is not None and untrained is not None:
         lines.append(f"  after SFT on the synthwiki oracle's play, {compare(untrained, trained)}")
     agents = [r for r in rows if r.get("agent") == "lm" or r is trained]
-    idle = [r["label"] for r in agents if r["searches"] == 0]
+    idle = [r for r in agents if r["searches"] == 0]
     if idle:
-        lines.append(f"  never searched: {', '.join(idle)} (no search call: they answered from the prompt alone)")
+        lines.append(f"  never searched: {'; '.join(no_search(r) for r in idle)}")
     failed = [f"{r['label']} ({r['failures']})" for r in rows if r["failures"] != "-"]
     if failed:
         lines.append(f"  failed episodes: {'; '.join(failed)}")
@@ -335,6 +339,23 @@ def explain(rows: list[dict[str, Any]], model: str | None = None) -> str:
             f"({top_agent['label']}); one retrieved passage in the prompt reaches {top_rag['f1']:.3f} ({top_rag['label']})"
         )
     return "\n".join(lines)
+
+
+def no_search(row: dict[str, Any]) -> str:
+    """What the episodes of a row that never searched did instead, from its outcomes: answered
+    without a search, never answered (the turns ran out), or failed."""
+    outcomes, n = row.get("outcomes", {}), row.get("n", 0)
+    parts = []
+    if outcomes.get("answered"):
+        parts.append(f"{outcomes['answered']} of {n} answered without a search")
+    if outcomes.get("completed"):  # s3: the searcher ends, the frozen generator answers
+        parts.append(f"{outcomes['completed']} of {n} finished without a search of its own")
+    if outcomes.get("truncated"):
+        parts.append(f"{outcomes['truncated']} of {n} never answered: the turns ran out first")
+    failed = sum(outcomes.get(k, 0) for k in FAILED_OUTCOMES)
+    if failed:
+        parts.append(f"{failed} of {n} failed: {row['failures']}")
+    return f"{row['label']} ({', '.join(parts)})" if parts else row["label"]
 
 
 def rag_gain(base: dict[str, Any], rag: dict[str, Any]) -> str:

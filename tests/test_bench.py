@@ -30,11 +30,14 @@ def config(**kw):
 def test_summary_means_and_failure_counts():
     records = [
         {"em": 1, "f1": 1, "cover_em": 1, "gen_acc": 1, "reward": 1, "num_searches": 2, "num_turns": 3, "context_tokens": 100, "generated_tokens": 10, "wall_time": 0.5, "outcome": "answered", "flags": []},
-        {"em": 0, "f1": 0.5, "cover_em": 0, "gen_acc": 1, "reward": 0, "num_searches": 0, "num_turns": 1, "context_tokens": 300, "generated_tokens": 30, "wall_time": 1.5, "outcome": "backend_error", "flags": ["length"]},
+        {"em": 0, "f1": 0.5, "cover_em": 0, "gen_acc": 1, "reward": -0.5, "num_searches": 0, "num_turns": 1, "context_tokens": 300, "generated_tokens": 30, "wall_time": 1.5, "outcome": "backend_error", "flags": ["length"], "error": "refused"},
     ]
     row = summarize("x @ y", "y", "x", records)
     assert (row["n"], row["em"], row["f1"], row["gen_acc"], row["searches"], row["context_tokens"], row["seconds_per_episode"]) == (2, 0.5, 0.75, 1.0, 1.0, 200.0, 1.0)
     assert row["failures"] == "backend_error 1" and row["flags"] == {"length": 1}
+    # The failed episode was never scored: the turn rewards it was paid are no episode reward.
+    assert (row["reward"], row["failed"], row["first_error"]) == (1.0, 1, "refused")
+    assert summarize("x @ y", "y", "x", records[1:])["reward"] is None  # every episode failed: no reward to show
 
 
 def test_bench_writes_json_csv_png_and_markdown(tmp_path):
@@ -381,7 +384,9 @@ def test_the_demo_explains_its_columns_and_what_its_rows_show():
     from searchgym.demo import LEGEND, explain
 
     def row(label, agent, f1, searches=0.0, failures="-"):
-        return {"label": label, "agent": agent, "em": f1 / 2, "f1": f1, "cover_em": f1, "searches": searches, "failures": failures}
+        outcomes = {"answered": 2} if failures == "-" else {"backend_error": 2}
+        return {"label": label, "agent": agent, "n": 2, "em": f1 / 2, "f1": f1, "cover_em": f1, "searches": searches, "failures": failures,
+                "outcomes": outcomes}
 
     rows = [row("no retrieval", "no-retrieval", 0.10), row("naive RAG", "naive-rag", 0.30),
             row("Search-R1 agent", "lm", 0.05, 1.5), row("R-Search agent", "lm", 0.20, 0.0, "backend_error 2")]
@@ -392,7 +397,7 @@ def test_the_demo_explains_its_columns_and_what_its_rows_show():
         "  best F1: naive RAG (0.300, EM 0.150, cover-EM 0.300)",
         "  against answering from memory (F1 0.100): better with naive RAG, R-Search agent; worse with Search-R1 agent",
         "  one retrieved passage against none: naive RAG gains F1 +0.200 (0.300 against 0.100), cover-EM +0.200 (0.300 against 0.100)",
-        "  never searched: R-Search agent (no search call: they answered from the prompt alone)",
+        "  never searched: R-Search agent (2 of 2 failed: backend_error 2)",
         "  failed episodes: R-Search agent (backend_error 2)",
         "  multi-turn agents (searching 0.75 times per episode on average) reach F1 0.200 at best (R-Search agent); "
         "one retrieved passage in the prompt reaches 0.300 (naive RAG)",
@@ -545,7 +550,7 @@ def test_a_hostile_openai_server_is_recorded_as_each_episodes_outcome_never_a_tr
         server.shutdown()
         server.server_close()
     captured = capsys.readouterr()
-    assert code == 0 and "Traceback" not in captured.err
+    assert code == 1 and "Traceback" not in captured.err  # every episode of the only row failed
     records = read_episodes(tmp_path / "episodes.jsonl")
     assert [r["outcome"] for r in records] == ["backend_error"] * 3
     malformed = f"The server at {url}/completions answered with a malformed completion: expected "
@@ -729,9 +734,9 @@ def test_cli_reaches_every_env_option_and_a_served_retriever(tmp_path, capsys):
                                "corpus_options": {"seed": 7, "num_passages": 400}}
             context[top_k] = [r["context_tokens"] for r in read_episodes(out / "episodes.jsonl")]
         assert all(three > one for one, three in zip(context[1], context[3]))
-        # The server checks the token: without it every episode fails, recorded as the server's error.
+        # The server checks the token: without it every episode fails, recorded as the server's error (exit 1).
         code = main(["bench", "--envs", "SearchR1-v0", "--agents", "oracle", *world, "--retriever", url, "--out", str(tmp_path / "no-token")])
-        assert code == 0 and "| oracle @ SearchR1-v0 | 3 | 0.000 |" in capsys.readouterr().out
+        assert code == 1 and "| oracle @ SearchR1-v0 | 3 | 0.000 |" in capsys.readouterr().out
     finally:
         server.terminate()
         server.wait(timeout=30)

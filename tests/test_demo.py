@@ -96,7 +96,8 @@ def test_the_explanation_compares_the_trained_row_with_its_untrained_self():
         "  after SFT on the synthwiki oracle's play, the Search-R1 agent answers 30 of 32 questions in the protocol's <answer> "
         "block (0 of 32 before), searches 1.00 times per episode (0.00), and scores F1 0.250 (0.000), EM 0.125 (0.000), "
         "cover-EM 0.250 (0.000)",
-        f"  never searched: {UNTRAINED_LABEL}, RECON agent (no search call: they answered from the prompt alone)",
+        f"  never searched: {UNTRAINED_LABEL} (32 of 32 never answered: the turns ran out first); "
+        "RECON agent (32 of 32 never answered: the turns ran out first)",
         (f"  multi-turn agents (searching 0.33 times per episode on average) reach F1 0.250 at best ({TRAINED_LABEL}); "
          "one retrieved passage in the prompt reaches 0.180 (naive RAG, BM25 top-1)"),
     ]
@@ -113,7 +114,7 @@ def test_the_explanation_says_plainly_when_every_row_is_zero_instead_of_ranking_
     assert lines == [
         "  Every score is 0 in every row (1 question per row), so there is nothing to rank: every row answered the question "
         "wrong, and 1 question is too few to tell the rows apart; play more with --limit.",
-        "  never searched: RECON agent (no search call: they answered from the prompt alone)",
+        "  never searched: RECON agent (1 of 1 answered without a search)",
     ]
     # The oracle's row is the upper bound, named first and kept out of the ranking of the model's rows.
     oracle = {**row("oracle (upper bound)", "oracle", 1.0, 1.0), "em": 1.0}

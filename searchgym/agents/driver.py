@@ -95,7 +95,10 @@ class EpisodeResult:
     what went wrong on the way without ending the episode: ``length`` (a turn hit
     ``max_new_tokens``), ``empty_generation``, ``invalid_turn``, ``observation_truncated``,
     ``render_mismatch`` (tool play: the agent's token record differs from a fresh render
-    of the conversation by its chat template; see ``Trajectory.render_mismatch``).
+    of the conversation by its chat template; see ``Trajectory.render_mismatch``),
+    ``ended_without_call`` (tool play: a reply with no tool call was read as the final
+    answer), ``other_grammar_tags`` (tool play: a reply with no call wrote a tag grammar's
+    tags, such as ``<search>``).
     ``turn_rewards`` is the env's reward of each step, in order (a recipe's turn rewards,
     invalid-action penalties, the final score on the last step); ``reward`` is their sum.
     A trainer with per-turn credit reads them (``Args.credit="turn"``); records written
@@ -363,6 +366,10 @@ class _GymEpisode(LiveEpisode):
             self.flag("invalid_turn")
         if self.info.get("observation_truncated"):
             self.flag("observation_truncated")
+        if self.info.get("ended_without_call"):
+            self.flag("ended_without_call")
+        if self.info.get("tags_without_call"):
+            self.flag("other_grammar_tags")
         return bool(self.terminated or truncated)
 
     def result(self, outcome: str | None, error: str | None, trajectories: Mapping[str, Any]) -> EpisodeResult:

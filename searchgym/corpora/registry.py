@@ -18,14 +18,14 @@ from typing import Any
 
 from searchgym.corpora.datasets import read_qa
 from searchgym.corpora.mapped import read_passages
-from searchgym.corpora.store import check_data_file
+from searchgym.corpora.store import BUILT_IN_NAMES, check_data_file
 from searchgym.corpora.types import Corpus, Passage, QAExample
 from searchgym.error import ConfigError, UnknownNameError, check_name
 
 __all__ = ["CORPORA", "DATASETS", "DeferredCorpus", "check_data_name", "default_dataset_for", "load_corpus", "load_dataset"]
 
-CORPORA = ("wiki-vital", "synthwiki")
-DATASETS = ("wiki-vital", "wiki-vital-answerable", "synthwiki")
+CORPORA = BUILT_IN_NAMES["passage"]
+DATASETS = BUILT_IN_NAMES["QA dataset"]
 
 _SYNTHWIKI_OPTIONS = ("seed", "num_passages")
 _WIKI_VITAL_SPLITS = ("dev", "all")  # FanOutQA's dev set is the only one with public answers.

@@ -83,13 +83,48 @@ def describe_value(value: Any, limit: int = 80) -> str:
     return f"{type(value).__name__} {text}"
 
 
+#: The built-in corpora ("passage") and datasets ("QA dataset"), by what a data file holds:
+#: the names an error for a missing file offers (:mod:`searchgym.corpora.registry` loads them).
+BUILT_IN_NAMES = {"passage": ("wiki-vital", "synthwiki"), "QA dataset": ("wiki-vital", "wiki-vital-answerable", "synthwiki")}
+
+
 def missing_file_error(path: str | os.PathLike, what: str) -> DataFileNotFoundError:
-    """A ``FileNotFoundError`` that says which file was expected and how to get one."""
+    """A ``FileNotFoundError`` that says which file was expected and how to get one: the
+    built-in names that could stand in its place."""
+    names = BUILT_IN_NAMES.get(what)
+    kind = {"passage": "corpus", "QA dataset": "dataset"}.get(what, "")
+    instead = f"pass a built-in {kind} name instead ({', '.join(names)})" if names else "pass a built-in name instead"
     return DataFileNotFoundError(
         errno.ENOENT,
-        f"No such {what} file: {str(path)!r}; expected an existing .jsonl or .jsonl.gz file. "
-        "Check the path, or pass a built-in name instead",
+        f"No such {what} file: {str(path)!r}; expected an existing .jsonl or .jsonl.gz file. Check the path, or {instead}",
         str(path),
+    )
+
+
+def text_folder_hint(folder: Path, what: str) -> str | None:
+    """What to do with a folder of ``.txt`` files given as data: a passage file made of it
+    (one passage per file, its title the file's name) by a one-line command; for a dataset,
+    the line a question takes. None when the folder holds no ``.txt`` file."""
+    import shlex
+
+    texts = sum(1 for p in folder.glob("*.txt") if p.is_file())
+    if not texts:
+        return None
+    if what != "passage":
+        return (
+            f"a directory of {texts} .txt file{'s' if texts != 1 else ''}; a QA dataset is one JSON-lines file, one question "
+            'per line: {"id": "q1", "question": "...", "golden_answers": ["..."]}'
+        )
+    # Single quotes around the program (a POSIX shell keeps it as it is), double quotes inside it.
+    program = (
+        'import json, pathlib, sys; [print(json.dumps({"id": p.stem, "title": p.stem, "text": p.read_text(encoding="utf-8").strip()})) '
+        'for p in sorted(pathlib.Path(sys.argv[1]).glob("*.txt"))]'
+    )
+    target = folder.parent / f"{folder.name}.jsonl"
+    return (
+        f"a directory of {texts} .txt file{'s' if texts != 1 else ''}; a corpus is one JSON-lines file, one passage per line "
+        '({"id": "...", "title": "...", "text": "..."}): make it from these files (each a passage, titled by its file name) with '
+        f"`python -c {shlex.quote(program)} {shlex.quote(str(folder))} > {shlex.quote(str(target))}` and pass {target}"
     )
 
 
@@ -136,8 +171,11 @@ def check_data_file(path: str | os.PathLike, what: str) -> Path:
         return path
     if stat.S_ISDIR(mode):
         inside = data_files_in(path, what)
-        hint = f"; pass one of the JSON-lines files in it ({', '.join(str(p) for p in inside)})" if inside else "; pass the .jsonl or .jsonl.gz file itself"
-        raise DataFormatError(path, None, _expected_file(what), f"a directory{hint}")
+        if inside:
+            got = f"a directory; pass one of the JSON-lines files in it ({', '.join(str(p) for p in inside)})"
+        else:
+            got = text_folder_hint(path, what) or "a directory; pass the .jsonl or .jsonl.gz file itself"
+        raise DataFormatError(path, None, _expected_file(what), got)
     kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
             else "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode) else "not a regular file")
     raise DataFormatError(path, None, _expected_file(what), f"{kind}, which can be read only once; save what it sends to a regular file and pass that")

@@ -339,5 +339,14 @@ class RewardRecipe(ABC):
 
         return {k: recorded_settings(v) for k, v in sorted(vars(self).items()) if not k.startswith("_")}
 
+    def describe(self) -> str:
+        """One line on what this recipe's reward is made of, with its weights, for readers of a
+        table of mean rewards (``searchgym bench`` prints it under the rows of its envs).
+        Default: the first sentence of the class docstring; a recipe whose reward has parts
+        overrides it to name them."""
+        doc = " ".join((type(self).__doc__ or "").split("\n\n")[0].replace("``", "").split())
+        sentence = doc.split(". ")[0].rstrip(".:")
+        return sentence or type(self).__name__
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

@@ -114,6 +114,10 @@ class SearchR1EM(RewardRecipe):
         self.correct_score = float(score)
         self.format_score = float(format_score)
 
+    def describe(self) -> str:
+        """The pay of a right answer, of a wrong one and of none."""
+        return f"EM: {self.correct_score:g} for a right answer, {self.format_score:g} for a wrong one, 0 without an answer"
+
     def score(self, episode: Episode) -> RewardResult:
         em = exact_match(episode.answer, episode.answers)
         if episode.answer is None:
@@ -167,6 +171,14 @@ class SearchR1Format(RewardRecipe):
         self.retrieval_score = float(retrieval_score)
         self.correct_score = float(score)
 
+    def describe(self) -> str:
+        """The parts of Search-R1 v0.3's format reward, with their weights."""
+        s, r, f, score = self.structure_format_score, self.retrieval_score, self.final_format_score, self.correct_score
+        return (
+            f"EM {score:g} for a right answer ({score - s:g} if the turns are malformed); else {s:g} for well-formed turns "
+            f"(+{r:g} when a retrieved passage holds the answer), {f:g} for a malformed episode that answered, 0 otherwise"
+        )
+
     def score(self, episode: Episode) -> RewardResult:
         valid, _ = search_r1_sequence(episode.turns)
         retrieval = valid and any(answer_in_text(doc, episode.answers) for docs in episode.retrieved_docs for doc in docs)
@@ -212,6 +224,11 @@ class R1SearcherStage1(RewardRecipe):
         self.answer_score = float(answer_score)
         self.max_answer_words = int(max_answer_words)
 
+    def describe(self) -> str:
+        """The parts of stage 1's reward, with their weights."""
+        answer = f" {self.answer_score:+g} for a cover-EM answer, {-self.answer_score:+g} otherwise" if self.answer_score else ""
+        return f"{self.retrieval_score:g} for searching at least once + {self.format_score:g} for a well-formed episode{answer}"
+
     def score(self, episode: Episode) -> RewardResult:
         searched = episode.num_searches >= 1
         format_ok = not r1_searcher_format_errors(episode.turns, self.max_answer_words)
@@ -253,6 +270,10 @@ class R1SearcherStage2(RewardRecipe):
         self.strict = check_strict(self.name, strict)
         self.format_penalty = float(format_penalty)
         self.max_answer_words = int(max_answer_words)
+
+    def describe(self) -> str:
+        """The parts of stage 2's reward, with their weights."""
+        return f"answer F1 (R1-Searcher's normalization) - {self.format_penalty:g} when the format is wrong"
 
     def score(self, episode: Episode) -> RewardResult:
         f1 = f1_score(episode.answer, episode.answers, normalize_answer_r1searcher)
@@ -344,6 +365,18 @@ class RSearchReward(RewardRecipe):
         self.evidence_rule = evidence_rule
         self.paper_format_rule = paper_format_rule
         self.strict = check_strict(self.name, strict)
+
+    def describe(self) -> str:
+        """The parts of Eq. 5, with their weights: why a wrong, well-formed answer earns the
+        two format scores."""
+        formats = self.answer_format_score + self.evidence_format_score
+        paid = "to every episode" if self.paper_format_rule else "to an episode that answered"
+        return (
+            f"answer F1 + evidence F1 (the frozen reader's answer from the evidence) + answer format {self.answer_format_score:g} "
+            f"+ evidence format {self.evidence_format_score:g} (Eq. 5: paid without a search too"
+            f"{'; after one, for evidence quoting the documents shown' if self.grounded else ''}), "
+            f"format paid {paid}: a wrong answer in form earns {formats:g}"
+        )
 
     def score(self, episode: Episode) -> RewardResult:
         fmt = r_search_format(episode.turns, evidence_rule=self.evidence_rule)
@@ -441,6 +474,10 @@ class S3GenAcc(RewardRecipe):
         if not episode.acted:
             return 0.0, ""
         return self._answer(episode.question, episode.selected_docs, episode.answers, episode.candidates)
+
+    def describe(self) -> str:
+        """What GenAcc pays."""
+        return "GenAcc: 1 when the frozen generator, reading the selected documents, answers right, else 0"
 
     def score(self, episode: Episode) -> RewardResult:
         acc, prediction = self._searcher_answer(episode)
@@ -547,6 +584,12 @@ class S3GainBeyondRAG(S3GenAcc):
 
     def floor(self, episode: Episode) -> float:
         return -self.naive_rag_acc(episode)
+
+    def describe(self) -> str:
+        """The parts of Gain Beyond RAG, with the baseline's documents and the extra weight."""
+        baseline = "as many naive top-k documents as the searcher's" if self.baseline_docs == "matched" else "the naive top-k documents"
+        extra = f" + {self.generation_weight:g} x GenAcc(selected)" if self.generation_weight else ""
+        return f"Gain Beyond RAG: GenAcc of the frozen generator on the selected documents - GenAcc on {baseline}{extra}"
 
     def score(self, episode: Episode) -> RewardResult:
         acc, prediction = self._searcher_answer(episode)

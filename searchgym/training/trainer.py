@@ -108,8 +108,10 @@ def evaluate_policy(
         imports=list(imports), wrappers=list(wrappers), retriever_per_env=retriever_per_env,
     )
     row = run_bench(config, out, progress=False, resume=False).rows[0]
+    # No reward when every eval episode failed (none was scored): NaN, never a 0 that looks like play.
+    reward = row["reward"] if row["reward"] is not None else float("nan")
     return {
-        "eval_reward": row["reward"], "eval_em": row["em"], "eval_f1": row["f1"], "eval_cover_em": row["cover_em"],
+        "eval_reward": reward, "eval_em": row["em"], "eval_f1": row["f1"], "eval_cover_em": row["cover_em"],
         "eval_searches": row["searches"], "eval_response_tokens": row["generated_tokens"],
     }
 

@@ -79,10 +79,10 @@ class SearchEnv(gym.Env[str, str]):
     and ``retrieved_scores`` (this step's searches, best first), ``selected_ids`` (all kept so
     far, s3), ``num_searches``, ``num_invalid``, ``invalid_reason``, ``context_chars``,
     ``context_tokens``, ``action_truncated``, ``query_truncated``, ``observation_truncated``,
-    ``forged_env_tags``, ``ignored_chars`` (text after the stop string), ``example_id``, and with
-    tools ``tools``, ``messages`` and ``queries``; ``reset`` adds ``question`` and ``prompt_messages``;
-    at the end also ``answer`` (the agent's), ``prediction`` (the scored answer: the agent's, or
-    for s3 the frozen generator's), ``evidence``, ``reward_components`` and ``answers`` (the golds).
+    ``forged_env_tags``, ``ignored_chars`` (text after the stop string), ``example_id``, and with tools ``tools``, ``messages``,
+    ``queries``, ``ended_without_call`` (a reply without a call was the answer), ``tags_without_call`` (tags it wrote, warned);
+    ``reset`` adds ``question`` and ``prompt_messages``; at the end also ``answer`` (the agent's), ``prediction`` (the scored
+    answer: the agent's, or s3's frozen generator's), ``evidence``, ``reward_components`` and ``answers`` (the golds).
 
     ## Arguments
     - ``protocol``: ``"search_r1"``, ``"r1_searcher"``, ``"recon"``, ``"s3"``, ``"r_search"`` or a

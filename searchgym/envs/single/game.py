@@ -26,6 +26,7 @@ from searchgym.envs.protocols.base import (
     Answer, Complete, Evidence, Invalid, ParsedTurn, Search, Select, accepts_keyword, play_action, render_turn,
 )
 from searchgym.envs.single.tasks import count_tokens, positive_int, text_action
+from searchgym.envs.tools.no_call import warn_once
 from searchgym.envs.tools.surface import ToolSurface, ToolTurn
 from searchgym.error import SearchGymError
 from searchgym.rewards import (
@@ -455,6 +456,13 @@ class SearchGame:
         info = self._info(observation_truncated=obs_cut)
         if self.tools is not None:
             info["queries"] = queries
+            # A reply with no call that ended the episode as its answer: counted, and named when it
+            # wrote a tag grammar (a model prompted for tags), never silent.
+            without_call = isinstance(turn, ToolTurn) and turn.without_call
+            info["ended_without_call"] = bool(without_call and terminated)
+            info["tags_without_call"] = turn.grammar_tags if without_call else ()
+            if without_call and turn.grammar_tags:
+                warn_once(turn.grammar_tags, ended=terminated)
         if paying:
             info["reward_components"] = turn_paid
         info.update(

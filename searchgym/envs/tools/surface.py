@@ -47,6 +47,7 @@ from typing import Any
 
 from searchgym.corpora.types import Hit, QAExample
 from searchgym.envs.protocols.base import BUILT_IN_KINDS, Action, Answer, Complete, Evidence, Invalid, Protocol, Search, Select
+from searchgym.envs.tools.no_call import tags_in
 from searchgym.envs.tools.messages import (
     MIN_CALL_CHARS, check_arguments, content_text, entry_call, entry_size, is_mapping, openai_call, plain, recorded_arguments,
     safe_parse, split_thinking,
@@ -86,8 +87,10 @@ class ToolTurn:
     message, a bad turn's text or something that could not be read as a call); ``thought``
     the free text the protocol's writing of the turn carries; ``groups`` the actions as the
     protocol's tag turns that perform them (indices into ``actions``) and ``group_texts``
-    the protocol's writing of each ("" for a bad call). Read it; the game does not expect it
-    to change.
+    the protocol's writing of each ("" for a bad call). ``without_call``: the reply made no
+    call (its text is the answer, or a bad turn in s3); ``grammar_tags`` the tags of a tag
+    grammar that text writes (``<search>``; :mod:`~searchgym.envs.tools.no_call`). Read it;
+    the game does not expect it to change.
     """
 
     actions: tuple[Action, ...]
@@ -101,6 +104,8 @@ class ToolTurn:
     thought: str | None = None
     groups: tuple[tuple[int, ...], ...] = ()
     group_texts: tuple[str, ...] = ()
+    without_call: bool = False
+    grammar_tags: tuple[str, ...] = ()
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -244,13 +249,17 @@ class ToolSurface:
             actions.extend(acts)
             action_calls.extend([position] * len(acts))
         thinking, rest = split_thinking(content)
+        tags: tuple[str, ...] = ()
         if not raw_calls:
+            tags = tags_in(content)
             if self.terminal == "answer" and rest:
                 actions.append(Answer(rest))
             elif self.terminal == "answer":
                 actions.append(Invalid("the reply has no tool call and no answer text"))
             else:
-                actions.append(Invalid(f"the reply has no tool call: call {', '.join(self.names[:-1])} or {self.names[-1]}"))
+                # A reply in a tag grammar is named as one: the model is writing the wrong format.
+                wrote = f" (it writes {', '.join(tags)}: tags of a tag grammar, which this env does not read)" if tags else ""
+                actions.append(Invalid(f"the reply has no tool call: call {', '.join(self.names[:-1])} or {self.names[-1]}{wrote}"))
             action_calls.append(None)
             thought = plain(thinking).strip() or None
         else:
@@ -270,7 +279,7 @@ class ToolSurface:
         well_formed = not forged and not any(type(a) is Invalid for a in actions)
         text = texts[0] if len(texts) == 1 else "\n".join(t for t in texts if t)
         return ToolTurn(tuple(actions), text, forged, 0, well_formed, message, tuple(calls), tuple(action_calls), thought,
-                        groups, texts), cut
+                        groups, texts, not raw_calls, tags), cut
 
     def _quick_turn(self, content: str, calls: Sequence[tuple[Any, Any, Any] | None], turn: int, window_size: int,
                     max_chars: int | None) -> ToolTurn | None:
