@@ -225,6 +225,8 @@ _SERVE_EPILOG = """examples:
   curl -s 127.0.0.1:8000/retrieve -H 'Content-Type: application/json' \\
       -d '{"queries": ["capital of France"], "topk": 3, "return_scores": true}'
   SEARCHGYM_SERVE_TOKEN=secret searchgym serve --corpus wiki-vital --host 0.0.0.0 --port 8000
+  # Search-R1's own trainer on other machines: retriever.url=http://HOST:8000/secret/retrieve
+  searchgym serve --index indexes/wiki18-bm25 --host 0.0.0.0 --token secret   # and/or --allow 10.0.0.0/8
   searchgym serve --corpus wiki-18.jsonl --retriever dense --index e5_Flat.index \\
       --retriever-option model=/models/e5-base-v2          # Search-R1's index, 'query: ' prefix applied
   searchgym serve --corpus wiki-18.jsonl --retriever dense --index e5_Flat.index \
@@ -418,14 +420,22 @@ def _add_serve(sub) -> None:
     serve.add_argument("--shards", default=None, metavar="URL,URL,...",
                        help="route: serve the merged answers of the /retrieve servers of an index's shards (in shard order, "
                        "joined by ','; replicas of a shard joined by '|'); no corpus or index is loaded here")
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; any other needs --token)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; any other needs --token or --allow)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one, printed at start)")
-    serve.add_argument("--token", default=None, help="bearer token clients must send (default: $SEARCHGYM_SERVE_TOKEN if set, else none)")
+    serve.add_argument("--token", default=None, help="token clients must send, as 'Authorization: Bearer TOKEN' or first in the URL's "
+                       "path, http://HOST:PORT/TOKEN/retrieve (default: $SEARCHGYM_SERVE_TOKEN if set, else none)")
+    serve.add_argument("--allow", action="append", default=[], metavar="ADDR_OR_CIDR",
+                       help="let requests from this address or network (e.g. 10.0.0.0/8) in without the token; repeat for more. "
+                       "With --allow, other addresses need the token (without --token they get 403)")
     serve.add_argument("--max-queries", type=_positive, default=d.max_queries, help=f"queries per request (default {d.max_queries})")
     serve.add_argument("--max-query-chars", type=_positive, default=d.max_query_chars, help=f"characters per query (default {d.max_query_chars})")
     serve.add_argument("--max-topk", type=_positive, default=d.max_topk, help=f"documents per query (default {d.max_topk})")
     serve.add_argument("--max-body-bytes", type=_positive, default=d.max_body_bytes, help=f"request body size (default {d.max_body_bytes})")
     serve.add_argument("--default-topk", type=_positive, default=d.default_topk, help=f"topk of a request without one (default {d.default_topk})")
+    serve.add_argument("--max-documents", type=_positive, default=d.max_documents,
+                       help=f"documents per request, queries x topk (default {d.max_documents})")
+    serve.add_argument("--request-timeout", type=float, default=60.0,
+                       help="seconds one request's searches may take, then 503 (default 60)")
     serve.add_argument("--window-ms", type=float, default=0.0, help="how long a batch waits for more requests after its first (default 0: it takes what waits)")
     serve.add_argument("--no-coalesce", action="store_true", help="one search call per request (for comparison)")
     c = ConnectionLimits()
@@ -450,7 +460,7 @@ def _serve(args) -> int:
 
     import_modules(args.imports)  # first: a module may register the retriever's name
     check_retriever(args.retriever)  # a bad name or path fails before the corpus loads
-    limits = Limits(args.max_queries, args.max_query_chars, args.max_topk, args.max_body_bytes, args.default_topk)
+    limits = Limits(args.max_queries, args.max_query_chars, args.max_topk, args.max_body_bytes, args.default_topk, args.max_documents)
     connections = ConnectionLimits(args.header_timeout, args.body_timeout, args.max_connections)
     retriever_options = _key_values(args.retriever_option, "retriever-option")
     if args.in_memory:
@@ -480,6 +490,7 @@ def _serve(args) -> int:
             corpus_options=_key_values(args.corpus_option, "corpus-option"),
             retriever_options=retriever_options, index_file=args.index, shards=args.shards,
             limits=limits, window_ms=args.window_ms, coalesce=not args.no_coalesce, connections=connections,
+            allow=args.allow, request_timeout=args.request_timeout,
         )
     except Interrupted:  # Ctrl-C after serving: the server said "searchgym serve: stopped" once shut down
         return 130

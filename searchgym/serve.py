@@ -15,8 +15,13 @@ that arrive wait, and the next search answers all of them at once (one call per
 accepting requests and batches grow with the load.
 
 Safe by default: it binds 127.0.0.1; a non-loopback ``--host`` needs ``--token`` (clients
-send ``Authorization: Bearer TOKEN``, checked before the body is read); queries per request,
-query length, ``topk`` and body size are bounded, and every bad request gets a 4xx JSON
+send ``Authorization: Bearer TOKEN``, or put the token first in the URL's path,
+``/TOKEN/retrieve``) or ``--allow`` networks (:mod:`searchgym.serve_access`), checked before
+the body is read. Queries per request (4,096 by default: Search-R1's training posts a turn's
+2,560 in one request), query length, ``topk``, documents per request and body size are
+bounded; a large request is searched in chunks of ``chunk_queries``, each turned into JSON
+before the next is searched, so its memory is one chunk's hits plus the answer's bytes.
+Every bad request gets a 4xx JSON
 ``{"error": ...}`` naming what was expected: no client input yields a 5xx. Slow clients
 cannot hold the server: a connection whose request headers are not complete within
 ``header_timeout`` seconds, or whose body is not within ``body_timeout``, gets a 408 and
@@ -27,7 +32,6 @@ clients retry). A search that waits longer than ``request_timeout`` gets a 503.
 import asyncio
 import contextlib
 import errno
-import hmac
 import ipaddress
 import json
 import logging
@@ -40,6 +44,7 @@ from typing import Any
 
 from searchgym.corpora.types import MAX_QUERY_CHARS, Corpus, Hit, Retriever
 from searchgym.error import ConfigError, Interrupted, require
+from searchgym.serve_access import Access, PathToken, parse_networks
 
 log = logging.getLogger("searchgym.serve")
 
@@ -48,16 +53,20 @@ log = logging.getLogger("searchgym.serve")
 class Limits:
     """What one request may ask."""
 
-    max_queries: int = 256
-    """Queries per request."""
+    max_queries: int = 4096
+    """Queries per request: Search-R1's training posts a turn's queries in one request, 512
+    questions x 5 rollouts = 2,560 in its GRPO scripts (512 x 8 = 4,096 fits too)."""
     max_query_chars: int = MAX_QUERY_CHARS
     """Characters per query."""
     max_topk: int = 100
     """Documents per query."""
-    max_body_bytes: int = 1 << 20
-    """Bytes of the request body."""
+    max_body_bytes: int = 16 << 20
+    """Bytes of the request body (4 KiB a query at ``max_queries``)."""
     default_topk: int = 3
     """``topk`` of a request that gives none (Search-R1's servers fall back the same way)."""
+    max_documents: int = 40_960
+    """Documents per request (queries x ``topk``): bounds the answer's size (4,096 queries
+    x 10, or 2,560 x 16)."""
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -138,6 +147,9 @@ def parse_request(body: bytes, limits: Limits) -> tuple[list[str], int, bool]:
         raise RequestError(422, f"'topk' must be a positive integer, got {shown(topk)}")
     if topk > limits.max_topk:
         raise RequestError(422, f"topk={shown(topk)} exceeds max_topk={limits.max_topk}")
+    if len(queries) * topk > limits.max_documents:
+        raise RequestError(413, f"{len(queries)} queries x topk={topk} = {len(queries) * topk} documents exceed "
+                                f"max_documents={limits.max_documents} per request; split the batch or lower topk")
     scores = payload.get("return_scores", False)
     if not isinstance(scores, bool):
         raise RequestError(422, f"'return_scores' must be true or false, got {shown(scores)}")
@@ -234,11 +246,16 @@ def create_app(
     request_timeout: float = 60.0,
     coalesce: bool = True,
     connections: ConnectionLimits | None = None,
+    allow: Sequence[str] = (),
+    chunk_queries: int = 512,
 ) -> Any:
-    """The ASGI app (FastAPI) serving ``retriever``; ``info`` is what ``/info`` adds
-    about the index. ``coalesce=False`` calls ``search`` once per request, in a thread.
-    ``connections.body_timeout`` bounds the reading of a body (the header timeout and the
-    connection cap belong to the HTTP protocol: see :func:`serve`)."""
+    """The ASGI app (FastAPI, behind :class:`~searchgym.serve_access.PathToken` when a
+    ``token`` is set) serving ``retriever``; ``info`` is what ``/info`` adds about the index.
+    ``coalesce=False`` calls ``search`` once per request, in a thread. ``token`` and
+    ``allow`` (addresses or CIDR networks) say who may search (:class:`~searchgym.serve_access.Access`).
+    A request of more than ``chunk_queries`` queries is searched chunk by chunk, all within
+    ``request_timeout`` seconds. ``connections.body_timeout`` bounds the reading of a body
+    (the header timeout and the connection cap belong to the HTTP protocol: see :func:`serve`)."""
     require("fastapi", extra="serve", feature="searchgym serve")
     from fastapi import FastAPI, Request
     from fastapi.responses import Response
@@ -246,7 +263,10 @@ def create_app(
 
     limits = limits or Limits()
     connections = connections or ConnectionLimits()
-    coalescer = Coalescer(retriever, window_ms=window_ms) if coalesce else None
+    access = Access(token, parse_networks(allow))
+    if isinstance(chunk_queries, bool) or not isinstance(chunk_queries, int) or chunk_queries < 1:
+        raise ConfigError(f"create_app expects chunk_queries to be a positive integer, got {chunk_queries!r}.")
+    coalescer = Coalescer(retriever, window_ms=window_ms, max_batch=max(chunk_queries, 1024)) if coalesce else None
     started = time.time()
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> Any:
@@ -255,7 +275,6 @@ def create_app(
             await coalescer.close()
 
     app = FastAPI(title="searchgym retrieval server", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
-    expected = f"Bearer {token}".encode() if token else None
 
     def error(status: int, message: str, *, close: bool = False) -> Response:
         # ASCII JSON: a message quoting a client's lone surrogate still encodes. ``close`` for an answer
@@ -265,11 +284,10 @@ def create_app(
                         headers=headers)
 
     def refused(request: Request) -> Response | None:
-        if expected is None:
-            return None
-        if hmac.compare_digest(request.headers.get("authorization", "").encode(), expected):
-            return None
-        return error(401, "missing or wrong bearer token: send 'Authorization: Bearer TOKEN' (the server's --token)", close=True)
+        client = request.client.host if request.client is not None else None
+        denied = access.refusal(request.headers.get("authorization", ""), client,
+                                path_token=bool(request.scope.get("searchgym.path_token")))
+        return None if denied is None else error(*denied, close=True)
 
     @app.exception_handler(Exception)
     async def failed(request: Request, exc: Exception) -> Response:  # a JSON 500, never an HTML page or a dead worker
@@ -328,20 +346,30 @@ def create_app(
         if not queries:
             return Response('{"result": []}', media_type="application/json")
         try:
-            if coalescer is not None:
-                rows = await asyncio.wait_for(coalescer.search(queries, topk), request_timeout)
-            else:
-                rows = await asyncio.wait_for(asyncio.to_thread(retriever.search, queries, topk), request_timeout)
+            parts = await asyncio.wait_for(answer(queries, topk, scores), request_timeout)
         except asyncio.TimeoutError:
             return error(503, f"the search took longer than {request_timeout} s; the server is overloaded, retry later")
-        if scores:
-            result = [[{"document": document(h), "score": float(h.score)} for h in row] for row in rows]
-        else:
-            result = [[document(h) for h in row] for row in rows]
-        # Written directly: FastAPI's encoder walks every nested dict again.
-        return Response(json.dumps({"result": result}, ensure_ascii=False), media_type="application/json")
+        return Response(b'{"result": [' + b", ".join(parts) + b"]}", media_type="application/json")
 
-    return app
+    async def answer(queries: list[str], topk: int, scores: bool) -> list[bytes]:
+        """The JSON of every row, chunk by chunk: a chunk's hits are dropped once written, so a
+        request of thousands of queries holds one chunk's ``Hit`` objects at a time."""
+        parts: list[bytes] = []
+        for start in range(0, len(queries), chunk_queries):
+            chunk = queries[start : start + chunk_queries]
+            if coalescer is not None:
+                rows = await coalescer.search(chunk, topk)
+            else:
+                rows = await asyncio.to_thread(retriever.search, chunk, topk)
+            if scores:
+                result = [[{"document": document(h), "score": float(h.score)} for h in row] for row in rows]
+            else:
+                result = [[document(h) for h in row] for row in rows]
+            # Written directly: FastAPI's encoder walks every nested dict again.
+            parts.append(json.dumps(result, ensure_ascii=False)[1:-1].encode())  # "[row, row]" less its brackets
+        return parts
+
+    return PathToken(app, access) if access.token else app
 
 
 def is_loopback(host: str) -> bool:
@@ -351,6 +379,19 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def check_exposure(host: str, access: Access) -> None:
+    """Raise :class:`ConfigError` for a non-loopback ``host`` that lets anyone in: it needs a
+    token, an allow-list, or both."""
+    if is_loopback(host) or access.guarded:
+        return
+    raise ConfigError(
+        f"searchgym serve refuses to listen on {host!r} without a token or an allow-list: anyone who reaches the port "
+        "could use it. Pass --token SECRET (clients send 'Authorization: Bearer SECRET' or use the URL "
+        "http://HOST:PORT/SECRET/retrieve), or --allow NETWORK for the workers' addresses (e.g. --allow 10.0.0.0/8), "
+        "or keep --host 127.0.0.1."
+    )
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -390,6 +431,8 @@ def serve(
     coalesce: bool = True,
     shards: str | None = None,
     connections: ConnectionLimits | None = None,
+    allow: Sequence[str] = (),
+    request_timeout: float = 60.0,
 ) -> None:
     """Open ``corpus``, load or build ``retriever`` and serve it until SIGINT / SIGTERM
     (uvicorn finishes the requests in flight, then exits).
@@ -400,18 +443,19 @@ def serve(
     ``retriever_options["model"]``. Without either, ``corpus`` defaults to synthwiki.
     ``shards``: the URLs of shard servers (``"URL,URL"``, replicas ``"URL|URL"``): this server
     then routes, answering with their merged top-k, and opens no corpus. ``connections``:
-    the header and body read timeouts and the cap on open connections (:class:`ConnectionLimits`)."""
+    the header and body read timeouts and the cap on open connections (:class:`ConnectionLimits`).
+    ``token`` and ``allow`` say who may search (:func:`check_exposure`); ``request_timeout``
+    bounds the seconds one request's searches may take (then a 503)."""
     uvicorn = require("uvicorn", extra="serve", feature="searchgym serve")
 
     from searchgym.corpora.indexes import index_meta, is_index_folder, load_index, open_index_corpus
     from searchgym.corpora.registry import load_corpus
     from searchgym.corpora.retrievers import make_retriever
 
-    if not is_loopback(host) and not token:
-        raise ConfigError(
-            f"searchgym serve refuses to listen on {host!r} without a token: anyone who reaches the port could use "
-            "it. Pass --token SECRET (clients send 'Authorization: Bearer SECRET'), or keep --host 127.0.0.1."
-        )
+    access = Access(token, parse_networks(allow))
+    check_exposure(host, access)
+    if isinstance(request_timeout, bool) or not isinstance(request_timeout, (int, float)) or not 0 < request_timeout <= 3600:
+        raise ConfigError(f"searchgym serve expects request_timeout to be a number of seconds in (0, 3600], got {request_timeout!r}.")
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ConfigError(f"searchgym serve expects a port between 0 and 65535, got {port!r}.")
     check_port_free(host, port)  # before the corpus loads: a taken port fails in a second, in one line
@@ -426,8 +470,9 @@ def serve(
 
         sharded = ShardedRetriever.from_spec(shards, None, **dict(retriever_options or {}))
         info = {"corpus": None, "passages": None, "retriever": "shards", "shards": [[r.url for r in s] for s in sharded.shards]}
-        _run(create_app(sharded, info=info, limits=limits, token=token, window_ms=window_ms, coalesce=coalesce, connections=connections),
-             host, port, token, f"router over {len(sharded.shards)} shards ({sum(map(len, sharded.shards))} servers)",
+        _run(create_app(sharded, info=info, limits=limits, token=token, window_ms=window_ms, coalesce=coalesce, connections=connections,
+                        allow=allow, request_timeout=request_timeout),
+             host, port, access, f"router over {len(sharded.shards)} shards ({sum(map(len, sharded.shards))} servers)",
              time.perf_counter() - start, window_ms, coalesce, uvicorn, connections)
         return
     if corpus is None and folder:
@@ -467,8 +512,9 @@ def serve(
     info["parameters"] = {key.removesuffix("_spec"): getattr(index, key) for key in parameters if isinstance(getattr(index, key, None), (str, int, float))}
     what = (f"{info['retriever']} ({info['retriever_class']}) over {loaded.name} ({len(loaded):,} passages, "
             f"fingerprint {loaded.fingerprint})")
-    _run(create_app(index, info=info, limits=limits, token=token, window_ms=window_ms, coalesce=coalesce, connections=connections),
-         host, port, token, what, time.perf_counter() - start, window_ms, coalesce, uvicorn, connections)
+    _run(create_app(index, info=info, limits=limits, token=token, window_ms=window_ms, coalesce=coalesce, connections=connections,
+                    allow=allow, request_timeout=request_timeout),
+         host, port, access, what, time.perf_counter() - start, window_ms, coalesce, uvicorn, connections)
 
 
 class HeaderDeadline:
@@ -531,7 +577,7 @@ def http_protocol(header_timeout: float) -> type:
     return type(f"Deadline{AutoHTTPProtocol.__name__}", (HeaderDeadline, AutoHTTPProtocol), {"header_timeout": header_timeout})
 
 
-def _run(app: Any, host: str, port: int, token: str | None, what: str, ready: float, window_ms: float, coalesce: bool,
+def _run(app: Any, host: str, port: int, access: Access, what: str, ready: float, window_ms: float, coalesce: bool,
          uvicorn: Any, connections: ConnectionLimits | None = None) -> None:
     """Serve ``app`` until SIGINT / SIGTERM, printing one line once the socket listens."""
     connections = connections or ConnectionLimits()
@@ -547,7 +593,7 @@ def _run(app: Any, host: str, port: int, token: str | None, what: str, ready: fl
         where = ", ".join(f"http://{a[0]}:{a[1]}" for a in bound) or f"http://{host}:{port}"
         print(
             f"searchgym serve: {what} at {where}/retrieve; loaded in {ready:.1f} s; "
-            f"{'token required' if token else 'no token'}; coalescing {('on, window ' + str(window_ms) + ' ms') if coalesce else 'off'}",
+            f"{access.describe()}; coalescing {('on, window ' + str(window_ms) + ' ms') if coalesce else 'off'}",
             flush=True,
         )
 

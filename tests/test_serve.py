@@ -58,7 +58,7 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server():
-    s = Server("--max-queries", "8", "--max-query-chars", "200", "--max-topk", "20", "--max-body-bytes", "4000")
+    s = Server("--max-queries", "8", "--max-query-chars", "200", "--max-topk", "20", "--max-body-bytes", "4000", "--max-documents", "50")
     yield s
     s.stop()
 
@@ -113,6 +113,7 @@ def test_search_r1_shapes_with_and_without_scores(server, local):
         ({"queries": ["a"] * 9}, 413, "9 queries exceed max_queries=8 per request"),
         ({"queries": ["a" * 201]}, 413, "a query of 201 characters exceeds max_query_chars=200"),
         ({"queries": ["a"], "topk": 21}, 422, "topk=21 exceeds max_topk=20"),
+        ({"queries": ["a"] * 3, "topk": 17}, 413, "3 queries x topk=17 = 51 documents exceed max_documents=50 per request"),
         ({"queries": ["a"], "topk": 0}, 422, "'topk' must be a positive integer, got 0"),
         ({"queries": ["a"], "topk": "3"}, 422, "'topk' must be a positive integer, got '3'"),
         ({"queries": ["a"], "topk": True}, 422, "'topk' must be a positive integer, got True"),

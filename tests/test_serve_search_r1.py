@@ -186,3 +186,70 @@ def test_a_port_in_use_is_one_clear_line(server):
     assert done.stderr == (f"searchgym serve: error: searchgym serve cannot listen on 127.0.0.1:{server.port}: the port is in use "
                            "(another server, perhaps an earlier `searchgym serve`, holds it); stop that server or pick another --port.\n")
     assert httpx.get(server.url + "/health").json()["status"] == "ok"  # the running server is untouched
+
+
+# ------------------------------------------------------------------ Search-R1's training batch
+class SearchR1Requests:
+    """Search-R1's ``LLMGenerationManager`` talking to ``retriever.url``, step for step
+    (search_r1/llm_agent/generation.py:438-469 at a14dc3a): ``requests.post(url,
+    json={"queries", "topk", "return_scores": True}).json()["result"]``, each row written as
+    ``Doc {i}(Title: {line 1}) {the other lines}``. The one difference: a timeout, so that a
+    hung server fails the test instead of holding it."""
+
+    def __init__(self, search_url: str, topk: int = 3):
+        self.requests = pytest.importorskip("requests")
+        self.search_url, self.topk = search_url, topk
+
+    def batch_search(self, queries: list[str]) -> list[str]:
+        payload = {"queries": queries, "topk": self.topk, "return_scores": True}
+        results = self.requests.post(self.search_url, json=payload, timeout=300).json()["result"]
+        return [self.passages2string(result) for result in results]
+
+    @staticmethod
+    def passages2string(retrieval_result: list[dict]) -> str:
+        reference = ""
+        for idx, doc_item in enumerate(retrieval_result):
+            content = doc_item["document"]["contents"]
+            title = content.split("\n")[0]
+            text = "\n".join(content.split("\n")[1:])
+            reference += f"Doc {idx + 1}(Title: {title}) {text}\n"
+        return reference
+
+
+def training_turn_queries(corpus, n: int) -> list[str]:
+    """``n`` distinct agent-like queries (a title, a word of its passage, a number), as a
+    turn of 512 questions x 5 rollouts sends them."""
+    out = []
+    for i in range(n):
+        passage = corpus[i % len(corpus)]
+        words = passage.text.split()
+        out.append(f"{passage.title} {words[(i // len(corpus)) % len(words)]} {1800 + i}")
+    return out
+
+
+def test_search_r1s_client_posts_a_whole_training_turn_of_2560_queries(server, local):
+    """Search-R1's GRPO scripts: data.train_batch_size=512 x actor_rollout_ref.rollout.n_agent=5
+    (train_grpo.sh:34,62), every searching rollout's query in one request, against the server's
+    default limits."""
+    before = httpx.get(server.url + "/info").json()
+    assert before["limits"]["max_queries"] >= 2560
+    queries = training_turn_queries(local.corpus, 2560)
+    assert len(set(queries)) == 2560
+    client = SearchR1Requests(server.url + "/retrieve")
+    rows = client.batch_search(queries)
+    expected = local.search(queries, 3)
+    assert rows == [SearchR1Requests.passages2string([{"document": {"contents": h.passage.contents}} for h in hits])
+                    for hits in expected]
+    assert sum(row.count("Doc ") for row in rows) > 2560  # real documents, not empty rows
+    after = httpx.get(server.url + "/info").json()["coalescing"]["served"]
+    assert after["queries"] - before["coalescing"]["served"]["queries"] == 2560
+    assert after["batches"] - before["coalescing"]["served"]["batches"] >= 5  # searched in chunks of at most 512
+
+
+def test_a_batch_past_the_default_limit_gets_a_json_413(server):
+    over = httpx.get(server.url + "/info").json()["limits"]["max_queries"] + 1
+    response = httpx.post(server.url + "/retrieve", json={"queries": ["a city"] * over, "topk": 3, "return_scores": True}, timeout=60)
+    assert response.status_code == 413
+    assert response.json() == {"error": f"{over} queries exceed max_queries={over - 1} per request; split the batch", "status": 413}
+    documents = httpx.post(server.url + "/retrieve", json={"queries": ["a city"] * 4000, "topk": 11}, timeout=60)
+    assert documents.status_code == 413 and "documents exceed max_documents=40960" in documents.json()["error"]

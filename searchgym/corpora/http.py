@@ -77,7 +77,7 @@ class HTTPRetriever(Retriever):
 
     The server's limits are read once from its ``GET /info`` (:meth:`server_info`, at the
     first search; a server without ``/info``, such as Search-R1's, has none known): batches
-    are split at its ``max_queries`` and queries cut to its ``max_query_chars``
+    are split at its ``max_queries`` (and at ``max_documents`` // k) and queries cut to its ``max_query_chars``
     (:attr:`max_query_chars`, which the env reads to cut queries the same way in-process).
     Any string can be sent: the body is ASCII JSON, so a lone surrogate travels escaped.
     A failure that retries do not cure raises :class:`~searchgym.error.BackendError`
@@ -165,6 +165,9 @@ class HTTPRetriever(Retriever):
             return results
         longest = self.max_query_chars
         per_request = min(self.max_queries, self._limit("max_queries") or self.max_queries)
+        documents = self._limit("max_documents")  # queries x k per request, on servers that bound it
+        if documents is not None:
+            per_request = max(1, min(per_request, documents // k))
         for start in range(0, len(asked), per_request):
             chunk = asked[start : start + per_request]
             for i, hits in zip(chunk, self._post([queries[i][:longest] for i in chunk], k)):

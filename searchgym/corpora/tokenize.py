@@ -11,7 +11,12 @@ A text becomes a list of index terms in four steps:
 4. Snowball English (Porter2) stemming through PyStemmer.
 
 Stemming is the expensive step, so every distinct surface word is stemmed once and remembered
-(a plain dict lookup per word afterwards). :meth:`Analyzer.token_ids`, which the bm25s
+(a plain dict lookup per word afterwards), within a bound: the cache keeps two generations of
+at most ``max_words`` words each (a word found in the older one moves to the newer; when the
+newer is full it becomes the older and the oldest is dropped), and a query word whose stem
+the index does not hold is not remembered at all (it cannot match; a training run sends
+millions of such words, numbers above all), so a server's memory stays flat however many
+distinct words it is sent. :meth:`Analyzer.token_ids`, which the bm25s
 index is built from, goes one step further and maps each surface word straight to its term
 id, so indexing a corpus never builds the intermediate lists of strings; it runs at least
 as fast as ``bm25s.tokenize`` with the same stemmer (about 25-40k passages/s on one core).
@@ -19,14 +24,15 @@ as fast as ``bm25s.tokenize`` with the same stemmer (about 25-40k passages/s on 
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from searchgym.error import require
+from searchgym.error import ConfigError, require
 
 __all__ = ["STOPWORDS", "Analyzer", "default_analyzer", "tokenize"]
 
@@ -45,9 +51,11 @@ _WORD = re.compile(r"\w+")
 _ASCII_WORDS = str.maketrans(
     {c: (chr(c).lower() if chr(c).isalnum() or chr(c) == "_" else " ") for c in range(128)}
 )
-# A bound on remembered surface words: a long-running server fed arbitrary queries must not
-# grow without limit. Far above the vocabulary of a million-passage corpus.
-_MAX_CACHE = 5_000_000
+#: Surface words an analyzer remembers per generation by default (two generations: at most
+#: twice this many, about 190 bytes each). A query stream's recurring words fit many times
+#: over; building an index does not need the cache to hold its vocabulary (each shard stems
+#: its distinct words in one batch), only to spare re-stemming across shards.
+MAX_WORDS = 1 << 18
 
 
 class Analyzer:
@@ -55,9 +63,16 @@ class Analyzer:
 
     Thread-safe: lookups are plain dict reads; filling the cache takes a lock because the
     PyStemmer object is not reentrant.
+
+    ``max_words`` bounds each of the cache's two generations (see the module docstring);
+    ``keep_unknown=True`` also remembers query words whose stem the index lacks (as
+    searchgym did before the bound; ``benchmarks/serve_memory.py`` compares both).
     """
 
-    def __init__(self, stopwords: Iterable[str] = STOPWORDS, language: str = "english"):
+    def __init__(self, stopwords: Iterable[str] = STOPWORDS, language: str = "english", *, max_words: int = MAX_WORDS,
+                 keep_unknown: bool = False):
+        if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
+            raise ConfigError(f"Analyzer expects max_words to be a positive integer, got {max_words!r}.")
         stemmer_module = require(
             "Stemmer",
             extra="core",
@@ -69,30 +84,61 @@ class Analyzer:
         self.stopwords = frozenset(w.lower() for w in stopwords)
         self._stemmer = stemmer_module.Stemmer(language)
         self._lock = threading.Lock()
-        # surface word (as it appears in the text, any case) -> stem; "" for a stopword.
+        self.max_words = max_words
+        self.keep_unknown = keep_unknown
+        # surface word (as it appears in the text, any case) -> stem; "" for a stopword. The
+        # newer generation takes lookups and new words; the older is read on a miss only. A
+        # generation is never changed once it is the older one: readers may hold either.
         self._stems: dict[str, str] = {}
+        self._old: dict[str, str] = {}
+
+    @property
+    def cached_words(self) -> int:
+        """Surface words the cache holds now (both generations), at most ``2 * max_words``."""
+        return len(self._stems) + len(self._old)
 
     # ------------------------------------------------------------------ words to stems
-    def _learn(self, words: Iterable[str]) -> None:
-        """Stem the words the cache has not seen yet (one PyStemmer call for all of them)."""
+    def _learn(self, words: Iterable[str], keep: Callable[[str], bool] | None = None) -> tuple[dict[str, str], dict[str, str]]:
+        """``(newer, extra)``: every distinct word of ``words`` is in the newer generation as it
+        was when the lock was taken, or in ``extra`` (found in the older one, or stemmed now in
+        one PyStemmer call). Those are remembered, but a fresh word whose stem is not a
+        stopword and fails ``keep`` (a query word the index does not know) is not."""
         with self._lock:
-            stems = self._stems
-            new = [w for w in set(words) if w not in stems]
-            if not new:
-                return
-            if len(stems) + len(new) > _MAX_CACHE:
-                stems.clear()
-            lowered = [w.lower() for w in new]
-            for word, low, stem in zip(new, lowered, self._stemmer.stemWords(lowered)):
-                stems[word] = "" if low in self.stopwords else stem
+            newer, older = self._stems, self._old
+            missing = [w for w in set(words) if w not in newer]
+            if not missing:
+                return newer, {}
+            extra = {w: older[w] for w in missing if w in older} if older else {}
+            new = [w for w in missing if w not in extra]
+            remember = dict(extra)
+            if new:
+                lowered = [w.lower() for w in new]
+                stop = self.stopwords
+                fresh = {w: ("" if low in stop else stem) for w, low, stem in zip(new, lowered, self._stemmer.stemWords(lowered))}
+                extra.update(fresh)
+                remember.update(fresh if keep is None else {w: t for w, t in fresh.items() if not t or keep(t)})
+            self._remember(remember)
+            return newer, extra
 
-    def _stems_of(self, words: list[str]) -> list[str]:
+    def _remember(self, entries: dict[str, str]) -> None:
+        """Add ``entries`` to the newer generation; a full one becomes the older (replacing,
+        not changing, the dicts: readers may hold them)."""
+        if not entries:
+            return
+        if len(self._stems) + len(entries) > self.max_words:
+            self._old = self._stems
+            self._stems = {}
+            if len(entries) > self.max_words:  # one batch larger than a generation (an index shard)
+                entries = dict(itertools.islice(entries.items(), self.max_words))
+        self._stems.update(entries)
+
+    def _stems_of(self, words: list[str], keep: Callable[[str], bool] | None = None) -> list[str]:
         stems = self._stems
         try:
             return [stems[w] for w in words]
         except KeyError:
-            self._learn(words)
-            return [stems[w] for w in words]
+            newer, extra = self._learn(words, keep)
+            return [extra[w] if w in extra else newer[w] for w in words]
 
     def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
         """Index terms of every text (stopwords removed, stemmed), in text order."""
@@ -127,7 +173,10 @@ class Analyzer:
 
     def _learn_ids(self, words: list[str], ids_of: dict[str, int], vocab: dict[str, int], grow: bool) -> None:
         new = [w for w in words if w not in ids_of]
-        for word, stem in zip(new, self._stems_of(new)):
+        # Searching (not growing), a word whose stem the index lacks maps to -1 whatever it is:
+        # the shared cache need not remember it.
+        keep = None if grow or self.keep_unknown else vocab.__contains__
+        for word, stem in zip(new, self._stems_of(new, keep)):
             if not stem:
                 ids_of[word] = -1
                 continue

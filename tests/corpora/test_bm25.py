@@ -89,6 +89,40 @@ def test_analyzer_cache_gives_same_stems_as_a_fresh_analyzer():
     assert warm.tokenize(texts) == Analyzer().tokenize(texts) == [["organis", "organis", "organis", "event"], ["organis", "organis"]]
 
 
+def test_the_stem_cache_stays_within_its_bound_and_keeps_the_words_in_use():
+    bounded, unbounded = Analyzer(max_words=100), Analyzer(max_words=10**9)
+    hot = "Organisations running"
+    for batch in range(100):  # 10,000 distinct words, 100 a batch, and two words every batch uses
+        texts = [hot, " ".join(f"word{batch}x{i} Word{batch}x{i}s" for i in range(50))]
+        assert bounded.tokenize(texts) == unbounded.tokenize(texts)
+        assert bounded.cached_words <= 2 * 100
+    assert unbounded.cached_words == 10_002 and bounded.cached_words >= 100
+    before = bounded.cached_words
+    assert bounded.tokenize([hot]) == [["organis", "run"]] and bounded.cached_words == before  # still cached: no new entry
+
+
+def test_a_batch_larger_than_a_generation_gets_every_stem():
+    texts = [" ".join(f"Runs{i} running{i} cats{i}" for i in range(40)), "the cats were running"]
+    small, vocab_small, big, vocab_big = Analyzer(max_words=10), {}, Analyzer(), {}
+    for got, want in zip(small.index_terms(texts, vocab_small), big.index_terms(texts, vocab_big)):
+        assert got.tolist() == want.tolist()
+    assert vocab_small == vocab_big and small.cached_words <= 20
+    assert small.token_ids(texts, vocab_small, grow=False) == big.token_ids(texts, vocab_big, grow=False)
+
+
+def test_query_words_the_index_lacks_are_not_remembered():
+    vocab = {"cat": 0, "run": 1}
+    analyzer = Analyzer()
+    queries = [f"the cats running {n} Zebra{n}" for n in range(1000)]  # 2,000 words no index term matches
+    assert analyzer.token_ids(queries, vocab, grow=False) == [[0, 1]] * 1000
+    assert analyzer.cached_words == 3  # "the", "cats", "running"
+    assert analyzer.tokenize(["Zebra7 7"]) == [["zebra7", "7"]]  # stems of unknown words are still right
+    remembering = Analyzer(keep_unknown=True)  # searchgym's earlier cache, for comparison
+    assert remembering.token_ids(queries, vocab, grow=False) == [[0, 1]] * 1000 and remembering.cached_words == 2003
+    with pytest.raises(ConfigError, match="Analyzer expects max_words to be a positive integer, got 0"):
+        Analyzer(max_words=0)
+
+
 # ---------------------------------------------------------------------- small corpus, both backends
 @pytest.fixture(scope="module", params=BACKENDS)
 def animals(request) -> BM25Retriever:
