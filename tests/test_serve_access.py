@@ -102,3 +102,20 @@ def test_an_ipv4_client_mapped_into_ipv6_is_matched_as_ipv4():
     assert access.refusal("", "::ffff:11.1.2.3") == (403, "client address ::ffff:11.1.2.3 is not in the server's --allow list")
     assert access.refusal("", None)[0] == 403  # an unknown peer is not listed
     assert json.dumps(Access(TOKEN).refusal("Bearer nope", "10.0.0.1")).count("nope") == 0  # a wrong token is not echoed
+
+
+def test_a_token_in_the_url_stays_out_of_the_clients_messages_and_repr():
+    from searchgym.corpora.http import shown_url
+
+    assert shown_url("http://127.0.0.1:8000/retrieve") == "http://127.0.0.1:8000/retrieve"
+    assert shown_url(f"http://127.0.0.1:8000/{TOKEN}/retrieve") == "http://127.0.0.1:8000/***/retrieve"
+    assert shown_url(f"http://user:{TOKEN}@host:1/retrieve") == "http://***@host:1/retrieve"
+    url = f"http://127.0.0.1:{free_port()}/{TOKEN}/retrieve"  # nobody listens: the connection is refused
+    retriever = HTTPRetriever(url, retries=0, timeout=5)
+    try:
+        assert TOKEN not in repr(retriever)
+        with pytest.raises(BackendError) as refused:
+            retriever.search(["a city"], k=2)
+        assert "/***/retrieve" in str(refused.value) and TOKEN not in str(refused.value)
+    finally:
+        retriever.close()

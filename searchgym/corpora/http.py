@@ -59,6 +59,19 @@ def parse_contents(contents: str) -> tuple[str, str]:
     return title, text
 
 
+
+def shown_url(url: str) -> str:
+    """``url`` as messages may show it: userinfo and every path segment before the last
+    (where ``searchgym serve`` reads a token, ``http://HOST:PORT/TOKEN/retrieve``) become
+    ``***``; ``http://HOST:PORT/retrieve`` is shown as it is."""
+    scheme, sep, rest = url.partition("://")
+    host, slash, path = rest.partition("/")
+    host = "***@" + host.rsplit("@", 1)[1] if "@" in host else host
+    parts = path.split("/")
+    if len(parts) > 1:
+        parts = ["***"] + parts[-1:]
+    return f"{scheme}{sep}{host}{slash}{'/'.join(parts)}"
+
 class HTTPRetriever(Retriever):
     """Batched search through a ``/retrieve`` server.
 
@@ -107,6 +120,8 @@ class HTTPRetriever(Retriever):
                 raise ConfigError(f"HTTPRetriever expects {name} to be an integer >= {least}, got {value!r}.")
         check_name("corpus_check", corpus_check, CORPUS_CHECKS)
         self.url = url
+        # What messages and repr show: a token in the URL's path or userinfo stays out of logs.
+        self.shown_url = shown_url(url)
         self.corpus = corpus  # type: ignore[assignment]
         self.corpus_check = corpus_check
         self._corpus_checked = corpus_check == "off" or corpus is None
@@ -121,10 +136,14 @@ class HTTPRetriever(Retriever):
         self.requests = self.retried = 0
 
     def __repr__(self) -> str:
-        return f"HTTPRetriever({self.url!r})"
+        return f"HTTPRetriever({self.shown_url!r})"
 
     def close(self) -> None:
         self._client.close()
+
+    def _hide(self, error: BaseException) -> str:
+        """An exception's text with the URL shown as :attr:`shown_url`."""
+        return str(error).replace(self.url.rsplit("/", 1)[0], self.shown_url.rsplit("/", 1)[0])
 
     def server_info(self) -> dict[str, Any]:
         """The server's ``GET /info`` (its corpus, retriever and limits), read once; ``{}``
@@ -196,7 +215,7 @@ class HTTPRetriever(Retriever):
             if ours is None or ours == served:
                 return info
             message = (
-                f"The retrieval server {self.url} serves the corpus {info.get('corpus')!r} (fingerprint {served}), but the "
+                f"The retrieval server {self.shown_url} serves the corpus {info.get('corpus')!r} (fingerprint {served}), but the "
                 f"env's corpus is {corpus_label(self.corpus)} (fingerprint {ours}): its documents would not be the ones the "
                 "env's questions are about. Point retriever= at a server of the env's corpus or give the env the server's "
                 "corpus= and corpus_options=; retriever_options={'corpus_check': 'warn'} only warns."
@@ -218,7 +237,7 @@ class HTTPRetriever(Retriever):
         ``final_4xx``, a 4xx answer is returned instead)."""
         httpx = self._httpx
         headers = {"Content-Type": "application/json"} if body is not None else None
-        where = self.url if url == self.url else f"{self.url} ({method} {url.rsplit('/', 1)[1]})"
+        where = self.shown_url if url == self.url else f"{self.shown_url} ({method} {url.rsplit('/', 1)[1]})"
         delay = self.backoff
         for attempt in range(self.retries + 1):
             last = attempt == self.retries
@@ -228,9 +247,9 @@ class HTTPRetriever(Retriever):
                 response = self._client.request(method, url, content=body, headers=headers)
             except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as e:  # refused, reset, timed out
                 if last:
-                    raise BackendError(f"retrieval server {where} unreachable after {attempt + 1} tries: {type(e).__name__}: {e}") from None
+                    raise BackendError(f"retrieval server {where} unreachable after {attempt + 1} tries: {type(e).__name__}: {self._hide(e)}") from None
             except httpx.HTTPError as e:  # what no retry cures (a proxy refusing, an unsupported scheme)
-                raise BackendError(f"retrieval server {where} could not be asked: {type(e).__name__}: {e}") from None
+                raise BackendError(f"retrieval server {where} could not be asked: {type(e).__name__}: {self._hide(e)}") from None
             else:
                 status = response.status_code
                 if 200 <= status < 300 or (final_4xx and 400 <= status < 500 and not is_retried(status)):
@@ -262,7 +281,7 @@ class HTTPRetriever(Retriever):
             return out
         except (ValueError, KeyError, TypeError) as e:
             raise BackendError(
-                f"retrieval server {self.url} answered what is not Search-R1's /retrieve shape "
+                f"retrieval server {self.shown_url} answered what is not Search-R1's /retrieve shape "
                 f"({type(e).__name__}: {e}): {response.text[:300]}"
             ) from None
 
