@@ -229,7 +229,7 @@ def test_runs_line_up_per_question_side_by_side(bench_dir, tmp_path):
     assert count(dom) == 4 and dom.count('class="compare-row"') == 4  # both envs ask the same 4 questions, every run played them
     rights = {r["label"]: sum(ep["em"] >= 1 for ep in data["episodes"] if data["runs"][ep["run"]]["label"] == r["label"]) for r in data["runs"]}
     for label, n in rights.items():
-        assert f"{label} ({n} right)" in unescape(dom)
+        assert f"{label}: {n} right" in unescape(dom)
     cells = re.findall(r'<td class="(right|wrong)" title="reward [-\d.]+">', dom)
     assert len(cells) == 16 and cells.count("right") == sum(rights.values())
     assert count(dump(page, "view=compare&disagree=1")) == 4  # the oracle answers each, the random agent on Search-R1 none
@@ -253,3 +253,26 @@ def test_a_hostile_document_stays_text(bench_dir, tmp_path):
     visible = shown(dom)
     assert "<img" not in visible and visible.count("&lt;script&gt;document.title=\"pwned\"&lt;/script&gt;") >= 3
     assert "<script>document.title" not in dom
+
+
+@needs_browser
+def test_a_training_folder_shows_its_curves_and_the_tokens_by_loss_mask(bench_dir, tmp_path):
+    run = tmp_path / "train"
+    (run / "eval").mkdir(parents=True)
+    shutil.copytree(bench_dir, run / "eval" / "step-000002")
+    (run / "args.json").write_text(json.dumps({"algorithm": "grpo", "env_id": "searchgym/SearchR1-v0"}))
+    (run / "metrics.csv").write_text("step,reward,loss\n0,,\n1,0.25,0.5\n2,0.75,0.25\n")
+    record = json.loads((bench_dir / "episodes.jsonl").read_text().splitlines()[0])
+    tokens = [["prompt", ["Question", ":"]], ["generated", ["<search>", " x"]], ["observation", ["<information>"]], ["generated", ["<answer>"]]]
+    (run / "rollouts.jsonl").write_text(json.dumps({**record, "run": "training rollouts", "step": 1, "tokens": tokens}) + "\n")
+    page, data = write_page([run], tmp_path / "train.html")
+    rollouts = next(i for i, r in enumerate(data["runs"]) if r["label"] == "training rollouts")
+    assert data["folders"][0]["table"]["cells"][0][0] == "2"  # the evaluation's rows, by step
+    curves = dump(page)
+    assert 'data-series="reward"' in curves and 'data-series="loss"' in curves
+    dom = shown(dump(page, f"view=episodes&run={rollouts}&open=0"))
+    spans = re.findall(r'<span class="(prompt|generated|observation)" title="loss_mask ([01])">(.*?)</span>', dom)
+    assert [(kind, mask, unescape(text)) for kind, mask, text in spans] == [
+        ("prompt", "0", "Question"), ("prompt", "0", ":"), ("generated", "1", "<search>"), ("generated", "1", " x"),
+        ("observation", "0", "<information>"), ("generated", "1", "<answer>"),
+    ]
