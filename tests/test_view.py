@@ -276,3 +276,17 @@ def test_a_training_folder_shows_its_curves_and_the_tokens_by_loss_mask(bench_di
         ("prompt", "0", "Question"), ("prompt", "0", ":"), ("generated", "1", "<search>"), ("generated", "1", " x"),
         ("observation", "0", "<information>"), ("generated", "1", "<answer>"),
     ]
+
+
+@needs_browser
+def test_a_tool_call_turn_shows_its_calls(tmp_path):
+    out = tmp_path / "tools"
+    run_bench(BenchConfig(runs=[("SearchR1-v0", "oracle")], env_options={"*": {**WORLD["*"], "action_format": "tools"}}, limit=1), out, progress=False)
+    page, data = write_page([out], tmp_path / "tools.html")
+    episode = data["episodes"][0]
+    compact = lambda value: json.dumps(value, separators=(",", ":"), ensure_ascii=False)  # noqa: E731 (as JSON.stringify writes it)
+    expected = [f"search({compact({'query': q})})" for turn in episode["turns"][1:] for q in turn["queries"]]
+    expected.append(f"answer({compact({'answer': episode['prediction']})})")
+    dom = shown(dump(page, "view=episodes&open=0"))
+    assert [unescape(c) for c in re.findall(r'<li class="tool-call"><code>(.*?)</code>', dom)] == expected
+    assert len(expected) == episode["num_searches"] + 1
