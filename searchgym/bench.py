@@ -470,12 +470,8 @@ class BenchResults:
         return f"wrote {self.out_dir}/{names[0]}, {', '.join(names[1:-1])} and {names[-1]}"
 
     def columns(self) -> tuple[tuple[str, str, str], ...]:
-        """The table's columns: :data:`COLUMNS`, and :data:`JUDGE_COLUMNS` (before the reward)
-        when the benchmark has a judge."""
-        if self.config.judge_model is None:
-            return COLUMNS
-        at = [k for k, _, _ in COLUMNS].index("reward")
-        return COLUMNS[:at] + JUDGE_COLUMNS + COLUMNS[at:]
+        """The table's columns (:func:`table_columns`)."""
+        return table_columns(judged=self.config.judge_model is not None)
 
     def markdown(self) -> str:
         columns = self.columns()
@@ -527,6 +523,15 @@ def _short(text: str, most: int = 300) -> str:
     """``text`` on one line, cut to ``most`` characters."""
     line = " ".join(str(text).split())
     return line if len(line) <= most else line[: most - 3] + "..."
+
+
+def table_columns(*, judged: bool) -> tuple[tuple[str, str, str], ...]:
+    """The summary table's columns: :data:`COLUMNS`, and :data:`JUDGE_COLUMNS` (before the
+    reward) when the benchmark has a judge (``judged``)."""
+    if not judged:
+        return COLUMNS
+    at = [k for k, _, _ in COLUMNS].index("reward")
+    return COLUMNS[:at] + JUDGE_COLUMNS + COLUMNS[at:]
 
 
 #: Every score of a summary row: the strict ones and the papers' raw ones.

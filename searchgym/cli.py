@@ -112,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench(sub)
     _add_index(sub)
     _add_serve(sub)
+    _add_view(sub)
     from searchgym.training.cli import add_distill_parser, add_sft_parser, add_stage_sets_parser, add_train_parser
 
     add_train_parser(sub)
@@ -497,6 +498,54 @@ def _serve(args) -> int:
     return 0
 
 
+_VIEW_EPILOG = """examples:
+  searchgym view results/bench                       # writes results/bench/view.html; open it in a browser
+  searchgym view runs/train                          # a training run: curves, evaluations, rollouts' tokens
+  searchgym view results/bench-a results/bench-b -o compare.html   # two runs side by side per question
+  searchgym view results/bench --serve --port 8008   # http://127.0.0.1:8008/
+
+The page is one file: its script, style and data are inside it, it fetches nothing and opens
+offline. Its address keeps the view: #view=episodes&failed=1&sort=reward-asc&open=0."""
+
+
+def _add_view(sub) -> None:
+    view = sub.add_parser(
+        "view",
+        help="one HTML page to read bench and training runs: tables, charts, every episode",
+        description=(
+            "Writes one self-contained HTML page of run folders (the --out of searchgym bench or train): the summary "
+            "table as the bench prints it, charts and settings of each; every episode with its question, gold answers, "
+            "turns, searches and the documents they returned, the env's feedback, the answer, the reward and its "
+            "components; filters (env, agent, reward range, failed, never searched, answered in form) and sort by reward; "
+            "the token record of training rollouts shaded by loss mask; runs side by side per question."
+        ),
+        epilog=_VIEW_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    view.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="bench or training run folders")
+    view.add_argument("-o", "--out", type=Path, default=None,
+                      help="the page (default: RUN_DIR/view.html for one folder, ./searchgym-view.html for several)")
+    view.add_argument("--serve", action="store_true", help="also serve the page over HTTP until Ctrl-C (GET / only)")
+    view.add_argument("--host", default="127.0.0.1", help="--serve: address to bind (default 127.0.0.1: this machine only)")
+    view.add_argument("--port", type=int, default=8008, help="--serve: port (default 8008; 0 picks a free one, printed at start)")
+
+
+def _view(args) -> int:
+    from searchgym.view import size_text, write_page
+
+    path, data = write_page(args.run_dirs, args.out)
+    folders, episodes = len(data["folders"]), len(data["episodes"])
+    print(f"wrote {path} ({size_text(path.stat().st_size)}: {episodes} episode{'s' if episodes != 1 else ''} "
+          f"of {folders} folder{'s' if folders != 1 else ''}); open it in a browser: file://{path.resolve()}")
+    if args.serve:
+        from searchgym.view.server import serve_page
+
+        if args.host not in ("127.0.0.1", "localhost", "::1"):
+            print(f"warning: --host {args.host} lets other machines read these episodes.", file=sys.stderr, flush=True)
+        serve_page(path.read_text(encoding="utf-8"), args.host, args.port)
+    return 0
+
+
 def _plugin_names() -> str:
     """The agents installed packages declare (names only: nothing is imported for --help)."""
     from importlib.metadata import entry_points
@@ -613,6 +662,7 @@ def _bench(args) -> int:
     if note:
         print(f"\n{note}")
     print(f"\n{results.wrote()}")
+    print(f"read its episodes: searchgym view {args.out}")
     failed = results.all_failed()
     if failed:  # a row of failures is no result: said on stderr, and the exit code says so
         first = failed[0].get("first_error") or "no message"
@@ -676,7 +726,7 @@ def _distill(args) -> int:
 
 
 _COMMANDS = {"bench": _bench, "train": _train_or_sft, "sft": _train_or_sft, "distill-summarizer": _distill, "demo": _demo, "oracle-demo": _oracle_demo,
-             "index": _index, "serve": _serve, "envs": _envs, "stage-sets": _stage_sets}
+             "index": _index, "serve": _serve, "envs": _envs, "stage-sets": _stage_sets, "view": _view}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -258,6 +258,7 @@ def run(
     print()
     print(explain(results.rows, "smollm2"))
     print(f"\n{results.wrote()}")
+    print(f"read its episodes: searchgym view {out}")
     return results
 
 

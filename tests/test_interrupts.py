@@ -154,7 +154,7 @@ def test_without_matplotlib_the_bench_names_only_the_files_it_wrote(tmp_path):
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=240)
     assert run.returncode == 0, run.stderr
     assert "no chart written." in run.stderr
-    assert run.stdout.strip().splitlines()[-1] == f"wrote {out}/summary.json, summary.csv and episodes.jsonl"
+    assert run.stdout.strip().splitlines()[-2:] == [f"wrote {out}/summary.json, summary.csv and episodes.jsonl", f"read its episodes: searchgym view {out}"]
     assert "summary.png" not in run.stdout and not (out / "summary.png").exists()
     assert (out / "summary.json").exists() and (out / "summary.csv").exists()
 

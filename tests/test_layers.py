@@ -8,7 +8,7 @@ training/bench/cli, integrations at the edge):
     1 parts         rewards, corpora, lm
     2 envs          envs, and the package itself (importing searchgym registers the envs)
     3 agents        agents
-    4 applications  training, methods (the methods after the papers), bench, cli, demo, oracle_demo, serve (and serve_access)
+    4 applications  training, methods (the methods after the papers), bench, cli, demo, oracle_demo, serve (and serve_access), view
     5 edge          integrations (TRL, verl), sb3: adapters to other engines
 
 ``lm`` sits with rewards and corpora, below the envs: it depends on nothing of ours but
@@ -44,6 +44,7 @@ LAYERS = {
     "envs": 2, "__init__": 2,
     "agents": 3,
     "training": 4, "methods": 4, "bench": 4, "cli": 4, "demo": 4, "oracle_demo": 4, "serve": 4, "serve_access": 4,
+    "view": 4,
     "integrations": 5, "sb3": 5,
 }
 LAYER_NAMES = ["foundation", "parts", "envs", "agents", "applications", "edge"]

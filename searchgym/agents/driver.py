@@ -41,7 +41,8 @@ from typing import Any
 from searchgym.agents.async_driver import drive_async
 from searchgym.agents.base import Agent
 from searchgym.agents.live import LiveEpisode, Task, check_played, describe_error, observe_end, progress_bar
-from searchgym.envs.access import env_play, env_reset_play
+from searchgym.agents.transcript import add_documents, prompt_entry, turn_entry
+from searchgym.envs.access import env_play, env_reset_play, search_env
 from searchgym.envs.components.model_calls import BatchCounts, Play, play_all
 from searchgym.error import BackendError, ConfigError
 from searchgym.rewards.hedging import hedged
@@ -102,7 +103,10 @@ class EpisodeResult:
     ``turn_rewards`` is the env's reward of each step, in order (a recipe's turn rewards,
     invalid-action penalties, the final score on the last step); ``reward`` is their sum.
     A trainer with per-turn credit reads them (``Args.credit="turn"``); records written
-    before the field existed load with it empty.
+    before the field existed load with it empty. ``turns`` is what a person reads of the
+    episode (:mod:`~searchgym.agents.transcript`: the prompt, then each turn's text, searches
+    with their documents, the env's reply and reward); None for records written before it
+    existed and for the team game's episodes.
     """
 
     example_id: str
@@ -130,6 +134,7 @@ class EpisodeResult:
     cover_em_raw: float | None = None
     gen_acc_raw: float | None = None
     turn_rewards: list[float] = field(default_factory=list)
+    turns: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -140,7 +145,7 @@ class EpisodeResult:
     def from_dict(cls, d: dict[str, Any]) -> EpisodeResult:
         names = {f for f in cls.__dataclass_fields__ if f != "trajectory"}
         # Records written before the raw scores existed hold raw scores only.
-        missing = sorted(names - set(d) - {"flags", "error", "turn_rewards", *RAW_SCORES})
+        missing = sorted(names - set(d) - {"flags", "error", "turn_rewards", "turns", *RAW_SCORES})
         if missing:
             raise ConfigError(f"EpisodeResult.from_dict expects the keys of EpisodeResult.to_dict(), missing {missing}.")
         return cls(**{k: v for k, v in d.items() if k in names})
@@ -344,6 +349,7 @@ class _GymEpisode(LiveEpisode):
         self.terminated = False
         self.observation, self.info = "", {}
         self.question, self.answers, self.candidates = "", [], ()  # known once the env is reset
+        self.transcript: list[dict[str, Any]] = []  # what a person reads of it (EpisodeResult.turns)
 
     def begin(self) -> Play[None]:
         env, task = self.env, self.task
@@ -351,6 +357,7 @@ class _GymEpisode(LiveEpisode):
         example = env.get_wrapper_attr("example")
         self.question, self.answers = example.question, list(example.answers)
         self.candidates = tuple(example.candidates)
+        self.transcript = [prompt_entry(self.observation)]
 
     def turn(self) -> tuple[str, str, dict[str, Any]]:
         return AGENT, self.observation, self.info
@@ -362,6 +369,7 @@ class _GymEpisode(LiveEpisode):
         self.observation, reward, self.terminated, truncated, self.info = yield from env_play(self.env, action)
         self.reward += reward
         self.turn_rewards.append(float(reward))
+        self.transcript.append(turn_entry(action, self.observation, reward, self.info))
         if self.info.get("invalid_reason"):
             self.flag("invalid_turn")
         if self.info.get("observation_truncated"):
@@ -405,7 +413,18 @@ class _GymEpisode(LiveEpisode):
             error=error,
             trajectory=trajectory if self.keep_trajectory else None,
             turn_rewards=list(self.turn_rewards),
+            turns=self._turns(),
         )
+
+    def _turns(self) -> list[dict[str, Any]]:
+        try:
+            game = getattr(search_env(self.env), "game", None)  # a role env of the team game has none
+        except ConfigError:  # an env of the user's that plays the game without being one: its turns, no documents
+            game = None
+        if game is not None and game.example is not None:
+            # naive_search=False: reading the record must not search (s3's baseline is not shown)
+            add_documents(self.transcript, game.record(naive_search=False).searches)
+        return self.transcript
 
 
 # ---------------------------------------------------------------------------- helpers

@@ -281,6 +281,7 @@ def train_main(ns: argparse.Namespace) -> int:
     if rows:
         last = rows[-1]
         print(f"step {last['step']}: reward {last['reward']:.3f}, EM {last['em']:.3f}; wrote {args.out}/metrics.csv, curves.png, final/")
+        print(f"read its curves and rollouts: searchgym view {args.out}")
     else:
         print(f"nothing to do: {args.out} already reached step {args.total_steps} (raise --total-steps to continue)")
     return 0

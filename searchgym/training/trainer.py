@@ -27,6 +27,7 @@ raises :class:`~searchgym.error.MissingDependencyError` naming the extra.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import resource
@@ -41,8 +42,9 @@ from typing import Any
 
 from searchgym.agents import EpisodeResult, Task, run_episodes
 from searchgym.agents.lm_agents import policy_agent
+from searchgym.agents.transcript import token_record
 from searchgym.agents.trajectory import Trajectory
-from searchgym.bench import BenchConfig, run_bench
+from searchgym.bench import BenchConfig, append_line, run_bench
 from searchgym.envs import search_env
 from searchgym.envs.registration import full_env_id
 from searchgym.error import ConfigError, CtrlC, Interrupted, TrainingError, reports_missing_extras, require
@@ -77,6 +79,10 @@ COLUMNS = (
     "time_rollout", "time_retrieval", "time_update", "time_sync", "update_tokens_per_s", "peak_memory_mb",
     "eval_reward", "eval_em", "eval_f1", "eval_cover_em", "eval_searches", "eval_response_tokens",
 )
+
+#: Rollouts of each step kept with their token records in ``out/rollouts.jsonl`` (a look, not a log:
+#: a step plays many).
+ROLLOUTS_KEPT = 2
 
 #: The scalars one update averages over its optimizer steps.
 LOSS_PARTS = ("loss", "policy_loss", "value_loss", "kl", "entropy", "clip_fraction")
@@ -673,6 +679,7 @@ class Trainer:
                         self._phase("evaluate")
                         self.metrics.log({"step": 0, **self.evaluate()})
                     results, stats = self.rollout(self.step)
+                    self.keep_rollouts(results)
                     samples = training_samples(results, n=a.n, grouped=grouped)
                     if not samples:
                         raise TrainingError(
@@ -709,6 +716,15 @@ class Trainer:
             self._progress = None
             self.metrics.close()
         return rows
+
+    def keep_rollouts(self, results: Sequence[EpisodeResult]) -> None:
+        """Append :data:`ROLLOUTS_KEPT` of the step's rollouts, each of another question, to
+        ``out/rollouts.jsonl`` with their token records (what ``searchgym view`` shades by loss mask)."""
+        for result in list(results[:: self.args.n])[:ROLLOUTS_KEPT]:
+            record = {"run": "training rollouts", "step": self.step + 1, **result.to_dict()}
+            if result.trajectory is not None:
+                record["tokens"] = token_record(result.trajectory, self.tokenizer)
+            append_line(self.out / "rollouts.jsonl", json.dumps(record))
 
     def _stopped(self) -> str:
         """The line of a run stopped by Ctrl-C (or SIGTERM): what was kept and how to go on."""

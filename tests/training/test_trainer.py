@@ -237,6 +237,20 @@ def test_a_run_writes_metrics_curves_checkpoints_and_a_loadable_final_model(tmp_
     assert any((out / "tensorboard").iterdir())
     assert [p.name for p in ckpt.complete_checkpoints(out)] == ["step-000001", "step-000002"]
     assert (out / "eval" / "step-000002" / "summary.json").is_file()
+    # A few rollouts of each step, with their tokens as the policy's tokenizer reads them: what searchgym view shades.
+    kept = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in kept] == [1, 1, 2, 2] and len({r["example_id"] for r in kept[:2]}) == 2
+    kinds = [kind for kind, _ in kept[0]["tokens"]]
+    assert kinds[0] == "prompt" and "generated" in kinds and set(kinds) <= {"prompt", "generated", "observation"}
+    generated = sum(len(pieces) for kind, pieces in kept[0]["tokens"] if kind == "generated")
+    assert generated == kept[0]["generated_tokens"]
+    from searchgym.view import load_runs
+
+    data = load_runs([out])
+    assert data["folders"][0]["kind"] == "train" and data["folders"][0]["curves"]["steps"] == [0, 1, 2]
+    assert "reward" in data["folders"][0]["curves"]["series"] and data["folders"][0]["evals"] == [0, 2]
+    assert [r["label"] for r in data["runs"]][-1] == "training rollouts"
+    assert sum("tokens" in ep for ep in data["episodes"]) == 4
     from searchgym.lm.hf import TransformersLM
 
     lm = TransformersLM(str(out / "final"))
