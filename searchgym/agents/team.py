@@ -227,6 +227,12 @@ class _TeamEpisode(LiveEpisode):
             self.rewards[role] += float(env.rewards.get(role, 0.0))
         return all(env.terminations.get(role, False) for role in env.agents)
 
+    def final_info(self, role: str) -> Mapping[str, Any] | None:
+        """``role``'s last info, as ``turn`` hands it (so that an LM agent checks the final
+        turn of its record, as in a single-agent episode); None if the env kept none."""
+        info = self.env.infos.get(role)
+        return None if info is None else dict(info, role=role)
+
     def result(self, outcome: str | None, error: str | None, trajectories: Mapping[str, Any]) -> TeamResult:
         env, game, roster = self.env, self.env.game, self.roster
         info = env.infos[roster[0]] if env.agents else {}

@@ -25,12 +25,14 @@ from searchgym.error import ConfigError, SearchGymError
 class TurnResult:
     """What one assistant turn got: ``replies`` (the env's messages: one tool message per
     call in order, then a user message for a turn without a call; none when the turn ended
-    the episode), the step's ``reward`` and how the episode stands after it."""
+    the episode), the step's ``reward``, how the episode stands after it, and ``message``
+    (the assistant message as the env recorded it: the calls it read, with their ids)."""
 
     replies: list[dict[str, Any]]
     reward: float
     terminated: bool
     truncated: bool
+    message: dict[str, Any] | None = None
 
     @property
     def ended(self) -> bool:
@@ -91,7 +93,9 @@ class ToolEpisode:
         before = len(self.info["messages"])
         _, reward, self.terminated, self.truncated, self.info = self.env.step(message)
         self.rewards.append(float(reward))
-        return TurnResult([dict(m) for m in self.info["messages"][before + 1 :]], float(reward), self.terminated, self.truncated)
+        messages = self.info["messages"]
+        recorded = dict(messages[before]) if len(messages) > before else None
+        return TurnResult([dict(m) for m in messages[before + 1 :]], float(reward), self.terminated, self.truncated, recorded)
 
     def finish(self) -> float:
         """The episode's return. An episode still open is ended first, once: the recipe

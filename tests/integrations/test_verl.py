@@ -660,10 +660,13 @@ def test_the_games_tools_play_through_verls_tool_agent_loop(ray_session, model_p
     assert second["summary"]["answered"] and second["summary"]["prediction"] == "not it" and second["reward"] == 0.0
     assert "Answer received. The episode is over." in second["spans"][3][1] and second["spans"][-1] == (1, "Done.<|im_end|>")
     # 2: verl answers the unknown tool itself; the env plays that turn too (a bad call), then
-    # the search; verl's turn limit (3) stops the loop before a third turn: cut, no answer.
+    # the search; verl's turn limit (3) stops its loop before reading the third turn, and the
+    # env reads it all the same (its text was generated and is trained on): its own budget of
+    # 3 turns ends the episode there, unanswered, as a fresh env does.
     assert "Unknown function 'lookup'" in third["spans"][1][1]
     summary = third["summary"]
-    assert summary["num_invalid"] == 1 and summary["num_searches"] == 1 and summary["cut"] and not summary["answered"]
+    assert summary["num_invalid"] == 1 and summary["num_searches"] == 1 and summary["num_turns"] == 3
+    assert summary["ended"] and not summary["cut"] and not summary["answered"]
     assert third["reward"] == 0.0 and output.non_tensor_batch["answered"][2] == 0.0
     # 3: no tool was ever called; the reply is the final answer (its think block dropped).
     assert fourth["summary"]["prediction"] == examples[3].answers[0] and fourth["reward"] == 1.0 and fourth["tool_rewards"] == []
@@ -854,3 +857,47 @@ def test_pooled_envs_coalesce_the_searches_of_episodes_stepping_in_threads():
     for env, ex, (obs, *_) in zip(envs, examples, out):
         env.reset(options={"example_id": ex.id})
         assert env.step(f"<search> {ex.question} </search>")[0] == obs
+
+
+# --------------------------------------------------------------------------- parity (tests/tool_parity.py)
+class ParityPlay:
+    """Each row's scenario texts, turn by turn (the turn is how many assistant turns the
+    context holds); an empty reply once they run out (every scenario has ended by then)."""
+
+    def __init__(self, texts: dict[str, tuple[str, ...]]):
+        self.texts = texts
+
+    def __call__(self, context: str) -> str:
+        texts = next(t for question, t in self.texts.items() if question in context)
+        turn = context.count("<|im_start|>assistant") - 1
+        return texts[turn] if turn < len(texts) else ""
+
+
+@pytest.mark.parametrize("env_id", ["searchgym/SearchR1-v0", "searchgym/R1Searcher-v0", "searchgym/RECON-v0", "searchgym/RSearch-v0"])
+def test_verls_tool_loop_scores_the_parity_texts_as_the_tag_game_scores_the_decisions(env_id, ray_session, model_path, tmp_path):
+    """The verl leg of tests/integrations/test_tool_parity.py: well-formed, malformed, prose,
+    parallel, cut and mixed turns through SearchGymToolAgentLoop (verl's ToolAgentLoop, its
+    hermes reader, which drops an unreadable <tool_call> block) score what the tag game
+    scores for the same decisions: the env reads each turn's text, so a malformed or cut
+    call is its bad call, never a final answer made of the leftover text."""
+    from tool_parity import SPLIT, WORLD, example, scenarios, tags_reward
+
+    cases = scenarios(env_id)
+    tools = tmp_path / "parity_tools.yaml"  # not tools.yaml, which tool_config writes
+    names = [t["function"]["name"] for t in gym.make(env_id, action_format="tools", **WORLD).unwrapped.game.tools.tools]
+    OmegaConf.save(OmegaConf.create({"tools": [
+        {"class_name": "searchgym.integrations.verl.tools.SearchGymTool", "config": {"type": "native", "name": n, "env_id": env_id, "env_kwargs": WORLD}}
+        for n in names
+    ]}), tools)
+    config = tool_config(model_path, tmp_path, **{
+        "actor_rollout_ref.rollout.multi_turn.tool_config_path": str(tools), "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": 4,
+    })
+    parquet = write_parquet(verl_rows(env_id, split=SPLIT, limit=len(cases), tools=True, **WORLD), tmp_path / "parity.parquet")
+    policy = ParityPlay({example(env_id, s.index).question: s.tools for s in cases})
+    server = ray.remote(LanguageModelServer).remote(ScriptedLM(policy, tiny_tokenizer()))
+    played = tool_episodes(run_worker(config, server_client(config, server), parquet), tiny_tokenizer())
+    for scenario, episode in zip(cases, played):
+        where = f"{env_id} {scenario.name}: {episode['summary']} {episode['spans']}"
+        assert episode["reward"] == pytest.approx(tags_reward(env_id, scenario.tags, scenario.index)), where
+        if scenario.name in ("malformed", "cut", "mixed"):
+            assert episode["summary"]["num_invalid"] == 1, where

@@ -35,6 +35,15 @@ the agent answers, as in the env), ends an episode still open as the env does at
 budget, and returns the episode's return as ``reward_score`` (so verl needs no reward
 function), with ``reward_extra_info`` like the ``searchgym`` loop's.
 
+verl's hermes reader drops a ``<tool_call>`` block it cannot decode and keeps the text
+around it; played as verl recorded it, a malformed call would be no bad call and its
+leftover text the final answer. So the loop keeps each turn's generated text (decoded as
+verl's reader decodes it) and the env reads the turn's calls from that text with its own
+``tool_parser``, as it reads any raw turn: a malformed or cut call is its bad call, and each
+call verl runs gets the env's result for the call the env read alike. This holds when
+``rollout.multi_turn.format`` and the env's ``tool_parser`` are both ``hermes``; otherwise,
+and under verl's plain ``tool_agent`` loop, the env plays verl's messages.
+
 Rows (:func:`~searchgym.integrations.verl.data.tool_rows`, ``prepare --tools``) carry the
 game's prompt, ``agent_name: searchgym_tool_agent`` and the question in
 ``extra_info.tools_kwargs.<tool>.create_kwargs``. Under verl's plain ``tool_agent`` loop
@@ -67,7 +76,7 @@ from verl.tools.schemas import (
 
 from searchgym.corpora.types import QAExample
 from searchgym.error import ConfigError, SearchGymError
-from searchgym.integrations.tool_episode import ToolEpisode
+from searchgym.integrations.tool_episode import ToolEpisode, TurnResult
 from searchgym.integrations.verl.agent_loop import ENV_POOL, plain_config
 from searchgym.integrations.verl.data import TOOL_AGENT_NAME, example_from_row
 
@@ -123,6 +132,10 @@ class _Episode:
         self.lock = asyncio.Lock()
         self.game: ToolEpisode | None = None
         self.played = 0  # assistant turns of the conversation the env has played
+        # The text of each turn the model generated, as verl's reader decoded it (kept by
+        # SearchGymToolAgentLoop): the env reads its calls itself, so that a call verl's
+        # reader drops (an unreadable <tool_call>) is the env's bad call, not a final answer.
+        self.texts: list[str] = []
         self.pending: list[tuple[str, Any, str]] = []  # (name, arguments, text) of the latest turn's calls not yet handed out
         self.unpaid = 0.0  # step rewards not yet returned as a tool reward
 
@@ -133,24 +146,26 @@ class _Episode:
         return [dict(m) for m in self.game.info["messages"]]
 
     def catch_up(self, turns: Sequence[Mapping[str, Any]]) -> None:
-        """Play the assistant turns of verl's conversation the env has not played yet."""
-        for message in turns[self.played :]:
+        """Play the assistant turns of verl's conversation the env has not played yet: each
+        turn's text when the loop kept it (and a last turn verl's limits stopped before it
+        was read), else verl's message."""
+        for i in range(self.played, max(len(turns), len(self.texts))):
             self.played += 1
+            message = turns[i] if i < len(turns) else {"role": "assistant", "content": ""}
+            calls = _calls(message)
             if self.game.ended:
                 self.pending = [(c["function"]["name"], c["function"].get("arguments"), "Error: the episode is over; no tool can be called now.")
-                                for c in _calls(message)]
+                                for c in calls]
                 continue
-            turn = self.game.play(_env_message(message))
+            turn = self.game.play(_END_MARKERS.sub("", self.texts[i]) if i < len(self.texts) else _env_message(message))
             self.unpaid += turn.reward
-            calls = _calls(message)
             if turn.terminated:
                 texts = ["Search complete: the generation model answers from the kept documents. The episode is over."
                          if c["function"]["name"] == "finish" else "Answer received. The episode is over." for c in calls]
             elif turn.truncated:
                 texts = ["The turn budget is spent: the episode is over."] * len(calls)
             else:
-                tool_texts = [str(m["content"]) for m in turn.replies if m.get("role") == "tool"]
-                texts = tool_texts + [""] * (len(calls) - len(tool_texts))
+                texts = _answers(calls, turn)
             self.pending = [(c["function"]["name"], c["function"].get("arguments"), t) for c, t in zip(calls, texts)]
 
     def take(self, name: str, arguments: Any) -> str:
@@ -198,6 +213,29 @@ async def _open(episode: _Episode, agent_data: Any, env_id: str, env_kwargs: Map
     return await loop.run_in_executor(None, episode.start, env, example)
 
 
+def _answers(calls: Sequence[Mapping[str, Any]], turn: TurnResult) -> list[str]:
+    """What each of verl's ``calls`` of a turn gets: the env's tool message for the call the
+    env read alike (same name and arguments, else the same name), in order. What the env
+    could not read as a call (its user message: verl's reader drops such a block and shows
+    no reply for it) follows the last call's text, so the model sees it as in the env."""
+    recorded = list(_calls(turn.message or {}))
+    results = {m.get("tool_call_id"): str(m.get("content", "")) for m in turn.replies if m.get("role") == "tool"}
+    unread = "\n\n".join(str(m.get("content", "")) for m in turn.replies if m.get("role") == "user")
+    texts = []
+    for call in calls:
+        name, arguments = call["function"]["name"], call["function"].get("arguments")
+        match = next((r for r in recorded if r["function"]["name"] == name and _same_arguments(arguments, r["function"].get("arguments"))), None)
+        match = match or next((r for r in recorded if r["function"]["name"] == name), None)
+        if match is None:
+            texts.append(unread or "Error: this call was not read as the environment reads the turn; it did nothing.")
+            continue
+        recorded.remove(match)
+        texts.append(results.get(match.get("id"), ""))
+    if texts and unread and unread not in texts:
+        texts[-1] = f"{texts[-1]}\n\n{unread}" if texts[-1] else unread
+    return texts
+
+
 def _calls(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [c for c in (message.get("tool_calls") or []) if isinstance(c, Mapping) and isinstance(c.get("function"), Mapping)]
 
@@ -214,9 +252,15 @@ def _env_message(message: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _same_arguments(recorded: Any, given: Any) -> bool:
+    """Whether two calls' arguments are the same (either may be JSON text)."""
     if isinstance(recorded, str):
         try:
             recorded = json.loads(recorded)
+        except ValueError:
+            return False
+    if isinstance(given, str):
+        try:
+            given = json.loads(given)
         except ValueError:
             return False
     return recorded == given
@@ -226,7 +270,8 @@ def _assistant_turns(agent_data: Any) -> list[Mapping[str, Any]]:
     """The assistant messages verl generated in this trajectory, in order."""
     generated = int(getattr(agent_data, "assistant_turns", 0))
     turns = [m for m in agent_data.messages if isinstance(m, Mapping) and m.get("role") == "assistant"]
-    return turns[len(turns) - generated :] if generated else []
+    # A last turn stopped by verl's limits before it was read has no message: count it out.
+    return turns[max(len(turns) - generated, 0) :] if generated else []
 
 
 def _example(create_kwargs: Mapping[str, Any], tool: str) -> QAExample:
@@ -381,3 +426,19 @@ class SearchGymToolAgentLoop(ToolAgentLoop):
             messages = await _open(episode, agent_data, first.env_id, first.env_kwargs, example_from_row(self._row, where="verl row"))
         agent_data.messages = messages
         return await super()._handle_pending_state(agent_data, sampling_params)
+
+    async def _handle_generating_state(self, agent_data: AgentData, sampling_params: dict[str, Any], ignore_termination: bool = False) -> AgentState:
+        """verl's generating state; then the turn's text, decoded as verl's hermes reader
+        decodes it, is kept for the env to read (see :meth:`_Episode.catch_up`)."""
+        state = await super()._handle_generating_state(agent_data, sampling_params, ignore_termination)
+        if self._reads_text():
+            text = await asyncio.get_running_loop().run_in_executor(None, self.tokenizer.decode, list(agent_data.response_ids))
+            EPISODES[agent_data].texts.append(text)
+        return state
+
+    def _reads_text(self) -> bool:
+        """Whether the env reads the turns' text itself: verl's calls are hermes blocks
+        (``rollout.multi_turn.format``) and so are the env's (its ``tool_parser``). Another
+        format is played from verl's messages (a block its reader drops is not seen)."""
+        tools = [t for t in self.tools.values() if isinstance(t, SearchGymTool)]
+        return self.tool_parser_name == "hermes" and bool(tools) and tools[0].env_kwargs.get("tool_parser", "hermes") == "hermes"
