@@ -3,12 +3,12 @@ every quote it gives a paper is in that paper.
 
 Each section names its preset and env id; each `scope.name = value` cell is read from where
 it lives (the registered env's kwargs or SearchEnv's default, the preset's Args, the Args
-under --paper-scale, the reward recipe's option, the protocol's attribute, the defaults of
-distill-summarizer and stage-sets) and compared with the page. Each "paper says" cell
-either says "paper silent" (and names the value's source) or cites the paper; every
-"quoted" text in it is found, word for word, in the paper's text in ../shared/papers/
-(beside the checkout; SEARCHGYM_PAPERS names another folder). A clean clone without that
-folder skips the quote check.
+under --paper-scale or, for `scale[RUN]`, under --paper-scale RUN, the reward recipe's
+option, the protocol's attribute, the defaults of distill-summarizer and stage-sets) and
+compared with the page. Each "paper says" cell either says "paper silent" (and names the
+value's source) or cites the paper; every "quoted" text in it is found, word for word, in
+the paper's text in ../shared/papers/ (beside the checkout; SEARCHGYM_PAPERS names another
+folder). A clean clone without that folder skips the quote check.
 """
 
 import ast
@@ -25,12 +25,13 @@ from searchgym.envs.single.core import SearchEnv
 from searchgym.rewards import RECIPES
 from searchgym.training.args import PRESETS, preset
 from searchgym.training.distill import DistillArgs
-from searchgym.training.paper_scale import PAPER_SCALE, paper_scale_args
+from searchgym.training.paper_scale import PAPER_RUNS, PAPER_SCALE, paper_scale_args
 from searchgym.training.stage_sets import StageSetArgs
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "papers.md"
 SECTION = re.compile(r"^## (?P<title>.+?)\n\nPreset `(?P<preset>[^`]+)`.*?`(?P<env>searchgym/[^`]+)`", re.S | re.M)
-CELL = re.compile(r"`(env|preset|scale|recipe|protocol|distill|stage_sets)\.([a-z][a-z0-9_]*) = ([^`]+)`")
+#: ``scale[v0.1].X`` is the value under ``--paper-scale v0.1`` (a paper's other released run).
+CELL = re.compile(r"`(env|preset|scale(?:\[[a-z0-9.]+\])?|recipe|protocol|distill|stage_sets)\.([a-z][a-z0-9_]*) = ([^`]+)`")
 #: A quote in a "paper says" cell, with the paper it quotes when that is not the section's ("RECON: ").
 QUOTE = re.compile(r"(?:\b(" + "|".join(map(re.escape, PAPER_FILES)) + r"): )?\"([^\"]+)\"")
 #: How a cell cites its paper: a section, appendix, table, equation, algorithm or figure.
@@ -60,8 +61,9 @@ def actual(scope: str, name: str, preset_name: str, env_id: str):
         return spec[name] if name in spec else default(SearchEnv.__init__, name)
     if scope == "preset":
         return getattr(preset(preset_name), name)
-    if scope == "scale":
-        return getattr(paper_scale_args(preset_name), name)
+    if scope.startswith("scale"):
+        run = scope[len("scale["):-1] if scope != "scale" else None
+        return getattr(paper_scale_args(preset_name, run), name)
     if scope == "distill":
         return getattr(DistillArgs(), name)
     if scope == "stage_sets":
@@ -89,7 +91,7 @@ def test_every_value_on_the_page_is_the_codes(title, preset_name, env_id, text):
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert len(cells) == 4, f"{title}: a row needs setting | paper | searchgym | same?: {row}"
         assert cells[3].startswith(("same", "differs")), f"{title}: say 'same' or why it differs: {row}"
-        loose = re.findall(r"`(?:env|preset|scale|recipe|protocol|distill|stage_sets)\.[^`=]+ = ", cells[2])
+        loose = re.findall(r"`(?:env|preset|scale(?:\[[^\]`]*\])?|recipe|protocol|distill|stage_sets)\.[^`=]+ = ", cells[2])
         assert len(loose) == len(CELL.findall(cells[2])), f"{title}: a value the check cannot read: {loose}"
         for scope, name, written in CELL.findall(cells[2]):
             value = actual(scope, name, preset_name, env_id)
@@ -105,6 +107,8 @@ def test_a_wrong_value_on_the_page_would_be_caught():
     title, preset_name, env_id, _ = sections()[0]
     assert actual("preset", "lr", preset_name, env_id) != ast.literal_eval("1e-05")
     assert actual("env", "top_k", preset_name, env_id) != 5
+    # a run named in the scope is that run's value, not the default run's
+    assert actual("scale[v0.1]", "total_steps", "search-r1-ppo", env_id) == 305 != actual("scale", "total_steps", "search-r1-ppo", env_id)
 
 
 def rows(text: str) -> list[list[str]]:
@@ -151,11 +155,13 @@ def test_every_quote_is_in_the_papers_text(title, preset_name, env_id, text):
 
 @needs_papers
 def test_the_paper_scale_quotes_are_in_the_papers_text():
-    """searchgym.training.paper_scale cites its values the same way: a setting from a paper
-    quotes it, and the quote is in that paper; the others say the paper is silent or derive."""
+    """searchgym.training.paper_scale cites its values the same way (every run of a paper): a
+    setting from a paper quotes it, and the quote is in that paper; the others say the paper
+    is silent or derive."""
     papers = {name: paper_text(name) for name in PAPER_FILES}
     quoted = 0
-    for name, settings in PAPER_SCALE.items():
+    every_run = [*PAPER_SCALE.items(), *((name, settings) for name, named in PAPER_RUNS.items() for settings in named.values())]
+    for name, settings in every_run:
         for field, setting in settings.items():
             if setting.quote:
                 assert normalize(setting.quote) in papers[setting.paper], f"{name}.{field}: {setting.quote!r} is not in {setting.paper}"

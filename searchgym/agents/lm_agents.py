@@ -191,7 +191,8 @@ class LMAgent(LMTurnAgent):
             read); None: only the model's own window.
         chat: Whether to format the prompt with the model's chat template (the env's
             ``info["prompt_messages"]``); ``None`` follows the protocol
-            (``Protocol.uses_chat_template``: R1-Searcher's seed feeds raw text).
+            (``Protocol.uses_chat_template``: R1-Searcher's base prompt is raw text, as its
+            released Qwen-2.5-7B-Base script feeds it).
             Tool play always uses the chat template.
         chat_template: Tool play: a template of :data:`searchgym.lm.chat_templates.CHAT_TEMPLATES`
             (``"hermes"``, ``"hermes-think"``, ``"llama3"``, ``"mistral"``) to render the

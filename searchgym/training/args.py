@@ -227,24 +227,35 @@ class Args:
 #: n, temperature, the PPO critic and warm-ups, the loss aggregation), where a paper is
 #: silent its released training scripts', applied over :class:`Args`' defaults. Batch sizes,
 #: steps and context lengths stay CPU-sized: :mod:`searchgym.training.paper_scale`
-#: (``searchgym train --paper-scale``) holds each paper's training run. top_p stays 1.0 (the
-#: scripts sample at 0.95) so PPO ratios and the logprob check are exact. docs/papers.md
-#: gives each value's source, row by row.
+#: (``searchgym train --paper-scale``) holds each paper's training run. top_p stays 1.0 so PPO
+#: ratios and the logprob check are exact: Search-R1's scripts/nq_hotpotqa/v0.2/train_ppo.sh:57
+#: sets 1.0, its v0.2 GRPO and v0.1 scripts set none and sample at its verl's default 0.95
+#: (verl/trainer/config/ppo_trainer.yaml:71). Entropy 0.001 is the default of Search-R1's
+#: verl (ppo_trainer.yaml:35, which no script overrides) and RECON's App. B.4 value; s3 and
+#: R-Search, which train in forks of Search-R1's code, take the same (their own configs not
+#: read here). docs/papers.md gives each value's source, row by row.
 #:
 #: PPO (Search-R1, s3, RECON): a separate critic copied from the base model, critic lr 1e-5,
 #: value clip 0.5, GAE with gamma = lambda = 1; warm-ups as fractions of the run (Search-R1's
-#: train_ppo.sh: actor 0.285, critic 0.015; s3's App. A.2: actor 0, critic 1%; RECON's App.
-#: B.4: 0.285 / 0.015). Aggregation: Search-R1's Eq. 1 (PPO) and Eq. 2 (GRPO) average each
-#: sequence's tokens, then the sequences (seq-mean-token-mean), and RECON's App. C writes the
-#: same 1/|y| average; s3's Eq. 2 sums the loss over a trajectory's tokens
-#: (seq-mean-token-sum; its released trainer averages over every token of the batch,
-#: ``--loss-aggregation token-mean``). R1-Searcher trains REINFORCE++ in OpenRLHF, whose
-#: policy loss averages each sequence's tokens first. R-Search writes only its objective
-#: (Eq. 2, J = E[r] - beta KL) and is silent on the average; it trains GRPO in Search-R1's
-#: verl fork with Search-R1's settings ("Following Search-R1", §4.3), so it takes Search-R1's
-#: GRPO average (Eq. 2 there), which also keeps a long evidence block from weighing more than
-#: a short answer. R-Search's warm-up ratio is 0.95 (§4.3) and it evaluates at temperature 0.1
-#: (App. A.3).
+#: v0.2 train_ppo.sh:43 and :61: actor 0.285, critic 0.015, its v0.1 scripts' 0.95 / 0.05
+#: being ``--paper-scale v0.1``; s3's App. A.2: actor 0, critic 1%; RECON's App. B.4:
+#: 0.285 / 0.015). Aggregation: Search-R1's Eq. 1 (PPO) and Eq. 2 (GRPO) divide each
+#: sequence's sum by its generated tokens, then average the sequences (seq-mean-token-mean).
+#: RECON's App. C writes its PPO objective with 1/|y| instead, |y| every token of the
+#: response, retrieved ones included (the sum is over generated tokens only); RECON trains
+#: in Search-R1's pipeline, and its preset takes Search-R1's Eq. 1 average, not App. C's.
+#: s3's Eq. 2 sums the loss over a trajectory's tokens (seq-mean-token-sum; its released
+#: trainer averages over every token of the batch, ``--loss-aggregation token-mean``).
+#: R1-Searcher trains REINFORCE++ in OpenRLHF, whose policy loss averages each sequence's
+#: tokens first; its baseline is ``reinforce_baseline`` (the question's mean, then batch
+#: whitening: reinforce_baseline="group") in scripts/qwen_reinforce_plus_train.sh:60 and
+#: llama_reinforce_plus_train_stage2.sh:61, where llama_reinforce_plus_train_stage1.sh:60
+#: uses ``group_norm`` (GRPO's normalization), which the preset does not follow. R-Search
+#: writes only its objective (Eq. 2, J = E[r] - beta KL) and is silent on the average; it
+#: trains GRPO in Search-R1's verl fork with Search-R1's settings ("Following Search-R1",
+#: §4.3), so it takes Search-R1's GRPO average (Eq. 2 there), which also keeps a long
+#: evidence block from weighing more than a short answer. R-Search's warm-up ratio is 0.95
+#: (§4.3) and it evaluates at temperature 0.1 (App. A.3).
 PRESETS: dict[str, dict[str, Any]] = {
     "search-r1-ppo": {
         "env_id": "searchgym/SearchR1-v0", "algorithm": "ppo", "n": 1, "lr": 1e-6, "value_lr": 1e-5,

@@ -30,9 +30,11 @@ TRAIN_EPILOG = """examples:
   searchgym train --preset r1-searcher --stage-sets runs/stage-sets ...     # each stage on its difficulty-picked questions
   searchgym train --algo sb3-ppo --total-timesteps 60000 --out runs/sb3      # classic RL over template actions
   searchgym train --preset s3 --paper-scale --dry-run                       # the paper's run, printed as flags
+  searchgym train --preset search-r1-ppo --paper-scale v0.1 --dry-run       # another released run of the paper
 
 presets (the papers' optimisation settings at CPU size): {presets}
---paper-scale adds the paper's own batch, steps and token limits (searchgym.training.paper_scale).
+--paper-scale adds the paper's own batch, steps and token limits (searchgym.training.paper_scale);
+--paper-scale RUN picks another released run where a paper has several (Search-R1: v0.2, the default, or v0.1).
 A run folder resumes from its newest complete checkpoint when the command is run again."""
 
 
@@ -119,10 +121,16 @@ def add_train_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--preset", choices=sorted(PRESETS), default=None, help="start from a paper's settings; flags override them")
+    from searchgym.training.paper_scale import DEFAULT_RUNS, runs
+
+    several = "; ".join(f"{name}: {' or '.join(runs(name))} (default {run})" for name, run in DEFAULT_RUNS.items())
     parser.add_argument(
-        "--paper-scale", action="store_true",
+        "--paper-scale", nargs="?", const=True, default=False, metavar="RUN",
         help="with --preset: the paper's own training run over the CPU-sized preset (questions per step, mini-batches, "
-        "steps, token limits; each value's source printed to stderr, from searchgym.training.paper_scale); flags still override",
+        "steps, token limits; each value's source printed to stderr, from searchgym.training.paper_scale); flags still "
+        f"override. RUN picks one of the runs a paper's code released where it has several ({several}: Search-R1's "
+        "scripts/nq_hotpotqa/v0.2 with 1005 steps and warm-ups 0.285/0.015, or v0.1, the scripts its "
+        "'Reproduce the paper results' runs, with 305 steps and 0.95/0.05)",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the resolved arguments as one JSON object keyed by the flags' names, and exit")
     add_fields(parser, Args)
@@ -261,10 +269,12 @@ def train_main(ns: argparse.Namespace) -> int:
 
         if not ns.preset:
             raise ConfigError(f"--paper-scale runs a paper's training run; name the paper with --preset (one of {', '.join(sorted(PRESETS))}).")
-        args = paper_scale_args(ns.preset, **given)
+        run = None if ns.paper_scale is True else ns.paper_scale
+        args = paper_scale_args(ns.preset, run, **given)
         check_paper_scale(args)
-        lines = sources(ns.preset, args)
-        print(f"--paper-scale: {ns.preset}'s training run over its preset, each value's source:", *lines, sep="\n  ", file=sys.stderr)
+        lines = sources(ns.preset, args, run)
+        title = f"--paper-scale: {ns.preset}'s training run" if run is None else f"--paper-scale {run}: {ns.preset}'s training run {run}"
+        print(f"{title} over its preset, each value's source:", *lines, sep="\n  ", file=sys.stderr)
     else:
         args = preset(ns.preset, **given) if ns.preset else Args(**given)
     from searchgym.training.args import check_args, disabled_options

@@ -38,32 +38,48 @@ class Setting:
     paper: str = ""
 
 
-# Search-R1's paper has no hyper-parameter appendix: its schedule is the released
-# scripts' (RECON App. B.4 reports the same numbers for the PPO run it reproduces).
-_SEARCH_R1_SCRIPT = "Search-R1's released scripts/nq_hotpotqa/v0.2/train_ppo.sh"
-_SEARCH_R1_LIMITS = {
-    "max_new_tokens": Setting(500, f"paper silent; {_SEARCH_R1_SCRIPT}: data.max_response_length=500"),
-    "max_observation_tokens": Setting(500, f"paper silent; {_SEARCH_R1_SCRIPT}: data.max_obs_length=500"),
-    "max_context_tokens": Setting(4096, f"paper silent; {_SEARCH_R1_SCRIPT}: data.max_prompt_length=4096"),
-}
+# Search-R1's paper has no hyper-parameter appendix: its schedule is a released script's.
+# The repository holds two runs of the NQ + HotpotQA training (files at commit a14dc3a):
+# scripts/nq_hotpotqa/v0.2/ (1,005 steps, warm-up 0.285 / 0.015), which its
+# docs/experiment_log.md lists with the paper and whose numbers RECON App. B.4 reports for
+# "the original Search-R1 implementation": ``--paper-scale``; and scripts/nq_hotpotqa/v0.1/
+# (305 steps, warm-up 0.95 / 0.05), the scripts scripts/nq_hotpotqa/README.md runs under
+# "Reproduce the paper results" (added there as train_ppo.sh and train_grpo.sh, moved
+# unchanged to v0.1/ in commit 968c38c): ``--paper-scale v0.1``.
+_SEARCH_R1_PPO = "Search-R1's released scripts/nq_hotpotqa/v0.2/train_ppo.sh"
+_SEARCH_R1_GRPO = "Search-R1's released scripts/nq_hotpotqa/v0.2/train_grpo.sh"
+_SEARCH_R1_PPO_V01 = "Search-R1's released scripts/nq_hotpotqa/v0.1/train_ppo.sh"
+_SEARCH_R1_GRPO_V01 = "Search-R1's released scripts/nq_hotpotqa/v0.1/train_grpo.sh"
+
+
+def _search_r1_limits(script: str, lines: tuple[int, int, int]) -> dict[str, Setting]:
+    """The token limits of a Search-R1 script (the same in all four): ``lines`` are those of
+    max_response_length, max_obs_length and max_prompt_length."""
+    response, obs, prompt = lines
+    return {
+        "max_new_tokens": Setting(500, f"paper silent; {script}:{response}: data.max_response_length=500"),
+        "max_observation_tokens": Setting(500, f"paper silent; {script}:{obs}: data.max_obs_length=500"),
+        "max_context_tokens": Setting(4096, f"paper silent; {script}:{prompt}: data.max_prompt_length=4096"),
+    }
+
 
 #: Preset -> Args field -> :class:`Setting`: the paper's training run.
 PAPER_SCALE: dict[str, dict[str, Setting]] = {
     "search-r1-ppo": {
         "questions_per_step": Setting(
-            512, f"paper silent; {_SEARCH_R1_SCRIPT}: data.train_batch_size=512 (RECON App. B.4: 'Global batch size 512')",
+            512, f"paper silent; {_SEARCH_R1_PPO}:31: data.train_batch_size=512 (RECON App. B.4: 'Global batch size 512')",
             quote="Global batch size 512", paper="RECON",
         ),
-        "mini_batches": Setting(2, f"paper silent; {_SEARCH_R1_SCRIPT}: ppo_mini_batch_size=256 of 512 sequences"),
-        "total_steps": Setting(1005, f"paper silent; {_SEARCH_R1_SCRIPT}: trainer.total_training_steps=1005"),
-        **_SEARCH_R1_LIMITS,
+        "mini_batches": Setting(2, f"paper silent; {_SEARCH_R1_PPO}:44: ppo_mini_batch_size=256 of 512 sequences"),
+        "total_steps": Setting(1005, f"paper silent; {_SEARCH_R1_PPO}:82: trainer.total_training_steps=1005"),
+        **_search_r1_limits(_SEARCH_R1_PPO, (34, 36, 33)),
     },
     "search-r1-grpo": {
-        "questions_per_step": Setting(512, "paper silent; Search-R1's released scripts/nq_hotpotqa/v0.2/train_grpo.sh: data.train_batch_size=512"),
+        "questions_per_step": Setting(512, f"paper silent; {_SEARCH_R1_GRPO}:31: data.train_batch_size=512"),
         "n": Setting(5, "Search-R1 §4.3: 'five sampled responses per prompt'", quote="five sampled responses per prompt", paper="Search-R1"),
-        "mini_batches": Setting(10, "paper silent; Search-R1's released train_grpo.sh: ppo_mini_batch_size=256 of 512 x 5 sequences"),
-        "total_steps": Setting(1005, "paper silent; Search-R1's released train_grpo.sh: trainer.total_training_steps=1005"),
-        **_SEARCH_R1_LIMITS,
+        "mini_batches": Setting(10, f"paper silent; {_SEARCH_R1_GRPO}:45: ppo_mini_batch_size=256 of 512 x 5 sequences"),
+        "total_steps": Setting(1005, f"paper silent; {_SEARCH_R1_GRPO}:73: trainer.total_training_steps=1005"),
+        **_search_r1_limits(_SEARCH_R1_GRPO, (34, 36, 33)),
     },
     "recon": {
         "questions_per_step": Setting(512, "RECON App. B.4: 'Global batch size 512'", quote="Global batch size 512", paper="RECON"),
@@ -71,7 +87,7 @@ PAPER_SCALE: dict[str, dict[str, Setting]] = {
         "total_steps": Setting(1005, "RECON App. B.4: 'for 1005 steps'", quote="for 1005 steps", paper="RECON"),
         "max_new_tokens": Setting(500, "RECON App. B.4: 'max response length=500 tokens'", quote="max response length=500 tokens", paper="RECON"),
         "max_context_tokens": Setting(4096, "RECON App. B.4: 'Max prompt length=4096 tokens'", quote="Max prompt length=4096 tokens", paper="RECON"),
-        "max_observation_tokens": Setting(500, f"paper silent; {_SEARCH_R1_SCRIPT}: data.max_obs_length=500"),
+        "max_observation_tokens": Setting(500, f"paper silent; {_SEARCH_R1_PPO}:36: data.max_obs_length=500"),
         "env_options": Setting(
             {"max_turns": 5}, "RECON App. C, Alg. 1: the 'maximum action budget' B counts every action, the answer too",
             quote="maximum action budget", paper="RECON",
@@ -84,14 +100,19 @@ PAPER_SCALE: dict[str, dict[str, Setting]] = {
         "lr": Setting(2e-6, "R1-Searcher §3.3: 'The learning rate is 2e-6'", quote="The learning rate is 2e-6", paper="R1-Searcher"),
         "total_steps": Setting(
             6 + 128,
-            "R1-Searcher §3.3: 'The training epoch is set to 1', read as one pass over Table 1's sets: ceil(350 / 64) + "
-            "ceil(8,148 / 64) (its released scripts pass OpenRLHF --max_epochs 1, one pass over each rollout batch, "
-            "which ppo_epochs=1 also is, and --num_episodes 10000, no step count)",
-            quote="The training epoch is set to 1", paper="R1-Searcher",
+            "derived: searchgym reads §3.3's 'The training epoch is set to 1' as one pass over Table 1's sets at 64 "
+            "questions a step: ceil(350 / 64) = 6 steps of stage 1 + ceil(8,148 / 64) = 128 of stage 2 = 134; the paper "
+            "gives no step count, and R1-Searcher's released scripts/qwen_reinforce_plus_train.sh passes OpenRLHF "
+            "--max_epochs 1 (:62; one pass over each rollout batch, which ppo_epochs=1 also is) and "
+            "--num_episodes 10000 (:63, :22), no step count",
         ),
         "stage2_step": Setting(6, "derived: stage 2 after one pass over stage 1's 350 questions at 64 a step; paper silent (its scripts train each stage as its own run)"),
         "max_new_tokens": Setting(512, "paper silent; R1-Searcher's released evaluation/eval_search_loacl.py: max_tokens=512"),
-        "max_context_tokens": Setting(1024 + 29000, "paper silent; R1-Searcher's released scripts: prompt_max_len 1024 + generate_max_len 29000"),
+        "max_context_tokens": Setting(
+            1024 + 29000,
+            "paper silent; R1-Searcher's released scripts/qwen_reinforce_plus_train.sh: --prompt_max_len 1024 (:66) + "
+            "--generate_max_len 29000 (:67, :28; the Llama scripts the same)",
+        ),
     },
     "s3": {
         "questions_per_step": Setting(120, "s3 App. A.2: 'a total batch size of 120'", quote="a total batch size of 120", paper="s3"),
@@ -153,23 +174,80 @@ PAPER_SCALE: dict[str, dict[str, Setting]] = {
 }
 
 
-def paper_scale(name: str) -> dict[str, Any]:
-    """The Args values of preset ``name``'s paper-scale run (a fresh copy)."""
+#: The name of :data:`PAPER_SCALE`'s run for a preset whose paper's code released more
+#: than one (``--paper-scale`` alone, or ``--paper-scale NAME``).
+DEFAULT_RUNS: dict[str, str] = {"search-r1-ppo": "v0.2", "search-r1-grpo": "v0.2"}
+
+#: Preset -> run name -> Args field -> :class:`Setting`: the other released runs of a paper
+#: (``--paper-scale NAME``), each whole, in place of :data:`PAPER_SCALE`'s. Search-R1's
+#: v0.1 scripts differ from v0.2's in steps and warm-ups only (and leave top_p at verl's
+#: 0.95, which searchgym's presets keep at 1.0 for exact PPO ratios).
+PAPER_RUNS: dict[str, dict[str, dict[str, Setting]]] = {
+    "search-r1-ppo": {
+        "v0.1": {
+            "questions_per_step": Setting(512, f"paper silent; {_SEARCH_R1_PPO_V01}:36: data.train_batch_size=512"),
+            "mini_batches": Setting(2, f"paper silent; {_SEARCH_R1_PPO_V01}:49: ppo_mini_batch_size=256 of 512 sequences"),
+            "total_steps": Setting(305, f"paper silent; {_SEARCH_R1_PPO_V01}:86: trainer.total_training_steps=305"),
+            "warmup_ratio": Setting(0.95, f"paper silent; {_SEARCH_R1_PPO_V01}:48: actor lr_warmup_steps_ratio=0.95"),
+            "value_warmup_ratio": Setting(0.05, f"paper silent; {_SEARCH_R1_PPO_V01}:65: critic lr_warmup_steps_ratio=0.05"),
+            **_search_r1_limits(_SEARCH_R1_PPO_V01, (39, 41, 38)),
+        },
+    },
+    "search-r1-grpo": {
+        "v0.1": {
+            "questions_per_step": Setting(512, f"paper silent; {_SEARCH_R1_GRPO_V01}:36: data.train_batch_size=512"),
+            "n": Setting(5, "Search-R1 §4.3: 'five sampled responses per prompt'", quote="five sampled responses per prompt", paper="Search-R1"),
+            "mini_batches": Setting(10, f"paper silent; {_SEARCH_R1_GRPO_V01}:50: ppo_mini_batch_size=256 of 512 x 5 sequences"),
+            "total_steps": Setting(305, f"paper silent; {_SEARCH_R1_GRPO_V01}:78: trainer.total_training_steps=305"),
+            "warmup_ratio": Setting(0.95, f"paper silent; {_SEARCH_R1_GRPO_V01}:48: actor lr_warmup_steps_ratio=0.95"),
+            **_search_r1_limits(_SEARCH_R1_GRPO_V01, (39, 41, 38)),
+        },
+    },
+}
+
+
+def runs(name: str) -> tuple[str, ...]:
+    """The run names ``--paper-scale NAME`` takes for preset ``name``, the default first (none
+    for a preset with one run)."""
+    if name not in DEFAULT_RUNS:
+        return ()
+    return (DEFAULT_RUNS[name], *PAPER_RUNS.get(name, {}))
+
+
+def run_settings(name: str, run: str | None = None) -> dict[str, Setting]:
+    """The settings of preset ``name``'s paper-scale run ``run`` (None: :data:`PAPER_SCALE`'s)."""
     if name not in PAPER_SCALE:
         raise UnknownNameError("paper-scale preset", name, PAPER_SCALE)
-    return {field: _copy(s.value) for field, s in PAPER_SCALE[name].items()}
+    if run is None or run == DEFAULT_RUNS.get(name):
+        return PAPER_SCALE[name]
+    if not runs(name):
+        several = "; ".join(f"{p}: {', '.join(runs(p))}" for p in DEFAULT_RUNS)
+        raise ConfigError(
+            f"--paper-scale {run}: preset {name!r} has one paper-scale run; pass --paper-scale without a name "
+            f"(the presets with several runs: {several})."
+        )
+    if run not in PAPER_RUNS[name]:
+        raise UnknownNameError(f"paper-scale run of {name}", run, runs(name))
+    return PAPER_RUNS[name][run]
+
+
+def paper_scale(name: str, run: str | None = None) -> dict[str, Any]:
+    """The Args values of preset ``name``'s paper-scale run (``run``: one of :func:`runs`;
+    None: :data:`PAPER_SCALE`'s), a fresh copy."""
+    return {field: _copy(s.value) for field, s in run_settings(name, run).items()}
 
 
 def _copy(value: Any) -> Any:
     return dict(value) if isinstance(value, dict) else value
 
 
-def paper_scale_args(name: str, **overrides: Any) -> Any:
+def paper_scale_args(name: str, run: str | None = None, **overrides: Any) -> Any:
     """:class:`~searchgym.training.args.Args` of preset ``name`` with its paper-scale run
-    over it, then ``overrides`` (``env_options`` merged key by key at each level)."""
+    (``run``, as :func:`paper_scale`) over it, then ``overrides`` (``env_options`` merged key
+    by key at each level)."""
     from searchgym.training.args import preset
 
-    scale = paper_scale(name)
+    scale = paper_scale(name, run)
     for key in ("env_options", "eval_env_options"):
         if isinstance(scale.get(key), dict) and isinstance(overrides.get(key), dict):
             overrides = {**overrides, key: {**scale[key], **overrides[key]}}
@@ -188,13 +266,12 @@ def check_paper_scale(args: Any) -> None:
         )
 
 
-def sources(name: str, args: Any) -> list[str]:
-    """One line per setting of preset ``name``'s paper-scale run: the flag, the value ``args``
-    holds and the source of the paper's value, or that a flag replaced it."""
-    if name not in PAPER_SCALE:
-        raise UnknownNameError("paper-scale preset", name, PAPER_SCALE)
+def sources(name: str, args: Any, run: str | None = None) -> list[str]:
+    """One line per setting of preset ``name``'s paper-scale run (``run``, as
+    :func:`paper_scale`): the flag, the value ``args`` holds and the source of the paper's
+    value, or that a flag replaced it."""
     lines = []
-    for field, setting in PAPER_SCALE[name].items():
+    for field, setting in run_settings(name, run).items():
         value = getattr(args, field)
         flag = "--" + field.replace("_", "-")
         kept = {k: value.get(k) for k in setting.value} if isinstance(setting.value, dict) and isinstance(value, dict) else value

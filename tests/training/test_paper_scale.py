@@ -9,7 +9,7 @@ import pytest
 from searchgym.cli import main
 from searchgym.error import ConfigError, UnknownNameError
 from searchgym.training.args import PRESETS, Args, check_args, preset
-from searchgym.training.paper_scale import PAPER_SCALE, check_paper_scale, flag_json, paper_scale_args, sources
+from searchgym.training.paper_scale import DEFAULT_RUNS, PAPER_RUNS, PAPER_SCALE, check_paper_scale, flag_json, paper_scale_args, runs, sources
 
 #: (preset, questions a step, answers a question, sequences an optimizer step, steps, context, observation, turn tokens)
 RUNS = [
@@ -121,3 +121,66 @@ def test_paper_scale_needs_a_preset_and_a_bad_combination_fails_before_anything_
     assert "Args.eval_temperature expects a number >= 0 (0: greedy), got -1.0." in capsys.readouterr().err
     assert main(["train", "--algorithm", "sb3-ppo", "--dry-run"]) == 2
     assert "--dry-run configures language-model training" in capsys.readouterr().err
+
+
+#: Search-R1's two released runs (scripts/nq_hotpotqa/ at commit a14dc3a): (run, steps, actor warm-up, critic warm-up,
+#: the script's folder). v0.2 is what --paper-scale runs; v0.1 the scripts "Reproduce the paper results" runs.
+SEARCH_R1_RUNS = [("v0.2", 1005, 0.285, 0.015), ("v0.1", 305, 0.95, 0.05)]
+
+
+@pytest.mark.parametrize("run, steps, warmup, value_warmup", SEARCH_R1_RUNS, ids=[r[0] for r in SEARCH_R1_RUNS])
+@pytest.mark.parametrize("name", ["search-r1-ppo", "search-r1-grpo"])
+def test_search_r1_offers_both_released_runs_each_with_its_scripts_settings(name, run, steps, warmup, value_warmup, capsys):
+    grpo = name == "search-r1-grpo"
+    assert runs(name) == ("v0.2", "v0.1") and DEFAULT_RUNS[name] == "v0.2"
+    args = paper_scale_args(name, run)
+    check_args(args)
+    check_paper_scale(args)
+    # both scripts: 512 questions a step (x 5 for GRPO), mini-batches of 256 sequences, the same token limits
+    assert (args.questions_per_step, args.n, args.questions_per_step * args.n // args.mini_batches) == (512, 5 if grpo else 1, 256)
+    assert (args.max_context_tokens, args.max_observation_tokens, args.max_new_tokens) == (4096, 500, 500)
+    assert (args.total_steps, args.warmup_ratio) == (steps, warmup)
+    if not grpo:
+        assert args.value_warmup_ratio == value_warmup
+    assert args.top_p == 1.0  # kept for exact PPO ratios, where the GRPO and v0.1 scripts sample at verl's 0.95
+    script = f"scripts/nq_hotpotqa/{run}/train_{'grpo' if grpo else 'ppo'}.sh"
+    settings = PAPER_RUNS[name][run] if run != "v0.2" else PAPER_SCALE[name]
+    for field, setting in settings.items():
+        assert setting.quote or f"{script}:" in setting.source, (name, run, field)
+    # the bare flag is v0.2; naming a run prints its title and each value's source
+    assert main(["train", "--preset", name, "--paper-scale", run, "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == flag_json(args)
+    lines = err.splitlines()
+    assert lines[0] == f"--paper-scale {run}: {name}'s training run {run} over its preset, each value's source:"
+    line = {"v0.2": 73 if grpo else 82, "v0.1": 78 if grpo else 86}[run]  # the script's line of total_training_steps
+    assert f"  --total-steps {steps}: paper silent; Search-R1's released {script}:{line}: trainer.total_training_steps={steps}" in lines
+    assert paper_scale_args(name, None) == paper_scale_args(name, "v0.2")
+    # a flag still wins over the run
+    assert paper_scale_args(name, "v0.1", total_steps=7, warmup_ratio=0.1).total_steps == 7
+
+
+def test_a_run_name_that_does_not_exist_is_refused_by_name(capsys):
+    assert main(["train", "--preset", "search-r1-ppo", "--paper-scale", "v01", "--dry-run"]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "Unknown paper-scale run of search-r1-ppo 'v01'. Did you mean 'v0.1'? Expected one of: v0.1, v0.2."
+    )
+    assert main(["train", "--preset", "s3", "--paper-scale", "v0.1", "--dry-run"]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "--paper-scale v0.1: preset 's3' has one paper-scale run; pass --paper-scale without a name (the presets with "
+        "several runs: search-r1-ppo: v0.2, v0.1; search-r1-grpo: v0.2, v0.1)."
+    )
+    with pytest.raises(UnknownNameError, match=r"^Unknown paper-scale preset 'recn'\. Did you mean 'recon'\?"):
+        paper_scale_args("recn", "v0.1")
+    assert runs("s3") == ()
+
+
+def test_every_other_run_is_args_fields_with_sources():
+    fields = {f.name for f in dataclasses.fields(Args)}
+    assert set(PAPER_RUNS) <= set(DEFAULT_RUNS) <= set(PRESETS)
+    for name, named in PAPER_RUNS.items():
+        assert DEFAULT_RUNS[name] not in named
+        for run, settings in named.items():
+            assert set(PAPER_SCALE[name]) <= set(settings) <= fields, (name, run)  # whole: no value of another run's
+            for field, setting in settings.items():
+                assert setting.quote or setting.source.startswith(("paper silent", "derived")), (name, run, field)

@@ -12,7 +12,8 @@ every protocol (its format penalty still applies at the end).
 
 Two prompts, both the paper's (§2.1 and §2.2.2): ``prompt="base"`` (the default) is the
 "System Prompt for Base Model" the policy trains with, fed as raw text (as the released
-training code does), the assistant's turn opened with ``<think>``; ``prompt="data_selection"``
+Qwen-2.5-7B-Base script does; its Llama-3.1-8B-Instruct scripts pass --apply_chat_template),
+the assistant's turn opened with ``<think>``; ``prompt="data_selection"``
 is the "System Prompt for Data Selection" with which Qwen-2.5-7B-Instruct's rollouts sorted
 the training questions by difficulty: a system message, the question as the user message,
 through the model's chat template (``searchgym stage-sets`` uses it). The paper's box for it
