@@ -48,7 +48,7 @@ from searchgym.envs.access import search_env
 from searchgym.envs.registration import NAMESPACE, full_env_id, with_frozen_models
 from searchgym.error import ConfigError, CtrlC, DataFormatError, Interrupted, check_keywords, check_name, install_command
 from searchgym.lm.models import RANDOM_WEIGHT_NAMES
-from searchgym.plugins import apply_wrappers, check_imports, check_wrappers, recorded_settings, settings_changes, settings_of
+from searchgym.plugins import apply_wrappers, check_imports, check_wrappers, recorded_settings, settings_changes, settings_of, without_secrets
 
 #: Columns of the summary table: (key, header, format). F1, cover-EM and GenAcc score a
 #: hedged answer (one naming more than one candidate) as 0; the "raw" column beside each is
@@ -426,7 +426,7 @@ def _config_record(config: BenchConfig) -> dict[str, Any]:
     record["seeds"] = list(config.seeds)
     record["model"] = _describe_model(config.model)
     record["judge_model"] = None if config.judge_model is None else _describe_model(config.judge_model)
-    return json.loads(json.dumps(record, default=str))
+    return without_secrets(json.loads(json.dumps(record, default=str)))
 
 
 #: Fields of a benchmark's config that say how its episodes are scheduled, not which are played.

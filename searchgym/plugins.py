@@ -188,6 +188,24 @@ def recorded_settings(obj: Any) -> Any:
         return {"class": describe_object(obj)}
 
 
+#: Option names whose values are credentials: run folders record ``NOT_RECORDED`` in their place.
+SECRET_OPTIONS = frozenset({"api_key", "apikey", "token", "auth_token", "access_token", "bearer_token",
+                            "hf_token", "secret", "client_secret", "password"})
+NOT_RECORDED = "<secret: not recorded>"
+
+
+def without_secrets(obj: Any) -> Any:
+    """``obj`` (JSON-like) with the value of every :data:`SECRET_OPTIONS` key, at any depth,
+    replaced by :data:`NOT_RECORDED`: what ``config.json`` and ``args.json`` keep of an API
+    key passed as an option (it then changes no resume check, as ``OPENAI_API_KEY`` does not)."""
+    if isinstance(obj, Mapping):
+        return {k: NOT_RECORDED if str(k).lower() in SECRET_OPTIONS and v is not None else without_secrets(v)
+                for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [without_secrets(v) for v in obj]
+    return obj
+
+
 def settings_changes(recorded: Any, now: Any, *, where: str = "") -> list[str]:
     """Where two records of settings differ inside user objects' settings, one line each
     (``"setting 'weight' of my_rewards:Weighted: 1.0 recorded, 2.0 now"``): the detail a

@@ -730,7 +730,8 @@ def test_cli_reaches_every_env_option_and_a_served_retriever(tmp_path, capsys):
                          "--retriever", url, "--retriever-option", "token=secret", "--env-option", "max_turns=6", "--out", str(out)])
             assert code == 0 and "| oracle @ SearchR1-v0 | 3 | 1.000 |" in capsys.readouterr().out
             options = json.loads((out / "config.json").read_text())["env_options"]["*"]
-            assert options == {"top_k": top_k, "retriever": url, "retriever_options": {"token": "secret"}, "max_turns": 6,
+            # The server's token reached the retriever (the oracle scored) but is not written down.
+            assert options == {"top_k": top_k, "retriever": url, "retriever_options": {"token": "<secret: not recorded>"}, "max_turns": 6,
                                "corpus_options": {"seed": 7, "num_passages": 400}}
             context[top_k] = [r["context_tokens"] for r in read_episodes(out / "episodes.jsonl")]
         assert all(three > one for one, three in zip(context[1], context[3]))

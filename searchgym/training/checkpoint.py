@@ -21,7 +21,7 @@ from typing import Any
 
 from searchgym.cache import sync_folder
 from searchgym.error import ConfigError
-from searchgym.plugins import recorded_settings, settings_changes
+from searchgym.plugins import recorded_settings, settings_changes, without_secrets
 from searchgym.training.args import Args
 
 #: Args fields a resumed run may change (they do not alter what is computed).
@@ -186,7 +186,7 @@ def args_record(args: Args) -> dict[str, Any]:
     values as they are, a user object by its settings (``settings()``, dataclass fields;
     :func:`searchgym.plugins.recorded_settings`), never its ``repr``."""
     record = {f.name: recorded_settings(getattr(args, f.name)) for f in dataclasses.fields(args)}
-    return json.loads(json.dumps(record, default=str))
+    return without_secrets(json.loads(json.dumps(record, default=str)))
 
 
 def prepare_run_folder(out: Path, args: Args) -> Path | None:

@@ -43,6 +43,7 @@ from searchgym.envs.components.lm_summarizer import ASPECTS, PAPER_SAMPLING, rec
 from searchgym.envs.components.summarizer_base import Summarizer
 from searchgym.envs.components.summarizers import IdentitySummarizer
 from searchgym.error import ConfigError, TrainingError, UnknownNameError, reports_missing_extras
+from searchgym.plugins import without_secrets
 
 
 #: Where stage 2's queries come from (``DistillArgs.queries``).
@@ -499,7 +500,7 @@ def distill_summarizer(args: DistillArgs, *, teacher: Any = None, searcher: Any 
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} is not empty; pick another --out (a distillation run is not resumed).")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "args.json").write_text(json.dumps(dataclasses.asdict(args), indent=2, default=str))
+    (out / "args.json").write_text(json.dumps(without_secrets(json.loads(json.dumps(dataclasses.asdict(args), default=str))), indent=2))
     torch.manual_seed(args.seed)
     t0 = time.perf_counter()
     env = gym.make(full_env_id(args.env_id), split=args.split, **args.env_options)

@@ -33,6 +33,7 @@ from searchgym.envs.access import search_env
 from searchgym.error import ConfigError, TrainingError, TrainingStopped, UnknownNameError, reports_missing_extras
 from searchgym.lm.base import Generation
 from searchgym.lm.scripted import ScriptedLM
+from searchgym.plugins import without_secrets
 from searchgym.progress import Progress
 
 
@@ -396,7 +397,8 @@ CHECKPOINT = "checkpoint"
 
 
 def _run_settings(args: SFTArgs) -> dict[str, Any]:
-    return {k: v for k, v in json.loads(json.dumps(dataclasses.asdict(args), default=str)).items() if k not in _RUN_NEUTRAL}
+    record = without_secrets(json.loads(json.dumps(dataclasses.asdict(args), default=str)))
+    return {k: v for k, v in record.items() if k not in _RUN_NEUTRAL}
 
 
 def _prepare_out(out: Path, args: SFTArgs) -> bool:
@@ -481,7 +483,7 @@ def _sft(args: SFTArgs, stop: StopRequests) -> list[dict[str, Any]]:
     out = Path(args.out)
     resuming = _prepare_out(out, args)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "args.json").write_text(json.dumps(dataclasses.asdict(args), indent=2, default=str))
+    (out / "args.json").write_text(json.dumps(without_secrets(json.loads(json.dumps(dataclasses.asdict(args), default=str))), indent=2))
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)

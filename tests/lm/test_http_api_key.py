@@ -62,3 +62,29 @@ def test_load_lm_passes_the_key_option_as_the_bench_passes_backend_options(serve
     lm = load_lm("m", backend="openai", base_url=url, api_key="sk-from-option", tokenizer=tiny_tokenizer())
     lm.generate(["Q"], max_new_tokens=2, temperature=0)
     assert seen == ["Bearer sk-from-option"]
+
+
+def test_a_key_given_as_an_option_is_never_written_to_the_run_folder_and_changes_no_resume(server, tmp_path):
+    """``config.json`` and ``summary.json`` keep ``<secret: not recorded>`` in place of the
+    key, and a rerun under another key resumes, as one under another ``OPENAI_API_KEY`` does."""
+    from searchgym.bench import BenchConfig, run_bench
+    from searchgym.plugins import NOT_RECORDED, without_secrets
+
+    url, seen = server
+
+    def bench(key):
+        config = BenchConfig(runs=[("SearchR1-v0", "lm")], model="tiny", backend="openai",
+                             backend_options={"base_url": url, "api_key": key, "max_retries": 0, "tokenizer": tiny_tokenizer()},
+                             limit=1, num_envs=1)
+        return run_bench(config, tmp_path, progress=False)
+
+    (row,) = bench("sk-first-secret").rows
+    assert row["n"] == 1 and seen and set(seen) == {"Bearer sk-first-secret"}
+    for name in ("config.json", "summary.json"):
+        text = (tmp_path / name).read_text()
+        assert "sk-first-secret" not in text and NOT_RECORDED in text
+    asked = len(seen)
+    (again,) = bench("sk-second-secret").rows  # resumed: the one episode is not played again
+    assert again["n"] == 1 and len(seen) == asked
+    assert without_secrets({"api_key": "k", "max_new_tokens": 3, "nested": [{"Token": "t", "token_budget": 2}]}) == {
+        "api_key": NOT_RECORDED, "max_new_tokens": 3, "nested": [{"Token": NOT_RECORDED, "token_budget": 2}]}
