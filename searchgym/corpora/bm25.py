@@ -114,7 +114,9 @@ class BM25Retriever(Retriever):
     query terms into a reusable buffer and ranks only the passages they touch, so a query costs
     in proportion to its posting lists rather than to the corpus. Scores equal
     ``bm25s.BM25.retrieve``'s on the same index; passages tied in score come in corpus order,
-    also at the k-th place. Batches run on ``n_threads`` threads, since numpy releases the GIL
+    also at the k-th place. With ``pruning`` (the default) a query skips the posting lists that
+    cannot change its top k (MaxScore over the per-term bounds the index stores,
+    :mod:`searchgym.corpora.pruning`), with the very same hits and scores. Batches run on ``n_threads`` threads, since numpy releases the GIL
     in these loops. A saved index (:meth:`save`, :meth:`build`) is memory-mapped by
     :meth:`load`: it loads in about a second whatever its size, and its pages are shared by
     every process that maps it. The rank-bm25 backend scores every
