@@ -30,7 +30,7 @@ if [ "${1:-}" = "--smoke" ]; then
     # The tiny model: SmolLM2's shape takes minutes a step on 2 CPU cores (its prompts' prefill
     # through 30 layers); --shape smollm2 builds, saves and loads the same way at any size.
     TRAIN_ARGS=(--shape tiny --device cpu --steps 2 --questions 1 --n 2 --max-new-tokens 4 --threads 2)
-    FLAT_LIMIT=120 TRAIN_LIMIT=300
+    FLAT_LIMIT=120 TRAIN_LIMIT=600
 else
     FLAT_ARGS=(--vectors 3000000 --dim 768 --batch 512 --repeats 5 --devices cuda --no-faiss)
     DTYPES=(float16 bfloat16)

@@ -272,7 +272,12 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     load = os.getloadavg()
     print(f"load average at the start: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; {os.cpu_count()} cores")
-    rows = [measure(n, args) for n in args.sizes]
+    rows = []
+    for n in args.sizes:
+        rows.append(measure(n, args))
+        if args.out:  # each size as it is done: a long run stopped half-way keeps what it measured
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps({"rows": rows}, indent=2))
     table, verdicts = report(rows)
     load = os.getloadavg()
     print(table)

@@ -107,15 +107,18 @@ def _kth_largest(values: np.ndarray, k: int) -> float:
     return float(np.partition(values, len(values) - k)[len(values) - k])
 
 
-def _kth_entry(values: np.ndarray, k: int, lists: int) -> float:
-    """A lower bound of the k-th largest partial score, from ``values``: the partial scores of
-    ``lists`` concatenated posting lists, where a passage occurs at most once per list. The
-    ``k * lists`` best entries hold at least k distinct passages, so the value of the
-    ``k * lists``-th is at most the k-th best passage's (0 when there are fewer entries)."""
+def _kth_entry(values: np.ndarray, k: int, lists: int, floor: float) -> float:
+    """A lower bound of the k-th largest partial score, at least ``floor`` (itself one), from
+    ``values``: the partial scores of ``lists`` concatenated posting lists, where a passage
+    occurs at most once per list. The ``k * lists`` best entries hold at least k distinct
+    passages, so the value of the ``k * lists``-th is at most the k-th best passage's. Only
+    the entries above ``floor`` are partitioned: a compare costs less than a partition."""
     want = k * lists
+    if floor > 0:
+        values = values[values >= floor]
     if len(values) < want:
-        return 0.0
-    return float(np.partition(values, len(values) - want)[len(values) - want])
+        return floor
+    return max(floor, float(np.partition(values, len(values) - want)[len(values) - want]))
 
 
 def _floor32(value: float) -> np.float32:
@@ -199,7 +202,9 @@ def prune_top_k(
             if j and end - start >= check_from and left[j] < left[0] - left[j]:  # skipping is possible
                 touched = np.concatenate(added) if len(added) > 1 else added[0]
                 partial = buffer[touched]
-                theta = max(theta, _kth_entry(partial, k, j))
+                if not theta:  # the first list's k-th best score: k passages score at least that
+                    theta = _kth_largest(np.asarray(data[int(starts[order[0]]) : int(ends[order[0]])]), k)
+                theta = _kth_entry(partial, k, j, theta)
                 if theta > 0 and left[j] * (1 + eps) < theta * (1 - eps):
                     alive = np.count_nonzero(_reach(partial, left[j], theta, eps))
                     if alive * (m - j) * LOOKUP_COST <= int(lengths[order[j:]].sum()):
@@ -210,7 +215,7 @@ def prune_top_k(
             j += 1
         touched = np.concatenate(added) if len(added) > 1 else added[0]  # [T]
         partial = buffer[touched]
-        theta = max(theta, _kth_entry(partial, k, j))
+        theta = _kth_entry(partial, k, j, theta)
         keep = _reach(partial, left[j], theta, eps)
         keep &= partial > 0  # a passage no added list scores is in a skipped list only: below theta
         cand = np.unique(touched[keep])  # [C] ascending: lookups walk each list forward

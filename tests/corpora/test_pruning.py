@@ -91,7 +91,7 @@ def test_pruned_top_k_is_exhaustive_scorings_on_thousands_of_queries_batched_and
     retriever, vocabulary = zipf
     plain = exhaustive(retriever)
     assert retriever.prunes and not plain.prunes
-    queries = queries_of(vocabulary, 1000)
+    queries = queries_of(vocabulary, 700)
     for k in (1, 3, 10, 100):
         assert answers(retriever, queries, k) == answers(plain, queries, k), k
     assert answers(retriever, queries[:100], 5000) == answers(plain, queries[:100], 5000)  # more than any query matches
@@ -114,14 +114,14 @@ def test_lists_are_skipped_and_the_answer_stays_exact_when_every_list_may_be_ski
     rounding margins decide alone, and many lists are only looked up."""
     retriever, vocabulary = zipf
     stats: dict[str, int] = {}
-    for i, query in enumerate(queries_of(vocabulary, 1000, seed=1)):
+    for i, query in enumerate(queries_of(vocabulary, 700, seed=1)):
         ids = retriever.analyzer.token_ids([query], retriever._vocab, grow=False)[0]
         if not ids:
             continue
         k = (1, 2, 3, 10, 50)[i % 5]
         docs, scores = retriever._rank_exhaustive(ids, k)
         assert top(retriever, ids, k, check_from=0, stats=stats) == (docs.tolist(), scores.tolist()), query
-    assert stats["skipped"] > 300 and stats["added"] < 0.7 * stats["postings"], stats
+    assert stats["skipped"] > 200 and stats["added"] < 0.7 * stats["postings"], stats
 
 
 def test_ties_at_the_kth_place_come_in_corpus_order_when_pruning():
