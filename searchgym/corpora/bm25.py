@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import pickle
 import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,10 +18,11 @@ from typing import Any
 import numpy as np
 
 from searchgym.corpora.checksum import HashingWriter, check_files
-from searchgym.corpora.index_folder import index_meta, rebuild_hint, write_meta
+from searchgym.corpora.index_folder import index_meta, rebuild_command, rebuild_hint, write_meta
 from searchgym.corpora.postings import (
     DEFAULT_SHARD_SIZE, Postings, build_postings, check_postings, load_postings, passage_text, save_postings, split_postings,
 )
+from searchgym.corpora.pruning import PRUNE_FROM, prune_top_k
 from searchgym.corpora.tokenize import Analyzer, default_analyzer
 from searchgym.corpora.types import Corpus, Hit, Retriever
 from searchgym.error import ConfigError, DataFormatError, UnknownNameError, require
@@ -43,6 +45,8 @@ _READABLE_VERSIONS = (1, 2)
 # Above this share of the corpus in the posting lists of a query, ranking every passage is
 # cheaper than ranking the candidates (measured on 1M passages).
 _DENSE_SHARE = 0.5
+#: Folders already said to be scored exhaustively (written before term bounds), said once each.
+_UNBOUNDED_SAID: set[Path] = set()
 
 
 def _cpu_count() -> int:
@@ -69,6 +73,10 @@ class BM25Retriever(Retriever):
             all cores. Only corpora of more than one shard use processes.
         shard_size: passages tokenized together while building: the build holds about
             ``shard_size`` passages' tokens per worker at once (bm25s backend).
+        pruning: answer queries with dynamic pruning (MaxScore,
+            :mod:`searchgym.corpora.pruning`): the same top k, scores and order as scoring every
+            posting (``False``), in a fraction of the time on large corpora (bm25s backend; an
+            index saved before its term bounds were written is always scored exhaustively).
 
     What each backend computes (N passages, df passages containing a term, tf its count in
     a passage of length L, mean length Lavg, ``norm = k1 * (1 - b + b * L / Lavg)``):
@@ -106,7 +114,9 @@ class BM25Retriever(Retriever):
     query terms into a reusable buffer and ranks only the passages they touch, so a query costs
     in proportion to its posting lists rather than to the corpus. Scores equal
     ``bm25s.BM25.retrieve``'s on the same index; passages tied in score come in corpus order,
-    also at the k-th place. Batches run on ``n_threads`` threads, since numpy releases the GIL
+    also at the k-th place. With ``pruning`` (the default) a query skips the posting lists that
+    cannot change its top k (MaxScore over the per-term bounds the index stores,
+    :mod:`searchgym.corpora.pruning`), with the very same hits and scores. Batches run on ``n_threads`` threads, since numpy releases the GIL
     in these loops. A saved index (:meth:`save`, :meth:`build`) is memory-mapped by
     :meth:`load`: it loads in about a second whatever its size, and its pages are shared by
     every process that maps it. The rank-bm25 backend scores every
@@ -126,6 +136,7 @@ class BM25Retriever(Retriever):
         show_progress: bool = False,
         workers: int | None = None,
         shard_size: int = DEFAULT_SHARD_SIZE,
+        pruning: bool = True,
         *,
         _index: Any = None,
         _prebuilt: bool = False,
@@ -148,6 +159,8 @@ class BM25Retriever(Retriever):
                 raise ConfigError(f"BM25Retriever expects {name} to be a positive integer or None, got {value!r}.")
         if not isinstance(shard_size, int) or isinstance(shard_size, bool) or shard_size < 1:
             raise ConfigError(f"BM25Retriever expects shard_size to be a positive integer, got {shard_size!r}.")
+        if not isinstance(pruning, bool):
+            raise ConfigError(f"BM25Retriever expects pruning to be True or False, got {pruning!r}.")
 
         self.corpus = corpus
         self.backend = backend
@@ -156,6 +169,11 @@ class BM25Retriever(Retriever):
         self.b = float(b)
         self.delta = 0.5 if delta is None else float(delta)
         self.n_threads = n_threads or _cpu_count()
+        #: Whether queries are answered with dynamic pruning (same results; see ``pruning``).
+        self.pruning = pruning
+        #: A query whose posting lists hold fewer postings in all is scored exhaustively even
+        #: when pruning (cheaper there; :data:`~searchgym.corpora.pruning.PRUNE_FROM`).
+        self.prune_from = PRUNE_FROM
         #: The index folder this retriever maps (set by :meth:`load`); None when built in memory.
         #: A mapped retriever pickles as its folder: the other process maps the same files.
         self.folder: Path | None = None
@@ -206,6 +224,7 @@ class BM25Retriever(Retriever):
         self._vocab: Mapping[str, int] = postings.vocab
         nonocc = postings.nonoccurrence
         self._nonoccurrence = None if nonocc is None else np.asarray(nonocc, dtype=np.float32)
+        self._term_max = None if postings.term_max is None else np.asarray(postings.term_max, dtype=np.float32)
         num_docs = int(postings.num_docs)
         if num_docs != len(self.corpus):
             raise ConfigError(
@@ -219,7 +238,7 @@ class BM25Retriever(Retriever):
         for name in ("_pool", "_pool_lock", "_local", "analyzer"):
             state.pop(name, None)
         if self.folder is not None:  # mapped from a folder: the other process maps it too
-            for name in ("_index", "_data", "_indices", "_indptr", "_vocab", "_nonoccurrence"):
+            for name in ("_index", "_data", "_indices", "_indptr", "_vocab", "_nonoccurrence", "_term_max"):
                 state.pop(name, None)
         return state
 
@@ -228,7 +247,8 @@ class BM25Retriever(Retriever):
         self.analyzer = default_analyzer()
         self._init_runtime()
         if self.folder is not None:
-            self._index = _map_postings(self.folder, self._format, len(self.corpus), state.get("in_memory", False))
+            self._index = _map_postings(self.folder, self._format, len(self.corpus), state.get("in_memory", False),
+                                        state.get("_bounds_on_disk", False))
             self._bind_index()
 
     # ------------------------------------------------------------------ searching
@@ -284,8 +304,26 @@ class BM25Retriever(Retriever):
             buf = self._local.scores = np.zeros(len(self.corpus), dtype=np.float32)
         return buf
 
+    @property
+    def prunes(self) -> bool:
+        """Whether queries are answered with dynamic pruning: asked for (``pruning``) and the
+        index has its term bounds (bm25s backend)."""
+        return self.pruning and self.backend == "bm25s" and self._index is not None and self._term_max is not None
+
     def _rank(self, term_ids: list[int], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` (passage indices, scores) of one query given its indexed term ids."""
+        if self.prunes:
+            top, top_scores = prune_top_k(term_ids, k, self._data, self._indices, self._indptr, self._term_max,
+                                          self._buffer(), self._rank_exhaustive, prune_from=self.prune_from)
+        else:
+            top, top_scores = self._rank_exhaustive(term_ids, k)
+        if self._nonoccurrence is not None:  # BM25L / BM25+: the score every passage starts from
+            top_scores = top_scores + self._nonoccurrence[term_ids].sum(dtype=np.float32)
+        return top, top_scores
+
+    def _rank_exhaustive(self, term_ids: list[int], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` (passage indices, scores before BM25L / BM25+'s constant) of one query,
+        adding every posting of its terms."""
         data, indices, indptr = self._data, self._indices, self._indptr
         scores = self._buffer()
         n = len(scores)
@@ -334,8 +372,6 @@ class BM25Retriever(Retriever):
         keep = top_scores > 0  # only passages with positive evidence are hits
         if not keep.all():
             top, top_scores = top[keep], top_scores[keep]
-        if self._nonoccurrence is not None:  # BM25L / BM25+: the score every passage starts from
-            top_scores = top_scores + self._nonoccurrence[term_ids].sum(dtype=np.float32)
         return top, top_scores
 
     def _search_rank_bm25(self, queries: list[str], k: int) -> list[list[Hit]]:
@@ -364,7 +400,7 @@ class BM25Retriever(Retriever):
         out = path if options.get("backend", "bm25s") == "bm25s" else None
         retriever = cls(corpus, **options, _out=out)
         retriever.save(path)
-        return cls.load(path, corpus, n_threads=options.get("n_threads"))
+        return cls.load(path, corpus, n_threads=options.get("n_threads"), pruning=options.get("pruning", True))
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the index to the directory ``path`` (created if needed) and return it.
@@ -454,7 +490,8 @@ class BM25Retriever(Retriever):
 
     @classmethod
     def load(
-        cls, path: str | os.PathLike, corpus: Corpus, n_threads: int | None = None, *, in_memory: bool = False
+        cls, path: str | os.PathLike, corpus: Corpus, n_threads: int | None = None, *, in_memory: bool = False,
+        pruning: bool = True,
     ) -> BM25Retriever:
         """Map an index written by :meth:`save` or :meth:`build` for ``corpus``.
 
@@ -464,6 +501,10 @@ class BM25Retriever(Retriever):
         (seconds per GB), not shared with other processes. Queries may run a few percent
         faster (anonymous memory gets huge pages, a mapped file 4 KiB page-cache pages): seen
         once on an idle machine, not under load (``benchmarks/query_latency.py``).
+
+        ``pruning`` is the constructor's. An index written before term bounds were (no
+        ``term_max.npy`` recorded in its metadata) loads and is scored exhaustively, said once
+        per folder by a warning with the command that rebuilds it.
 
         Raises :class:`ConfigError` when the index was built for another corpus (the corpus
         fingerprints differ) or with another analyzer. rank-bm25 indexes are pickles: load
@@ -489,11 +530,18 @@ class BM25Retriever(Retriever):
                 "version of searchgym: BM25Retriever(corpus).save(path)."
             )
         index = None
+        bounds = "term_max.npy" in (meta.get("files") or {})
         if not meta.get("empty_vocabulary"):
             if backend == "bm25s":
                 if meta["format_version"] >= 2:  # sizes, dtypes and shapes before anything is mapped
                     check_postings(path, meta, rebuild_hint(path, meta))
-                index = _map_postings(path, meta["format_version"], len(corpus), in_memory)
+                index = _map_postings(path, meta["format_version"], len(corpus), in_memory, bounds)
+                if not bounds and pruning and path.resolve() not in _UNBOUNDED_SAID:
+                    _UNBOUNDED_SAID.add(path.resolve())
+                    warnings.warn(
+                        f"BM25 index at {str(path)!r} was written before term score bounds were (no term_max.npy): it is "
+                        f"scored exhaustively, without dynamic pruning (same results, slower on large corpora). Rebuild it "
+                        f"to prune: {rebuild_command(path, meta)}.", stacklevel=2)
             elif backend == "rank_bm25":
                 require("rank_bm25", extra="rank-bm25", feature="The rank-bm25 backend")
                 if meta.get("files"):
@@ -510,20 +558,23 @@ class BM25Retriever(Retriever):
             method=meta["method"],
             delta=meta["delta"],
             n_threads=n_threads,
+            pruning=pruning,
             _index=index,
             _prebuilt=True,
         )
         if backend == "bm25s" and index is not None:
             retriever.folder, retriever._format = path.resolve(), meta["format_version"]
             retriever.in_memory = in_memory
+            retriever._bounds_on_disk = bounds
         return retriever
 
 
-def _map_postings(path: Path, format_version: int, num_docs: int, in_memory: bool = False) -> Postings:
+def _map_postings(path: Path, format_version: int, num_docs: int, in_memory: bool = False, bounds: bool = False) -> Postings:
     """The postings of an index folder, memory-mapped (read into memory with ``in_memory``):
-    searchgym's arrays (version 2) or bm25s's own folder (version 1)."""
+    searchgym's arrays (version 2) or bm25s's own folder (version 1); ``bounds``: with the term
+    bounds its metadata records."""
     if format_version >= 2:
-        return load_postings(path, num_docs, in_memory=in_memory)
+        return load_postings(path, num_docs, in_memory=in_memory, bounds=bounds)
     bm25s = require("bm25s", extra="core", feature="The bm25s BM25 backend", install="pip install bm25s")
     index = bm25s.BM25.load(path / "bm25s", mmap=not in_memory, show_progress=False)
     scores = index.scores

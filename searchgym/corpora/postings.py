@@ -15,8 +15,10 @@ arrays: memory-mapped files of the index folder when ``out`` is given. No step h
 one shard's tokens; the scores are the same float32 values a single pass computes.
 
 **On disk** (:func:`save_postings` / :func:`load_postings`): ``data.npy`` (float32),
-``indices.npy`` (int32), ``indptr.npy`` (int64), ``nonoccurrence.npy`` (BM25L / BM25+ only)
-and the vocabulary as sorted 64-bit hashes of the terms with their ids (``vocab_hash.npy``,
+``indices.npy`` (int32), ``indptr.npy`` (int64), ``nonoccurrence.npy`` (BM25L / BM25+ only),
+``term_max.npy`` (float32, each term's largest score: the bounds dynamic pruning reads,
+:mod:`searchgym.corpora.pruning`; indexes written before it lack it and are scored
+exhaustively) and the vocabulary as sorted 64-bit hashes of the terms with their ids (``vocab_hash.npy``,
 ``vocab_ids.npy``), so that loading maps every array and builds no Python object per term.
 Every file's size and checksum are computed as it is written (the score arrays' as the
 shards are scattered into them: :mod:`searchgym.corpora.checksum`) and recorded in the
@@ -41,6 +43,7 @@ import numpy as np
 from searchgym.corpora.building import SPACE_ERRNOS, folder_bytes
 from searchgym.corpora.checksum import MappedNpy, add_scattered, check_files, check_npy, file_checksum, save_npy, write_bytes
 from searchgym.corpora.mapped import stable_hash
+from searchgym.corpora.pruning import term_maxima
 from searchgym.corpora.tokenize import default_analyzer
 from searchgym.corpora.types import Corpus, Passage
 from searchgym.error import SearchGymError, require
@@ -94,6 +97,9 @@ class Postings:
     #: Records (size, checksum, dtype, shape) of the arrays already written to files by the
     #: build (``data.npy``, ``indices.npy``), computed as they were written.
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: [V] float32, each term's largest score (:func:`~searchgym.corpora.pruning.term_maxima`);
+    #: None for an index written before these bounds were (scored exhaustively).
+    term_max: np.ndarray | None = None
 
     @property
     def nbytes(self) -> int:
@@ -243,7 +249,7 @@ def _score_shards(corpus: Corpus, bounds: list[tuple[int, int]], scratch: Path, 
     if bar:
         bar.close()
     files = {} if data_file is None else {"data.npy": data_file.record(), "indices.npy": indices_file.record()}
-    return Postings(data, indices, indptr, vocab, nonoccurrence, n, files)
+    return Postings(data, indices, indptr, vocab, nonoccurrence, n, files, term_maxima(data, indptr))
 
 
 def _bar(progress: bool, total: int, desc: str) -> Any:
@@ -401,6 +407,9 @@ def save_postings(postings: Postings, folder: Path) -> dict[str, Any]:
             files[name] = save_npy(folder / name, np.asarray(array))
     if postings.nonoccurrence is not None:
         files["nonoccurrence.npy"] = save_npy(folder / "nonoccurrence.npy", np.asarray(postings.nonoccurrence))
+    # An index loaded without bounds (written before them) gets them when saved again.
+    term_max = postings.term_max if postings.term_max is not None else term_maxima(postings.data, postings.indptr)
+    files["term_max.npy"] = save_npy(folder / "term_max.npy", np.asarray(term_max, dtype=np.float32))
     vocab = postings.vocab
     if isinstance(vocab, HashedVocab):
         hashes, ids = vocab._hashes, vocab._ids
@@ -436,9 +445,10 @@ def check_postings(folder: Path, meta: Mapping[str, Any], fix: str) -> None:
         check_npy(folder / name, dtype, None if length is None else (length,), fix)
 
 
-def load_postings(folder: Path, num_docs: int, *, in_memory: bool = False) -> Postings:
+def load_postings(folder: Path, num_docs: int, *, in_memory: bool = False, bounds: bool = True) -> Postings:
     """Map the postings :func:`save_postings` wrote to ``folder`` (``in_memory``: read the score
-    matrix into memory instead; the vocabulary stays mapped)."""
+    matrix into memory instead; the vocabulary stays mapped). ``bounds``: read ``term_max.npy``
+    (False for a folder whose metadata does not record it: written before it was)."""
     mode = None if in_memory else "r"
     mapped = {name: np.load(folder / f"{name}.npy", mmap_mode=mode) for name in ("data", "indices", "indptr")}
     if (folder / "vocab.txt").is_file():
@@ -447,7 +457,8 @@ def load_postings(folder: Path, num_docs: int, *, in_memory: bool = False) -> Po
     else:
         vocab = HashedVocab(np.load(folder / "vocab_hash.npy", mmap_mode="r"), np.load(folder / "vocab_ids.npy", mmap_mode="r"))
     nonoccurrence = np.load(folder / "nonoccurrence.npy") if (folder / "nonoccurrence.npy").is_file() else None
-    return Postings(mapped["data"], mapped["indices"], mapped["indptr"], vocab, nonoccurrence, num_docs)
+    term_max = np.load(folder / "term_max.npy", mmap_mode=mode) if bounds else None
+    return Postings(mapped["data"], mapped["indices"], mapped["indptr"], vocab, nonoccurrence, num_docs, term_max=term_max)
 
 
 # ------------------------------------------------------------------------------ serving shards

@@ -1,0 +1,255 @@
+"""Dynamic pruning (MaxScore) returns exhaustive scoring's top k exactly: the same passages,
+the same float32 scores bit for bit, the same order (ties in corpus order), on thousands of
+random and adversarial queries, one at a time and batched, mapped, sharded, for every BM25
+variant; its term bounds are written, checksummed and verified with the index, and an index
+written before them loads, is scored exhaustively and says so once."""
+
+from __future__ import annotations
+
+import json
+import random
+import warnings
+
+import numpy as np
+import pytest
+
+from searchgym.cli import main as cli_main
+from searchgym.corpora.bm25 import BM25Retriever
+from searchgym.corpora.index_folder import write_meta
+from searchgym.corpora.pruning import prune_top_k, term_maxima
+from searchgym.corpora.sharded import ShardedRetriever
+from searchgym.corpora.types import Corpus, Passage
+from searchgym.corpora.verify import verify_storage
+from searchgym.error import ConfigError, DamagedFileError
+
+STOPWORDS = "the of and in a to was is for on as by with he at from his an were are which it that".split()
+COMMON = ["river", "castle", "empire", "league", "album", "station"]  # in most passages: long lists
+
+
+def zipf_corpus(n: int = 2500, seed: int = 3) -> tuple[Corpus, list[str]]:
+    """``n`` passages of Zipf-drawn pseudo-words, common words in most, stopwords throughout;
+    and the vocabulary (rank order)."""
+    rng = np.random.default_rng(seed)
+    vocabulary = COMMON + [f"w{i}q" for i in range(1500)]
+    passages = []
+    for i in range(n):
+        words = [vocabulary[min(r - 1, len(vocabulary) - 1)] for r in rng.zipf(1.25, size=int(rng.integers(5, 60)))]
+        words += list(rng.choice(STOPWORDS, size=5))
+        passages.append(Passage(str(i), f"T{i % 41}", " ".join(words)))
+    return Corpus(passages, name=f"zipf{n}"), vocabulary
+
+
+def queries_of(vocabulary: list[str], count: int, seed: int = 0) -> list[str]:
+    """Random and adversarial queries: one term, many terms, stop-word heavy, repeated terms,
+    common terms only, unknown terms, empty."""
+    rng = random.Random(seed)
+    pick = lambda: vocabulary[min(int(rng.paretovariate(0.8)) - 1, len(vocabulary) - 1)]
+    fixed = ["", "the of and", "zzz unknownword", "river", "river river river", "river castle empire league album station",
+             "the river of the castle", "w5q w5q w7q", "T3", "t3 w1q", "river zzz w900q", " ".join(COMMON * 3)]
+    out = list(fixed)
+    while len(out) < count:
+        kind = rng.randrange(6)
+        if kind == 0:
+            words = [pick()]
+        elif kind == 1:
+            words = [pick() for _ in range(rng.randint(2, 12))]
+        elif kind == 2:
+            words = [rng.choice(STOPWORDS) for _ in range(rng.randint(2, 6))] + [pick()]
+        elif kind == 3:
+            word = pick()
+            words = [word] * rng.randint(2, 4) + [pick()]
+        elif kind == 4:
+            words = rng.sample(COMMON, rng.randint(2, 5)) + [f"T{rng.randrange(41)}"]
+        else:
+            words = [pick(), "nosuchword", pick()]
+        rng.shuffle(words)
+        out.append(" ".join(words))
+    return out
+
+
+def answers(retriever: BM25Retriever, queries: list[str], k: int, batched: bool = True) -> list[list[tuple[str, float]]]:
+    rows = retriever.search(queries, k) if batched else [retriever.search([q], k)[0] for q in queries]
+    return [[(h.passage.id, h.score) for h in row] for row in rows]
+
+
+@pytest.fixture(scope="module")
+def zipf():
+    corpus, vocabulary = zipf_corpus()
+    retriever = BM25Retriever(corpus, n_threads=2)
+    retriever.prune_from = 0  # prune every query: on a corpus this small most would be scored exhaustively
+    return retriever, vocabulary
+
+
+def exhaustive(retriever: BM25Retriever) -> BM25Retriever:
+    plain = BM25Retriever.__new__(BM25Retriever)
+    plain.__setstate__(retriever.__getstate__())
+    plain.pruning = False
+    return plain
+
+
+def test_pruned_top_k_is_exhaustive_scorings_on_thousands_of_queries_batched_and_one_at_a_time(zipf):
+    retriever, vocabulary = zipf
+    plain = exhaustive(retriever)
+    assert retriever.prunes and not plain.prunes
+    queries = queries_of(vocabulary, 700)
+    for k in (1, 3, 10, 100):
+        assert answers(retriever, queries, k) == answers(plain, queries, k), k
+    assert answers(retriever, queries[:100], 5000) == answers(plain, queries[:100], 5000)  # more than any query matches
+    assert answers(retriever, queries[:200], 3, batched=False) == answers(plain, queries[:200], 3, batched=False)
+    assert answers(retriever, ["", "the of and", "zzz"], 3) == [[], [], []]
+    for k in (0, -1, True, 2.0):
+        for r in (retriever, plain):
+            with pytest.raises(ConfigError, match="k to be a positive integer"):
+                r.search(["river"], k)
+
+
+def top(retriever: BM25Retriever, ids: list[int], k: int, **options) -> tuple[list[int], list[float]]:
+    docs, scores = prune_top_k(ids, k, retriever._data, retriever._indices, retriever._indptr, retriever._term_max,
+                               retriever._buffer(), retriever._rank_exhaustive, **{"prune_from": 0, **options})
+    return np.asarray(docs).tolist(), np.asarray(scores).tolist()
+
+
+def test_lists_are_skipped_and_the_answer_stays_exact_when_every_list_may_be_skipped(zipf):
+    """``check_from=0`` weighs skipping before every list, long or short: the bounds and the
+    rounding margins decide alone, and many lists are only looked up."""
+    retriever, vocabulary = zipf
+    stats: dict[str, int] = {}
+    for i, query in enumerate(queries_of(vocabulary, 700, seed=1)):
+        ids = retriever.analyzer.token_ids([query], retriever._vocab, grow=False)[0]
+        if not ids:
+            continue
+        k = (1, 2, 3, 10, 50)[i % 5]
+        docs, scores = retriever._rank_exhaustive(ids, k)
+        assert top(retriever, ids, k, check_from=0, stats=stats) == (docs.tolist(), scores.tolist()), query
+    assert stats["skipped"] > 200 and stats["added"] < 0.7 * stats["postings"], stats
+
+
+def test_ties_at_the_kth_place_come_in_corpus_order_when_pruning():
+    """Passages from a few templates score exactly alike; the k-th place is a tie more often
+    than not."""
+    rng = random.Random(11)
+    templates = ["alpha beta", "alpha gamma", "beta gamma delta", "alpha", "gamma delta", "alpha beta gamma delta"]
+    passages = [Passage(str(i), "", " ".join(rng.choice(templates).split() + (["common"] if i % 10 else []) * rng.randint(1, 3)))
+                for i in range(600)]
+    retriever = BM25Retriever(Corpus(passages, name="tied"), n_threads=1)
+    retriever.prune_from = 0
+    plain = exhaustive(retriever)
+    queries = ["alpha", "alpha beta", "common alpha", "delta gamma common", "beta beta alpha", "alpha beta gamma delta common"]
+    for k in (1, 2, 3, 7, 50, 599, 1000):
+        assert answers(retriever, queries, k) == answers(plain, queries, k)
+        for query in queries:
+            ids = retriever.analyzer.token_ids([query], retriever._vocab, grow=False)[0]
+            docs, scores = retriever._rank_exhaustive(ids, k)
+            assert top(retriever, ids, k, check_from=0) == (docs.tolist(), scores.tolist())
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+def test_every_bm25_variant_prunes_exactly(method):
+    corpus, vocabulary = zipf_corpus(800, seed=5)
+    retriever = BM25Retriever(corpus, method=method, n_threads=1)
+    retriever.prune_from = 0
+    plain = exhaustive(retriever)
+    queries = queries_of(vocabulary, 300, seed=2)
+    for k in (3, 10):
+        assert answers(retriever, queries, k) == answers(plain, queries, k)
+
+
+def test_a_term_with_a_negative_score_has_no_bound_and_its_queries_are_scored_exhaustively(zipf):
+    data = np.array([0.5, 2.0, -1.0, 3.0, 0.25], dtype=np.float32)
+    indptr = np.array([0, 2, 2, 4, 5])  # term 1 has no postings (a shard's range without it)
+    assert term_maxima(data, indptr).tolist() == [2.0, 0.0, float("inf"), 0.25]
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(0, 9, size=300)
+    indptr = np.concatenate(([0], np.cumsum(lengths)))
+    data = rng.random(int(indptr[-1])).astype(np.float32)
+    reference = [float(data[a:b].max()) if b > a else 0.0 for a, b in zip(indptr[:-1], indptr[1:])]
+    assert term_maxima(data, indptr, block=7).tolist() == reference  # blocks cut anywhere
+
+    retriever, _ = zipf
+    ids = retriever.analyzer.token_ids(["river castle w3q"], retriever._vocab, grow=False)[0]
+    calls = []
+
+    def plain(term_ids, k):
+        calls.append(list(term_ids))
+        return retriever._rank_exhaustive(term_ids, k)
+
+    unbounded = retriever._term_max.copy()
+    unbounded[ids[1]] = np.inf
+    docs, scores = prune_top_k(ids, 3, retriever._data, retriever._indices, retriever._indptr, unbounded,
+                               retriever._buffer(), plain, prune_from=0)
+    assert calls == [ids] and docs.tolist() == retriever._rank_exhaustive(ids, 3)[0].tolist()
+
+
+def test_a_saved_index_prunes_mapped_and_in_memory_and_its_shards_merge_to_the_same_top_k(zipf, tmp_path):
+    retriever, vocabulary = zipf
+    folder = retriever.save(tmp_path / "ix")
+    meta = json.loads((folder / "searchgym_bm25.json").read_text())
+    assert "term_max.npy" in meta["files"] and meta["files"]["term_max.npy"]["shape"] == [meta["num_terms"]]
+    assert np.load(folder / "term_max.npy").tolist() == retriever._term_max.tolist()
+    queries = queries_of(vocabulary, 400, seed=4)
+    expected = {k: answers(exhaustive(retriever), queries, k) for k in (3, 10)}
+    for in_memory in (False, True):
+        loaded = BM25Retriever.load(folder, retriever.corpus, in_memory=in_memory)
+        loaded.prune_from = 0
+        assert loaded.prunes
+        for k in (3, 10):
+            assert answers(loaded, queries, k) == expected[k]
+    shards = [BM25Retriever.load(f, retriever.corpus) for f in retriever.save_shards(tmp_path / "shards", 3)]
+    for shard in shards:
+        shard.prune_from = 0
+    assert all(shard.prunes for shard in shards)
+    # each shard bounds its own postings: no more than the whole index's bounds
+    assert all((shard._term_max <= retriever._term_max).all() for shard in shards)
+    merged = ShardedRetriever(shards, retriever.corpus)
+    for k in (3, 10):
+        assert answers(merged, queries, k) == expected[k]
+    merged.close()
+
+
+def test_an_index_written_before_term_bounds_loads_scored_exhaustively_said_once(zipf, tmp_path):
+    retriever, vocabulary = zipf
+    folder = retriever.save(tmp_path / "old")
+    meta = json.loads((folder / "searchgym_bm25.json").read_text())
+    del meta["files"]["term_max.npy"], meta["meta_checksum"]
+    (folder / "term_max.npy").unlink()
+    write_meta(folder, "searchgym_bm25.json", meta)  # as a searchgym before this change wrote it
+    with pytest.warns(UserWarning) as said:
+        old = BM25Retriever.load(folder, retriever.corpus)
+    assert len(said) == 1 and str(said[0].message) == (
+        f"BM25 index at {str(folder)!r} was written before term score bounds were (no term_max.npy): it is scored "
+        "exhaustively, without dynamic pruning (same results, slower on large corpora). Rebuild it to prune: "
+        f"searchgym index --corpus FILE --retriever bm25 --out {folder} --overwrite.")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per folder: a second load says nothing
+        again = BM25Retriever.load(folder, retriever.corpus)
+    assert not old.prunes and not again.prunes
+    queries = queries_of(vocabulary, 300, seed=6)
+    assert answers(old, queries, 3) == answers(retriever, queries, 3)
+    assert verify_storage(folder, progress=False).parts == ["old: bm25 index, 5 files"]  # what it records, all read
+    old.save(tmp_path / "resaved")  # saved again, it gets its bounds
+    assert BM25Retriever.load(tmp_path / "resaved", retriever.corpus).prunes
+
+
+def test_verify_reads_the_term_bounds_and_a_load_refuses_them_cut(zipf, tmp_path, capsys):
+    retriever, _ = zipf
+    folder = retriever.save(tmp_path / "ix")
+    assert verify_storage(folder, progress=False).parts == ["ix: bm25 index, 6 files"]
+    with open(folder / "term_max.npy", "r+b") as f:
+        f.seek(200)
+        byte = f.read(1)
+        f.seek(200)
+        f.write(bytes([byte[0] ^ 0x10]))
+    with pytest.raises(DamagedFileError, match=r"term_max\.npy: checksum sum64:.*its bytes changed after it was written"):
+        verify_storage(folder, progress=False)
+    assert cli_main(["index", "--verify", str(folder)]) == 2
+    assert "term_max.npy: checksum" in capsys.readouterr().err
+    with open(folder / "term_max.npy", "r+b") as f:
+        f.truncate(100)
+    with pytest.raises(DamagedFileError, match=r"term_max\.npy: expected .* it was cut short"):
+        BM25Retriever.load(folder, retriever.corpus)
+
+
+def test_pruning_must_be_a_bool(zipf):
+    retriever, _ = zipf
+    with pytest.raises(ConfigError, match="BM25Retriever expects pruning to be True or False, got 'no'"):
+        BM25Retriever(retriever.corpus, pruning="no")
