@@ -3,17 +3,16 @@
 docs/trl.md's tool example (``GRPOTrainer(environment_factory=tool_environment(...))``) made
 no call from its tag warm start: the tiny scratch model (and SmolLM2) write none zero-shot.
 This builds two warm starts on the same small synthwiki world, the example's (``searchgym sft
---model scratch``: the tag grammar) and one SFT'd on the oracle's tool calls (``--chat-template
-hermes --env-options '{"action_format": "tools", ...}'``, many epochs: the tiny model must
-learn the call's form), then runs the same GRPO steps through TRL 1.16's real trainer and
-tool loop from each, and prints the calls per episode (those TRL parsed, and the turns the
-env played), the episodes that answered and the mean reward (``get_reward``, with
-``unread_calls``). ``--before`` / ``--after`` take model folders instead of building them.
-Measured (benchmarks/RESULTS.md, "Tool calls"): the tiny model's tool warm start writes a
-call in every episode, but none TRL can parse yet (each is the env's bad call through
-``unread_calls``); neither warm start earns a reward.
+--model scratch``: the tag grammar) and the tiny scratch model SFT'd on the oracle's tool calls
+of the training questions, each episode's prompt rendered as TRL's loop renders it (full
+batch, 150 steps at lr 1e-2: it memorizes them, as the GRPO steps replay those questions),
+then runs the same GRPO steps through TRL 1.16's real trainer and tool loop from each, and
+prints the calls per episode (those TRL parsed, and the turns the env played), the episodes
+that answered and the mean reward (``get_reward``, with ``unread_calls``). ``--before`` /
+``--after`` take model folders instead of building them. Measured in benchmarks/RESULTS.md,
+"TRL's tool loop from a tool-call warm start".
 
-    python benchmarks/trl_tool_calls.py --quick    # the tiny scratch model, 2 GRPO steps of 8 episodes
+    python benchmarks/trl_tool_calls.py --quick    # the tiny scratch model, 2 GRPO steps of 4 episodes
     python benchmarks/trl_tool_calls.py            # the same, 8 GRPO steps
 
 Prints one row per warm start and writes OUT/summary.json.
@@ -38,6 +37,11 @@ HERMES_RESPONSE = {
     },
 }
 WORLD = {"corpus_options": {"seed": 7, "num_passages": 400}, "max_turns": 3, "top_k": 1}
+ENV_ID = "searchgym/SearchR1-v0"
+#: TRL's cap on a whole rollout, tool results included: an oracle call turn is ~63 tokens of the
+#: tiny model's tokenizer, a top-1 result ~130, so a two-hop episode (2 searches, 2 results, the
+#: answer) is ~450 tokens; 256 cut it before the answer.
+COMPLETION_TOKENS = 512
 
 
 def run(model: str, steps: int, questions: int, out: Path) -> dict:
@@ -65,11 +69,11 @@ def run(model: str, steps: int, questions: int, out: Path) -> dict:
 
     trainer = GRPOTrainer(
         model=model, processing_class=tokenizer,
-        environment_factory=tool_environment("searchgym/SearchR1-v0", **WORLD),
+        environment_factory=tool_environment(ENV_ID, **WORLD),
         reward_funcs=[unread_calls, record],
-        train_dataset=tool_dataset("searchgym/SearchR1-v0", split="train", limit=questions, **WORLD),
+        train_dataset=tool_dataset(ENV_ID, split="train", limit=questions, **WORLD),
         args=GRPOConfig(output_dir=str(out), num_generations=2, per_device_train_batch_size=4, max_steps=steps,
-                        max_completion_length=256, learning_rate=1e-6, use_cpu=True, bf16=False, report_to=[],
+                        max_completion_length=COMPLETION_TOKENS, learning_rate=1e-6, use_cpu=True, bf16=False, report_to=[],
                         save_strategy="no", logging_steps=1, seed=0),
     )
     started = time.perf_counter()
@@ -84,22 +88,89 @@ def run(model: str, steps: int, questions: int, out: Path) -> dict:
     }
 
 
-#: The two warm starts' `searchgym sft` arguments (the world of WORLD, its questions).
-SFT = {
-    "before": ["--model", "scratch", "--scratch-size", "tiny", "--limit", "64", "--epochs", "1", "--eval-limit", "0",
-               "--env-options", json.dumps({"corpus_options": WORLD["corpus_options"]})],
-    "after": ["--model", "scratch", "--scratch-size", "tiny", "--chat-template", "hermes", "--limit", "32", "--epochs", "30",
-              "--batch-size", "8", "--lr", "3e-3", "--warmup-steps", "10", "--eval-limit", "0",
-              "--env-options", json.dumps({"action_format": "tools", **WORLD})],
-}
+#: The example's warm start: `searchgym sft` of the tag grammar (the world of WORLD, its questions).
+TAG_SFT = ["--model", "scratch", "--scratch-size", "tiny", "--limit", "64", "--epochs", "1", "--eval-limit", "0",
+           "--env-options", json.dumps({"corpus_options": WORLD["corpus_options"]})]
 
 
-def warm_start(name: str, out: Path) -> str:
-    """Build the ``name`` warm start with `searchgym sft`; its model folder."""
-    folder = out / f"sft-{name}"
+def tag_warm_start(out: Path) -> str:
+    """The example's warm start, built with `searchgym sft`; its model folder."""
+    folder = out / "sft-before"
     code = "from searchgym.cli import run; run()"
-    subprocess.run([sys.executable, "-c", code, "sft", *SFT[name], "--out", str(folder)], check=True)
+    subprocess.run([sys.executable, "-c", code, "sft", *TAG_SFT, "--out", str(folder)], check=True)
     return str(folder / "final")
+
+
+def trl_prompt_ids(tokenizer, questions: int) -> dict[str, list[int]]:
+    """Each training question's prompt as TRL renders it (question text -> token ids): the row's
+    user message filled by ``reset``, the tools as TRL lists them (its environment's public
+    methods, by name), the generation header."""
+    import inspect
+
+    from searchgym.integrations.trl import tool_dataset, tool_environment
+
+    environment = tool_environment(ENV_ID, **WORLD)()
+    skip = {"reset", "get_reward"}
+    tools = [getattr(environment, n) for n, _ in inspect.getmembers(type(environment), inspect.isfunction)
+             if n not in skip and not n.startswith("_")]
+    prompts = {}
+    for row in tool_dataset(ENV_ID, split="train", limit=questions, **WORLD):
+        text = environment.reset(**row)
+        message = {**row["prompt"][-1], "content": row["prompt"][-1]["content"] + text}
+        prompts[row["question"]] = tokenizer.apply_chat_template([message], tools=tools, add_generation_prompt=True, tokenize=True,
+                                                                 return_dict=True)["input_ids"]
+    return prompts
+
+
+def tool_warm_start(out: Path, questions: int, steps: int, lr: float = 1e-2) -> tuple[str, dict]:
+    """The tiny scratch model SFT'd on the synthwiki oracle's tool calls of the training
+    questions, each episode's prompt as TRL's loop renders it; its model folder and figures.
+
+    `searchgym sft` trains on the env's own prompt: the tools in the env's order with
+    ``additionalProperties``, and the env's rule for a reply without a call. TRL lists the
+    tools by method name without it, and ``reset`` states TRL's rule. A model this small that
+    learned one prompt writes garbage under the other (RESULTS.md, "TRL's tool loop from a
+    tool-call warm start"), so the oracle's turns are kept and its prompts swapped for TRL's.
+    """
+    import dataclasses
+
+    import gymnasium as gym
+    import torch
+
+    from searchgym.lm.chat_templates import install_chat_template
+    from searchgym.training.batch import collate
+    from searchgym.training.data import with_tool_parser
+    from searchgym.training.sft import oracle_trajectories, scratch_model, turn_logprobs
+
+    torch.manual_seed(0)
+    game = with_tool_parser({"action_format": "tools", **WORLD}, "hermes")
+    model, tokenizer = scratch_model(gym.make(ENV_ID, split="train", **game), size="tiny")
+    install_chat_template(tokenizer, "hermes", model)
+    prompts = trl_prompt_ids(tokenizer, questions)
+    trajectories = []
+    for t in oracle_trajectories(ENV_ID, tokenizer, env_options=game, limit=questions, num_envs=min(8, questions)):
+        text = tokenizer.decode(t.prompt_ids)
+        question = max((q for q in prompts if f"Question: {q}" in text), key=len, default=None)
+        if question is None:  # the oracle plays the dataset's questions: its prompt names one of them
+            raise RuntimeError(f"an oracle episode's prompt names none of the {len(prompts)} training questions: {text[-300:]!r}")
+        trajectories.append(dataclasses.replace(t, prompt_ids=tuple(prompts[question])))
+    batch = collate(trajectories, pad_id=tokenizer.pad_token_id)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    started = time.perf_counter()
+    model.train()
+    losses = []
+    for _ in range(steps):  # full batch: the few episodes are memorized, as the GRPO steps replay their questions
+        optimizer.zero_grad(set_to_none=True)
+        loss = -turn_logprobs(model, batch).mean()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    folder = out / "sft-after" / "final"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder), {"episodes": len(trajectories), "steps": steps, "loss_first": round(losses[0], 3),
+                         "loss_last": round(losses[-1], 4), "seconds": round(time.perf_counter() - started, 1)}
 
 
 def main() -> None:
@@ -108,18 +179,26 @@ def main() -> None:
     parser.add_argument("--before", help="the example's warm start, a model folder (default: built here)")
     parser.add_argument("--after", help="a warm start SFT'd on the oracle's tool calls (default: built here)")
     parser.add_argument("--questions", type=int, default=8, help="training questions")
+    parser.add_argument("--sft-steps", type=int, default=150, help="full-batch SFT steps of the tool warm start (default 150)")
     parser.add_argument("--out", default="runs/bench-trl-tools")
     args = parser.parse_args()
+    for name in ("questions", "sft_steps"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} expects a positive integer, got {getattr(args, name)}")
     out = Path(args.out)
     steps = 2 if args.quick else 8
-    models = {"before": args.before or warm_start("before", out), "after": args.after or warm_start("after", out)}
+    sft_row = None
+    if args.after is None:
+        after, sft_row = tool_warm_start(out, args.questions, args.sft_steps)
+        print("tool warm start:", json.dumps(sft_row), flush=True)
+    models = {"before": args.before or tag_warm_start(out), "after": args.after or after}
     rows = [{"warm start": name, **run(m, steps, args.questions, out / f"grpo-{name}")} for name, m in models.items()]
     print(f"{'warm start':<10} {'episodes':>8} {'TRL calls/ep':>12} {'env turns/ep':>12} {'answered':>8} {'mean reward':>11} {'s':>6}")
     for r in rows:
         print(f"{r['warm start']:<10} {r['episodes']:>8} {r['trl_calls_per_episode']:>12.2f} {r['env_turns_per_episode']:>12.2f} "
               f"{r['answered']:>8.2f} {r['mean_reward']:>11.3f} {r['seconds']:>6}")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(rows, indent=2))
+    (out / "summary.json").write_text(json.dumps({"tool_sft": sft_row, "grpo": rows}, indent=2))
 
 
 if __name__ == "__main__":

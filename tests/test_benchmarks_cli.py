@@ -83,6 +83,8 @@ def test_every_benchmark_but_the_user_sized_ones_has_a_quick_form():
     (["sb3.py", "--bench-options", "[1]"], "--bench-options expects a JSON object like"),
     (["multi_agent.py", "--quick", "--limit", "0"], "--limit expects a positive integer, got 0"),
     (["multi_agent.py", "--train-n", "0"], "--train-n expects a positive integer, got 0"),
+    (["trl_tool_calls.py", "--quick", "--sft-steps", "0"], "--sft-steps expects a positive integer, got 0"),
+    (["trl_tool_calls.py", "--questions", "-1"], "--questions expects a positive integer, got -1"),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else "")
 def test_a_bad_size_is_refused_before_any_work(argv, message):
     done = run_script(str(ROOT / "benchmarks" / argv[0]), *argv[1:], timeout=60)
