@@ -124,7 +124,7 @@ def test_the_installed_command_runs_the_docs_command_line(title_module):
     argv = [str(script), *command.split()[1:], "--limit", "3", "--num-envs", "2", "--quiet", "--out", str(title_module / "cli")]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=title_module)
     assert done.returncode == 0, done.stderr[-2000:]
-    labels = [line.split(" | ")[0].strip("| ") for line in done.stdout.splitlines() if " @ " in line]
+    labels = [line.split(" | ")[0].strip("| ") for line in done.stdout.splitlines() if line.startswith("|") and " @ " in line]
     assert labels == ["oracle @ SearchR1-v0", "my_agents:TitleAgent @ SearchR1-v0", "random @ SearchR1-v0"]
 
 

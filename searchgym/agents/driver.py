@@ -421,7 +421,8 @@ class _GymEpisode(LiveEpisode):
             game = getattr(search_env(self.env), "game", None)  # a role env of the team game has none
         except ConfigError:  # an env of the user's that plays the game without being one: its turns, no documents
             game = None
-        if game is not None and game.example is not None:
+        # The team game's roles share a TeamGame, which keeps no single record of searches.
+        if game is not None and game.example is not None and callable(getattr(game, "record", None)):
             # naive_search=False: reading the record must not search (s3's baseline is not shown)
             add_documents(self.transcript, game.record(naive_search=False).searches)
         return self.transcript
