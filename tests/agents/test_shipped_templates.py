@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.test_tool_records import play
 from env_helpers import make_small
 from searchgym.agents.driver import Task, run_episodes
 from searchgym.agents.lm_agents import policy_agent
@@ -89,18 +90,6 @@ def scripts(env_id, parser, eot, think):
     return [one, two]
 
 
-def play(env, agent, index):
-    observation, info = env.reset(options={"example_index": index})
-    infos = [info]
-    while True:
-        (action,) = agent.act([observation], [info])
-        observation, _, terminated, truncated, info = env.step(action)
-        infos.append(info)
-        if terminated or truncated:
-            agent.observe_end(0, info)
-            return infos, agent.end_episode(0)
-
-
 def check_record(tok, record, turns, infos, eot):
     # Generated segments: exactly the scripted ids, through the end of turn or cut at max_new_tokens.
     generated = [s for s in record.segments if s.generated]
@@ -137,18 +126,24 @@ def test_every_game_plays_under_the_template_and_keeps_its_record(smollm2_base, 
     eot, parser = end_of_turn(tok), default_tool_parser(tok)
     assert eot == {"llama3_1": "<|eot_id|>", "llama3": "<|eot_id|>", "mistral": "</s>"}.get(template, "<|im_end|>")
     assert parser == {"llama3_1": "llama3_json", "llama3": "llama3_json", "mistral": "mistral"}.get(template, "hermes")
-    think = template in ("qwen3", "hermes-think")
+    play_every_game(tok, parser, eot, think=template in ("qwen3", "hermes-think"), cut_closed_by_eot=True)
+
+
+def play_every_game(tok, parser, eot, *, think, cut_closed_by_eot):
+    """Both scripts of every game under ``tok``'s template, each record checked; with
+    ``cut_closed_by_eot``, the observation after the cut turn must open with ``eot``."""
     marked = 0
     for env_id in ENV_IDS:
         env = env_for(env_id, parser)
         for index, turns in enumerate(scripts(env_id, parser, eot, think)):
             agent = policy_agent(env, ScriptedLM(turns, tok), max_new_tokens=MAX_NEW_TOKENS)
-            infos, record = play(env, agent, index)
+            infos, record = play(env, agent, index=index)
             check_record(tok, record, turns, infos, eot)
             marked += record.render_mismatch is not None
             if index == 1:  # the cut turn: a bad call the env answered, closed by the observation
                 assert infos[1]["invalid_reason"] and record.segments[0].finish_reason == "length"
-                assert tok.decode(record.segments[1].token_ids).startswith(eot)
+                if cut_closed_by_eot:
+                    assert tok.decode(record.segments[1].token_ids).startswith(eot)
     assert marked >= len(ENV_IDS)  # every cut turn at least is not the template's writing of its message
 
 
@@ -173,7 +168,7 @@ def test_llama31_refuses_parallel_calls_and_the_episode_plays_on_marked(smollm2_
     turns = [write("", [("search", {"query": "river"}), ("search", {"query": "city"})]) + "<|eot_id|>",
              write("", [("answer", {"answer": "Nowhere"})]) + "<|eot_id|>"]
     agent = policy_agent(env, ScriptedLM(turns, tok), max_new_tokens=MAX_NEW_TOKENS)
-    infos, record = play(env, agent, 0)
+    infos, record = play(env, agent)
     assert [m["role"] for m in infos[1]["messages"]][-2:] == ["tool", "tool"] and infos[-1]["prediction"] == "Nowhere"
     assert record.render_mismatch == "template"
     observed = tok.decode(record.segments[1].token_ids)
@@ -187,12 +182,12 @@ def test_the_final_turn_is_checked_too(smollm2_base):
     write = TOOL_WRITERS["hermes"]
     clean = [write("", [("search", {"query": "river"})]) + "<|im_end|>", write("", [("answer", {"answer": "Nowhere"})]) + "<|im_end|>"]
     agent = policy_agent(env, ScriptedLM(clean, tok), max_new_tokens=MAX_NEW_TOKENS)
-    _, record = play(env, agent, 0)
+    _, record = play(env, agent)
     assert record.render_mismatch is None
     # Two spaces before the call: the env's message keeps the call, the template writes it without them.
     odd = [clean[0], "  " + clean[1]]
     agent = policy_agent(env, ScriptedLM(odd, tok), max_new_tokens=MAX_NEW_TOKENS)
-    infos, record = play(env, agent, 0)
+    infos, record = play(env, agent)
     assert infos[-1]["prediction"] == "Nowhere" and record.render_mismatch == "turn"
     # The driver hands the last info over too.
     agent = policy_agent(env, ScriptedLM(odd, tok), max_new_tokens=MAX_NEW_TOKENS)

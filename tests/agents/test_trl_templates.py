@@ -17,11 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from agents.test_shipped_templates import ENV_IDS, MAX_NEW_TOKENS, check_record, env_for, play, scripts
-from searchgym.agents.lm_agents import policy_agent
+from agents.test_shipped_templates import play_every_game
 from searchgym.error import ConfigError
 from searchgym.lm.chat_templates import check_tool_template, default_tool_parser, end_of_turn
-from searchgym.lm.scripted import ScriptedLM
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*a token record differs from a fresh render:UserWarning")
 
@@ -146,15 +144,4 @@ def test_every_trl_template_is_played_or_skipped_for_its_stated_reason(smollm2_b
 def test_every_game_plays_under_the_trl_template_and_keeps_its_record(smollm2_base, name):
     tok = family_tokenizer(smollm2_base, name)
     eot, parser = end_of_turn(tok), default_tool_parser(tok)
-    think = "<think>" in tok.chat_template
-    marked = 0
-    for env_id in ENV_IDS:
-        env = env_for(env_id, parser)
-        for index, turns in enumerate(scripts(env_id, parser, eot, think)):
-            agent = policy_agent(env, ScriptedLM(turns, tok), max_new_tokens=MAX_NEW_TOKENS)
-            infos, record = play(env, agent, index)
-            check_record(tok, record, turns, infos, eot)
-            marked += record.render_mismatch is not None
-            if index == 1:  # the cut turn: a bad call the env answered
-                assert infos[1]["invalid_reason"] and record.segments[0].finish_reason == "length"
-    assert marked >= len(ENV_IDS)  # every cut turn at least is not the template's writing of its message
+    play_every_game(tok, parser, eot, think="<think>" in tok.chat_template, cut_closed_by_eot=False)
