@@ -48,27 +48,30 @@ cat "$OUT/gpu.txt"
 echo "# device check, $(head -1 "$OUT/gpu.txt")" > "$OUT/summary.md"
 sed -n '2,$p' "$OUT/gpu.txt" | sed 's/^/    /' >> "$OUT/summary.md"
 
-for dtype in "${DTYPES[@]}"; do
-    echo "== torch_flat.py ${FLAT_ARGS[*]} --dtype $dtype (at most ${FLAT_LIMIT} s)"
-    timeout "$FLAT_LIMIT" "$PY" benchmarks/torch_flat.py "${FLAT_ARGS[@]}" --dtype "$dtype" > "$OUT/torch_flat_$dtype.md" 2> "$OUT/torch_flat_$dtype.log"
+# One part: run "$@" under `timeout LIMIT`, its markdown to $OUT/NAME.md, its log to
+# $OUT/NAME.log; its figures (the lines PATTERN matches) and exit status into summary.md.
+run_part() {
+    local name=$1 limit=$2 title=$3 pattern=$4 status
+    shift 4
+    echo "== $title (at most ${limit} s)"
+    timeout "$limit" "$@" > "$OUT/$name.md" 2> "$OUT/$name.log"
     status=$?
-    cat "$OUT/torch_flat_$dtype.md"
+    cat "$OUT/$name.md"
     {
-        echo "## torch_flat.py --dtype $dtype: exit $status$([ $status = 124 ] && echo ' (timed out)')"
-        grep -E "^\| torch-flat|bandwidth bound|compute bound|copy bandwidth|^index:" "$OUT/torch_flat_$dtype.md"
+        echo "## $title: exit $status$([ $status = 124 ] && echo ' (timed out)')"
+        grep -E "$pattern" "$OUT/$name.md"
     } >> "$OUT/summary.md"
-    [ $status = 0 ] || { failed=$((failed + 1)); tail -5 "$OUT/torch_flat_$dtype.log"; }
-done
+    [ $status = 0 ] || { failed=$((failed + 1)); tail -5 "$OUT/$name.log"; }
+}
 
-echo "== train_step.py ${TRAIN_ARGS[*]} (at most ${TRAIN_LIMIT} s)"
-timeout "$TRAIN_LIMIT" "$PY" benchmarks/train_step.py "${TRAIN_ARGS[@]}" --json "$OUT/train_step.json" > "$OUT/train_step.md" 2> "$OUT/train_step.log"
-status=$?
-cat "$OUT/train_step.md"
-{
-    echo "## train_step.py ${TRAIN_ARGS[*]}: exit $status$([ $status = 124 ] && echo ' (timed out)')"
-    grep -E "^model |^\| (update throughput|step time|peak memory|rollout share|update share) " "$OUT/train_step.md"
-} >> "$OUT/summary.md"
-[ $status = 0 ] || { failed=$((failed + 1)); tail -5 "$OUT/train_step.log"; }
+for dtype in "${DTYPES[@]}"; do
+    run_part "torch_flat_$dtype" "$FLAT_LIMIT" "torch_flat.py --dtype $dtype" \
+        "^\| torch-flat|bandwidth bound|compute bound|copy bandwidth|^index:" \
+        "$PY" benchmarks/torch_flat.py "${FLAT_ARGS[@]}" --dtype "$dtype"
+done
+run_part train_step "$TRAIN_LIMIT" "train_step.py ${TRAIN_ARGS[*]}" \
+    "^model |^\| (update throughput|step time|peak memory|rollout share|update share) " \
+    "$PY" benchmarks/train_step.py "${TRAIN_ARGS[@]}" --json "$OUT/train_step.json"
 
 echo "== summary ($OUT/summary.md), $failed part(s) failed"
 cat "$OUT/summary.md"
