@@ -710,9 +710,10 @@ def _oracle_demo(args) -> int:
 
 
 def _envs(args) -> int:
-    from searchgym.envs.registration import ENV_SPECS, METHOD_ENV_SPECS, MULTI_AGENT_ENVS, ROLE_ENV_SPECS
+    from searchgym.envs.registration import ENV_SPECS, GAME_ENV_SPECS, METHOD_ENV_SPECS, MULTI_AGENT_ENVS, ROLE_ENV_SPECS
 
-    for env_id, kwargs in (*sorted(ENV_SPECS.items()), *sorted(METHOD_ENV_SPECS.items()), *sorted(ROLE_ENV_SPECS.items())):
+    for env_id, kwargs in (*sorted(ENV_SPECS.items()), *sorted(METHOD_ENV_SPECS.items()), *sorted(GAME_ENV_SPECS.items()),
+                           *sorted(ROLE_ENV_SPECS.items())):
         print(env_id, " ".join(f"{k}={v}" for k, v in kwargs.items()))
     for name, module in sorted(MULTI_AGENT_ENVS.items()):
         print(f"{name} (PettingZoo: {module}.env(), .parallel_env())")

@@ -43,7 +43,7 @@ LAYERS = {
     "rewards": 1, "corpora": 1, "lm": 1,
     "envs": 2, "__init__": 2,
     "agents": 3,
-    "training": 4, "methods": 4, "bench": 4, "cli": 4, "demo": 4, "oracle_demo": 4, "serve": 4, "serve_access": 4,
+    "training": 4, "methods": 4, "deepresearch": 4, "bench": 4, "cli": 4, "demo": 4, "oracle_demo": 4, "serve": 4, "serve_access": 4,
     "view": 4,
     "integrations": 5, "sb3": 5,
 }

@@ -18,7 +18,7 @@ The modules' paths before this layout (``searchgym.envs.core``, ``searchgym.envs
 from searchgym.envs import old_paths
 from searchgym.envs.access import env_play, env_reset_play, reset_all, search_env, step_all, team_game
 from searchgym.envs.components.model_calls import BatchCounts, ModelCall, ModelUser, SearchCall, play_all
-from searchgym.envs.registration import ENV_SPECS, METHOD_ENV_SPECS, MULTI_AGENT_ENVS, ROLE_ENV_SPECS, make_multi_agent, register_envs
+from searchgym.envs.registration import ENV_SPECS, GAME_ENV_SPECS, METHOD_ENV_SPECS, MULTI_AGENT_ENVS, ROLE_ENV_SPECS, make_multi_agent, register_envs
 from searchgym.envs.single.core import SearchEnv
 from searchgym.envs.single.game import SearchGame, SearchLog
 from searchgym.envs.single.wrappers import StrictActions
@@ -29,7 +29,7 @@ from searchgym.envs.team.seats import ROLES
 old_paths.install()
 
 __all__ = [
-    "ENV_SPECS", "METHOD_ENV_SPECS", "MULTI_AGENT_ENVS", "ROLES", "ROLE_ENV_SPECS", "BatchCounts", "ModelCall", "ModelUser", "RoleEnv", "SearchCall",
+    "ENV_SPECS", "GAME_ENV_SPECS", "METHOD_ENV_SPECS", "MULTI_AGENT_ENVS", "ROLES", "ROLE_ENV_SPECS", "BatchCounts", "ModelCall", "ModelUser", "RoleEnv", "SearchCall",
     "SearchEnv", "SearchGame", "SearchLog", "StrictActions", "TeamGame", "env_play", "env_reset_play", "make_multi_agent",
     "play_all", "register_envs", "reset_all", "search_env", "step_all", "team_game",
 ]

@@ -69,6 +69,21 @@ METHOD_ENV_SPECS: dict[str, dict[str, Any]] = {
 }
 
 
+#: Games after the papers' (docs/deep-research.md): single-agent ids whose pieces are ``module:attr``
+#: paths into their own package, built as a user's own piece is: nothing here imports them.
+GAME_ENV_SPECS: dict[str, dict[str, Any]] = {
+    # The offline deep-research game: BrowseComp-Plus's tools (search with 5 hits and 512-token
+    # snippets; its get_document read page by page, and find) over the generated long-document
+    # world, 64 calls (searches, opens and finds) and the answer turn, a context of 128k tokens.
+    "searchgym/DeepResearch-v0": {
+        "protocol": "searchgym.deepresearch.protocol:DeepResearchProtocol",
+        "reward": "searchgym.deepresearch.scoring:DeepResearchReward",
+        "corpus": "deepwiki", "action_format": "tools", "top_k": 5, "max_turns": 65, "max_calls": 64,
+        "max_context_tokens": 131072, "max_observation_chars": 65536, "max_action_chars": 16384,
+    },
+}
+
+
 #: Single-agent views of one role of the multi-agent game (searchgym.envs.team.role_env): the
 #: role trains, the other roster roles are played by ``policies`` (frozen), the frozen
 #: ``generator`` answers when the generator is not in the roster and always gives the
@@ -91,6 +106,7 @@ def register_envs() -> None:
     searchgym does it)."""
     for specs, entry_point, vector in (
         (ENV_SPECS, ENTRY_POINT, VECTOR_ENTRY_POINT), (METHOD_ENV_SPECS, ENTRY_POINT, VECTOR_ENTRY_POINT),
+        (GAME_ENV_SPECS, ENTRY_POINT, VECTOR_ENTRY_POINT),
         (ROLE_ENV_SPECS, ROLE_ENTRY_POINT, None),
     ):
         for env_id, kwargs in specs.items():
@@ -117,10 +133,10 @@ def full_env_id(env_id: str) -> str:
             )
         return env_id
     name = env_id if env_id.startswith(NAMESPACE) else NAMESPACE + env_id
-    if name not in ENV_SPECS and name not in METHOD_ENV_SPECS and name not in ROLE_ENV_SPECS:
+    if name not in ENV_SPECS and name not in METHOD_ENV_SPECS and name not in GAME_ENV_SPECS and name not in ROLE_ENV_SPECS:
         if env_id in user_env_ids():
             return env_id
-        known = (*ENV_SPECS, *METHOD_ENV_SPECS, *ROLE_ENV_SPECS)
+        known = (*ENV_SPECS, *METHOD_ENV_SPECS, *GAME_ENV_SPECS, *ROLE_ENV_SPECS)
         raise UnknownNameError("env id", env_id, [e.removeprefix(NAMESPACE) for e in known])
     return name
 
@@ -140,7 +156,7 @@ def env_spec(env_id: str) -> dict[str, Any]:
     """The default ``gym.make`` arguments of a registered id (full or short; a user's id: the
     kwargs it was registered with)."""
     name = full_env_id(env_id)
-    for specs in (ENV_SPECS, METHOD_ENV_SPECS, ROLE_ENV_SPECS):
+    for specs in (ENV_SPECS, METHOD_ENV_SPECS, GAME_ENV_SPECS, ROLE_ENV_SPECS):
         if name in specs:
             return dict(specs[name])
     return dict(registry[name.partition(":")[2] if ":" in name else name].kwargs)

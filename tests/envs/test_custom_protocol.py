@@ -361,7 +361,7 @@ def test_a_tool_named_as_a_built_in_one_or_bad_tool_messages_are_refused(world):
     with pytest.raises(ConfigError) as e:
         make(world, "tools", protocol=Clash())
     assert str(e.value) == ("Clash.extra_tools expects names of its own, got 'search' twice or as a built-in tool "
-                            "(answer, search); rename it.")
+                            "(answer, search); rename it (an 'answer' of its own makes an Answer subclass).")
 
     class NoUser(RefineProtocol):
         def tool_messages(self, example, docs=None):

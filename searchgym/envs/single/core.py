@@ -16,7 +16,7 @@ from searchgym.envs.components.summarizers import Summarizer, make_summarizer
 from searchgym.envs.protocols import Protocol, make_protocol
 from searchgym.envs.single.game import SearchGame
 from searchgym.envs.single.spaces import UnicodeText
-from searchgym.envs.single.tasks import EXAMPLE_OPTIONS, check_arguments, load_examples, load_task_data, pick_example
+from searchgym.envs.single.tasks import EXAMPLE_OPTIONS, bind_corpus, check_arguments, load_examples, load_task_data, pick_example
 from searchgym.envs.tools.surface import ACTION_FORMATS, ToolSurface
 from searchgym.error import ConfigError, suggest_keywords
 from searchgym.rewards import Episode, RewardRecipe
@@ -77,8 +77,8 @@ class SearchEnv(gym.Env[str, str]):
     ## Information
     Every step's ``info`` has: ``turn``, ``action_kinds``, ``query`` (or None), ``retrieved_ids``
     and ``retrieved_scores`` (this step's searches, best first), ``selected_ids`` (all kept so
-    far, s3), ``num_searches``, ``num_invalid``, ``invalid_reason``, ``context_chars``,
-    ``context_tokens``, ``action_truncated``, ``query_truncated``, ``observation_truncated``,
+    far, s3), ``num_searches``, ``num_calls`` (calls run), ``num_invalid``, ``invalid_reason``, ``context_full`` (the
+    context budget ended it), ``context_chars``, ``context_tokens``, ``action_truncated``, ``query_truncated``, ``observation_truncated``,
     ``forged_env_tags``, ``ignored_chars`` (text after the stop string), ``example_id``, and with tools ``tools``, ``messages``,
     ``queries``, ``ended_without_call`` (a reply without a call was the answer), ``tags_without_call`` (tags it wrote, warned);
     ``reset`` adds ``question`` and ``prompt_messages``; at the end also ``answer`` (the agent's), ``prediction`` (the scored
@@ -87,7 +87,7 @@ class SearchEnv(gym.Env[str, str]):
     ## Arguments
     - ``protocol``: ``"search_r1"``, ``"r1_searcher"``, ``"recon"``, ``"s3"``, ``"r_search"`` or a
       :class:`Protocol`; ``protocol_options`` go to its constructor (s3: ``docs_per_window``, the
-      most documents one window gives the generator, 3 as in s3's App. C; None: no cap).
+      most documents one window gives the generator, 3 as in s3's App. C; None: no cap); its ``set_corpus``, if any, gets the corpus.
     - ``corpus``: a built-in name (``"synthwiki"``, ``"wiki-vital"``), a jsonl path or a
       :class:`Corpus`; ``corpus_options`` go to its loader (synthwiki: ``seed``, ``num_passages``).
     - ``dataset``: a built-in name, a FlashRAG jsonl path or a list of :class:`QAExample`;
@@ -99,10 +99,11 @@ class SearchEnv(gym.Env[str, str]):
       counts kept questions); None: every question.
     - ``retriever``: ``"bm25"`` (bm25s), ``"rank-bm25"``, ``"dense"``, ``"dense-hnsw"``, a registered name, ``"module:attr"``
       or any :class:`~searchgym.corpora.SearchEngine`; ``retriever_options`` go to its constructor. ``top_k``: documents per
-      search; ``initial_top_k``: documents in the first observation of protocols that start
-      from naive retrieval (s3; default ``top_k``).
+      search; ``initial_top_k``: documents in the first observation of protocols that start from naive retrieval (s3).
     - ``max_turns``: agent turns per episode; as in Search-R1 and s3 the last turn's search is not
-      run. ``max_searches``: a lower search budget (None: none; each parallel search counts).
+      run. ``max_searches``: a lower search budget (None: none; each parallel search counts). ``max_calls``: calls (searches
+      and the protocol's own, e.g. ``open``) past it are not run; ``max_context_tokens``: the episode is truncated once the
+      context would reach it (``info["context_full"]``); None: no bound.
     - ``summarizer``: ``None``/``"identity"``, ``"extractive"`` or a :class:`Summarizer`.
     - ``reward``: a recipe name from :data:`searchgym.rewards.RECIPES` or a recipe;
       ``reward_options`` go to its constructor; its ``set_corpus``, if any, gets the corpus. ``generator``, ``reader``, ``judge``: the
@@ -142,6 +143,7 @@ class SearchEnv(gym.Env[str, str]):
         initial_top_k: int | None = None,
         max_turns: int = 5,
         max_searches: int | None = None,
+        max_calls: int | None = None, max_context_tokens: int | None = None,
         summarizer: str | Summarizer | None = None,
         summarizer_options: Mapping[str, Any] | None = None,
         protocol_options: Mapping[str, Any] | None = None,
@@ -154,14 +156,12 @@ class SearchEnv(gym.Env[str, str]):
         max_observation_chars: int = 16384,
         max_query_chars: int = MAX_QUERY_CHARS,
         token_counter: Callable[[str], int] | None = None,
-        action_format: str = "tags",
-        tool_parser: Any = None,
-        render_mode: str | None = None,
+        action_format: str = "tags", tool_parser: Any = None, render_mode: str | None = None,
     ):
         check_arguments(  # before the corpus loads, so a typo fails at once (SearchGame checks the budgets too)
             {"top_k": top_k, "max_turns": max_turns, "max_action_chars": max_action_chars,
              "max_observation_chars": max_observation_chars, "max_query_chars": max_query_chars},
-            {"initial_top_k": initial_top_k, "max_searches": max_searches, "limit": limit},
+            {"initial_top_k": initial_top_k, "max_searches": max_searches, "max_calls": max_calls, "max_context_tokens": max_context_tokens, "limit": limit},
             [("question filter", question_filter, QUESTION_FILTERS), ("action format", action_format, ACTION_FORMATS),
              ("render mode", render_mode, self.metadata["render_modes"])],
         )
@@ -171,17 +171,17 @@ class SearchEnv(gym.Env[str, str]):
         self.corpus: Corpus
         self.corpus, examples = load_task_data(corpus, dataset, split=split, corpus_options=corpus_options,
                                                dataset_options=dataset_options, retriever=retriever)
+        bind_corpus(self.protocol, self.corpus)  # a protocol that reads documents itself (the browse game's open)
         retriever = make_retriever(retriever, self.corpus, **dict(retriever_options or {}))
         self.summarizer: Summarizer = make_summarizer(summarizer, **dict(summarizer_options or {}))
         self.recipe: RewardRecipe = make_scoring(reward, reward_options, self.corpus, generator=generator, reader=reader, judge=judge)
         self.game = SearchGame(
             self.protocol, retriever, self.summarizer, self.recipe, top_k=top_k, initial_top_k=initial_top_k,
-            max_turns=max_turns, max_searches=max_searches, max_action_chars=max_action_chars,
-            max_observation_chars=max_observation_chars, max_query_chars=max_query_chars, token_counter=token_counter,
-            tools=tools, owner="SearchEnv",
+            max_turns=max_turns, max_searches=max_searches, max_calls=max_calls, max_context_tokens=max_context_tokens,
+            max_action_chars=max_action_chars, max_observation_chars=max_observation_chars, max_query_chars=max_query_chars,
+            token_counter=token_counter, tools=tools, owner="SearchEnv",
         )
-        for name in ("top_k", "initial_top_k", "max_turns", "max_searches", "max_action_chars", "max_observation_chars",
-                     "token_counter"):
+        for name in ("top_k", "initial_top_k", "max_turns", "max_searches", "max_calls", "max_context_tokens", "max_action_chars", "max_observation_chars", "token_counter"):
             setattr(self, name, getattr(self.game, name))  # the game's checked values
         self.examples: list[QAExample] = filter_questions(
             question_filter, examples, retriever, self.recipe, initial_top_k=self.initial_top_k, limit=limit

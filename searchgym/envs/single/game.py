@@ -23,7 +23,7 @@ from searchgym.envs.components.model_calls import Play, SearchCall, model_users,
 from searchgym.envs.components.summarizers import Summarizer
 from searchgym.envs.protocols import Protocol
 from searchgym.envs.protocols.base import (
-    Answer, Complete, Evidence, Invalid, ParsedTurn, Search, Select, accepts_keyword, play_action, render_turn,
+    BUILT_IN_KINDS, Answer, Complete, Evidence, Invalid, ParsedTurn, Search, Select, accepts_keyword, play_action, render_turn,
 )
 from searchgym.envs.single.tasks import count_tokens, positive_int, text_action
 from searchgym.envs.tools.no_call import warn_once
@@ -165,8 +165,8 @@ class SearchGame:
     Args:
         protocol, retriever, summarizer, recipe: The tag grammar, the search engine, the
             condenser of retrievals and the reward recipe.
-        top_k, initial_top_k, max_turns, max_searches, max_action_chars,
-            max_observation_chars, token_counter: as SearchEnv's.
+        top_k, initial_top_k, max_turns, max_searches, max_calls, max_context_tokens,
+            max_action_chars, max_observation_chars, token_counter: as SearchEnv's.
         tools: The tool surface when the game is played through tool calls
             (``action_format="tools"``); None: the protocol's tag grammar.
         owner: The name errors give the game (the env that wraps it).
@@ -188,6 +188,8 @@ class SearchGame:
         initial_top_k: int | None = None,
         max_turns: int = 5,
         max_searches: int | None = None,
+        max_calls: int | None = None,
+        max_context_tokens: int | None = None,
         max_action_chars: int = 8192,
         max_observation_chars: int = 16384,
         max_query_chars: int = MAX_QUERY_CHARS,
@@ -201,6 +203,8 @@ class SearchGame:
         self.initial_top_k = positive_int("initial_top_k", initial_top_k, allow_none=True, owner=owner) or self.top_k
         self.max_turns = positive_int("max_turns", max_turns, owner=owner)
         self.max_searches = positive_int("max_searches", max_searches, allow_none=True, owner=owner)
+        self.max_calls = positive_int("max_calls", max_calls, allow_none=True, owner=owner)
+        self.max_context_tokens = positive_int("max_context_tokens", max_context_tokens, allow_none=True, owner=owner)
         self.max_action_chars = positive_int("max_action_chars", max_action_chars, owner=owner)
         self.max_observation_chars = positive_int("max_observation_chars", max_observation_chars, owner=owner)
         self.max_query_chars = positive_int("max_query_chars", max_query_chars, owner=owner)
@@ -252,6 +256,7 @@ class SearchGame:
         self.example = example
         self.log.reset()
         self.num_invalid = 0
+        self.num_calls = 0  # searches run and actions of the protocol's own kinds played (max_calls)
         self.turns = []
         self.records: list[Turn] = []  # what the recipe reads of each turn
         self.well_formed: list[bool] = []
@@ -341,11 +346,11 @@ class SearchGame:
     def _save(self) -> tuple[Any, ...]:
         return (self.log.snapshot(), self.num_invalid, len(self.turns), len(self.records), len(self.well_formed),
                 len(self.retrieved), self.evidence, self.answer, self.done, self.context_chars, self.context_tokens,
-                len(self.messages), len(self.searched))
+                len(self.messages), len(self.searched), self.num_calls)
 
     def _restore(self, saved: tuple[Any, ...]) -> None:
         log, self.num_invalid, turns, records, well_formed, retrieved, self.evidence, self.answer, self.done, \
-            self.context_chars, self.context_tokens, messages, searched = saved
+            self.context_chars, self.context_tokens, messages, searched, self.num_calls = saved
         self.log.restore(log)
         del self.turns[turns:], self.records[records:], self.well_formed[well_formed:], self.retrieved[retrieved:]
         del self.messages[messages:], self.searched[searched:]
@@ -366,7 +371,8 @@ class SearchGame:
         kinds: list[tuple[str, ...]] = []  # and its kind, for the recipe (never the text)
         queries, query_cut, invalid_reason = [], False, None
         hits: list[Hit] = []
-        found = iter((yield from self._turn_searches(turn.actions)))
+        searched_all, own_outcomes = yield from self._turn_searches(turn.actions)
+        found, own = iter(searched_all), iter(own_outcomes)
         for act in turn.actions:
             result, kind = None, ()
             if isinstance(act, Search):
@@ -382,6 +388,7 @@ class SearchGame:
                     hits += found_hits
                     query_cut = query_cut or cut
                     self.log.num_searches += 1
+                    self.num_calls += 1
                     self.retrieved.append([h.passage for h in found_hits])
                     self.searched.append(SearchRecord(
                         self.log.turn, self.log.turn - 1, act.query,
@@ -400,10 +407,16 @@ class SearchGame:
             elif isinstance(act, Complete):
                 terminated = True
             elif not isinstance(act, Invalid):
-                # A kind of the protocol's own (a user's Refine): the protocol says what the env shows
-                # after it (Protocol.act); its class says whether it ends the episode.
-                result = play_action(self.protocol, act, self, as_tool=self.tools is not None)
-                terminated = bool(getattr(act, "ends_episode", False))
+                # A kind of the protocol's own (a user's Refine, the browse game's Open): the protocol
+                # says what the env shows after it (Protocol.act); its class says whether it ends the
+                # episode. One that does not end it is a call of the budget (max_calls).
+                outcome = "play" if getattr(act, "ends_episode", False) else next(own)
+                if outcome == "budget":
+                    result, kind = self._calls_feedback(), ("budget",)
+                elif outcome == "play":
+                    result = play_action(self.protocol, act, self, as_tool=self.tools is not None)
+                    terminated = bool(getattr(act, "ends_episode", False))
+                    self.num_calls += not terminated
             else:
                 if act.selects:  # the window was annotated, with nothing valid: its documents are not all given
                     self.log.select(())
@@ -418,7 +431,8 @@ class SearchGame:
                 break
         query = queries[-1] if queries else None
 
-        truncated = not terminated and self.log.final_turn
+        context_full = not terminated and self._context_full(turn.text, results)
+        truncated = not terminated and (self.log.final_turn or context_full)
         ended = terminated or truncated
         if ended:
             kinds = [()] * len(kinds)
@@ -475,6 +489,7 @@ class SearchGame:
             query_truncated=query_cut,
             forged_env_tags=turn.forged_env_tags,
             ignored_chars=turn.ignored_chars,
+            context_full=context_full,
         )
         if ended:
             self.done = True
@@ -546,25 +561,39 @@ class SearchGame:
         )
 
     # ------------------------------------------------------------------ helpers
-    def _turn_searches(self, actions: Sequence[Any]) -> Play[list[Any]]:
+    def _turn_searches(self, actions: Sequence[Any]) -> Play[tuple[list[Any], list[str]]]:
         """What each search of a turn gets, in order: ``"final"`` (the last turn's search is
-        not run), ``"budget"`` (past the search budget) or its hits, whether its query was
-        cut, and its rendered text. The searches that run are retrieved in one call."""
+        not run), ``"budget"`` (past the search or call budget) or its hits, whether its query was
+        cut, and its rendered text. The searches that run are retrieved in one call. Also what
+        each action of the protocol's own kinds that does not end the episode gets, in order:
+        ``"play"``, ``"final"`` (not played on the last turn, as a search) or ``"budget"`` (past
+        ``max_calls``, which searches and these actions share in the order written)."""
         outcome: list[Any] = []
+        own: list[str] = []
         run: list[int] = []  # where in ``outcome`` the searches that run stand
         budget = None if self.max_searches is None else self.max_searches - self.num_searches
+        calls = None if self.max_calls is None else self.max_calls - self.num_calls
         for act in actions:
             if getattr(act, "ends_episode", False):  # Answer, Complete, or a protocol's own ending kind
                 break
             if isinstance(act, Search):
                 if self.log.final_turn:
                     outcome.append("final")
-                elif budget is not None and budget <= 0:
+                elif (budget is not None and budget <= 0) or (calls is not None and calls <= 0):
                     outcome.append("budget")
                 else:
                     run.append(len(outcome))
                     outcome.append(act.query)
                     budget = None if budget is None else budget - 1
+                    calls = None if calls is None else calls - 1
+            elif not isinstance(act, tuple(BUILT_IN_KINDS.values())):
+                if self.log.final_turn:
+                    own.append("final")
+                elif calls is not None and calls <= 0:
+                    own.append("budget")
+                else:
+                    own.append("play")
+                    calls = None if calls is None else calls - 1
         if run:
             found, cut = yield from self.search_many([outcome[i] for i in run], self.top_k)
             if self.tools is None and self.summarizer.passthrough:  # the protocol renders the turn's searches together
@@ -575,7 +604,21 @@ class SearchGame:
                     texts.append((yield from self._render(outcome[i], hits)))
             for i, hits, was_cut, text in zip(run, found, cut, texts):
                 outcome[i] = (hits, was_cut, text)
-        return outcome
+        return outcome, own
+
+    def _calls_feedback(self) -> str:
+        """What a call past ``max_calls`` gets back (it was not run)."""
+        if self.tools is None:
+            return self.protocol.budget_feedback()
+        return f"The call budget ({self.max_calls} calls) is spent: this call was not run. Now call {self.tools.terminal}."
+
+    def _context_full(self, text: str, results: Sequence[str | None]) -> bool:
+        """Whether the context would reach ``max_context_tokens`` with this turn and what the
+        env answers it (counted by ``token_counter``): the episode then ends, truncated."""
+        if self.max_context_tokens is None:
+            return False
+        added = self.token_counter(text) + sum(self.token_counter(r) for r in results if r)
+        return self.context_tokens + added >= self.max_context_tokens
 
     def _render(self, query: str, hits: Sequence[Hit]) -> Play[str]:
         surface = self.tools or self.protocol
@@ -611,6 +654,7 @@ class SearchGame:
             "retrieved_scores": [],
             "selected_ids": [p.id for p in self.selected],
             "num_searches": self.num_searches,
+            "num_calls": self.num_calls,
             "num_invalid": self.num_invalid,
             "invalid_reason": None,
             "context_chars": self.context_chars,
@@ -620,4 +664,5 @@ class SearchGame:
             "observation_truncated": observation_truncated,
             "forged_env_tags": False,
             "ignored_chars": 0,
+            "context_full": False,
         }

@@ -82,6 +82,14 @@ def text_action(action: Any, max_chars: int, *, expected: str) -> tuple[str, boo
     return action[:max_chars], len(action) > max_chars
 
 
+def bind_corpus(protocol: Any, corpus: Corpus) -> None:
+    """Hand ``corpus`` to a protocol with a ``set_corpus`` method (one that reads documents itself,
+    as the browse game's ``open`` and ``find`` do), as a recipe's ``set_corpus`` gets it."""
+    set_corpus = getattr(protocol, "set_corpus", None)
+    if callable(set_corpus):
+        set_corpus(corpus)
+
+
 def load_task_data(
     corpus: Any,
     dataset: Any,

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from searchgym.corpora.types import Hit, QAExample
-from searchgym.envs.protocols.base import Protocol
+from searchgym.envs.protocols.base import Answer, Protocol
 from searchgym.envs.protocols.tool_spec import ToolSpec
 from searchgym.error import ConfigError
 
@@ -93,22 +93,35 @@ def built_in_schemas(protocol: Protocol) -> list[dict[str, Any]]:
     return copy.deepcopy(tools)
 
 
+def replaces_answer(spec: ToolSpec) -> bool:
+    """Whether ``spec`` is a protocol's own ``answer`` tool, in place of the built-in one: named
+    ``answer`` and making an :class:`~searchgym.envs.protocols.base.Answer` subclass (the browse
+    game's answer with citations and confidence)."""
+    return spec.name == "answer" and isinstance(spec.action, type) and issubclass(spec.action, Answer)
+
+
 def extra_tools(protocol: Protocol) -> tuple[ToolSpec, ...]:
     """The tools ``protocol`` adds (:meth:`Protocol.extra_tools`), checked: each a
-    :class:`ToolSpec`, named apart from the built-in tools and from each other."""
+    :class:`ToolSpec`, named apart from the built-in tools and from each other; except one
+    named ``answer`` whose action is an ``Answer`` subclass, which replaces the built-in
+    ``answer`` of a game where the agent answers (:func:`replaces_answer`)."""
     owner = type(protocol).__name__
     try:
         specs = tuple(protocol.extra_tools())
     except TypeError as e:
         raise ConfigError(f"{owner}.extra_tools expects to return a sequence of ToolSpec, got an error ({e}).") from e
     taken = {t["function"]["name"] for t in built_in_schemas(protocol)}
+    replaceable = {"answer"} if not protocol.answers_with_generator else set()
     for spec in specs:
         if not isinstance(spec, ToolSpec):
             raise ConfigError(f"{owner}.extra_tools expects ToolSpec objects, got {type(spec).__name__}.")
+        if spec.name in replaceable and replaces_answer(spec):
+            replaceable.discard(spec.name)
+            continue
         if spec.name in taken:
             raise ConfigError(
                 f"{owner}.extra_tools expects names of its own, got {spec.name!r} twice or as a built-in tool "
-                f"({', '.join(sorted(taken))}); rename it."
+                f"({', '.join(sorted(taken))}); rename it (an 'answer' of its own makes an Answer subclass)."
             )
         taken.add(spec.name)
     return specs
@@ -116,13 +129,17 @@ def extra_tools(protocol: Protocol) -> tuple[ToolSpec, ...]:
 
 def tool_schemas(protocol: Protocol) -> list[dict[str, Any]]:
     """The tools of ``protocol``'s game, as OpenAI function schemas (fresh copies): the
-    built-in ones, then those of :meth:`Protocol.extra_tools`."""
-    return built_in_schemas(protocol) + [spec.schema for spec in extra_tools(protocol)]
+    built-in ones (the protocol's own ``answer`` in place of the built-in one), then the
+    other tools of :meth:`Protocol.extra_tools`."""
+    specs = extra_tools(protocol)
+    own = {spec.name: spec for spec in specs if replaces_answer(spec)}
+    tools = [own[t["function"]["name"]].schema if t["function"]["name"] in own else t for t in built_in_schemas(protocol)]
+    return tools + [spec.schema for spec in specs if spec.name not in own]
 
 
 def extra_tools_text(protocol: Protocol) -> str:
     """The sentence of the default tool prompt that offers ``protocol``'s own tools ("" if none)."""
-    specs = extra_tools(protocol)
+    specs = [spec for spec in extra_tools(protocol) if not replaces_answer(spec)]
     if not specs:
         return ""
     listed = " ".join(f"{s.name}: {s.description.strip()}" + ("" if s.description.strip().endswith(".") else ".") for s in specs)

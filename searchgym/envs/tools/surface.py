@@ -312,6 +312,8 @@ class ToolSurface:
             if type(call_id) is not str or not 0 < len(call_id) <= 128 or call_id in ids:
                 return None
             copy: dict[str, Any] = {}
+            if name in self._extra:  # a tool of the protocol's own (its answer too): parse() reads it
+                return None
             if name == "search":
                 query = arguments.get("query")
                 if len(arguments) != 1 or type(query) is not str or "<" in query or "[" in query or not query.strip():
@@ -443,11 +445,11 @@ class ToolSurface:
         problem = check_arguments(name, args, self._parameters[name])
         if problem:
             return [Invalid(problem)]
-        if name in self._extra:  # a tool of the protocol's own: its ToolSpec makes the actions (or an Invalid)
-            return list(self._extra[name].actions(args, previous_observation))
         if name == self.terminal and not alone:
             beside = " (beside select)" if self.terminal == "finish" else ""
             return [Invalid(f"{name} must be the only call of its turn{beside}: call it once the results are back")]
+        if name in self._extra:  # a tool of the protocol's own: its ToolSpec makes the actions (or an Invalid)
+            return list(self._extra[name].actions(args, previous_observation))
         if name == "search":
             query = args["query"].strip()
             return [Search(query)] if query else [Invalid("search needs a non-empty query")]
@@ -574,7 +576,10 @@ class ToolSurface:
         for action in actions:
             if evidence is not None and not isinstance(action, Answer):
                 raise ConfigError(f"ToolSurface.write expects an Evidence to be followed by an Answer, got {action.kind}.")
-            if isinstance(action, Search):
+            spec = next((t for t in self._extra.values() if t.makes(action)), None)
+            if spec is not None:  # a tool of the protocol's own (its own answer too)
+                calls.append((spec.name, spec.arguments(action)))
+            elif isinstance(action, Search):
                 calls.append(("search", {"query": action.query}))
             elif isinstance(action, Select):
                 calls.append(("select", {"doc_ids": list(action.doc_numbers)}))
