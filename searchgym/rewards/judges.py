@@ -33,13 +33,18 @@ __all__ = ["JUDGES", "JudgePrompt", "judge_prompt", "parse_verdict"]
 @dataclass(frozen=True)
 class JudgePrompt:
     """One paper's judge: its prompt ``template`` (fields ``{question}``, ``{prediction}``,
-    ``{answers}``) and the first words of a positive and a negative reply."""
+    ``{answers}``) and the first words of a positive and a negative reply. ``verdict_field``:
+    the reply is a form and the verdict is the word after ``<verdict_field>:`` on its own line
+    (BrowseComp's grader: ``correct: yes``); None: the reply's first word. ``max_new_tokens``:
+    the reply's length the judge needs by default."""
 
     name: str
     template: str
     positive: str
     negative: str
     source: str
+    verdict_field: str | None = None
+    max_new_tokens: int = 10
 
     def render(self, question: str | None, prediction: str, answers: Sequence[str]) -> str:
         """The prompt for one (question, prediction, gold answers)."""
@@ -73,6 +78,27 @@ JUDGES: dict[str, JudgePrompt] = {
         negative="false",
         source="R1-Searcher evaluation/metric_calc_gpt_as_judge.py (ACC_L)",
     ),
+    # BrowseComp's grader form (openai/simple-evals browsecomp_eval.py, GRADER_TEMPLATE; used by
+    # BrowseComp-Plus's evaluation): the judge extracts the final answer, reasons, says whether it
+    # is correct and reads the stated confidence. The form's fields are BrowseComp's; the wording is ours.
+    "browsecomp": JudgePrompt(
+        name="browsecomp",
+        template=(
+            "Judge whether the response below answers the question correctly, given the correct answer.\n\n"
+            "[question]: {question}\n\n[response]: {prediction}\n\n[correct_answer]: {answers}\n\n"
+            "Reply with these four lines and nothing else:\n"
+            "extracted_final_answer: the final answer the response gives, or None if it gives none\n"
+            "reasoning: whether the extracted answer means the same as the correct answer (small rounding "
+            "differences in numbers allowed, nothing else), without solving the question again\n"
+            "correct: yes if the extracted answer matches the correct answer, otherwise no\n"
+            "confidence: the confidence the response states, from 0% to 100% (100% if it states none)"
+        ),
+        positive="yes",
+        negative="no",
+        source="BrowseComp's grader form (simple-evals browsecomp_eval.py GRADER_TEMPLATE), as BrowseComp-Plus evaluates",
+        verdict_field="correct",
+        max_new_tokens=256,
+    ),
 }
 
 
@@ -90,6 +116,9 @@ def parse_verdict(reply: str, judge: JudgePrompt) -> bool | None:
     """``True``/``False`` when the reply's first word is the judge's positive/negative word
     (``"Yes."``, ``"**False**"``), ``None`` when it is malformed (``"yesterday"``, ``""``,
     ``"I think yes"``)."""
+    if judge.verdict_field is not None:
+        line = re.search(rf"^[\W_]*{re.escape(judge.verdict_field)}[\W_]*:[\W_]*([a-z]+)", reply.lower(), re.MULTILINE)
+        return None if line is None else True if line.group(1) == judge.positive else False if line.group(1) == judge.negative else None
     match = _FIRST_WORD.match(reply.lower())
     if match is None:
         return None

@@ -43,4 +43,4 @@ def test_verdicts_are_the_first_word_and_anything_else_is_malformed(reply, s3, r
 def test_unknown_judge_names_say_which_exist():
     with pytest.raises(UnknownNameError) as e:
         judge_prompt("r1searcher")
-    assert str(e.value) == "Unknown judge prompt 'r1searcher'. Did you mean 'r1-searcher'? Expected one of: r1-searcher, s3."
+    assert str(e.value) == "Unknown judge prompt 'r1searcher'. Did you mean 'r1-searcher'? Expected one of: browsecomp, r1-searcher, s3."

@@ -183,8 +183,10 @@ class LMJudge(_LMCallable):
     """An LLM judge: ``(question, prediction, answers) -> bool``, with one paper's prompt.
 
     ``prompt``: ``"s3"`` (default; s3's GenAcc judge, asked whether a gold answer is
-    contained in the response) or ``"r1-searcher"`` (R1-Searcher's ACC_L judge, asked
-    whether the prediction aligns with the golden answer); see
+    contained in the response), ``"r1-searcher"`` (R1-Searcher's ACC_L judge, asked
+    whether the prediction aligns with the golden answer) or ``"browsecomp"`` (BrowseComp's
+    grader form: extracted answer, reasoning, ``correct: yes/no``, confidence; 256 new tokens
+    by default, else 10); see
     :mod:`searchgym.rewards.judges`. A reply whose first word is the judge's positive word
     counts; a negative or malformed reply (:func:`~searchgym.rewards.judges.parse_verdict`
     returns ``None``; counted in :attr:`malformed`) or a prompt too long for the model is
@@ -211,15 +213,17 @@ class LMJudge(_LMCallable):
         lm: LanguageModel,
         *,
         prompt: str = "s3",
-        max_new_tokens: int = 10,
+        max_new_tokens: int | None = None,
         temperature: float = 0.0,
         top_p: float = 1.0,
         shared_cache: bool = True,
     ):
         from searchgym.rewards.judges import judge_prompt
 
-        super().__init__(lm, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
         self.prompt = judge_prompt(prompt)
+        # The reply a prompt needs: a word (s3, R1-Searcher) or BrowseComp's four-line form.
+        max_new_tokens = self.prompt.max_new_tokens if max_new_tokens is None else max_new_tokens
+        super().__init__(lm, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
         if not isinstance(shared_cache, bool):
             raise ConfigError(f"LMJudge expects shared_cache to be True or False, got {shared_cache!r}.")
         self.shared_cache = shared_cache
