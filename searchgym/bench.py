@@ -79,6 +79,20 @@ JUDGE_COLUMNS = (
     ("acc_judge", "ACC_L judge", "{:.3f}"),
 )
 
+#: Columns of runs whose episodes carry the browse game's metrics in ``reward_components``
+#: (``searchgym/DeepResearch-v0``, :mod:`searchgym.deepresearch.scoring`): accuracy (mean
+#: ``correct``), evidence and gold recall, citation precision and recall, calls per episode,
+#: and the run's calibration error over the answers that stated a confidence ("-" when none did).
+BROWSE_COLUMNS = (
+    ("accuracy", "accuracy", "{:.3f}"),
+    ("evidence_recall", "evidence recall", "{:.3f}"),
+    ("gold_recall", "gold recall", "{:.3f}"),
+    ("citation_precision", "citation precision", "{:.3f}"),
+    ("citation_recall", "citation recall", "{:.3f}"),
+    ("calls", "calls", "{:.2f}"),
+    ("calibration_error", "calibration error", "{:.3f}"),
+)
+
 
 @dataclass
 class BenchConfig:
@@ -238,7 +252,7 @@ def _check_env_options(config: BenchConfig) -> None:
     import inspect
 
     from searchgym.corpora.registry import check_data_name
-    from searchgym.envs.registration import ENV_SPECS, METHOD_ENV_SPECS
+    from searchgym.envs.registration import ENV_SPECS, GAME_ENV_SPECS, METHOD_ENV_SPECS
     from searchgym.envs.single.core import SearchEnv
 
     accepted = inspect.signature(SearchEnv).parameters
@@ -246,7 +260,7 @@ def _check_env_options(config: BenchConfig) -> None:
         options = _run_env_options(config, env_id)
         check_data_name("corpus", options.get("corpus"))
         check_data_name("dataset", options.get("dataset"))
-        if full_env_id(env_id) in ENV_SPECS or full_env_id(env_id) in METHOD_ENV_SPECS:
+        if full_env_id(env_id) in ENV_SPECS or full_env_id(env_id) in METHOD_ENV_SPECS or full_env_id(env_id) in GAME_ENV_SPECS:
             check_keywords(f"{env_id}'s env options", options, accepted)
 
 
@@ -289,10 +303,14 @@ def _make_env(config: BenchConfig, env_id: str, frozen: Any, action_format: str,
 
 def run_action_format(config: BenchConfig, env_id: str, agent: Any) -> str:
     """The ``action_format`` a run's env is made with: the one its env options name, else
-    the one its agent plays (:func:`~searchgym.agents.registry.agent_action_format`:
-    ``"tools"`` for ``chat-tools``, ``"tags"`` for the tag-prompted agents)."""
+    ``"tools"`` when its agent plays tool calls (:func:`~searchgym.agents.registry.agent_action_format`:
+    ``chat-tools``), else the env id's own default (``gym.make``'s: ``"tools"`` for
+    ``DeepResearch-v0``, ``"tags"`` for the others)."""
+    from searchgym.envs.registration import env_spec
+
     options = _run_env_options(config, env_id)
-    return options.get("action_format") or agent_action_format(agent)
+    plays = agent_action_format(agent)
+    return options.get("action_format") or (plays if plays == "tools" else env_spec(env_id).get("action_format", "tags"))
 
 
 def _run_env_options(config: BenchConfig, env_id: str) -> dict[str, Any]:
@@ -471,7 +489,7 @@ class BenchResults:
 
     def columns(self) -> tuple[tuple[str, str, str], ...]:
         """The table's columns (:func:`table_columns`)."""
-        return table_columns(judged=self.config.judge_model is not None)
+        return table_columns(judged=self.config.judge_model is not None, browse=browses(self.rows))
 
     def markdown(self) -> str:
         columns = self.columns()
@@ -525,13 +543,41 @@ def _short(text: str, most: int = 300) -> str:
     return line if len(line) <= most else line[: most - 3] + "..."
 
 
-def table_columns(*, judged: bool) -> tuple[tuple[str, str, str], ...]:
-    """The summary table's columns: :data:`COLUMNS`, and :data:`JUDGE_COLUMNS` (before the
-    reward) when the benchmark has a judge (``judged``)."""
-    if not judged:
-        return COLUMNS
+def table_columns(*, judged: bool, browse: bool = False) -> tuple[tuple[str, str, str], ...]:
+    """The summary table's columns: :data:`COLUMNS`, with :data:`JUDGE_COLUMNS` when the
+    benchmark has a judge (``judged``) and :data:`BROWSE_COLUMNS` when a run played the browse
+    game (``browse``, :func:`browses`), both before the reward."""
     at = [k for k, _, _ in COLUMNS].index("reward")
-    return COLUMNS[:at] + JUDGE_COLUMNS + COLUMNS[at:]
+    extra = (JUDGE_COLUMNS if judged else ()) + (BROWSE_COLUMNS if browse else ())
+    return COLUMNS[:at] + extra + COLUMNS[at:] if extra else COLUMNS
+
+
+def browses(rows: Sequence[dict[str, Any]]) -> bool:
+    """Whether some summary row has the browse game's columns (:data:`BROWSE_COLUMNS`)."""
+    return any("evidence_recall" in row for row in rows)
+
+
+def browse_scores(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The :data:`BROWSE_COLUMNS` of a run from its episodes' ``reward_components`` (empty
+    when no episode carries the browse metrics). The scores are means over every episode (a
+    failed one, never scored, counts 0, as in the other score columns); ``calls`` is the mean
+    over the scored episodes; ``calibration_error`` is over the answers that stated a confidence
+    (:func:`searchgym.deepresearch.scoring.calibration_error`; None when none did)."""
+    parts = [r.get("reward_components") or {} for r in records]
+    scored = [p for p in parts if "evidence_recall" in p]
+    if not scored:
+        return {}
+    from searchgym.deepresearch.scoring import calibration_error
+
+    n = len(records)
+    mean = lambda key: sum(float(p.get(key, 0.0)) for p in parts) / n  # noqa: E731
+    stated = [p for p in scored if p.get("confidence") is not None]
+    return {
+        "accuracy": mean("correct"),
+        **{key: mean(key) for key in ("evidence_recall", "gold_recall", "citation_precision", "citation_recall")},
+        "calls": sum(float(p.get("calls", 0.0)) for p in scored) / len(scored),
+        "calibration_error": calibration_error([float(p["confidence"]) for p in stated], [float(p.get("correct", 0.0)) for p in stated]),
+    }
 
 
 #: Every score of a summary row: the strict ones and the papers' raw ones.
@@ -616,6 +662,7 @@ def summarize(label: str, env_id: str, agent: str, records: Sequence[dict[str, A
         "gen_acc": mean("gen_acc"),
         **{key: raw_mean(key) for key in RAW_SCORES},
         **({key: mean(key) for key, _, _ in JUDGE_COLUMNS} if all(key in r for r in records for key, _, _ in JUDGE_COLUMNS) else {}),
+        **browse_scores(records),
         "reward": sum(scored) / len(scored) if scored else None,
         "searches": mean("num_searches"),
         "turns": mean("num_turns"),
@@ -913,7 +960,7 @@ def write_summary(results: BenchResults, out: Path) -> list[str]:
     each replaced atomically; returns the names of those written. Without matplotlib an
     earlier run's ``summary.png`` is removed: it would show other numbers."""
     write_atomically(out / "summary.json", json.dumps({"config": _config_record(results.config), "runs": results.rows}, indent=2))
-    keys = [k for k in results.rows[0] if k not in ("outcomes", "flags")]
+    keys = [k for k in dict.fromkeys(k for row in results.rows for k in row) if k not in ("outcomes", "flags")]
     table = io.StringIO(newline="")
     writer = csv.DictWriter(table, fieldnames=keys, extrasaction="ignore")
     writer.writeheader()

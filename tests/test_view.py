@@ -290,3 +290,102 @@ def test_a_tool_call_turn_shows_its_calls(tmp_path):
     dom = shown(dump(page, "view=episodes&open=0"))
     assert [unescape(c) for c in re.findall(r'<li class="tool-call"><code>(.*?)</code>', dom)] == expected
     assert len(expected) == episode["num_searches"] + 1
+
+
+# ---------------------------------------------------------------- the browse game's trail
+class BrowseTrail:
+    """A scripted deep-research episode: a search, an open and a find in one turn, then an answer
+    citing one evidence document and one that is not."""
+
+    @staticmethod
+    def agent():
+        from searchgym.agents import Agent
+        from searchgym.deepresearch import CitedAnswer, DeepResearchProtocol, Find, Open
+        from searchgym.envs.protocols import Search
+        from searchgym.envs.tools.surface import ToolSurface
+
+        class Trail(Agent):
+            name = "trail"
+
+            def act(self, observations, infos):
+                surface = ToolSurface(DeepResearchProtocol())
+                turns = [[Search("Velmora chronicler")], [Open("t0", 2), Find("g0", "founded by")],
+                         [CitedAnswer("Ilsa Marrowgate", ("t0", "p1"), 80.0)]]
+                return [surface.write(turns[min(info["turn"], 2)], turn=info["turn"]) for info in infos]
+
+        return Trail()
+
+
+@pytest.fixture(scope="module")
+def browse_dir(tmp_path_factory):
+    """A bench of one scripted deep-research episode (question q0: evidence t0 and g0, gold p0)."""
+    from deepresearch.small_world import env_options
+
+    tmp = tmp_path_factory.mktemp("browse")
+    out = tmp / "bench"
+    run_bench(BenchConfig(runs=[("DeepResearch-v0", BrowseTrail.agent())], env_options={"DeepResearch-v0": env_options(tmp)}, limit=1),
+              out, progress=False)
+    return out
+
+
+def test_a_browse_episode_records_its_reads_and_the_page_data_checks_its_citations(browse_dir):
+    record = json.loads((browse_dir / "episodes.jsonl").read_text().splitlines()[0])
+    prompt, search, reads, answer = record["turns"]
+    assert prompt["labels"] == {"evidence_ids": ["t0", "g0"], "gold_ids": ["p0"]}
+    assert [d["id"] for d in search["searches"][0]["docs"]] and "calls" not in search
+    opened, found = reads["calls"]
+    assert opened == {"kind": "open", "doc_id": "t0", "page": 2, "title": "Velmora", "pages": 3}
+    assert found["kind"] == "find" and found["pattern"] == "founded by" and found["title"] == "Amber Compass Society"
+    assert found["total"] == 1 and found["places"][0][0] >= 2 and "founded by Ilsa Marrowgate" in found["places"][0][1]
+    assert answer["calls"] == [{"kind": "answer", "answer": "Ilsa Marrowgate", "citations": ["t0", "p1"], "confidence": 80.0}]
+    data = load_runs([browse_dir])
+    episode = data["episodes"][0]
+    assert episode["citations"] == [
+        {"id": "t0", "mark": "cited-and-evidence", "title": "Velmora"},
+        {"id": "p1", "mark": "cited-not-evidence", "title": next((d[1] for d in data["docs"] if d[0] == "p1"), None)},
+        {"id": "g0", "mark": "evidence-not-cited", "title": "Amber Compass Society"},
+        {"id": "p0", "mark": "evidence-not-cited", "title": next((d[1] for d in data["docs"] if d[0] == "p0"), None)},
+    ]
+    headers = data["folders"][0]["table"]["headers"]
+    assert headers[headers.index("accuracy"):headers.index("reward")] == [
+        "accuracy", "evidence recall", "gold recall", "citation precision", "citation recall", "calls", "calibration error"]
+
+
+def test_citation_marks_need_the_labels():
+    from searchgym.view.load import citation_marks
+
+    assert citation_marks([{"prompt": "p"}, {"turn": 1, "calls": [{"kind": "answer", "citations": ["a"]}]}]) is None
+    turns = [{"prompt": "p", "labels": {"evidence_ids": ["a", "b"], "gold_ids": ["c"]}},
+             {"turn": 1, "searches": [{"query": "q", "docs": [{"id": "b", "title": "B"}]}]},
+             {"turn": 2, "calls": [{"kind": "answer", "answer": "x", "citations": ["a", "z", "a"], "confidence": None}]}]
+    assert citation_marks(turns) == [
+        {"id": "a", "mark": "cited-and-evidence", "title": None}, {"id": "z", "mark": "cited-not-evidence", "title": None},
+        {"id": "b", "mark": "evidence-not-cited", "title": "B"}, {"id": "c", "mark": "evidence-not-cited", "title": None},
+    ]
+    # An episode that never answered cited nothing: every evidence document is not cited.
+    assert [m["mark"] for m in citation_marks(turns[:2])] == ["evidence-not-cited"] * 3
+
+
+@needs_browser
+def test_a_browse_episode_shows_its_trail_and_its_citations_checked(browse_dir, tmp_path):
+    page, data = write_page([browse_dir], tmp_path / "browse.html")
+    dom = unescape(shown(dump(page, "view=episodes&open=0")))
+    assert 'class="call call-open"' in dom and re.search(r"open: <code>\[t0\]</code> Velmora<span class=\"page\"> — page 2 of 3</span>", dom)
+    find = re.search(r'<div class="call call-find">(.*?)</div>', dom, flags=re.S).group(1)
+    assert "<q>founded by</q>" in find and "[g0]</code> Amber Compass Society" in find and "— 1 place" in find
+    assert re.search(r'<li class="place">page \d+: <span class="muted">[^<]*founded by Ilsa Marrowgate', find)
+    assert re.search(r'<div class="call call-answer">answer: <q>Ilsa Marrowgate</q><span class="muted"> · confidence 80 · cites t0, p1</span>', dom)
+    marks = re.findall(r'<li class="citation ([a-z-]+)" data-mark="\1"><code>(.*?)</code>', dom)
+    assert marks == [("cited-and-evidence", "t0"), ("cited-not-evidence", "p1"), ("evidence-not-cited", "g0"), ("evidence-not-cited", "p0")]
+    # The search's hits are listed with their ids and titles.
+    hits = data["episodes"][0]["turns"][1]["searches"][0]["docs"]
+    for index in hits:
+        doc_id, title, _ = data["docs"][index]
+        assert f'title="{doc_id}">{title}</button>' in dom
+    # The runs' table is the bench's, browse columns included.
+    from searchgym.bench import BenchResults
+
+    summary = json.loads((browse_dir / "summary.json").read_text())
+    markdown = BenchResults(BenchConfig(runs=[("DeepResearch-v0", "oracle")]), summary["runs"], {}).markdown()
+    assert table_cells(dump(page)) == [[c.strip() for c in line.strip("|").split("|")] for line in markdown.splitlines()[2:]]
+    assert "evidence recall" in markdown.splitlines()[0]

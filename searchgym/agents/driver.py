@@ -41,7 +41,7 @@ from typing import Any
 from searchgym.agents.async_driver import drive_async
 from searchgym.agents.base import Agent
 from searchgym.agents.live import LiveEpisode, Task, check_played, describe_error, observe_end, progress_bar
-from searchgym.agents.transcript import add_documents, prompt_entry, turn_entry
+from searchgym.agents.transcript import add_calls, add_documents, prompt_entry, turn_entry
 from searchgym.envs.access import env_play, env_reset_play, search_env
 from searchgym.envs.components.model_calls import BatchCounts, Play, play_all
 from searchgym.error import BackendError, ConfigError
@@ -424,7 +424,9 @@ class _GymEpisode(LiveEpisode):
         # The team game's roles share a TeamGame, which keeps no single record of searches.
         if game is not None and game.example is not None and callable(getattr(game, "record", None)):
             # naive_search=False: reading the record must not search (s3's baseline is not shown)
-            add_documents(self.transcript, game.record(naive_search=False).searches)
+            record = game.record(naive_search=False)
+            add_documents(self.transcript, record.searches)
+            add_calls(self.transcript, record, game.protocol)
         return self.transcript
 
 

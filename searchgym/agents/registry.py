@@ -24,8 +24,9 @@ AGENTS: dict[str, str] = {
     "naive-rag": "top-k of the env's retriever for the question, then the LM answers",
     "naive-rag-dense": "top-k of the dense retriever (MiniLM + faiss) for the question, then the LM answers",
     "gold-passage": "the LM reads the question's gold passages, then answers: the reader's upper bound (wiki-vital, synthwiki)",
-    "oracle": "scripted solver that reads each question's solution: synthwiki's path, wiki-vital's source article (LM-free)",
-    "random": "uniformly random well-formed actions (LM-free)",
+    "oracle": "scripted solver that reads each question's solution: synthwiki's path, wiki-vital's source article; "
+    "a game's own where its protocol names one (deep research: the evidence labels) (LM-free)",
+    "random": "uniformly random well-formed actions; a game's own where its protocol names one (LM-free)",
     "sb3": "a Stable-Baselines3 template policy (option policy=RUN of `searchgym train --algorithm sb3-ppo`); the LM reads its passages",
     "chat-tools": "a chat model playing through its own function calling over chat completions (--backend openai; "
     "its env is made with action_format='tools')",
@@ -273,7 +274,25 @@ def make_agent(name: str, env: Any, *, lm: Any = None, **options: Any) -> Agent:
         raise ConfigError(f"The {name!r} agent does not take that option ({e}); see make_agent's docstring or `searchgym bench --help`.") from None
 
 
+def scripted_agent(env: Any, name: str) -> str | None:
+    """The ``module:factory`` that plays the LM-free agent ``name`` (``oracle``, ``random``) on
+    ``env``'s game when its protocol names one of its own (``Protocol.scripted_agents``, e.g.
+    the deep-research game's oracle reads its evidence labels); None: the built-in one plays."""
+    own = getattr(search_env(env).protocol, "scripted_agents", None) or {}
+    spec = own.get(name) if isinstance(own, dict) else None
+    if spec is not None and not (isinstance(spec, str) and ":" in spec):
+        raise ConfigError(
+            f"The protocol {type(search_env(env).protocol).__name__} names its {name!r} agent as {spec!r}; "
+            "scripted_agents maps an agent name to a 'module:factory' string."
+        )
+    return spec
+
+
 def _make(name: str, env: Any, lm: Any, options: dict[str, Any]) -> Agent:
+    if name in LM_FREE:
+        own = scripted_agent(env, name)
+        if own is not None:  # the game's own oracle or random agent, loaded by path: this layer imports none
+            return build_agent(load_factory(own), env, None, options)
     if name == "oracle":
         from searchgym.agents.oracle import SynthWikiOracle
 

@@ -87,6 +87,35 @@ def add_documents(turns: list[dict[str, Any]], searches: Sequence[Any]) -> None:
             entry["observation"] = None
 
 
+def add_calls(turns: list[dict[str, Any]], record: Any, protocol: Any) -> None:
+    """Put each action of a protocol's own that it describes (``protocol.describe_action(action)``
+    -> a JSON-able dict, or None: the browse game's ``open``, ``find`` and cited answer) under
+    the turn that made it as ``calls``, in order, with ``"ran": False`` for a call the budget
+    refused; and the question's ``evidence_ids`` and ``gold_ids`` (``QAExample.metadata``, never
+    shown to the agent) on the prompt entry as ``labels``, so a reader checks the citations. In
+    place; nothing for a protocol without ``describe_action``."""
+    describe = getattr(protocol, "describe_action", None)
+    if not callable(describe):
+        return
+    by_turn = {entry["turn"]: entry for entry in turns if "turn" in entry}
+    described = False
+    for recorded in record.turns:
+        entry = by_turn.get(recorded.round + 1)  # a record's round is the env's turn minus one
+        if entry is None:
+            continue
+        ran = "budget" not in recorded.observation
+        for action in recorded.parsed:
+            call = describe(action)
+            if call is not None:
+                entry.setdefault("calls", []).append(dict(call) if ran else {**call, "ran": False})
+                described = True
+    metadata = getattr(record, "metadata", None) or {}
+    labels = {key: [str(i) for i in ([metadata[key]] if isinstance(metadata[key], str) else metadata[key])]
+              for key in ("evidence_ids", "gold_ids") if metadata.get(key)}
+    if described and labels and turns and "prompt" in turns[0]:
+        turns[0]["labels"] = labels
+
+
 def token_record(trajectory: Any, tokenizer: Any) -> list[list[Any]]:
     """An LM episode's token record as text pieces: ``[kind, [piece, ...]]`` per span in order,
     ``kind`` ``"prompt"`` and ``"observation"`` (``loss_mask`` 0: the env wrote them) or

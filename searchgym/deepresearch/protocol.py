@@ -200,10 +200,30 @@ class DeepResearchProtocol(Protocol):
             if not found.total:
                 return head + f"no place holds {action.pattern!r}."
             shown = f"the first {len(found.places)} of " if found.total > len(found.places) else ""
-            lines = [head + f"{shown}{found.total} place{'s' if found.total != 1 else ''} hold {action.pattern!r}."]
+            lines = [head + f"{shown}{found.total} place{'s hold' if found.total != 1 else ' holds'} {action.pattern!r}."]
             lines += [f"- page {page}: {excerpt}" for page, excerpt in found.places]
             return "\n".join(lines)
         raise SearchGymError(f"DeepResearchProtocol cannot play a {action.kind!r} action.")
+
+    def describe_action(self, action: Action) -> dict[str, Any] | None:
+        """What an ``open``, ``find`` or cited answer was, as plain data for the episode record
+        (``searchgym view`` draws it: the page read and its count, the places found, the
+        citations); None for the game's other actions (searches are recorded with their hits)."""
+        store = self.store
+        if isinstance(action, Open):
+            passage = store.get(action.doc_id) if store is not None else None
+            return {"kind": "open", "doc_id": action.doc_id, "page": action.page,
+                    "title": passage.title if passage is not None else None,
+                    "pages": store.pages(action.doc_id) if passage is not None else None}
+        if isinstance(action, Find):
+            found = store.find(action.doc_id, action.pattern) if store is not None else None
+            return {"kind": "find", "doc_id": action.doc_id, "pattern": action.pattern,
+                    "title": found.title if found is not None else None, "pages": found.pages if found is not None else None,
+                    "total": found.total if found is not None else 0,
+                    "places": [[page, excerpt] for page, excerpt in found.places] if found is not None else []}
+        if isinstance(action, CitedAnswer):
+            return {"kind": "answer", "answer": action.text, "citations": list(action.citations), "confidence": action.confidence}
+        return None
 
     # ------------------------------------------------------------------ checking what the agent asks
     def open_action(self, doc_id: Any, page: Any = 1) -> Action:
@@ -257,12 +277,12 @@ class DeepResearchProtocol(Protocol):
                      {"type": "object", "properties": {
                          "doc_id": doc_id, "page": {"type": "integer", "description": "The page number, from 1 (default 1)."}},
                       "required": ["doc_id"]},
-                     action=Open, to_action=lambda args: self.open_action(args["doc_id"], args.get("page", 1))),
+                     action=Open, to_action=self._open_call),
             ToolSpec("find", "Find the places in a document that hold a text (case-insensitive), each with its page.",
                      {"type": "object", "properties": {
                          "doc_id": doc_id, "pattern": {"type": "string", "description": "The text to look for, e.g. \"founded in\"."}},
                       "required": ["doc_id", "pattern"]},
-                     action=Find, to_action=lambda args: self.find_action(args["doc_id"], args["pattern"])),
+                     action=Find, to_action=self._find_call),
             ToolSpec("answer", "Give the final answer with the documents it rests on and your confidence. Ends the episode.",
                      {"type": "object", "properties": {
                          "answer": {"type": "string", "description": "The answer alone, without explanation (e.g. a name)."},
@@ -270,9 +290,18 @@ class DeepResearchProtocol(Protocol):
                                        "description": f"The doc ids that support the answer (at most {self.max_citations})."},
                          "confidence": {"type": "number", "description": "Your confidence that the answer is right, 0 to 100."}},
                       "required": ["answer"]},
-                     action=CitedAnswer, to_action=lambda args: self.answer_action(args["answer"], args.get("citations", ()), args.get("confidence")),
-                     to_arguments=_answer_arguments),
+                     action=CitedAnswer, to_action=self._answer_call, to_arguments=_answer_arguments),
         )
+
+    # Bound methods, not lambdas: an env (and its tools) pickles.
+    def _open_call(self, args: Mapping[str, Any]) -> Action:
+        return self.open_action(args["doc_id"], args.get("page", 1))
+
+    def _find_call(self, args: Mapping[str, Any]) -> Action:
+        return self.find_action(args["doc_id"], args["pattern"])
+
+    def _answer_call(self, args: Mapping[str, Any]) -> Action:
+        return self.answer_action(args["answer"], args.get("citations", ()), args.get("confidence"))
 
     # ------------------------------------------------------------------ tags
     def parse_actions(self, text: str) -> tuple[tuple[Action, ...], bool]:

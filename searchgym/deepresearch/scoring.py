@@ -51,18 +51,22 @@ def shown_ids(episode: Episode) -> list[str]:
     return list(dict.fromkeys(i for search in episode.searches for i in search.ids))
 
 
+def _read_calls(episode: Episode) -> list[Any]:
+    """Every ``open`` and ``find`` whose result the agent read, repeats included. A call past the
+    call budget (its turn's observation says ``budget``) or refused (an unknown id or page: the
+    parser made it an invalid action) read nothing; nor did the calls of the last turn of an
+    episode that never answered (the game shows nothing after the turn that ends it)."""
+    turns = episode.turns
+    if episode.answer is None and turns:
+        last = turns[-1].round
+        turns = tuple(t for t in turns if t.round != last)
+    return [a for t in turns if "budget" not in t.observation for a in t.parsed
+            if getattr(a, "kind", None) in ("open", "find") and isinstance(getattr(a, "doc_id", None), str)]
+
+
 def opened_ids(episode: Episode) -> list[str]:
-    """The doc ids the agent read inside (an ``open`` or a ``find`` that ran), in order, once each.
-    A call that was not run (past the call budget) or refused (an unknown id or page: the parser
-    made it an invalid action) reads nothing."""
-    opened = []
-    for turn in episode.turns:
-        if "budget" in turn.observation:
-            continue
-        for action in turn.parsed:
-            if getattr(action, "kind", None) in ("open", "find") and isinstance(getattr(action, "doc_id", None), str):
-                opened.append(action.doc_id)
-    return list(dict.fromkeys(opened))
+    """The doc ids the agent read inside (an ``open`` or a ``find`` it read), in order, once each."""
+    return list(dict.fromkeys(a.doc_id for a in _read_calls(episode)))
 
 
 def _final_answer(episode: Episode) -> Any:
@@ -94,7 +98,7 @@ def browse_metrics(episode: Episode, correct: float) -> dict[str, float]:
     seen = set(shown_ids(episode)) | set(opened_ids(episode))
     answer = _final_answer(episode) if episode.answer is not None else None
     cited = list(getattr(answer, "citations", ()) or ())
-    calls = len(episode.searches) + len(opened_ids_all(episode))
+    calls = len(episode.searches) + len(_read_calls(episode))
     metrics = {
         "correct": float(correct),
         "evidence_recall": _share(seen, evidence),
@@ -107,12 +111,6 @@ def browse_metrics(episode: Episode, correct: float) -> dict[str, float]:
     if confidence is not None:
         metrics["confidence"] = float(confidence) / 100.0
     return metrics
-
-
-def opened_ids_all(episode: Episode) -> list[Any]:
-    """Every ``open`` and ``find`` that ran, repeats included (what they cost in calls)."""
-    return [a for t in episode.turns if "budget" not in t.observation for a in t.parsed
-            if getattr(a, "kind", None) in ("open", "find")]
 
 
 def calibration_error(confidences: Sequence[float], correct: Sequence[float], *, bin_size: int = 100) -> float | None:
@@ -145,8 +143,8 @@ class DeepResearchReward(RewardRecipe):
         evidence_weight: Adds ``evidence_weight`` x the F1 of the documents opened (read with
             ``open`` or ``find``) against the evidence documents.
         calibration_weight: Subtracts ``calibration_weight`` x the Brier score
-            ``(confidence - correct)^2`` of a stated confidence (an answer without one is
-            charged as confidence 0.5).
+            ``(confidence - correct)^2`` of a stated confidence (an answer without one, or an
+            episode that ends with no answer, is charged as confidence 0.5).
         strict: A hedged answer (naming several candidates) scores as a wrong one.
         judge: ``(question, prediction, answers) -> bool``: decides correctness in place of
             exact match (an LLM judge in BrowseComp's grader format, from ``judge=``).
@@ -195,7 +193,10 @@ class DeepResearchReward(RewardRecipe):
         if self.evidence_weight:
             metrics["evidence_f1"] = _f1(opened_ids(episode), _ids(episode.metadata, "evidence_ids"))
             total += self.evidence_weight * metrics["evidence_f1"]
-        if self.calibration_weight and episode.answer is not None:
+        if self.calibration_weight:
+            # An episode that ends without an answer is charged as an answer of confidence 0.5 (the
+            # most an honest forecast can expect to pay), else not answering (a refused confidence
+            # repeated to the turn limit) would dodge the charge a wrong answer pays.
             stated = metrics.get("confidence", 0.5)
             metrics["brier"] = (stated - correct) ** 2
             total -= self.calibration_weight * metrics["brier"]

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from searchgym.bench import read_episodes, summarize, table_columns
+from searchgym.bench import browses, read_episodes, summarize, table_columns
 from searchgym.error import ConfigError, DataFormatError
 
 #: Episode keys the page shows (the rest of a record stays in episodes.jsonl).
@@ -77,6 +77,9 @@ class _Collector:
         turns = record.get("turns")
         if isinstance(turns, list):
             shown["turns"] = [self._turn(t) for t in turns if isinstance(t, dict)]
+            marks = citation_marks(turns)
+            if marks is not None:
+                shown["citations"] = marks
         if isinstance(record.get("tokens"), list):
             shown["tokens"] = record["tokens"]
         self.episodes.append(shown)
@@ -92,6 +95,42 @@ class _Collector:
 
     def data(self) -> dict[str, Any]:
         return {"version": 1, "folders": self.folders, "runs": self.runs, "docs": self.docs, "episodes": self.episodes}
+
+
+#: How a cited or an evidence document of a browse-game episode is marked (:func:`citation_marks`).
+CITATION_MARKS = ("cited-and-evidence", "cited-not-evidence", "evidence-not-cited")
+
+
+def citation_marks(turns: Sequence[Any]) -> list[dict[str, Any]] | None:
+    """The final answer's citations checked against the question's evidence and gold documents
+    (an episode recorded with ``labels`` on its prompt entry and described ``calls``, as the
+    browse game's are: :func:`searchgym.agents.transcript.add_calls`): each cited id marked
+    ``cited-and-evidence`` or ``cited-not-evidence``, in the answer's order, then each evidence
+    or gold id not cited, marked ``evidence-not-cited``; with its title where a search or a
+    read of the episode showed it. None for an episode without labels."""
+    entries = [t for t in turns if isinstance(t, dict)]
+    labels = next((t.get("labels") for t in entries if "prompt" in t and isinstance(t.get("labels"), dict)), None)
+    if not labels:
+        return None
+    evidence = [str(i) for key in ("evidence_ids", "gold_ids") for i in labels.get(key) or ()]
+    titles: dict[str, str] = {}
+    answer: dict[str, Any] | None = None
+    for turn in entries:
+        for search in turn.get("searches") or ():
+            for doc in search.get("docs") or ():
+                titles.setdefault(str(doc.get("id", "")), str(doc.get("title", "")))
+        for call in turn.get("calls") or ():
+            if call.get("title"):
+                titles.setdefault(str(call.get("doc_id", "")), str(call["title"]))
+            if call.get("kind") == "answer" and call.get("ran", True):
+                answer = call
+    cited = [str(c) for c in (answer or {}).get("citations") or ()]
+    wanted = set(evidence)
+    marks = [{"id": c, "mark": "cited-and-evidence" if c in wanted else "cited-not-evidence"} for c in dict.fromkeys(cited)]
+    marks += [{"id": e, "mark": "evidence-not-cited"} for e in dict.fromkeys(evidence) if e not in set(cited)]
+    for mark in marks:
+        mark["title"] = titles.get(mark["id"])
+    return marks
 
 
 def load_runs(paths: Sequence[str | Path]) -> dict[str, Any]:
@@ -142,10 +181,10 @@ def bench_rows(path: Path, records: Sequence[dict[str, Any]]) -> tuple[dict[str,
 
 def table(config: dict[str, Any], rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The summary table as ``searchgym bench`` prints it: headers and formatted cells."""
-    columns = table_columns(judged=config.get("judge_model") is not None)
+    columns = table_columns(judged=config.get("judge_model") is not None, browse=browses(rows))
     return {
         "headers": [header for _, header, _ in columns],
-        "cells": [[fmt.format(row[key]) if key in row else "-" for key, _, fmt in columns] for row in rows],
+        "cells": [["-" if row.get(key) is None else fmt.format(row[key]) for key, _, fmt in columns] for row in rows],
     }
 
 

@@ -383,6 +383,8 @@ class SearchGame:
                     pass  # as in Search-R1 and s3, the last turn's search is not run: nothing would show it
                 elif searched == "budget":
                     result, kind = surface.budget_feedback(), ("budget",)
+                elif searched == "calls":
+                    result, kind = self._calls_feedback(), ("budget",)
                 else:
                     found_hits, cut, result = searched
                     hits += found_hits
@@ -564,7 +566,7 @@ class SearchGame:
     def _turn_searches(self, actions: Sequence[Any]) -> Play[tuple[list[Any], list[str]]]:
         """What each search of a turn gets, in order: ``"final"`` (the last turn's search is
         not run), ``"budget"`` (past the search or call budget) or its hits, whether its query was
-        cut, and its rendered text. The searches that run are retrieved in one call. Also what
+        cut, and its rendered text (``"calls"``: past ``max_calls``). The searches that run are retrieved in one call. Also what
         each action of the protocol's own kinds that does not end the episode gets, in order:
         ``"play"``, ``"final"`` (not played on the last turn, as a search) or ``"budget"`` (past
         ``max_calls``, which searches and these actions share in the order written)."""
@@ -579,8 +581,10 @@ class SearchGame:
             if isinstance(act, Search):
                 if self.log.final_turn:
                     outcome.append("final")
-                elif (budget is not None and budget <= 0) or (calls is not None and calls <= 0):
+                elif budget is not None and budget <= 0:
                     outcome.append("budget")
+                elif calls is not None and calls <= 0:
+                    outcome.append("calls")
                 else:
                     run.append(len(outcome))
                     outcome.append(act.query)
