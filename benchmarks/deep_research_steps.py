@@ -58,17 +58,39 @@ def rss_mb() -> float:
     return float("nan")
 
 
+def probe(n_docs: int, mark: int):
+    """The step timed at call ``mark``: one turn of a search, an open and a find (three calls in
+    parallel), the same at every mark but for a document of its own that no other call reads
+    (so no mark finds its pages cached)."""
+    doc = f"d{n_docs - 1 - mark % 50}"
+    return msg(call("search", query="Society7 founded by a banker"), call("open", doc_id=doc, page=2),
+               call("find", doc_id=doc, pattern="founded"))
+
+
+def msg(*calls):
+    return {"role": "assistant", "content": "", "tool_calls": [c["tool_calls"][0] for c in calls]}
+
+
 def long_episode(env, rng: random.Random, n_docs: int, at: tuple[int, ...]) -> dict[int, float]:
+    """One episode of ``max(at) + 2`` calls; the probe's time (ms) at each call number of ``at``,
+    the other steps one random call each (an open, a find or a search, in turn)."""
     env.reset(options={"example_index": rng.randrange(len(env.unwrapped.examples))})
     times = {}
-    for i in range(1, max(at) + 3):
-        doc = f"d{rng.randrange(n_docs)}"
-        action = (call("open", doc_id=doc, page=1 + i % 3), call("find", doc_id=doc, pattern="founded"),
-                  call("search", query=f"Society{rng.randrange(97)} founded"))[i % 3]
+    calls = 0
+    while calls < max(at) + 2:
+        mark = next((a for a in at if calls + 1 <= a <= calls + 3), None)
+        if mark is not None:
+            action = probe(n_docs, mark)
+        else:
+            doc = f"d{rng.randrange(n_docs - 60)}"
+            action = (call("open", doc_id=doc, page=1 + calls % 3), call("find", doc_id=doc, pattern="founded"),
+                      call("search", query=f"Society{rng.randrange(97)} founded"))[calls % 3]
         t = time.perf_counter()
         _, _, terminated, truncated, info = env.step(action)
-        times[i] = (time.perf_counter() - t) * 1000
-        assert not (terminated or truncated), (i, info["context_full"], info["num_calls"])
+        if mark is not None:
+            times[mark] = (time.perf_counter() - t) * 1000
+        calls = info["num_calls"]
+        assert not (terminated or truncated), (calls, info["context_full"])
     return times
 
 
@@ -92,10 +114,9 @@ def main() -> None:
     at = (1, 32, 128)
     rng = random.Random(1)
     runs = [long_episode(env, rng, n_docs, at) for _ in range(repeats)]
-    # the calls around each mark (a window of 3: one open, one find, one search), median over episodes
-    med = {a: statistics.median(sum(r[j] for j in range(max(1, a - 1), a + 2)) / len(range(max(1, a - 1), a + 2))
-                                for r in runs) for a in at}
-    print(f"\nms per step (median of {repeats} episodes, mean of calls n-1..n+1), max_calls=256, max_turns=300")
+    med = {a: statistics.median(r[a] for r in runs) for a in at}
+    print(f"\nms per step of the same three-call turn (search, open, find) at each call number, median of {repeats} "
+          "episodes; max_calls=256, max_turns=300")
     print("| call 1 | call 32 | call 128 | step-128 / step-1 |")
     print("|---|---|---|---|")
     print(f"| {med[1]:.2f} | {med[32]:.2f} | {med[128]:.2f} | {med[128] / med[1]:.2f} |")

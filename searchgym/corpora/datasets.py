@@ -17,6 +17,19 @@ One object per line (plain or gzip-compressed, blank lines ignored)::
   cannot collide with another line's generated id.
 * ``metadata``: an object merged into :attr:`QAExample.metadata`; every other key is
   kept there too under its own name (e.g. FlashRAG's ``"choices"``).
+
+The decrypted BrowseComp-Plus queries (``scripts_build_index/decrypt_dataset.py`` of its
+repository writes them) are read too, detected per line by their keys (``query_id`` or
+``query``, and neither ``question`` nor ``golden_answers``)::
+
+    {"query_id": "769", "query": "...", "answer": "...", "gold_docs": [{"docid": "5412", "text": "...", "url": "..."}],
+     "negative_docs": [...], "evidence_docs": [...]}
+
+Such a line is ``QAExample(id=query_id, question=query, answers=(answer,))`` with metadata
+``evidence_ids``, ``gold_ids`` and ``negative_ids`` (the doc ids of ``evidence_docs``,
+``gold_docs`` and ``negative_docs``, whose elements may be objects with a ``docid`` or plain
+ids; an absent list is empty; the documents' texts are not kept) and ``source:
+"browsecomp-plus"``. See :mod:`searchgym.corpora.browsecomp`.
 """
 
 from __future__ import annotations
@@ -31,12 +44,25 @@ from searchgym.corpora.types import QAExample
 from searchgym.error import DataFormatError
 from searchgym.rewards.normalize import is_blank_answer
 
-__all__ = ["read_qa", "write_qa"]
+__all__ = ["BROWSECOMP_DOC_LISTS", "BROWSECOMP_LINE_FORMAT", "BROWSECOMP_SOURCE", "read_qa", "write_qa"]
 
 QA_LINE_FORMAT = (
     'a JSON object with "question" (a string), "golden_answers" (a list of strings or a string) '
     'and optionally "id" and "candidates" (a list of strings)'
 )
+
+#: What a line of the decrypted BrowseComp-Plus queries must hold.
+BROWSECOMP_LINE_FORMAT = (
+    'a JSON object with "query_id" (a string or an integer), "query" and "answer" (strings) and optionally '
+    '"evidence_docs", "gold_docs" and "negative_docs" (lists of objects with a "docid", or of ids): the decrypted '
+    "BrowseComp-Plus layout"
+)
+
+#: The document lists of a BrowseComp-Plus query line and the metadata key of their ids.
+BROWSECOMP_DOC_LISTS = (("evidence_docs", "evidence_ids"), ("gold_docs", "gold_ids"), ("negative_docs", "negative_ids"))
+
+#: ``QAExample.metadata["source"]`` of a BrowseComp-Plus question.
+BROWSECOMP_SOURCE = "browsecomp-plus"
 
 
 def _answers(value: Any, path: Path, line_number: int) -> tuple[str, ...]:
@@ -68,7 +94,54 @@ def _candidates(value: Any, path: Path, line_number: int) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _doc_ids(obj: dict[str, Any], key: str, path: Path, line_number: int) -> list[str]:
+    """The doc ids of a BrowseComp-Plus document list (objects with a ``docid``, or plain ids)."""
+    value = obj.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise DataFormatError(path, line_number, BROWSECOMP_LINE_FORMAT, f"{key!r} = {describe_value(value)}")
+    ids = []
+    for item in value:
+        doc_id = item.get("docid") if isinstance(item, dict) else item
+        if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
+            raise DataFormatError(path, line_number, BROWSECOMP_LINE_FORMAT, f"{key!r} containing {describe_value(item)}")
+        ids.append(str(doc_id))
+    return ids
+
+
+def _browsecomp_example(obj: dict[str, Any], path: Path, line_number: int) -> QAExample:
+    """A line of the decrypted BrowseComp-Plus queries (see the module docstring)."""
+    missing = [key for key in ("query_id", "query", "answer") if key not in obj]
+    if missing:
+        raise DataFormatError(
+            path, line_number, BROWSECOMP_LINE_FORMAT, f"{describe_value(obj)} (no {', '.join(map(repr, missing))})"
+        )
+    example_id = read_id(obj, path, line_number, BROWSECOMP_LINE_FORMAT, key="query_id")
+    question = obj["query"]
+    if not isinstance(question, str) or not question.strip():
+        raise DataFormatError(path, line_number, BROWSECOMP_LINE_FORMAT, f"'query' = {describe_value(question)}")
+    answer = obj["answer"]
+    if isinstance(answer, bool) or not isinstance(answer, (str, int)):
+        raise DataFormatError(path, line_number, BROWSECOMP_LINE_FORMAT, f"'answer' = {describe_value(answer)}")
+    if is_blank_answer(str(answer)):
+        raise DataFormatError(
+            path, line_number,
+            "an 'answer' that keeps a word after normalization (lowercased, punctuation and the articles a/an/the removed)",
+            f"'answer' = {describe_value(answer)}, which every metric would match to an empty answer; fix or drop this example",
+        )
+    metadata: dict[str, Any] = {meta: _doc_ids(obj, key, path, line_number) for key, meta in BROWSECOMP_DOC_LISTS}
+    metadata["source"] = BROWSECOMP_SOURCE
+    return QAExample(example_id, question, (str(answer),), metadata)
+
+
+def _is_browsecomp(obj: dict[str, Any]) -> bool:
+    return ("query_id" in obj or "query" in obj) and "question" not in obj and "golden_answers" not in obj
+
+
 def _example_from(obj: dict[str, Any], path: Path, line_number: int) -> QAExample:
+    if _is_browsecomp(obj):
+        return _browsecomp_example(obj, path, line_number)
     missing = [key for key in ("question", "golden_answers") if key not in obj]
     if missing:
         raise DataFormatError(
@@ -91,7 +164,8 @@ def _example_from(obj: dict[str, Any], path: Path, line_number: int) -> QAExampl
 
 
 def read_qa(path: str | os.PathLike) -> list[QAExample]:
-    """Read a FlashRAG-layout QA file (see the module docstring) into a list of examples.
+    """Read a QA file (FlashRAG or decrypted BrowseComp-Plus lines, see the module docstring)
+    into a list of examples.
 
     Raises :class:`DataFormatError` naming the file and line for a malformed line or a
     repeated id, and ``FileNotFoundError`` if the file does not exist.

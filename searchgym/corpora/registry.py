@@ -1,10 +1,13 @@
 """Corpus and dataset names, and the functions that turn a name or a path into data.
 
 Built-in corpora: ``"wiki-vital"`` (10,033 real Wikipedia lead summaries) and
-``"synthwiki"`` (a generated fictional world; options ``seed`` and ``num_passages``).
-Built-in datasets: ``"wiki-vital"``, ``"wiki-vital-answerable"`` and ``"synthwiki"``.
+``"synthwiki"`` (a generated fictional world; options ``seed`` and ``num_passages``) and
+``"deepwiki"`` (a generated world of long articles for deep-research games; options in
+:data:`searchgym.corpora.deepwiki.OPTIONS`).
+Built-in datasets: ``"wiki-vital"``, ``"wiki-vital-answerable"``, ``"synthwiki"`` and ``"deepwiki"``.
 Anything else is read from a JSON-lines file (see :mod:`searchgym.corpora.store` and
-:mod:`searchgym.corpora.datasets` for the layouts).
+:mod:`searchgym.corpora.datasets` for the layouts; :mod:`searchgym.corpora.browsecomp` for
+BrowseComp-Plus's files and its qrels).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from searchgym.corpora.browsecomp import load_queries
 from searchgym.corpora.datasets import read_qa
 from searchgym.corpora.mapped import read_passages
 from searchgym.corpora.store import BUILT_IN_NAMES, check_data_file
@@ -30,8 +34,9 @@ DATASETS = BUILT_IN_NAMES["QA dataset"]
 _SYNTHWIKI_OPTIONS = ("seed", "num_passages")
 _WIKI_VITAL_SPLITS = ("dev", "all")  # FanOutQA's dev set is the only one with public answers.
 _SYNTHWIKI_SPLITS = ("train", "dev", "test")
-_DEFAULT_DATASET = {"wiki-vital": "wiki-vital-answerable", "synthwiki": "synthwiki"}
+_DEFAULT_DATASET = {"wiki-vital": "wiki-vital-answerable", "synthwiki": "synthwiki", "deepwiki": "deepwiki"}
 _PATH_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".gz")
+_QA_FILE_OPTIONS = ("qrels_evidence", "qrels_gold")  # TREC qrels that set the questions' evidence / gold doc ids
 
 
 @functools.lru_cache(maxsize=8)
@@ -49,6 +54,23 @@ def _synthwiki(kind: str, options: Mapping[str, Any]):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise ConfigError(f"synthwiki expects {key} to be an integer, got {value!r}.")
     return _generate_synthwiki(int(seed), int(num_passages))
+
+
+@functools.lru_cache(maxsize=8)
+def _generate_deepwiki(knobs: tuple[tuple[str, Any], ...]):
+    from searchgym.corpora import deepwiki
+
+    return deepwiki.generate(**dict(knobs))
+
+
+def _deepwiki(kind: str, options: Mapping[str, Any]):
+    """One generated world per resolved set of knobs, shared by its corpus and its questions
+    (written to the cache once; later processes open the files)."""
+    from searchgym.corpora import deepwiki
+
+    _check_options(kind, "deepwiki", options, deepwiki.OPTIONS)
+    knobs = deepwiki.resolve_options(**options)
+    return _generate_deepwiki(tuple(sorted(knobs.items())))
 
 
 def _check_options(kind: str, name: str, options: Mapping[str, Any], accepted: Sequence[str]) -> None:
@@ -69,10 +91,11 @@ def _looks_like_path(name: str | os.PathLike) -> bool:
 def load_corpus(name_or_path: str | os.PathLike | Corpus, **options: Any) -> Corpus:
     """A built-in corpus by name, a passage file by path, or a :class:`Corpus` unchanged.
 
-    Options: ``seed`` and ``num_passages`` for ``"synthwiki"`` (defaults 0 and 1000),
-    ``name`` for a file. Raises :class:`UnknownNameError` (with a "Did you mean"
-    suggestion) for an unknown name, ``FileNotFoundError`` for a path that does not exist
-    and :class:`ConfigError` for an option the corpus does not take.
+    Options: ``seed`` and ``num_passages`` for ``"synthwiki"`` (defaults 0 and 1000), the
+    knobs of :func:`searchgym.corpora.deepwiki.generate` for ``"deepwiki"``, ``name`` for a
+    file. Raises :class:`UnknownNameError` (with a "Did you mean" suggestion) for an unknown
+    name, ``FileNotFoundError`` for a path that does not exist and :class:`ConfigError` for
+    an option the corpus does not take (or, for deepwiki, a knob out of its range).
     """
     if isinstance(name_or_path, Corpus):
         _check_options("corpus object", name_or_path.name, options, ())
@@ -83,6 +106,8 @@ def load_corpus(name_or_path: str | os.PathLike | Corpus, **options: Any) -> Cor
             from searchgym.corpora import wikivital
 
             return wikivital.load_corpus()
+        if name_or_path == "deepwiki":
+            return _deepwiki("corpus", options).corpus
         return _synthwiki("corpus", options).corpus
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise ConfigError(
@@ -184,8 +209,12 @@ def load_dataset(
     Splits: ``"wiki-vital"`` and ``"wiki-vital-answerable"`` take ``"dev"`` (FanOutQA's dev
     set) or its synonym ``"all"``; ``"synthwiki"`` takes ``"train"``, ``"dev"`` or ``"test"``
     and the same ``seed``/``num_passages`` options as its corpus (so the questions are about
-    that very corpus). A file is one split by itself, so ``split`` is not used for it.
-    Always returns a new list.
+    that very corpus); ``"deepwiki"`` takes the same splits and its corpus's knobs. A file is
+    one split by itself, so ``split`` is not used for it; it takes the options
+    ``qrels_evidence`` and ``qrels_gold``: TREC qrels files (BrowseComp-Plus's
+    ``topics-qrels/qrel_evidence.txt`` and ``qrel_golds.txt``) whose relevant doc ids replace
+    the questions' ``metadata["evidence_ids"]`` / ``["gold_ids"]`` (see
+    :func:`searchgym.corpora.browsecomp.apply_qrels`). Always returns a new list.
     """
     if isinstance(name_or_path, Sequence) and not isinstance(name_or_path, str):
         bad = [type(e).__name__ for e in name_or_path if not isinstance(e, QAExample)]
@@ -194,9 +223,18 @@ def load_dataset(
         _check_options("list of examples", "<list>", options, ())
         return list(name_or_path)
     if isinstance(name_or_path, str) and name_or_path in DATASETS:
+        qrels = sorted(set(options) & set(_QA_FILE_OPTIONS))
+        if qrels:
+            raise ConfigError(
+                f"The dataset {name_or_path!r} does not take the option(s) {', '.join(qrels)}: qrels set the evidence and "
+                "gold doc ids of a QA file's questions (BrowseComp-Plus's decrypted queries); pass that file's path as the dataset."
+            )
         if name_or_path == "synthwiki":
             check_name("synthwiki split", split, _SYNTHWIKI_SPLITS)
             return list(_synthwiki("dataset", options).questions(split))
+        if name_or_path == "deepwiki":
+            check_name("deepwiki split", split, _SYNTHWIKI_SPLITS)
+            return list(_deepwiki("dataset", options).questions(split))
         _check_options("dataset", name_or_path, options, ())
         check_name(f"{name_or_path} split", split, _WIKI_VITAL_SPLITS)
         from searchgym.corpora import wikivital
@@ -208,8 +246,8 @@ def load_dataset(
         )
     path = Path(name_or_path)
     if path.exists() or _looks_like_path(name_or_path):  # read_qa says what is wrong with it
-        _check_options("QA file", str(path), options, ())
-        return read_qa(path)
+        _check_options("QA file", str(path), options, _QA_FILE_OPTIONS)
+        return load_queries(path, **options) if options else read_qa(path)
     raise UnknownNameError("dataset", name_or_path, DATASETS)
 
 
@@ -217,11 +255,11 @@ def default_dataset_for(corpus: str | Corpus) -> str:
     """The built-in dataset whose questions are about the built-in corpus ``corpus``.
 
     A generated synthwiki corpus is named after its world (``"synthwiki-s0-n1000"``), so
-    any name starting with ``"synthwiki-"`` counts as synthwiki.
+    any name starting with ``"synthwiki-"`` counts as synthwiki (``"deepwiki-"``: deepwiki).
     """
     name = corpus.name if isinstance(corpus, Corpus) else corpus
-    if isinstance(name, str) and name.startswith("synthwiki-"):
-        name = "synthwiki"
+    if isinstance(name, str) and name.startswith(("synthwiki-", "deepwiki-")):
+        name = name.split("-", 1)[0]
     if name not in _DEFAULT_DATASET:
         raise UnknownNameError("built-in corpus", name, CORPORA)
     return _DEFAULT_DATASET[name]

@@ -7,11 +7,17 @@ first bytes, one object per line, blank lines ignored):
   ``contents`` is the title (one pair of surrounding double quotes is stripped), the rest
   is the text. ``contents`` without a newline is a passage without title.
 * title/text: ``{"id": "0", "title": "Title", "text": "text"}``.
+* document (the BrowseComp-Plus corpus, ``Tevatron/browsecomp-plus-corpus`` exported as
+  JSON lines): ``{"docid": "37403", "text": "---\\ntitle: ...\\n---\\n...", "url": "https://..."}``
+  on a line without ``id``. The passage id is ``docid``; its title is a ``title`` field if
+  the line has one, else :func:`document_title` of the text (the front matter's ``title:``,
+  else the first non-empty line, else the url); its text is ``text`` unchanged. See
+  :mod:`searchgym.corpora.browsecomp`.
 
-The layout is detected per line, so a file may mix both (a line with ``title`` and
-``text`` uses them even if it also has ``contents``). ``id`` is required (a string
-or an integer, which is converted to its decimal string) and must be unique in the file.
-Other keys are ignored.
+The layout is detected per line, so a file may mix them (a line with ``title`` and
+``text`` uses them even if it also has ``contents``; a line with ``id`` is never read as a
+document). ``id`` (or a document's ``docid``) is required (a string or an integer, which is
+converted to its decimal string) and must be unique in the file. Other keys are ignored.
 
 Whatever a file holds, reading it either succeeds or raises
 :class:`~searchgym.error.DataFormatError` naming the file (and the line, for a bad line):
@@ -38,7 +44,7 @@ from typing import Any, Literal
 from searchgym.corpora.types import Passage
 from searchgym.error import ConfigError, DataFileNotFoundError, DataFormatError
 
-__all__ = ["MAX_JSON_DEPTH", "PASSAGE_FORMATS", "check_data_file", "chunk_documents", "write_passages"]
+__all__ = ["MAX_JSON_DEPTH", "PASSAGE_FORMATS", "check_data_file", "chunk_documents", "document_title", "write_passages"]
 
 PASSAGE_FORMATS = ("flashrag", "title_text")
 
@@ -46,6 +52,15 @@ PASSAGE_LINE_FORMAT = (
     'a JSON object with "id" and either "contents" ("title"\\ntext, the Search-R1/FlashRAG '
     'layout) or "title" and "text"'
 )
+
+#: What a line of the document layout (a BrowseComp-Plus corpus line, no ``id``) must hold.
+DOCUMENT_LINE_FORMAT = (
+    'a JSON object with "docid" (a string or an integer) and "text" (a string), optionally "url" and "title" '
+    '(strings): the BrowseComp-Plus corpus layout'
+)
+
+#: The longest title :func:`document_title` takes from a document's first line.
+TITLE_CHARS = 200
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -85,7 +100,8 @@ def describe_value(value: Any, limit: int = 80) -> str:
 
 #: The built-in corpora ("passage") and datasets ("QA dataset"), by what a data file holds:
 #: the names an error for a missing file offers (:mod:`searchgym.corpora.registry` loads them).
-BUILT_IN_NAMES = {"passage": ("wiki-vital", "synthwiki"), "QA dataset": ("wiki-vital", "wiki-vital-answerable", "synthwiki")}
+BUILT_IN_NAMES = {"passage": ("wiki-vital", "synthwiki", "deepwiki"),
+                  "QA dataset": ("wiki-vital", "wiki-vital-answerable", "synthwiki", "deepwiki")}
 
 
 def missing_file_error(path: str | os.PathLike, what: str) -> DataFileNotFoundError:
@@ -131,9 +147,52 @@ def text_folder_hint(folder: Path, what: str) -> str | None:
 _PARQUET_MAGIC = b"PAR1"
 
 
+def _parquet_footer(path: Path, most: int = 1 << 20) -> bytes:
+    """The metadata at the end of a Parquet file (its schema: the column names in plain bytes),
+    at most ``most`` bytes; empty when the file has no readable footer."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            if size < 12:
+                return b""
+            f.seek(size - 8)
+            tail = f.read(8)
+            if tail[4:] != _PARQUET_MAGIC:
+                return b""
+            length = min(int.from_bytes(tail[:4], "little"), most, size - 12)
+            f.seek(size - 8 - length)
+            return f.read(length)
+    except OSError:
+        return b""
+
+
 def parquet_hint(path: Path, what: str) -> str:
     """What to do with a Parquet file given where JSON lines are read: Search-R1's processed QA
-    parquet has a converter (verl's integration, which needs pyarrow)."""
+    parquet has a converter (verl's integration, which needs pyarrow); a BrowseComp-Plus corpus
+    shard (columns ``docid``, ``text``, ``url``) gets the one-line command that exports it as the
+    JSON lines the passage store reads; the (obfuscated) BrowseComp-Plus queries parquet points
+    to the repository's decryption script."""
+    import shlex
+
+    footer = _parquet_footer(path)
+    if what == "passage" and b"docid" in footer and b"text" in footer:
+        target = path.with_suffix(".jsonl")
+        program = (
+            'import sys, pandas; pandas.read_parquet(sys.argv[1]).to_json(sys.argv[2], orient="records", lines=True, '
+            "force_ascii=False)"
+        )
+        return (
+            "a Parquet file with the BrowseComp-Plus corpus columns (docid, text, url); the passage store reads JSON lines: "
+            f"convert it once with `python -c {shlex.quote(program)} {shlex.quote(str(path))} {shlex.quote(str(target))}` "
+            f"and pass {target} (docs/browsecomp-plus.md exports the whole corpus, all its shards, to one file)"
+        )
+    if what == "QA dataset" and b"query_id" in footer and b"evidence_docs" in footer:
+        return (
+            "a Parquet file of the BrowseComp-Plus queries, which are obfuscated; decrypt them with the BrowseComp-Plus "
+            "repository's `python scripts_build_index/decrypt_dataset.py --output data/browsecomp_plus_decrypted.jsonl` "
+            "and pass that file (see docs/browsecomp-plus.md)"
+        )
     if what == "QA dataset":
         return (
             "a Parquet file; Search-R1's processed parquet (nq_search.py and its siblings) converts to QA jsonl with "
@@ -306,13 +365,14 @@ def _has_lone_surrogate(obj: Any) -> bool:
     return False
 
 
-def read_id(obj: dict[str, Any], path: Path, line_number: int, expected: str) -> str:
-    """The ``id`` of a record as a string (integers are accepted as their decimal form)."""
-    if "id" not in obj:
-        raise DataFormatError(path, line_number, expected, f"{describe_value(obj)} (no 'id')")
-    value = obj["id"]
+def read_id(obj: dict[str, Any], path: Path, line_number: int, expected: str, key: str = "id") -> str:
+    """The ``id`` of a record (or the id under ``key``: a BrowseComp-Plus ``docid`` or
+    ``query_id``) as a string (integers are accepted as their decimal form)."""
+    if key not in obj:
+        raise DataFormatError(path, line_number, expected, f"{describe_value(obj)} (no {key!r})")
+    value = obj[key]
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise DataFormatError(path, line_number, expected, f"'id' = {describe_value(value)}")
+        raise DataFormatError(path, line_number, expected, f"{key!r} = {describe_value(value)}")
     return str(value)
 
 
@@ -334,8 +394,85 @@ def split_contents(contents: str) -> tuple[str, str]:
     return title, text
 
 
+def _clean_title(line: str) -> str:
+    """A title line without surrounding whitespace, one pair of surrounding quotes, or the
+    ``#`` marks of a Markdown heading."""
+    line = line.strip()
+    if len(line) >= 2 and line[0] == line[-1] and line[0] in "\"'":
+        line = line[1:-1].strip()
+    if line.startswith("#"):
+        line = line.lstrip("#").strip()
+    return line
+
+
+def _first_lines(text: str, start: int = 0) -> Iterator[tuple[int, str]]:
+    """``(end, line)`` for the lines of ``text`` from ``start``, without splitting the whole
+    text (documents run to hundreds of thousands of characters; titles sit at the top)."""
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        yield end + 1, text[start:end].rstrip("\r")
+        start = end + 1
+
+
+def document_title(text: str, url: str = "", most: int = TITLE_CHARS) -> str:
+    """The title of a web document as BrowseComp-Plus documents carry it.
+
+    Most documents of the BrowseComp-Plus corpus open with a YAML-like front matter
+    (``---\\ntitle: ...\\nauthor: ...\\ndate: ...\\n---\\n``; the repository's own tools read
+    the title from it: ``searcher/search_r1_server.py:35-41`` and
+    ``search_agent/tongyi_utils/tool_search.py:39-46``). The title is, in order: the front
+    matter's ``title:`` value (one pair of quotes stripped); else the first non-empty line
+    of the text after any front matter (quotes and Markdown ``#`` marks stripped), cut at a
+    word boundary to at most ``most`` characters with ``...`` appended; else ``url``; else ``""``.
+    """
+    lines = _first_lines(text)
+    start = 0
+    first = next(lines, None)
+    if first is not None and first[1].strip() == "---":
+        for count, (end, line) in enumerate(lines):
+            if line.strip() == "---":
+                start = end  # the body starts after the closing line
+                break
+            key, sep, value = line.partition(":")
+            if sep and key.strip().lower() == "title":
+                title = _clean_title(value)
+                if title:
+                    return title if len(title) <= most else _cut(title, most)
+            if count > 50:  # no closing line near the top: not a front matter
+                break
+        if start == 0:  # unclosed: read the text from its second line
+            start = first[0]
+    for _end, line in _first_lines(text, start):
+        title = _clean_title(line)
+        if title and title != "---":
+            return title if len(title) <= most else _cut(title, most)
+    return url.strip() if isinstance(url, str) else ""
+
+
+def _cut(title: str, most: int) -> str:
+    head = title[: most - 3]
+    space = head.rfind(" ")
+    return (head[:space] if space > most // 2 else head).rstrip() + "..."
+
+
+def _document_passage(obj: dict[str, Any], path: Path, line_number: int) -> Passage:
+    """The :class:`Passage` of a line of the document layout (BrowseComp-Plus: docid, text, url)."""
+    passage_id = read_id(obj, path, line_number, DOCUMENT_LINE_FORMAT, key="docid")
+    if "text" not in obj:
+        raise DataFormatError(path, line_number, DOCUMENT_LINE_FORMAT, f"{describe_value(obj)} (no 'text')")
+    for key in ("text", "url", "title"):
+        if key in obj and not isinstance(obj[key], str) and not (key == "url" and obj[key] is None):
+            raise DataFormatError(path, line_number, DOCUMENT_LINE_FORMAT, f"{key!r} = {describe_value(obj[key])}")
+    text = obj["text"]
+    title = obj["title"] if "title" in obj else document_title(text, obj.get("url") or "")
+    return Passage(passage_id, title, text)
+
+
 def passage_from(obj: dict[str, Any], path: Path, line_number: int) -> Passage:
-    """The :class:`Passage` of one parsed line of a passage file (either layout)."""
+    """The :class:`Passage` of one parsed line of a passage file (any layout)."""
+    if "id" not in obj and "docid" in obj:
+        return _document_passage(obj, path, line_number)
     passage_id = read_id(obj, path, line_number, PASSAGE_LINE_FORMAT)
     if "title" in obj and "text" in obj:
         title, text = obj["title"], obj["text"]

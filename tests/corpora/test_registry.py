@@ -15,12 +15,12 @@ from searchgym.error import ConfigError, UnknownNameError
 
 
 def test_names():
-    assert CORPORA == ("wiki-vital", "synthwiki")
-    assert DATASETS == ("wiki-vital", "wiki-vital-answerable", "synthwiki")
+    assert CORPORA == ("wiki-vital", "synthwiki", "deepwiki")
+    assert DATASETS == ("wiki-vital", "wiki-vital-answerable", "synthwiki", "deepwiki")
     assert default_dataset_for("wiki-vital") == "wiki-vital-answerable"
     assert default_dataset_for("synthwiki") == "synthwiki"
     assert default_dataset_for(wikivital.load_corpus()) == "wiki-vital-answerable"
-    with pytest.raises(UnknownNameError, match=re.escape("Unknown built-in corpus 'custom'. Expected one of: synthwiki, wiki-vital.")):
+    with pytest.raises(UnknownNameError, match=re.escape("Unknown built-in corpus 'custom'. Expected one of: deepwiki, synthwiki, wiki-vital.")):
         default_dataset_for(Corpus([], name="custom"))
 
 
@@ -34,12 +34,12 @@ def test_built_in_wiki_vital():
 
 
 def test_unknown_names_suggest_the_closest():
-    message = "Unknown corpus 'wiki-vitl'. Did you mean 'wiki-vital'? Expected one of: synthwiki, wiki-vital."
+    message = "Unknown corpus 'wiki-vitl'. Did you mean 'wiki-vital'? Expected one of: deepwiki, synthwiki, wiki-vital."
     with pytest.raises(UnknownNameError, match=re.escape(message)):
         load_corpus("wiki-vitl")
     message = (
         "Unknown dataset 'wiki-vital-answerabel'. Did you mean 'wiki-vital-answerable'? "
-        "Expected one of: synthwiki, wiki-vital, wiki-vital-answerable."
+        "Expected one of: deepwiki, synthwiki, wiki-vital, wiki-vital-answerable."
     )
     with pytest.raises(UnknownNameError, match=re.escape(message)):
         load_dataset("wiki-vital-answerabel")

@@ -21,7 +21,7 @@ def test_a_missing_path_names_the_built_in_names_that_could_stand_in_its_place(t
                 f"[Errno 2] No such {what} file: {str(missing)!r}; expected an existing .jsonl or .jsonl.gz file. "
                 f"Check the path, or pass a built-in {kind} name instead ({', '.join(names)}): {str(missing)!r}"
             )
-    assert CORPORA == ("wiki-vital", "synthwiki") and DATASETS == ("wiki-vital", "wiki-vital-answerable", "synthwiki")
+    assert CORPORA == ("wiki-vital", "synthwiki", "deepwiki") and DATASETS == ("wiki-vital", "wiki-vital-answerable", "synthwiki", "deepwiki")
 
 
 def test_a_folder_of_text_files_gets_the_command_that_makes_its_corpus_and_the_command_works(tmp_path):

@@ -217,7 +217,7 @@ def test_users_own_jsonl_corpus_and_questions(tmp_path):
 def test_a_path_corpus_needs_a_dataset(tmp_path):
     path = tmp_path / "c.jsonl"
     path.write_text('{"id": "1", "title": "T", "text": "x"}\n')
-    with pytest.raises(ConfigError, match=r"^SearchEnv expects a dataset= when the corpus is not a built-in name \(wiki-vital, synthwiki\); pass a built-in dataset name, a FlashRAG jsonl path or a list of QAExample\.$"):
+    with pytest.raises(ConfigError, match=r"^SearchEnv expects a dataset= when the corpus is not a built-in name \(wiki-vital, synthwiki, deepwiki\); pass a built-in dataset name, a FlashRAG jsonl path or a list of QAExample\.$"):
         SearchEnv(corpus=str(path))
 
 
