@@ -162,3 +162,26 @@ def test_without_facts_the_oracle_opens_the_first_page_of_each_document(action_f
         opens = [(c["doc_id"], c["page"]) for t in r.turns[1:] for c in t.get("calls", ()) if c["kind"] == "open"]
         assert opens == [(d, 1) for d in [*meta["evidence_ids"], *meta["gold_ids"]]]
         assert r.reward_components["correct"] == 1.0 and r.reward_components["evidence_recall"] == 1.0
+
+
+class CallCost:
+    """Every step costs 0.01 (a user's wrapper, named by module:attr or given as a callable)."""
+
+    def __new__(cls, env):
+        import gymnasium as gym
+
+        class Cost(gym.Wrapper):
+            def step(self, action):
+                obs, reward, terminated, truncated, info = self.env.step(action)
+                return obs, reward - 0.01, terminated, truncated, info
+
+        return Cost(env)
+
+
+def test_bench_runs_the_game_under_a_wrapper_and_a_retriever_of_its_own(tmp_path):
+    options = {**env_options(tmp_path), "retriever": "rank-bm25", "reward_options": {"citation_weight": 0.5}}
+    results = run_bench(BenchConfig(runs=cross(["DeepResearch-v0"], ["oracle"]), env_options={"DeepResearch-v0": options},
+                                    wrappers=[CallCost], limit=2, num_envs=2), tmp_path / "bench", progress=False)
+    (row,) = results.rows
+    # The oracle's 1 + 0.5 x citation F1 of 1, less 0.01 for each of its 3 tool turns.
+    assert row["accuracy"] == 1.0 and row["reward"] == pytest.approx(1.5 - 0.03)
