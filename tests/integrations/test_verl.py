@@ -15,6 +15,7 @@ and reference workers, weight sync and the PPO/GRPO update (``verl.trainer.main_
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -44,7 +45,7 @@ import searchgym  # noqa: E402,F401
 from searchgym.agents.tokens import encode_text, prompt_ids  # noqa: E402
 from searchgym.corpora.registry import load_dataset  # noqa: E402
 from searchgym.corpora.types import QAExample  # noqa: E402
-from searchgym.envs.registration import ENV_SPECS, ROLE_ENV_SPECS  # noqa: E402
+from searchgym.envs.registration import ENV_SPECS, GAME_ENV_SPECS, ROLE_ENV_SPECS  # noqa: E402
 from searchgym.error import ConfigError, DataFileNotFoundError, DataFormatError  # noqa: E402
 from searchgym.integrations.verl.agent_loop import REWARD_INFO_KEYS, action_text  # noqa: E402
 from searchgym.integrations.verl.data import example_from_row, read_examples, read_parquet, verl_rows, write_parquet  # noqa: E402
@@ -260,16 +261,33 @@ def long_context_server(ray_session, long_context_model):
     return ray.remote(LanguageModelServer).remote(model=long_context_model, max_model_len=4096)
 
 
-@pytest.mark.parametrize("env_id", [*ENV_SPECS, *ROLE_ENV_SPECS])
+def game_world(env_id: str, tmp_path: Path) -> dict:
+    """``gym.make`` arguments a game of ``GAME_ENV_SPECS`` needs here (none for the others):
+    the deep-research game plays over the small long-document world of tests/deepresearch
+    (its corpus and a FlashRAG file of its questions), with short snippets and pages so that
+    its tool-calling prompt and a turn fit the tiny tokenizer's budget."""
+    if env_id != "searchgym/DeepResearch-v0":
+        return {}
+    from deepresearch.small_world import world
+
+    corpus, questions = world(tmp_path)
+    dataset = tmp_path / "questions.jsonl"
+    dataset.write_text("".join(json.dumps({"id": q.id, "question": q.question, "golden_answers": list(q.answers),
+                                           "metadata": q.metadata}) + "\n" for q in questions))
+    return {"corpus": str(corpus), "dataset": str(dataset), "top_k": 1, "protocol_options": {"snippet_words": 30, "page_words": 100}}
+
+
+@pytest.mark.parametrize("env_id", [*ENV_SPECS, *GAME_ENV_SPECS, *ROLE_ENV_SPECS])
 def test_every_registered_env_plays_through_verls_worker(env_id, long_context_model, long_context_server, tmp_path):
-    parquet = write_parquet(verl_rows(env_id, split="dev", limit=1), tmp_path / "row.parquet")
-    config = verl_config(long_context_model, loop_file(tmp_path, max_tokens_per_turn=16), **{
+    world = game_world(env_id, tmp_path)
+    parquet = write_parquet(verl_rows(env_id, split="dev", limit=1, **world), tmp_path / "row.parquet")
+    config = verl_config(long_context_model, loop_file(tmp_path, max_tokens_per_turn=16, env_kwargs=world), **{
         "data.max_prompt_length": 3072, "actor_rollout_ref.rollout.prompt_length": 3072,
         "actor_rollout_ref.rollout.response_length": 256,
     })
     output = run_worker(config, server_client(config, long_context_server), parquet)
     (episode,) = episodes(output)
-    assert replay(episode, tiny_tokenizer(), budget=256, env_id=env_id) == pytest.approx(episode["reward"])
+    assert replay(episode, tiny_tokenizer(), budget=256, env_id=env_id, **world) == pytest.approx(episode["reward"])
     assert episode["row"]["extra_info"]["env_id"] == env_id and 1 in episode["mask"]
 
 
