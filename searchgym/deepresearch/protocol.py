@@ -74,7 +74,7 @@ DEEP_RESEARCH_TOOL_PROMPT = (
     "You are a deep-research agent. Answer the question below from a fixed corpus of documents; the answer "
     "is only there, and the question gives several clues that together pick out one answer, each clue in "
     "another document. Use the tools:\n"
-    "- search(query): the top {k} documents for the query, each with its doc id, title and the start of its text;\n"
+    "- search(query): the documents that best match the query, each with its doc id, title and the start of its text;\n"
     "- open(doc_id, page): one page of a document ({page_words} words a page; the result says how many pages it has);\n"
     "- find(doc_id, pattern): the places in a document that hold a text (case-insensitive), each with its page;\n"
     "- answer(answer, citations, confidence): ends the episode; the answer alone (e.g. a name), the doc ids "
@@ -87,7 +87,7 @@ DEEP_RESEARCH_TAG_PROMPT = (
     "You are a deep-research agent. Answer the question below from a fixed corpus of documents; the answer "
     "is only there, and the question gives several clues that together pick out one answer, each clue in "
     "another document. Reason inside <think> and </think>, then write one action a turn:\n"
-    "<search> query </search> returns the top {k} documents, each with its doc id, title and the start of its text;\n"
+    "<search> query </search> returns the documents that best match the query, each with its doc id, title and the start of its text;\n"
     "<open> doc_id page </open> returns one page of a document ({page_words} words a page; the page number may be left out for page 1);\n"
     "<find> doc_id | text </find> returns the places in a document that hold the text, each with its page;\n"
     "the results come back between <information> and </information>. To finish, write "
@@ -105,7 +105,6 @@ class DeepResearchProtocol(Protocol):
         max_find_results: The most places one ``find`` returns.
         max_citations: The most doc ids an answer may cite; an answer citing more is a bad
             call (so citing every document is no strategy).
-        top_k: How many hits the prompt says a search returns (the env's ``top_k`` decides).
         documents: The corpus ``open`` and ``find`` read (None: the env's own, given by
             :meth:`set_corpus`); a path or name as ``corpus=`` takes, for a search index over
             chunks of these documents.
@@ -122,13 +121,13 @@ class DeepResearchProtocol(Protocol):
                        "random": "searchgym.deepresearch.agents:DeepResearchRandom.for_env"}
 
     def __init__(self, *, snippet_words: int = 512, page_words: int = 512, max_find_results: int = 10,
-                 max_citations: int = 10, top_k: int = 5, documents: Any = None):
+                 max_citations: int = 10, documents: Any = None):
         for key, value in (("snippet_words", snippet_words), ("page_words", page_words),
-                           ("max_find_results", max_find_results), ("max_citations", max_citations), ("top_k", top_k)):
+                           ("max_find_results", max_find_results), ("max_citations", max_citations)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"DeepResearchProtocol expects {key} to be a positive integer, got {value!r}.")
         self.snippet_words, self.page_words = snippet_words, page_words
-        self.max_find_results, self.max_citations, self.top_k = max_find_results, max_citations, top_k
+        self.max_find_results, self.max_citations = max_find_results, max_citations
         self.documents = documents
         self.store: DocumentStore | None = None
         if documents is not None:
@@ -159,10 +158,10 @@ class DeepResearchProtocol(Protocol):
 
     # ------------------------------------------------------------------ what the agent reads
     def prompt(self, example: QAExample, docs: Sequence[Hit] | None = None) -> str:
-        return DEEP_RESEARCH_TAG_PROMPT.format(k=self.top_k, page_words=self.page_words, question=example.question.strip())
+        return DEEP_RESEARCH_TAG_PROMPT.format(page_words=self.page_words, question=example.question.strip())
 
     def tool_messages(self, example: QAExample, docs: Sequence[Hit] | None = None) -> list[dict[str, str]]:
-        text = DEEP_RESEARCH_TOOL_PROMPT.format(k=self.top_k, page_words=self.page_words, question=example.question.strip())
+        text = DEEP_RESEARCH_TOOL_PROMPT.format(page_words=self.page_words, question=example.question.strip())
         return [{"role": "user", "content": text}]
 
     def docs_text(self, hits: Sequence[Hit]) -> str:
