@@ -46,12 +46,14 @@ ENV_SPECS: dict[str, dict[str, Any]] = {
 #: protocol, reward or retriever is a ``module:attr`` path into searchgym.methods, built as a
 #: user's own piece is (docs/extending.md): nothing here imports them.
 METHOD_ENV_SPECS: dict[str, dict[str, Any]] = {
-    # StepSearch (train.sh: max_turns=5, retriever.topk=3) on Search-R1's grammar, each search paid as it runs.
-    "searchgym/StepSearch-v0": {"protocol": "search_r1", "reward": "searchgym.methods.stepsearch:StepSearchReward", "top_k": 3, "max_turns": 5},
-    # AutoRefine (docs/methods.md): top-3 documents, 5 turns (cmd/train.sh: retriever.topk=3, max_turns=5).
+    # StepSearch (train.sh:78,80: max_turns=5, retriever.topk=3) on Search-R1's grammar, each search
+    # paid as it runs: 5 search turns then the answer turn (the released loop and its final rollout).
+    "searchgym/StepSearch-v0": {"protocol": "search_r1", "reward": "searchgym.methods.stepsearch:StepSearchReward", "top_k": 3, "max_turns": 6},
+    # AutoRefine (docs/methods.md): top-3 documents, 5 search turns then the answer turn
+    # (cmd/train.sh:29,73: max_turns=5, retriever.topk=3; the released loop and its final rollout).
     "searchgym/AutoRefine-v0": {
         "protocol": "searchgym.methods.autorefine:AutoRefineProtocol",
-        "reward": "searchgym.methods.autorefine:AutoRefineReward", "top_k": 3, "max_turns": 5,
+        "reward": "searchgym.methods.autorefine:AutoRefineReward", "top_k": 3, "max_turns": 6,
     },
     # ZeroSearch (docs/methods.md): Search-R1's game over a simulated search engine (SmolLM2 with
     # the released simulate_prompt prompts; no fine-tuned simulator is available offline), top-5

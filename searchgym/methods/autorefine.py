@@ -56,6 +56,7 @@ __all__ = [
     "AUTOREFINE_TOOL_PROMPT",
     "AutoRefineProtocol",
     "AutoRefineReward",
+    "AutoRefineValidation",
     "Refine",
     "document_names",
     "refine_texts",
@@ -333,3 +334,19 @@ class AutoRefineReward(RewardRecipe):
         total = answer if answer > 0 else (self.refine_score if holds else 0.0)
         read = len(self.paid_refines(episode))
         return RewardResult(total, {self.answer_metric: answer, "refine": float(holds), "refines": float(read)})
+
+
+class AutoRefineValidation(AutoRefineReward):
+    """AutoRefine's released validation reward: the answer metric alone, no refine bonus.
+
+    The released trainer scores validation with a second reward manager built without
+    ``refine_score`` (AR ``verl/trainer/main_ppo.py:272`` at 8363788; its default is 0,
+    ``:43``), so a wrong answer scores 0 whatever its refines hold. The other options are
+    :class:`AutoRefineReward`'s; a ``refine_score`` passed is ignored. The ``autorefine``
+    preset evaluates with it (``eval_env_options``)."""
+
+    name = "autorefine_validation"
+
+    def __init__(self, **options: Any):
+        options["refine_score"] = 0.0
+        super().__init__(**options)

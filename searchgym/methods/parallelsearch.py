@@ -62,17 +62,23 @@ DECOMPOSE_SENTENCE = (
 #: independent), -1 for one without a type (NQ-style, ``na``), 0 for the others (sequential).
 COMPARISON, NA, SEQUENTIAL = 1, -1, 0
 #: ``type`` values that are parallelizable: HotpotQA's and 2Wiki's ``comparison`` and
-#: MultiHop-RAG's ``comparison_query`` (PS ``scripts/data_process/qa_search_test_parallel_sequential.py:10-14``).
+#: MultiHop-RAG's ``comparison_query`` (its parallel test split: PS
+#: ``scripts/data_process/qa_search_test_parallel_sequential.py:10-14``).
 PARALLEL_TYPES = frozenset({"comparison", "comparison_query"})
+#: The released reward's parallel type: ``comparison`` alone (PS ``verl/utils/dataset/rl_dataset.py:132``),
+#: so MultiHop-RAG's ``comparison_query`` is sequential there.
+RELEASED_PARALLEL_TYPES = frozenset({"comparison"})
 #: ``type`` values read as ``na``. ``na`` is the released one (NQ has no type). synthwiki's
 #: ``single`` (one-hop) questions are NQ-like, so searchgym reads them as ``na`` too.
 NA_TYPES = frozenset({"na", "single"})
 
 
-def question_type(metadata: Mapping[str, Any]) -> int:
+def question_type(metadata: Mapping[str, Any], *, released: bool = False) -> int:
     """The released ``is_comp`` flag of a question, read from its metadata's ``type``.
 
-    Returns :data:`COMPARISON` (1) for ``comparison`` or ``comparison_query``, and :data:`NA`
+    Returns :data:`COMPARISON` (1) for ``comparison`` or ``comparison_query`` (``released=True``:
+    ``comparison`` alone, as PS ``rl_dataset.py:132`` checks; ``comparison_query`` is then
+    sequential), and :data:`NA`
     (-1) for ``na``, synthwiki's ``single`` or no ``type`` at all (the released data sets
     ``na`` where a dataset has none: PS ``qa_search_train_merge.py:67-71``). Any other type is
     :data:`SEQUENTIAL` (0): HotpotQA's and synthwiki's ``bridge``, MuSiQue's
@@ -89,7 +95,7 @@ def question_type(metadata: Mapping[str, Any]) -> int:
             "(a question without a type is read as 'na')."
         )
     kind = kind.strip().lower()
-    if kind in PARALLEL_TYPES:
+    if kind in (RELEASED_PARALLEL_TYPES if released else PARALLEL_TYPES):
         return COMPARISON
     return NA if kind in NA_TYPES or not kind else SEQUENTIAL
 
@@ -280,6 +286,8 @@ class ParallelSearchReward(RewardRecipe):
         comp_score: the decomposition unit (0.15, ``:91``); a right split pays 3x.
         shaping: ``"checked"`` (default) or ``"released"``: how the decomposition and
             search-count terms are paid (above).
+        released_types: read only ``comparison`` as parallel, as released (:func:`question_type`
+            with ``released=True``); None (default): True exactly when ``shaping="released"``.
         invalid_action_penalty: added per malformed turn by the env (0; the released code has none).
     """
 
@@ -294,6 +302,7 @@ class ParallelSearchReward(RewardRecipe):
         count_score: float = 0.35,
         comp_score: float = 0.15,
         shaping: str = "checked",
+        released_types: bool | None = None,
         invalid_action_penalty: float = 0.0,
     ):
         super().__init__(invalid_action_penalty=invalid_action_penalty)
@@ -304,6 +313,9 @@ class ParallelSearchReward(RewardRecipe):
                 raise ConfigError(f"ParallelSearchReward expects {key} to be a finite number, got {value!r}.")
         if shaping not in SHAPING_MODES:
             raise UnknownNameError("ParallelSearch shaping mode", shaping, SHAPING_MODES)
+        if released_types is not None and not isinstance(released_types, bool):
+            raise ConfigError(f"ParallelSearchReward expects released_types to be True, False or None, got {released_types!r}.")
+        self.released_types = shaping == "released" if released_types is None else released_types
         self.correct_score = float(score)
         self.structure_format_score = float(structure_format_score)
         self.final_format_score = float(final_format_score)
@@ -357,7 +369,7 @@ class ParallelSearchReward(RewardRecipe):
 
     # -- the recipe
     def score(self, episode: Episode) -> RewardResult:
-        kind = question_type(episode.metadata)
+        kind = question_type(episode.metadata, released=self.released_types)
         valid, _ = parallel_format(episode.turns)
         em = exact_match(episode.answer, episode.answers) if episode.answer is not None else 0.0
         s = self.structure_format_score
@@ -378,7 +390,7 @@ class ParallelSearchReward(RewardRecipe):
 
     def floor(self, episode: Episode) -> float:
         # An episode without a well-formed action never searched and never answered.
-        kind = question_type(episode.metadata)
+        kind = question_type(episode.metadata, released=self.released_types)
         released_bonus = self.comp_score if self.shaping == "released" and kind != COMPARISON else 0.0
         count = self.search_count_reward(0, kind)
         return released_bonus + (count if self.shaping == "released" else min(count, 0.0))

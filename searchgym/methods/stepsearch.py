@@ -34,14 +34,18 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from searchgym.corpora import Hit
+from searchgym.envs.protocols import SearchR1Protocol
 from searchgym.error import ConfigError
 from searchgym.rewards import Episode, RewardRecipe, RewardResult, f1_score, hedged, normalize_answer
 
 __all__ = [
     "MissingGoldError",
     "StepSearchReward",
+    "StepSearchProtocol",
     "information_gains",
     "redundancy",
+    "released_doc_texts",
     "search_key_score",
     "step_golds",
     "tfidf_cosines",
@@ -115,6 +119,17 @@ def redundancy(steps: Sequence[Sequence[str]]) -> list[float]:
             seen.add(doc)
         out.append(repeated / len(docs) if docs else 0.0)
     return out
+
+
+def released_doc_texts(texts: Sequence[str]) -> list[str]:
+    """The documents of one search as the released reward reads them back from the observation.
+
+    The released observation writes ``Doc i<## Title: t ##> text`` one per line, and its parser
+    keeps what follows each ``##>`` up to the next ``<##``, so every document but the last keeps
+    the next one's ``Doc i+1`` label (``qa_step.py:54-66``, ``generation.py:476-486`` at 43215ba).
+    A document is then the same text again only at the same rank, which is what the released
+    redundancy counts; the label's word ``doc`` also enters the TF-IDF of the gain."""
+    return [f"{t}\nDoc {i + 2}" if i + 1 < len(texts) else t for i, t in enumerate(texts)]
 
 
 def _f1(prediction: str, gold: str) -> float:
@@ -228,6 +243,24 @@ def step_golds(metadata: Mapping[str, Any], corpus: Any = None, *, example_id: s
     )
 
 
+# ---------------------------------------------------------------- the released observation
+class StepSearchProtocol(SearchR1Protocol):
+    """Search-R1's grammar with StepSearch's released observation (``generation.py:403``,
+    ``:476-486`` at 43215ba): ``<information> Doc 1<## Title: t ##> text`` with one document a
+    line. An option (``protocol="searchgym.methods.stepsearch:StepSearchProtocol"``): the
+    reward reads the env's search records, never this text, so it does not change the pay.
+    The released last-turn ``<warning>`` is not written (a protocol is not told the turn)."""
+
+    name = "stepsearch"
+
+    @staticmethod
+    def format_doc(number: int, hit: Hit) -> str:
+        return f"Doc {number}<## Title: {hit.passage.title} ##> {hit.passage.text}"
+
+    def wrap_information(self, text: str) -> str:
+        return f"\n\n<information> {text.strip()} </information>\n\n"
+
+
 # ---------------------------------------------------------------- the recipe
 class StepSearchReward(RewardRecipe):
     """StepSearch's reward: per-search information gain minus redundancy, paid each turn, then
@@ -245,6 +278,13 @@ class StepSearchReward(RewardRecipe):
       released code pays no step reward to a response without a final answer).
     - ``strict`` (True): a hedged answer (both options of a comparison, a list) scores F1 0;
       False: the released F1.
+    - ``released_parser`` (False): read each search's documents as the released parser does
+      (:func:`released_doc_texts`: every document but the last keeps the next one's ``Doc k``
+      label), so a document counts as seen only when it returns at the same rank. False: a
+      document is seen when its text was retrieved before, at any rank.
+
+    A question whose gold passages resolve to none (HotpotQA titles found nowhere) gets no step
+    reward, neither gain nor redundancy, as released (``qa_step.py:118-119``).
     """
 
     name = "stepsearch"
@@ -259,6 +299,7 @@ class StepSearchReward(RewardRecipe):
         step_rewards: bool = True,
         no_answer_score: float = -1.0,
         strict: bool = True,
+        released_parser: bool = False,
         invalid_action_penalty: float = 0.0,
     ):
         super().__init__(invalid_action_penalty=invalid_action_penalty)
@@ -267,7 +308,8 @@ class StepSearchReward(RewardRecipe):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ConfigError(f"StepSearchReward expects {label} to be a finite number, got {value!r}.")
         for label, value in (("information_gain", information_gain), ("redundancy_penalty", redundancy_penalty),
-                             ("step_rewards", step_rewards), ("strict", strict)):
+                             ("step_rewards", step_rewards), ("strict", strict),
+                             ("released_parser", released_parser)):
             if not isinstance(value, bool):
                 raise ConfigError(f"StepSearchReward expects {label} to be True or False, got {value!r}.")
         self.step_coefficient = float(step_coefficient)
@@ -277,6 +319,7 @@ class StepSearchReward(RewardRecipe):
         self.step_rewards = step_rewards
         self.no_answer_score = float(no_answer_score)
         self.strict = strict
+        self.released_parser = released_parser
         self._corpus: Any = None
 
     def set_corpus(self, corpus: Any) -> None:
@@ -296,10 +339,13 @@ class StepSearchReward(RewardRecipe):
         searches of one turn, parallel tool calls included, are one step)."""
         rounds: dict[int, list[str]] = {}
         for search in episode.searches:
-            rounds.setdefault(search.round, []).extend(_content(t) for t in search.texts)
+            texts = [_content(t) for t in search.texts]
+            rounds.setdefault(search.round, []).extend(released_doc_texts(texts) if self.released_parser else texts)
         if not rounds:
             return []
         golds, _ = self.golds(episode)
+        if not golds:  # released: no gold passages, no step reward at all (qa_step.py:118-119)
+            return []
         docs = list(rounds.values())
         gains = information_gains(docs, golds) if self.information_gain else [0.0] * len(docs)
         repeats = redundancy(docs) if self.redundancy_penalty else [0.0] * len(docs)

@@ -384,7 +384,10 @@ class SimulatedSearch:
         self.total_steps = total_steps
 
     def set_step(self, step: int) -> None:
-        """The training step the next searches serve (the trainer calls it before each rollout)."""
+        """The training step the next searches serve (the trainer calls it before each rollout),
+        counted from 0 as searchgym's trainer counts. The curriculum's step is ``step + 1``: the
+        released trainer's first step is 1 (``verl/trainer/ppo/ray_trainer.py:716-717``, ``:773``
+        at 2d4cdca), so the last of m steps (``step = m - 1``) plays at ``p_end``."""
         if not isinstance(step, int) or isinstance(step, bool) or step < 0:
             raise ConfigError(f"SimulatedSearch.set_step expects a non-negative integer step, got {step!r}.")
         self.step = step
@@ -394,7 +397,7 @@ class SimulatedSearch:
         """The probability that the next query gets noisy documents."""
         if self.noise is not None:
             return self.noise
-        return noise_probability(self.step, self.total_steps, start=self.p_start, end=self.p_end)
+        return noise_probability(self.step + 1, self.total_steps, start=self.p_start, end=self.p_end)
 
     def settings(self) -> dict[str, Any]:
         """What a resumed run must match (docs/extending.md#resume-identity-settings-not-repr)."""
@@ -566,8 +569,10 @@ class ZeroSearchF1(RewardRecipe):
     """ZeroSearch's reward: the answer's F1 (``train_grpo.sh:72``, ``trainer.reward_function=f1``), no format term.
 
     No answer scores 0 (the released scorer raises there). With ``strict`` (default) a hedged
-    answer (several candidates in one) scores 0, as searchgym's other F1 recipes; ``strict=False``
-    is the released F1.
+    answer (several candidates in one) scores 0, and a yes / no / noanswer answer against a
+    different gold scores 0 (``"no way"`` against ``"no"``), as searchgym's other F1 recipes;
+    ``strict=False`` is the released F1 (``verl/utils/reward_score/qa_em.py:70-90`` at 2d4cdca:
+    plain token F1, max over golds, so ``"no way"`` against ``"no"`` scores 0.667).
     """
 
     name = "zerosearch_f1"
@@ -584,7 +589,7 @@ class ZeroSearchF1(RewardRecipe):
     def score(self, episode: Any) -> RewardResult:
         if episode.answer is None:
             return RewardResult(0.0, {"f1": 0.0})
-        f1 = f1_score(episode.answer, episode.answers)
+        f1 = f1_score(episode.answer, episode.answers, special_yes_no=self.strict)
         if self.strict and f1 > 0 and hedged(episode.answer, episode.answers, episode.candidates, question=episode.question, check="f1"):
             f1 = 0.0
         return RewardResult(f1, {"f1": f1})

@@ -303,29 +303,37 @@ PRESETS: dict[str, dict[str, Any]] = {
     # The methods after the papers (searchgym/methods/); each setting's source is in docs/methods.md.
     # StepSearch's "StePPO" (train.sh): PPO, GAE gamma = lam = 1, KL 0.001 in the reward, actor and
     # critic lr 5e-7, warm-ups 0.285 / 0.05, n_agent 1, temperature 1, max_response_length 800;
-    # each search's step reward on its own turn (--credit turn). The rest as Search-R1's fork.
+    # each search's step reward on its own turn (--credit turn). Clip 0.2, entropy 0.001, value clip 0.5
+    # from its own verl/trainer/config/ppo_trainer.yaml:34-35,126; its policy loss is a masked mean over
+    # the batch's tokens (verl/trainer/ppo/core_algos.py:192): token-mean. The yaml samples at top_p
+    # 0.95 (:71); kept at 1.0 for exact PPO ratios (--top-p 0.95 for the released sampling).
     "stepsearch": {
         "env_id": "searchgym/StepSearch-v0", "algorithm": "ppo", "n": 1, "lr": 5e-7, "value_lr": 5e-7,
         "critic": "separate", "warmup_ratio": 0.285, "value_warmup_ratio": 0.05, "value_clip": 0.5,
         "kl_coef": 0.001, "kl_estimator": "k1", "kl_in_reward": True, "clip": 0.2, "gamma": 1.0, "lam": 1.0,
         "temperature": 1.0, "top_p": 1.0, "entropy_coef": 0.001, "max_new_tokens": 800, "credit": "turn",
-        "loss_aggregation": "seq-mean-token-mean",
+        "loss_aggregation": "token-mean",
     },
     # AutoRefine's cmd/train.sh: GRPO, 5 outputs a question, lr 1e-6, KL loss 0.001 low_var_kl (k3),
-    # temperature 1, 512 response tokens a turn, 300 steps; clip 0.2 (grpo_trainer.yaml:34).
+    # temperature 1, 512 response tokens a turn, 300 steps; clip 0.2 and entropy 0.001 from its
+    # verl/trainer/config/grpo_trainer.yaml:34-35 (main_ppo.py:185 loads it); a token-mean policy loss
+    # (core_algos.py:192); the yaml's top_p 0.95 (:74) kept at 1.0 for exact PPO ratios.
     "autorefine": {
         "env_id": "searchgym/AutoRefine-v0", "algorithm": "grpo", "n": 5, "lr": 1e-6, "kl_coef": 0.001,
-        "kl_estimator": "k3", "kl_in_reward": False, "clip": 0.2, "temperature": 1.0, "top_p": 1.0,
-        "max_new_tokens": 512, "credit": "episode",
+        "kl_estimator": "k3", "kl_in_reward": False, "clip": 0.2, "entropy_coef": 0.001, "temperature": 1.0,
+        "top_p": 1.0, "max_new_tokens": 512, "credit": "episode", "loss_aggregation": "token-mean",
+        # evaluated as released: the answer metric alone, no refine bonus (AR main_ppo.py:272)
+        "eval_env_options": {"reward": "searchgym.methods.autorefine:AutoRefineValidation"},
     },
     # ZeroSearch's train_grpo.sh: GRPO, 5 rollouts, lr 1e-6 with warmup ratio 0.95, KL loss 0.001
     # (low_var_kl = k3), temperature 1, 500 new tokens; clip 0.2 and entropy 0.001 from its
-    # ppo_trainer.yaml:34-35; the noise curriculum is a trainer hook
+    # ppo_trainer.yaml:34-35; a token-mean policy loss (its core_algos.py:202, masked_mean over the
+    # batch's tokens); the noise curriculum is a trainer hook
     # (README: 0 -> 0.5 over the run); evaluation searches the real corpus (ray_trainer.py:534-536).
     "zerosearch": {
         "env_id": "searchgym/ZeroSearch-v0", "algorithm": "grpo", "n": 5, "lr": 1e-6, "warmup_ratio": 0.95,
         "kl_coef": 0.001, "kl_estimator": "k3", "clip": 0.2, "entropy_coef": 0.001, "temperature": 1.0, "top_p": 1.0,
-        "max_new_tokens": 500, "loss_aggregation": "seq-mean-token-mean",
+        "max_new_tokens": 500, "loss_aggregation": "token-mean",
         "hooks": ["searchgym.methods.zerosearch:ZeroSearchCurriculum"],
         "eval_env_options": {"retriever": "bm25", "retriever_options": {}},
     },

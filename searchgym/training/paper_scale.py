@@ -146,7 +146,11 @@ PAPER_SCALE: dict[str, dict[str, Setting]] = {
     # schedule is its released cmd/train.sh (docs/methods.md).
     "autorefine": {
         "questions_per_step": Setting(256, "paper silent; AutoRefine's released cmd/train.sh: data.train_batch_size=256"),
-        "mini_batches": Setting(1, "paper silent; AutoRefine's released cmd/train.sh: ppo_mini_batch_size=256 of 256 questions"),
+        "mini_batches": Setting(
+            5, "paper silent; AutoRefine's released cmd/train.sh:41 (86acc0a): ppo_mini_batch_size=256 of 256 x 5 sequences "
+            "(n_agent=5, :55; the trainer repeats the batch 5 times, verl/trainer/ppo/ray_trainer.py:830, and splits it "
+            "into mini-batches of sequences, verl/workers/actor/dp_actor.py:220, at 8363788)",
+        ),
         "total_steps": Setting(300, "paper silent; AutoRefine's released cmd/train.sh: trainer.total_training_steps=300"),
         "max_new_tokens": Setting(512, "paper silent; AutoRefine's released cmd/train.sh: data.max_response_length=512"),
         "max_observation_tokens": Setting(512, "paper silent; AutoRefine's released cmd/train.sh: data.max_obs_length=512"),
@@ -165,7 +169,12 @@ PAPER_SCALE: dict[str, dict[str, Setting]] = {
     # schedule is its released train_grpo.sh and README at commit 2d4cdca (docs/methods.md).
     "zerosearch": {
         "questions_per_step": Setting(64, "paper silent; ZeroSearch's released train_grpo.sh: data.train_batch_size=64"),
-        "mini_batches": Setting(1, "derived: ZeroSearch's train_grpo.sh sets ppo_mini_batch_size=256, more than a step's 64 questions: one update a step"),
+        "mini_batches": Setting(
+            2, "paper silent; ZeroSearch's released train_grpo.sh:40 (2d4cdca): ppo_mini_batch_size=256 of 64 x 5 = 320 "
+            "sequences (n_agent=5, :54; the trainer repeats the batch 5 times, verl/trainer/ppo/ray_trainer.py:750, and "
+            "splits it into mini-batches of 256 sequences, verl/workers/actor/dp_actor.py:220): two updates a step, of "
+            "256 and 64 sequences there, of 160 each here",
+        ),
         "total_steps": Setting(203, "paper silent; ZeroSearch's released README.md: TOTAL_STEPS 203 (also the curriculum's length)"),
         "max_new_tokens": Setting(500, "paper silent; ZeroSearch's released train_grpo.sh: data.max_response_length=500"),
         "max_observation_tokens": Setting(2048, "paper silent; ZeroSearch's released train_grpo.sh: data.max_obs_length=2048"),

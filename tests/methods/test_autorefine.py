@@ -22,6 +22,7 @@ from searchgym.methods.autorefine import (
     AUTOREFINE_PROMPT,
     AutoRefineProtocol,
     AutoRefineReward,
+    AutoRefineValidation,
     Refine,
     document_names,
     refine_texts,
@@ -281,3 +282,28 @@ def test_the_docs_example_pays_a_wrong_answer_whose_refine_found_the_gold():
     _, reward, terminated, _, info = env.step(write([Refine("Pimelt College is in Vumnereth."), Answer("Kinlavisk")]))
     assert terminated and reward == pytest.approx(0.1)
     assert info["reward_components"] == {"f1": 0.0, "refine": 1.0, "refines": 1.0}
+
+
+def test_the_released_validation_reward_is_the_answer_metric_alone():
+    """AR main_ppo.py:272 (8363788) builds val_reward_fn without refine_score (0 by default, :43): a wrong
+    answer whose refine holds the gold scores 0 in validation, 0.1 in training."""
+    found = episode("Zqxwv", ["Minia Diraevath founded it."])
+    assert AutoRefineReward(strict=False, released_substring=True).score(found).total == pytest.approx(0.1)
+    assert AutoRefineValidation(strict=False, released_substring=True).score(found).total == 0.0
+    assert AutoRefineValidation(refine_score=0.5).refine_score == 0.0  # the validation reward has no bonus
+    right = episode("Minia Diraevath", [])
+    assert AutoRefineValidation().score(right).total == AutoRefineReward().score(right).total == 1.0
+    from searchgym.training.args import preset
+    from searchgym.training.paper_scale import paper_scale_args
+
+    args = preset("autorefine")
+    assert args.eval_env_options == {"reward": "searchgym.methods.autorefine:AutoRefineValidation"}
+    env = gym.make(ENV_ID, corpus_options=WORLD, **args.eval_env_options)
+    assert isinstance(search_env(env).recipe, AutoRefineValidation)
+    # grpo_trainer.yaml:34-35 (clip, entropy), core_algos.py:192 (token mean); top_p kept at 1.0 (the yaml's 0.95, :74)
+    assert (args.clip, args.entropy_coef, args.loss_aggregation, args.top_p) == (0.2, 0.001, "token-mean", 1.0)
+    # 5 search turns, then the answer turn (cmd/train.sh:29 max_turns=5 and the final rollout)
+    assert (search_env(env).max_turns, search_env(env).top_k) == (6, 3)
+    # --paper-scale: 256 questions x 5 answers in mini-batches of 256 sequences (cmd/train.sh:23,41,55): 5 updates
+    scale = paper_scale_args("autorefine")
+    assert (scale.questions_per_step, scale.n, scale.mini_batches) == (256, 5, 5)

@@ -165,6 +165,10 @@ def test_question_types_follow_the_released_flag():
     assert question_type({"type": "comparison"}) == question_type({"type": "comparison_query"}) == COMPARISON
     assert question_type({}) == question_type({"type": "na"}) == question_type({"type": "single"}) == NA
     assert question_type({"type": "bridge"}) == question_type({"type": "compositional"}) == SEQUENTIAL
+    # released: only "comparison" is parallel (PS rl_dataset.py:132 at 5da97f4); comparison_query is sequential
+    assert question_type({"type": "comparison_query"}, released=True) == SEQUENTIAL
+    assert question_type({"type": "comparison"}, released=True) == COMPARISON
+    assert question_type({"type": "na"}, released=True) == question_type({}, released=True) == NA
     with pytest.raises(ConfigError, match="expects the example's metadata 'type' to be a question type string"):
         question_type({"type": 3})
 
@@ -339,3 +343,21 @@ def test_the_preset_trains_a_quick_form_through_the_cli(tmp_path):
                    "--env-options", json.dumps({"corpus_options": WORLD, "max_turns": 2}), "--out", "run", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "run" / "metrics.csv").exists() and "step 2:" in done.stdout + done.stderr
+
+
+def test_the_released_reward_reads_comparison_query_as_sequential():
+    """PS rl_dataset.py:132 (5da97f4) sets is_comp = 1 for type == "comparison" only: a MultiHop-RAG
+    comparison_query is paid as a sequential question by the released reward."""
+    from searchgym.rewards import Episode
+
+    episode = Episode(question="Which is larger, X or Y?", answers=("X",), metadata={"type": "comparison_query"})
+    released, checked = ParallelSearchReward(shaping="released"), ParallelSearchReward()
+    assert released.released_types and not checked.released_types
+    # no search, no answer: released pays 0.15 for not splitting a non-comparison and 0.35 x (1 - |0 - 2|) for
+    # no search on a sequential one; read as a comparison, the count term is 0.35 x (1 - |0 - 1|) = 0 and no bonus
+    assert released.floor(episode) == pytest.approx(0.15 - 0.35)
+    assert ParallelSearchReward(shaping="released", released_types=False).floor(episode) == pytest.approx(0.0)
+    assert released.score(episode).components["question_type"] == 0.0
+    assert checked.score(episode).components["question_type"] == 1.0
+    with pytest.raises(ConfigError, match="released_types to be True, False or None"):
+        ParallelSearchReward(released_types="yes")

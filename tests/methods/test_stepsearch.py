@@ -16,9 +16,11 @@ from searchgym.envs.single.checks import check_search_env
 from searchgym.error import ConfigError, RecipeError
 from searchgym.methods.stepsearch import (
     MissingGoldError,
+    StepSearchProtocol,
     StepSearchReward,
     information_gains,
     redundancy,
+    released_doc_texts,
     search_key_score,
     step_golds,
     tfidf_cosines,
@@ -136,7 +138,7 @@ def test_the_oracle_is_paid_each_search_then_f1_and_the_search_keys(env):
 def test_searching_the_same_again_costs_and_no_answer_sums_to_minus_one(env):
     example = bridge(env)
     write = search_env(env).protocol.write
-    steps = play(env, example, [write([Search(example.question)])] * 5)
+    steps = play(env, example, [write([Search(example.question)])] * 6)  # 5 searches, then the answer turn
     assert steps[1][1]["turn/gain"] == 0.0 and steps[1][1]["turn/redundancy"] == pytest.approx(-0.6)
     assert sum(r for r, _ in steps) == pytest.approx(-1.0)  # the step rewards paid are given back
     assert steps[-1][1]["withdrawn"] == pytest.approx(-sum(r for r, _ in steps[:-1]))
@@ -225,11 +227,86 @@ def test_no_cheap_strategy_beats_the_honest_episode(action_format):
         assert row["gain"] <= 1e-9, row
 
 
+# ---------------------------------------------------------------- the released parser, observation, golds
+def released_redundancy(observations):
+    """The released reward replayed on its own observations (Zillwang/StepSearch at 43215ba): documents parsed
+    by ``extract_content_from_information`` (qa_step.py:54-66) from ``_passages2string``'s text
+    (generation.py:476-486), redundancy by exact text (qa_step.py:143-151)."""
+    steps = []
+    for docs in observations:
+        information = "".join(f"Doc {i + 1}<## Title: t{d} ##> {d}\n" for i, d in enumerate(docs)).strip()
+        steps.append([item.split("<##")[0].strip() for item in information.split("##>")[1:]])
+    seen, out = set(), []
+    for docs in steps:
+        penalty = 0.0
+        for doc in docs:
+            if doc in seen:
+                penalty += 1 / len(docs)
+            else:
+                seen.add(doc)
+        out.append(penalty)
+    return out
+
+
+def episode_of(steps, golds=("A text about the first gold",)):
+    from searchgym.rewards import Episode, SearchRecord
+
+    searches = tuple(SearchRecord(r + 1, r, f"q{r}", tuple(docs), tuple(f"title\n{d}" for d in docs))
+                     for r, docs in enumerate(steps))
+    metadata = {"paragraphs": [{"paragraph_text": g, "is_supporting": True} for g in golds]}
+    return Episode(question="q?", answers=("x",), answer="x", searches=searches, metadata=metadata, example_id="e")
+
+
+def test_the_released_parser_counts_a_document_seen_only_at_the_same_rank():
+    steps = [["A", "B", "C"], ["D", "A", "B"]]
+    assert released_redundancy(steps) == [0.0, 0.0]  # the audit's example, released
+    assert redundancy(steps) == pytest.approx([0.0, 2 / 3])  # searchgym's default: seen at any rank
+    assert redundancy([released_doc_texts(d) for d in steps]) == released_redundancy(steps)
+    for steps in ([["A", "B", "C"], ["A", "B", "C"]], [["A", "B", "C"], ["B", "C", "A"]], [["A", "B"], ["A"], ["C", "A"]]):
+        assert redundancy([released_doc_texts(d) for d in steps]) == pytest.approx(released_redundancy(steps)), steps
+    # through the recipe: the option reads the documents as the released parser does
+    episode = episode_of([["A", "B", "C"], ["D", "A", "B"]])
+    assert [p for _, _, p in StepSearchReward(released_parser=True).steps(episode)] == [0.0, 0.0]
+    assert [p for _, _, p in StepSearchReward().steps(episode)] == pytest.approx([0.0, 2 / 3])
+    with pytest.raises(ConfigError, match="released_parser to be True or False"):
+        StepSearchReward(released_parser="yes")
+
+
+def test_no_step_reward_where_the_gold_passages_resolve_empty():
+    """Released, a question whose gold passages are none gets no step score at all (qa_step.py:118-119)."""
+    episode = episode_of([["A", "B"], ["A", "B"]])
+    # HotpotQA supporting_facts whose titles are in no paragraph of the line's context: no gold passage
+    episode.metadata = {"supporting_facts": [["Nowhere", 0]], "context": [["Elsewhere", ["A sentence."]]]}
+    recipe = StepSearchReward()
+    assert recipe.steps(episode) == []
+    assert recipe.score(episode).total == pytest.approx(1.0)  # F1 of "x" against "x", no search keys
+    assert recipe.steps(episode_of([["A", "B"], ["A", "B"]]))[1][2] == 1.0  # with a gold, the repeat is charged
+
+
+def test_the_released_observation_is_an_option_and_pays_the_same(env):
+    example = bridge(env)
+    query = example.metadata["hop_facts"][0]["query"]
+    released = gym.make(ENV_ID, corpus_options=WORLD, protocol="searchgym.methods.stepsearch:StepSearchProtocol")
+    assert isinstance(search_env(released).protocol, StepSearchProtocol)
+    ours = play(env, example, [f"<search> {query} </search>"])
+    theirs = play(released, example, [f"<search> {query} </search>"])
+    assert theirs == ours  # the reward reads the search records, not the text
+    released.reset(seed=0, options={"example_id": example.id})
+    obs, *_ = released.step(f"<search> {query} </search>")
+    assert obs.startswith("\n\n<information> Doc 1<## Title: ") and "\nDoc 2<## Title: " in obs
+    assert obs.endswith(" </information>\n\n")
+
+
 # ---------------------------------------------------------------- preset and CLI
 def test_the_preset_trains_per_turn_with_the_released_settings():
     args = preset("stepsearch")
     assert (args.env_id, args.algorithm, args.credit, args.gamma, args.lam, args.kl_coef, args.lr) == (
         ENV_ID, "ppo", "turn", 1.0, 1.0, 0.001, 5e-7)
+    # its own ppo_trainer.yaml:34-35,126 and a token-mean loss (core_algos.py:192) at 43215ba
+    assert (args.clip, args.value_clip, args.entropy_coef, args.loss_aggregation, args.top_p) == (
+        0.2, 0.5, 0.001, "token-mean", 1.0)
+    # 5 search turns, then the answer turn (train.sh:78: max_turns=5, and the final rollout)
+    assert (search_env(gym.make(ENV_ID, corpus_options=WORLD)).max_turns, search_env(gym.make(ENV_ID, corpus_options=WORLD)).top_k) == (6, 3)
 
 
 def run_cli(*argv, cwd):

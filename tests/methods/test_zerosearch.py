@@ -89,16 +89,32 @@ def test_the_hook_sets_the_run_length_and_step_on_every_engine_it_finds(corpus):
     hook = ZeroSearchCurriculum()
     hook.before_rollout(trainer, 5)
     assert engine.total_steps == 10 and engine.step == 5
-    assert engine.noise_probability == pytest.approx((4 ** 0.5 - 1) / 3 * 0.5)
+    # searchgym's step 5 (from 0) is the released step 6 (from 1: ray_trainer.py:716-717 at 2d4cdca)
+    assert engine.noise_probability == pytest.approx((4 ** 0.6 - 1) / 3 * 0.5)
+    hook.before_rollout(trainer, 9)  # the last of 10 steps plays at p_end, as the release's step 10
+    assert engine.noise_probability == 0.5
     hook.before_rollout(trainer, 12)
     assert engine.noise_probability == 0.5
+
+
+def test_the_curriculum_counts_steps_from_one_as_released(corpus):
+    """The released trainer's first training step is 1 (ray_trainer.py:716-717, :773 at 2d4cdca):
+    p(1) of 203 steps, not p(0) = p_start."""
+    released = [noise_probability(i, 203, start=0.0, end=0.5) for i in range(1, 204)]
+    engine = SimulatedSearch(corpus, model=Counting(kind_echo), doc_cache=False, total_steps=203)
+    played = []
+    for step in range(203):  # searchgym's trainer: steps 0 .. 202
+        engine.set_step(step)
+        played.append(engine.noise_probability)
+    assert played == released
+    assert played[0] == pytest.approx((4 ** (1 / 203) - 1) / 3 * 0.5) and played[0] > 0 and played[-1] == 0.5
 
 
 def test_each_query_is_useful_when_the_draw_exceeds_p(corpus):
     lm = Counting(kind_echo)
     engine = SimulatedSearch(corpus, model=lm, doc_cache=False, answer_guard="off", total_steps=100)
     queries = [f"query number {i}" for i in range(200)]
-    for step, low, high in ((0, 1.0, 1.0), (100, 0.4, 0.6)):
+    for step, low, high in ((0, 0.98, 1.0), (99, 0.4, 0.6)):  # p(1) of 100 = 0.002; p(100) = 0.5
         engine.set_step(step)
         hits = engine.search_with_context(queries, 3, [context()] * len(queries))
         useful = sum(h[0].passage.text.startswith("useful") for h in hits) / len(hits)
@@ -281,6 +297,38 @@ def test_the_reward_is_f1_with_no_format_term_and_zero_without_an_answer():
         ZeroSearchF1(strict="yes")
 
 
+def released_zerosearch_f1(prediction, golds):
+    """The released ``em_check``'s F1 (ZeroSearch verl/utils/reward_score/qa_em.py:70-90 at 2d4cdca), replayed:
+    token F1 of the SQuAD-normalized strings, max over golds, no yes/no rule."""
+    import re
+    import string
+    from collections import Counter
+
+    def norm(s):
+        s = "".join(ch for ch in s.lower() if ch not in set(string.punctuation))
+        return " ".join(re.sub(r"\b(a|an|the)\b", " ", s).split())
+
+    def f1(p, g):
+        p, g = norm(p).split(), norm(g).split()
+        same = sum((Counter(p) & Counter(g)).values())
+        return 0 if same == 0 else 2 * (same / len(p)) * (same / len(g)) / (same / len(p) + same / len(g))
+
+    return max(f1(norm(prediction), norm(g)) for g in golds)
+
+
+@pytest.mark.parametrize("answer, golds, released", [
+    ("no way", ["no"], 0.667), ("yes", ["yes"], 1.0), ("yes indeed", ["no"], 0.0), ("Paris, France", ["Paris"], 0.667),
+])
+def test_strict_false_is_the_released_f1(answer, golds, released):
+    from searchgym.rewards import Episode
+
+    episode = Episode(example_id="q", question="Is it so?", answers=tuple(golds), answer=answer)
+    assert released_zerosearch_f1(answer, golds) == pytest.approx(released, abs=1e-3)
+    assert ZeroSearchF1(strict=False).score(episode).total == pytest.approx(released_zerosearch_f1(answer, golds))
+    if answer == "no way":  # searchgym's default zeroes a yes/no mismatch, as its other F1 recipes
+        assert ZeroSearchF1().score(episode).total == 0.0
+
+
 @pytest.mark.parametrize("action_format", ["tags", "tools"])
 def test_both_action_formats_play_the_method(action_format):
     env = gym.make(ENV_ID, corpus_options=WORLD, action_format=action_format,
@@ -305,7 +353,7 @@ def test_the_preset_has_the_released_settings_and_evaluates_on_the_real_corpus()
     assert (args.clip, args.entropy_coef, args.temperature) == (0.2, 0.001, 1.0)
     assert args.hooks == ["searchgym.methods.zerosearch:ZeroSearchCurriculum"]
     scale = paper_scale_args("zerosearch")
-    assert (scale.questions_per_step, scale.mini_batches, scale.total_steps, scale.max_observation_tokens) == (64, 1, 203, 2048)
+    assert (scale.questions_per_step, scale.mini_batches, scale.total_steps, scale.max_observation_tokens) == (64, 2, 203, 2048)
     assert args.eval_env_options == {"retriever": "bm25", "retriever_options": {}}
     env = gym.make(ENV_ID, corpus_options=WORLD, **args.eval_env_options)
     assert not isinstance(search_env(env).retriever, SimulatedSearch)
@@ -339,8 +387,9 @@ def test_quick_training_and_bench_through_the_cli(tmp_path):
     saved = json.loads((tmp_path / "run" / "args.json").read_text())
     assert saved["hooks"] == [curriculum, "probe_hooks:Probe"] and saved["env_id"] == ENV_ID
     assert (tmp_path / "run" / "metrics.csv").is_file()
-    # the engine the envs search through followed the curriculum: p(0) = 0, p(1) of 2 steps = 1/6
-    assert "PROBE 1 [(0, 2, 0.0)]" in done.stdout and "PROBE 2 [(1, 2, 0.1667)]" in done.stdout, done.stdout
+    # the engine the envs search through followed the curriculum, counted from 1 as released: p(1) of 2 steps = 1/6,
+    # p(2) = p_end
+    assert "PROBE 1 [(0, 2, 0.1667)]" in done.stdout and "PROBE 2 [(1, 2, 0.5)]" in done.stdout, done.stdout
     # Any protocol can search the simulator: Search-R1's id with --retriever, beside ZeroSearch's own.
     (tmp_path / "logged.py").write_text(LOGGED)
     done = run_cli("bench", "--envs", "SearchR1-v0", "ZeroSearch-v0", "--agents", "oracle", "--limit", "4",

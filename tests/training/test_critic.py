@@ -131,9 +131,9 @@ def test_ppo_presets_use_the_papers_separate_critic_and_aggregations():
     assert aggregation == {
         "search-r1-ppo": "seq-mean-token-mean", "search-r1-grpo": "seq-mean-token-mean", "recon": "seq-mean-token-mean",
         "r-search": "seq-mean-token-mean", "r1-searcher": "seq-mean-token-mean", "s3": "seq-mean-token-sum",  # s3's Eq. 2 sums
-        # The methods after the papers (docs/methods.md): ParallelSearch's fork averages over the batch's tokens;
-        # StepSearch and ZeroSearch take Search-R1's average; AutoRefine's source is silent (searchgym's default).
-        "stepsearch": "seq-mean-token-mean", "zerosearch": "seq-mean-token-mean", "autorefine": "token-mean",
+        # The methods after the papers (docs/methods.md): each fork averages over the batch's tokens
+        # (core_algos.py's masked_mean: StepSearch's, ZeroSearch's, AutoRefine's and ParallelSearch's).
+        "stepsearch": "token-mean", "zerosearch": "token-mean", "autorefine": "token-mean",
         "parallelsearch": "token-mean",
     }
     # R-Search's §4.3 warm-up ratio 0.95; Search-R1's GRPO script's 0.285

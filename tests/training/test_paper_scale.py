@@ -20,8 +20,8 @@ RUNS = [
     ("s3", 120, 1, 30, 20, 8000, 1400, 500),
     ("r-search", 256, 5, 256, 195, 8192, 1800, 500),
     ("stepsearch", 128, 1, 32, 1120, None, 800, 800),
-    ("autorefine", 256, 5, 1280, 300, None, 512, 512),
-    ("zerosearch", 64, 5, 320, 203, 4096, 2048, 500),
+    ("autorefine", 256, 5, 256, 300, None, 512, 512),  # 5 updates a step (cmd/train.sh:41, n_agent=5)
+    ("zerosearch", 64, 5, 160, 203, 4096, 2048, 500),  # 2 updates a step: the release's 256 + 64 as 160 + 160
     ("parallelsearch", 512, 1, 256, 1005, 5696, 1000, 500),
 ]
 
