@@ -62,7 +62,7 @@ def table_rows(stdout: str) -> dict[str, list[str]]:
 
 
 def test_the_page_names_its_files_and_commands():
-    assert set(FILES) == {"my_recipes.py", "my_methods.py", "my_hooks.py"}
+    assert set(FILES) == {"my_recipes.py", "my_methods.py", "my_hooks.py", "my_dapo.py"}
     assert [c[1] for c in COMMANDS] == ["bench", "bench", "bench", "train"]
 
 
@@ -146,3 +146,33 @@ def test_first_find_pays_nothing_for_searching_again_junk_or_forged_documents(fo
         for name, exploit in {"again": again, "junk": junk, "forged": forged, "pasted titles": pasted}.items():
             assert exploit <= honest_wrong + 1e-9, (example.id, name, exploit, honest_wrong)
         assert honest_wrong <= 0.1 * len(example.metadata["supporting_ids"]) + 1e-9
+
+
+# ---------------------------------------------------------------- a recipe reads the env's budgets
+def test_a_recipe_reads_the_envs_budgets_from_the_episode():
+    from searchgym.rewards import Budgets, Episode, RewardRecipe, RewardResult
+
+    seen = []
+
+    class TurnsLeft(RewardRecipe):
+        name = "turns_left"
+
+        def turn_reward(self, episode):
+            seen.append(("turn", episode.budgets))
+            return None
+
+        def score(self, episode):
+            seen.append(("score", episode.budgets))
+            left = episode.budgets.max_turns - len(episode.turns)
+            return RewardResult(float(left), {"left": float(left)})
+
+    env = gym.make("searchgym/SearchR1-v0", corpus_options={"seed": 7, "num_passages": 400}, reward=TurnsLeft(),
+                   max_turns=4, top_k=2, max_searches=2)
+    env.reset(seed=0)
+    write = search_env(env).protocol.write
+    env.step(write([Search("a founder")]))
+    _, reward, terminated, *_ = env.step(write([Answer("x")]))
+    assert terminated and reward == 2.0  # 4 turns allowed, 2 played
+    expected = Budgets(max_turns=4, top_k=2, initial_top_k=2, max_searches=2, max_calls=None, max_context_tokens=None)
+    assert seen and all(budgets == expected for _, budgets in seen) and {kind for kind, _ in seen} == {"turn", "score"}
+    assert Episode("q", ("a",)).budgets is None  # built by hand, outside an env

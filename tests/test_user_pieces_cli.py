@@ -133,3 +133,100 @@ def test_sft_and_serve_take_import_and_refuse_a_failing_one(here, capsys):
     assert "Cannot import 'broken' for --import (RuntimeError: boom at import)" in capsys.readouterr().err
     assert main(["serve", "--retriever", "nosuchmod:X", "--corpus", "synthwiki"]) == 2
     assert "Cannot import the module of retriever 'nosuchmod:X'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- one meaning per flag (issue 63, item 10)
+LINES_MODULE = '''
+import gymnasium as gym
+from searchgym.envs.protocols import Answer, Invalid, Protocol, Search
+
+
+class Lines(Protocol):
+    """One action a turn: `search: QUERY` or `answer: TEXT`."""
+
+    name = "lines"
+
+    def prompt(self, example, docs=None):
+        return f"Write `search: QUERY` or `answer: TEXT`.\\nQuestion: {example.question}\\n"
+
+    def parse_actions(self, text):
+        kind, _, rest = text.strip().partition(":")
+        if rest.strip() and kind.strip() in ("search", "answer"):
+            return ((Search if kind.strip() == "search" else Answer)(rest.strip()),), True
+        return (Invalid("expected search: or answer:"),), False
+
+    def wrap_information(self, text):
+        return f"\\nresults:\\n{text}\\n"
+
+    def invalid_feedback(self):
+        return "\\nWrite `search: QUERY` or `answer: TEXT`.\\n"
+
+    def write(self, actions, thought=None):
+        a = actions[0]
+        return f"search: {a.query}" if isinstance(a, Search) else f"answer: {a.text}"
+
+
+class Half(Protocol):
+    name = "half"
+
+    def prompt(self, example, docs=None):
+        return example.question
+
+
+gym.register("Lines-v0", entry_point="searchgym.envs:SearchEnv", kwargs={"protocol": "lines_mod:Lines"})
+'''
+
+
+@pytest.fixture
+def lines_here(here):
+    (here / "lines_mod.py").write_text(LINES_MODULE)
+    sys.modules.pop("lines_mod", None)
+    yield here
+    sys.modules.pop("lines_mod", None)
+
+
+def test_train_and_sft_read_retriever_and_protocol_as_bench_does(lines_here, capsys):
+    done = run_cli("train", "--retriever", "bm25", "--retriever-option", "k1=0.9", "--protocol", "lines_mod:Lines",
+                   "--retriever-per-env", "--dry-run", cwd=lines_here)
+    assert done.returncode == 0, done.stderr
+    resolved = json.loads(done.stdout)
+    assert resolved["--env-options"] == {"retriever": "bm25", "retriever_options": {"k1": 0.9}, "protocol": "lines_mod:Lines"}
+    assert resolved["--retriever-per-env"] is True
+    # A bare --retriever, or an abbreviation, is refused rather than read as --retriever-per-env.
+    for argv, message in ((["train", "--retriever", "--dry-run"], "argument --retriever: expected one argument"),
+                          (["train", "--retriever-per", "--dry-run"], "unrecognized arguments: --retriever-per")):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2 and message in capsys.readouterr().err
+    # A key given twice, and an incomplete protocol, are refused by name before anything loads.
+    assert main(["train", "--retriever", "bm25", "--env-options", '{"retriever": "dense"}', "--dry-run"]) == 2
+    assert "searchgym train got the env option 'retriever' from both --env-options and --retriever; give it once." in capsys.readouterr().err
+    assert main(["train", "--protocol", "lines_mod:Half", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "The protocol 'lines_mod:Half' (lines_mod:Half) does not define parse_actions(text), wrap_information(text)" in err
+    assert main(["sft", "--protocol", "lines_mod:Half", "--out", "s"]) == 2
+    assert "The protocol 'lines_mod:Half' (lines_mod:Half) does not define" in capsys.readouterr().err
+    from searchgym.cli import build_parser
+    from searchgym.training.cli import merge_piece_options
+
+    ns = build_parser().parse_args(["sft", "--retriever", "bm25", "--protocol", "lines_mod:Lines", "--env-options", '{"top_k": 2}'])
+    assert merge_piece_options(ns, {"env_options": ns.env_options}, "sft") == {
+        "env_options": {"top_k": 2, "retriever": "bm25", "protocol": "lines_mod:Lines"}}
+
+
+def test_bench_takes_protocol_shows_it_and_runs_a_module_env_id(lines_here, capsys):
+    code = main(["bench", "--envs", "SearchR1-v0", "--agents", "oracle", "--limit", "2", *SMALL, "--protocol", "lines_mod:Lines",
+                 "--out", "b", "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "protocol of oracle @ SearchR1-v0: lines_mod:Lines (lines), overriding SearchR1-v0's own" in out
+    row = json.loads((lines_here / "b" / "summary.json").read_text())["runs"][0]
+    assert row["protocol"] == "lines" and row["protocol_given"] == "lines_mod:Lines" and row["em"] == 1.0
+    # --run ENV:AGENT with a module:Env-v0 id (the env is the part up to its -vN) and a module:factory agent.
+    from searchgym.cli import split_run
+
+    assert split_run("lines_mod:Lines-v0:oracle") == ("lines_mod:Lines-v0", "oracle")
+    assert split_run("SearchR1-v0:my_agents:TitleAgent") == ("SearchR1-v0", "my_agents:TitleAgent")
+    code = main(["bench", "--run", "lines_mod:Lines-v0:oracle", "--limit", "2", *SMALL, "--out", "c", "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0 and "| oracle @ lines_mod:Lines-v0 | 2 | 1.000 |" in out and "protocol of" not in out

@@ -23,7 +23,7 @@ from searchgym.rewards.metrics import (
 )
 from searchgym.rewards.hedging import hedge_reason, hedged
 from searchgym.rewards.normalize import is_blank_answer, normalize_answer, normalize_answer_r1searcher, tokens
-from searchgym.rewards.base import OBSERVATION_KINDS, Episode, GoldSpanReader, RewardRecipe, RewardResult, SearchRecord, Turn, call_frozen
+from searchgym.rewards.base import OBSERVATION_KINDS, Budgets, Episode, GoldSpanReader, RewardRecipe, RewardResult, SearchRecord, Turn, call_frozen
 from searchgym.rewards.checked import TURN_COMPONENT, checked_score, checked_turn_reward, join_components, pays_turns, recipe_label
 from searchgym.rewards.recipes import (
     RECIPES,
@@ -42,6 +42,7 @@ from searchgym.rewards.recipes import (
 __all__ = [
     "OBSERVATION_KINDS",
     "RECIPES",
+    "Budgets",
     "Episode",
     "GoldSpanReader",
     "GroundedEvidence",

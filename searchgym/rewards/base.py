@@ -67,6 +67,26 @@ class Turn:
 
 
 @dataclass(frozen=True)
+class Budgets:
+    """The env's budgets, as a recipe reads them (:attr:`Episode.budgets`): the gym.make
+    arguments of the same names.
+
+    - ``max_turns``: agent turns per episode (the last one's search does not run).
+    - ``top_k``: documents per search; ``initial_top_k``: documents of the first
+      observation of a protocol that starts from retrieved documents (s3; else ``top_k``).
+    - ``max_searches``, ``max_calls``, ``max_context_tokens``: the search, call and context
+      budgets; None where the env sets none.
+    """
+
+    max_turns: int
+    top_k: int
+    initial_top_k: int | None = None
+    max_searches: int | None = None
+    max_calls: int | None = None
+    max_context_tokens: int | None = None
+
+
+@dataclass(frozen=True)
 class SearchRecord:
     """One search the env ran, as a recipe reads it (:attr:`Episode.searches`).
 
@@ -135,6 +155,8 @@ class Episode:
       ``question_decomposition``, its ``metadata`` dict's keys).
     - ``searches``: each search that ran, in order, as a :class:`SearchRecord` (its turn and
       round, query, retrieved ids and texts).
+    - ``budgets``: the env's :class:`Budgets` (max turns, top-k, max searches, max calls,
+      max context tokens); None for an episode built outside an env.
     """
 
     question: str
@@ -155,6 +177,7 @@ class Episode:
     naive_rag_size: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     searches: tuple[SearchRecord, ...] = ()
+    budgets: Budgets | None = None
 
     def __post_init__(self) -> None:
         # A bare string would otherwise be read as one gold answer per character.

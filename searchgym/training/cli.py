@@ -106,9 +106,80 @@ def add_fields(parser: Any, cls: type, *, skip: Any = ()) -> None:
             parser.add_argument(*flags, type=convert, default=argparse.SUPPRESS, metavar=kind.upper(), help=help_text)
 
 
+def key_values(items: list[str], flag: str) -> dict[str, Any]:
+    """``KEY=VALUE`` items as a dict (true/false, ints and floats read as such), as bench reads them."""
+    from searchgym.error import ConfigError
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{flag} expects KEY=VALUE, got {item!r}.")
+        if value.lower() in ("true", "false"):
+            out[key] = value.lower() == "true"
+            continue
+        for convert in (int, float):
+            try:
+                out[key] = convert(value)
+                break
+            except ValueError:
+                continue
+        else:
+            out[key] = value
+    return out
+
+
+#: The env pieces train and sft name by flags of their own, as bench does: (env option, flag, dest).
+PIECE_FLAGS = (("retriever", "--retriever", "piece_retriever"), ("retriever_options", "--retriever-option", "piece_retriever_option"),
+               ("protocol", "--protocol", "piece_protocol"))
+
+
+def add_piece_flags(parser: Any) -> None:
+    """``--retriever NAME``, ``--retriever-option KEY=VALUE`` and ``--protocol NAME|MODULE:ATTR``:
+    the env options of those names, with the meaning bench gives the same flags."""
+    parser.add_argument(
+        "--retriever", dest="piece_retriever", default=None, metavar="NAME|DIR|URL",
+        help="retriever of every env (the env option 'retriever'): bm25, rank-bm25, dense, dense-hnsw, an index folder, the "
+        "URL of a `searchgym serve`, a name given to register_retriever, or MODULE:ATTR naming your own engine",
+    )
+    parser.add_argument("--retriever-option", dest="piece_retriever_option", action="append", default=[], metavar="KEY=VALUE",
+                        help="retriever option of every env (repeatable; the env option 'retriever_options')")
+    parser.add_argument("--protocol", dest="piece_protocol", default=None, metavar="NAME|MODULE:ATTR",
+                        help="protocol of every env, overriding the env's own (the env option 'protocol'): a name of "
+                        "searchgym.envs.protocols.PROTOCOLS or MODULE:ATTR naming your own")
+
+
+def piece_options(ns: argparse.Namespace, command: str) -> dict[str, Any]:
+    """The env options :func:`add_piece_flags`' flags set (empty when none was given)."""
+    out: dict[str, Any] = {}
+    for key, flag, dest in PIECE_FLAGS:
+        value = getattr(ns, dest, None)
+        if key == "retriever_options":
+            value = key_values(value, flag) if value else None
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def merge_piece_options(ns: argparse.Namespace, given: dict[str, Any], command: str) -> dict[str, Any]:
+    """``given`` with :func:`piece_options` added to its ``env_options``; a key that --env-options
+    sets too is refused (which one should win is a guess)."""
+    from searchgym.error import ConfigError
+
+    pieces = piece_options(ns, command)
+    if not pieces:
+        return given
+    env_options = dict(given.get("env_options") or {})
+    for key, flag, _ in PIECE_FLAGS:
+        if key in pieces and key in env_options:
+            raise ConfigError(f"searchgym {command} got the env option {key!r} from both --env-options and {flag}; give it once.")
+    return {**given, "env_options": {**env_options, **pieces}}
+
+
 def add_train_parser(sub: Any) -> None:
     parser = sub.add_parser(
         "train",
+        allow_abbrev=False,  # a flag is spelled out: --retriever is never read as --retriever-per-env
         help="RL-train an LM agent against an env (PPO, GRPO, REINFORCE++)",
         description=(
             "Rollouts with the vectorized driver, token-level PPO / GRPO / REINFORCE++ updates with loss masks, "
@@ -133,6 +204,7 @@ def add_train_parser(sub: Any) -> None:
         "'Reproduce the paper results' runs, with 305 steps and 0.95/0.05)",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the resolved arguments as one JSON object keyed by the flags' names, and exit")
+    add_piece_flags(parser)
     add_fields(parser, Args)
     SB3Args = sb3_trainer().SB3Args  # noqa: N806 (a class)
 
@@ -153,6 +225,7 @@ def add_sft_parser(sub: Any) -> None:
 
     parser = sub.add_parser(
         "sft",
+        allow_abbrev=False,  # a flag is spelled out, as in train
         help="supervised warm start on the synthwiki oracle's trajectories",
         description=(
             "Records the synthwiki oracle playing the env's protocol as token trajectories (the student's chat "
@@ -160,6 +233,7 @@ def add_sft_parser(sub: Any) -> None:
             "OUT/final, a folder `searchgym train --model` takes. --model scratch builds a new small model."
         ),
     )
+    add_piece_flags(parser)
     add_fields(parser, SFTArgs)
 
 
@@ -240,6 +314,7 @@ def sb3_main(ns: argparse.Namespace) -> int:
     trainer = sb3_trainer()
     given = _given(ns, trainer.SB3Args)
     foreign = sorted(set(_given(ns, Args)) - set(given)) + [n for n in ("preset", "paper_scale", "dry_run") if getattr(ns, n, None)]
+    foreign += [flag.removeprefix("--").replace("-", "_") for _, flag, dest in PIECE_FLAGS if getattr(ns, dest, None)]
     if foreign:
         raise _refuse(foreign, f"language-model training, not --algorithm {ns.algorithm}", "")
     args = trainer.SB3Args(**given)
@@ -262,7 +337,7 @@ def train_main(ns: argparse.Namespace) -> int:
     only_sb3 = sorted(set(_given(ns, sb3_trainer().SB3Args)) - set(_given(ns, Args)))
     if only_sb3:
         raise _refuse(only_sb3, "--algorithm sb3-ppo / sb3-dqn runs", " or pick one of those algorithms")
-    given = _given(ns, Args)
+    given = merge_piece_options(ns, _given(ns, Args), "train")
     if ns.paper_scale:
         from searchgym.error import ConfigError
         from searchgym.training.paper_scale import check_paper_scale, paper_scale_args, sources
@@ -300,7 +375,7 @@ def train_main(ns: argparse.Namespace) -> int:
 def sft_main(ns: argparse.Namespace) -> int:
     from searchgym.training.sft import SFTArgs, sft
 
-    args = SFTArgs(**_given(ns, SFTArgs))
+    args = SFTArgs(**merge_piece_options(ns, _given(ns, SFTArgs), "sft"))
     rows = sft(args)
     last = rows[-1]
     evaluated = f"eval reward {last['eval_reward']:.3f}" if "eval_reward" in last else "no evaluation (--eval-limit 0)"

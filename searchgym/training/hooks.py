@@ -24,9 +24,30 @@ The methods, in the order a step calls them:
     on and what its ``reward`` metric averages. With ``Args.credit="turn"`` an episode's
     change is credited to its last turn (its ``turn_rewards`` stay the env's). Hooks run in
     the order listed; each sees the rewards the previous one returned.
+``keep_group(results)``
+    After ``group_rewards``, on the same ``n`` episodes: False drops the question's group
+    from the step's batch (DAPO's dynamic sampling drops a group whose answers are all right
+    or all wrong). A dropped group is played but not trained on; the step's ``dropped``
+    metric counts its episodes.
+``more_rollouts(trainer, step, kept, batches)``
+    After each generation batch of the step (its ``group_rewards`` and ``keep_group`` done):
+    how many more questions to play this step, 0 or None to train on what is kept. ``kept``:
+    the groups kept so far, ``batches``: the generation batches played so far (1 after the
+    first). Each further batch draws new questions of the data order. With several hooks
+    the largest number counts; a hook that asks for more must stop asking (DAPO bounds it
+    by a number of generation batches). The step trains on at most
+    ``Args.questions_per_step`` kept groups, the first ones (the rest count as dropped).
+``step_metrics(trainer, step)``
+    Before the step's metrics row is written: a dict of the hook's own columns, each named
+    in its ``columns`` attribute (a tuple of names, fixed when the run starts, none of them
+    a built-in column); they are written to ``metrics.csv`` (and TensorBoard) with the row.
 ``on_step(trainer, step, stats)``
     After the step's update and metrics row (``stats``: a copy of that row, ``step``: the
     number of steps done, counting this one): schedules, curricula, logging.
+
+A step whose every group a hook dropped trains nothing: it is skipped, and said so on
+stderr (naming the hooks that dropped them): the data order and the step count move on,
+no update is made, and its metrics row has the rollout's columns but no loss.
 
 A hook that raises, or returns other than the above, stops the run with a
 :class:`~searchgym.error.HookError` that names it, the method and the step. The hooks'
@@ -46,7 +67,7 @@ from searchgym.error import ConfigError, HookError
 from searchgym.plugins import describe_object, is_object_spec, load_object
 
 #: The methods a trainer hook may define (at least one).
-HOOK_METHODS = ("before_rollout", "group_rewards", "on_step")
+HOOK_METHODS = ("before_rollout", "group_rewards", "keep_group", "more_rollouts", "step_metrics", "on_step")
 
 
 class TrainerHook:
@@ -58,6 +79,21 @@ class TrainerHook:
 
     def group_rewards(self, results: Sequence[Any]) -> Sequence[float] | None:
         """The new rewards of one question's ``n`` episodes, or None to keep them."""
+        return None
+
+    #: The hook's own metrics.csv columns, filled by :meth:`step_metrics`.
+    columns: tuple[str, ...] = ()
+
+    def keep_group(self, results: Sequence[Any]) -> bool:
+        """Whether one question's ``n`` episodes go into the step's batch (False drops them)."""
+        return True
+
+    def more_rollouts(self, trainer: Any, step: int, kept: int, batches: int) -> int | None:
+        """How many more questions to play this step (0 or None: none)."""
+        return 0
+
+    def step_metrics(self, trainer: Any, step: int) -> dict[str, Any] | None:
+        """Values of the hook's :attr:`columns` for the step's metrics row (None: none)."""
         return None
 
     def on_step(self, trainer: Any, step: int, stats: dict[str, Any]) -> None:
@@ -163,4 +199,88 @@ def apply_group_rewards(hooks: Sequence[LoadedHook], results: Sequence[Any], *, 
     return changed
 
 
-__all__ = ["HOOK_METHODS", "LoadedHook", "TrainerHook", "apply_group_rewards", "call_hook", "check_hook_specs", "load_hooks"]
+def keep_groups(hooks: Sequence[LoadedHook], results: Sequence[Any], *, n: int, step: int, dropped: dict[str, int]) -> list[Any]:
+    """The results of the questions (``n`` consecutive results each) that every hook's
+    ``keep_group`` keeps; ``dropped`` counts the groups each hook dropped, by its name."""
+    deciders = [h for h in hooks if h.defines("keep_group")]
+    kept: list[Any] = []
+    for start in range(0, len(results), n):
+        group = list(results[start : start + n])
+        for hook in deciders:
+            verdict = call_hook(hook, "keep_group", step, group)
+            if type(verdict).__name__ not in ("bool", "bool_"):  # a numpy bool too
+                raise HookError(
+                    f"Step {step + 1}: the trainer hook {hook.name!r} keep_group expects True (keep the question's episodes) "
+                    f"or False (drop them), got {verdict!r}.", hook=hook.name,
+                )
+            if not verdict:
+                dropped[hook.name] = dropped.get(hook.name, 0) + 1
+                break
+        else:
+            kept.extend(group)
+    return kept
+
+
+def more_rollouts(hooks: Sequence[LoadedHook], trainer: Any, step: int, *, kept: int, batches: int) -> int:
+    """The most questions any hook's ``more_rollouts`` asks to play next this step (0: none)."""
+    want = 0
+    for hook in hooks:
+        if not hook.defines("more_rollouts"):
+            continue
+        more = call_hook(hook, "more_rollouts", step, trainer, step, kept, batches)
+        if more is None:
+            continue
+        if isinstance(more, bool) or not isinstance(more, int) or more < 0:
+            raise HookError(
+                f"Step {step + 1}: the trainer hook {hook.name!r} more_rollouts expects a number of questions (an int >= 0) "
+                f"or None, got {more!r}.", hook=hook.name,
+            )
+        want = max(want, more)
+    return want
+
+
+def hook_columns(hooks: Sequence[LoadedHook], *, taken: Sequence[str]) -> list[str]:
+    """The metrics.csv columns the hooks declare (their ``columns``), checked: names of their
+    own, none a built-in column (``taken``) or another hook's."""
+    out: list[str] = []
+    owner: dict[str, str] = {}
+    for hook in hooks:
+        columns = getattr(hook.hook, "columns", ())
+        if isinstance(columns, str) or not isinstance(columns, (list, tuple)) or not all(isinstance(c, str) and c for c in columns):
+            raise ConfigError(f"The trainer hook {hook.name!r} expects columns to be a tuple of column names, got {columns!r}.")
+        for column in columns:
+            if column in taken:
+                raise ConfigError(f"The trainer hook {hook.name!r} declares the column {column!r}, a built-in metrics.csv column; name it otherwise.")
+            if column in owner:
+                raise ConfigError(f"The trainer hooks {owner[column]!r} and {hook.name!r} both declare the column {column!r}; give each its own.")
+            owner[column] = hook.name
+            out.append(column)
+    return out
+
+
+def step_metrics(hooks: Sequence[LoadedHook], trainer: Any, step: int) -> dict[str, Any]:
+    """The hooks' own columns of the step's metrics row (each hook's ``step_metrics``)."""
+    row: dict[str, Any] = {}
+    for hook in hooks:
+        if not hook.defines("step_metrics"):
+            continue
+        values = call_hook(hook, "step_metrics", step, trainer, step)
+        if values is None:
+            continue
+        columns = tuple(getattr(hook.hook, "columns", ()))
+        if not isinstance(values, dict) or any(k not in columns for k in values):
+            raise HookError(
+                f"Step {step + 1}: the trainer hook {hook.name!r} step_metrics expects a dict of its own columns "
+                f"({', '.join(columns) or 'none declared: set its columns attribute'}), got {values!r}.", hook=hook.name,
+            )
+        bad = {k: v for k, v in values.items() if v is not None and (isinstance(v, bool) or not isinstance(v, (Real, str)))}
+        if bad:
+            raise HookError(f"Step {step + 1}: the trainer hook {hook.name!r} step_metrics expects numbers or strings, got {bad!r}.", hook=hook.name)
+        row.update(values)
+    return row
+
+
+__all__ = [
+    "HOOK_METHODS", "LoadedHook", "TrainerHook", "apply_group_rewards", "call_hook", "check_hook_specs", "hook_columns",
+    "keep_groups", "load_hooks", "more_rollouts", "step_metrics",
+]

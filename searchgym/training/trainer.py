@@ -64,7 +64,7 @@ from searchgym.training.checkpoint import (
 )
 from searchgym.training.critic import build_critic, load_trainable_state, trainable_state
 from searchgym.training.data import DataOrder, check_splits, env_kwargs, make_train_envs, reward_at, stage_at, tell_step, timed_retriever
-from searchgym.training.hooks import apply_group_rewards, call_hook, load_hooks
+from searchgym.training.hooks import apply_group_rewards, call_hook, hook_columns, keep_groups, load_hooks, more_rollouts, step_metrics
 from searchgym.training.losses import aggregate, kl_penalty, policy_loss, value_loss
 from searchgym.training.metrics import MetricsLog, plot_curves
 
@@ -194,6 +194,16 @@ def training_samples(results: Sequence[EpisodeResult], *, n: int, grouped: bool)
         sizes = Counter(s.group for s in samples)
         samples = [s for s in samples if sizes[s.group] >= 2]
     return samples
+
+
+def failed_note(results: Sequence[EpisodeResult]) -> str:
+    """`` The first error: ...`` of the first failed episode of ``results`` (its exception and
+    file:line, as ``searchgym bench`` prints it), or "" when none failed with a message."""
+    first = next((r for r in results if r.outcome in ("backend_error", "error") and getattr(r, "error", None)), None)
+    if first is None:
+        return ""
+    failed = sum(r.outcome in ("backend_error", "error") for r in results)
+    return f" {failed} of {len(results)} episodes failed; the first ({first.example_id!r}, {first.outcome}): {first.error}"
 
 
 # ======================================================================================
@@ -336,8 +346,17 @@ class Trainer:
         self._built = False
         self._progress: Progress | None = None
         self._said_zero_advantages = False
+        self._said_failures = False
         #: The run's trainer hooks (:mod:`searchgym.training.hooks`), built before any model loads.
         self.hooks = load_hooks(args.hooks)
+        #: The hooks' own metrics.csv columns (checked here, before any model loads).
+        self.hook_columns = hook_columns(self.hooks, taken=COLUMNS)
+        #: Every episode the last rollout played (its generation batches; ``rollout`` returns those kept).
+        self.played: list[EpisodeResult] = []
+        #: The groups the hooks' keep_group dropped in the last rollout, by hook name.
+        self.dropped_by: dict[str, int] = {}
+        #: The generation batches the last rollout played.
+        self.generation_batches = 0
 
     # ------------------------------------------------------------------ setup
     def build(self) -> None:
@@ -418,7 +437,7 @@ class Trainer:
             self._sync_engine()
             print(f"resuming: step {self.step} of {args.total_steps} done, from {checkpoint}", file=sys.stderr, flush=True)
         self.metrics = MetricsLog(
-            self.out / "metrics.csv", COLUMNS, resume_step=self.step if checkpoint is not None else None,
+            self.out / "metrics.csv", (*COLUMNS, *self.hook_columns), resume_step=self.step if checkpoint is not None else None,
             tensorboard_dir=self.out / "tensorboard" if args.tensorboard else None,
         )
         self._built = True
@@ -463,13 +482,14 @@ class Trainer:
 
     # ------------------------------------------------------------------ 1. rollout
     def rollout(self, step: int) -> tuple[list[EpisodeResult], dict[str, float]]:
-        """Play this step's questions; the results (with trajectories, and the rewards the
-        hooks' ``group_rewards`` returned) and their metrics. The hooks' ``before_rollout``
-        runs once the step's envs are built."""
+        """Play this step's questions; the results of the questions kept for training (with
+        trajectories, and the rewards the hooks' ``group_rewards`` returned) and the metrics
+        of every episode played. The hooks' ``before_rollout`` runs once the step's envs are
+        built; their ``keep_group`` may drop a question's group and their ``more_rollouts``
+        ask for more generation batches (DAPO's dynamic sampling), whose episodes are in
+        :attr:`played`."""
         a = self.args
         envs = self._train_envs(step)
-        questions = self.order.take(a.questions_per_step)
-        tasks = [Task(q, seed=(a.seed * 1_000_003 + step * 1009 + j) % (2**31)) for q in questions for j in range(a.n)]
         for hook in self.hooks:  # after the step's envs are built: what a hook sets on them plays this step
             if hook.defines("before_rollout"):
                 call_hook(hook, "before_rollout", step, self, step)
@@ -479,19 +499,34 @@ class Trainer:
             seed=(a.seed * 7_919 + step * 104_729) % (2**31), **context_limits(a),
         )
         self._phase("rollout")
-        self.model.eval()
         retrieval_before = self.retrieval.seconds
         t0 = time.perf_counter()
-        try:
-            mode = "async" if a.engine == "vllm-async" else "rounds"  # the same episodes either way
-            results = run_episodes(envs[: len(tasks)], agent, tasks, keep_trajectories=True, mode=mode)
-        finally:
-            self.model.train()
-        apply_group_rewards(self.hooks, results, n=a.n, step=step)  # before the stats: they average what is trained
-        stats = rollout_stats(results)
+        played: list[EpisodeResult] = []
+        kept: list[EpisodeResult] = []
+        self.dropped_by, self.generation_batches = {}, 0
+        want = a.questions_per_step
+        while want > 0:
+            questions = self.order.take(want)
+            batch = self.generation_batches  # the first batch's seeds are the step's of a run without refills
+            tasks = [
+                Task(q, seed=(a.seed * 1_000_003 + step * 1009 + j + batch * 7_777_777) % (2**31)) for q in questions for j in range(a.n)
+            ]
+            self.model.eval()
+            try:
+                mode = "async" if a.engine == "vllm-async" else "rounds"  # the same episodes either way
+                results = run_episodes(envs[: len(tasks)], agent, tasks, keep_trajectories=True, mode=mode)
+            finally:
+                self.model.train()
+            self.generation_batches += 1
+            apply_group_rewards(self.hooks, results, n=a.n, step=step)  # before the stats: they average what is trained
+            played.extend(results)
+            kept.extend(keep_groups(self.hooks, results, n=a.n, step=step, dropped=self.dropped_by))
+            want = more_rollouts(self.hooks, self, step, kept=len(kept) // a.n, batches=self.generation_batches)
+        self.played = played
+        stats = rollout_stats(played)
         stats["time_rollout"] = time.perf_counter() - t0
         stats["time_retrieval"] = self.retrieval.seconds - retrieval_before
-        return results, stats
+        return kept[: a.questions_per_step * a.n], stats
 
     # ------------------------------------------------------------------ 2-4. batch, advantages, update
     def update(self, samples: Sequence[Sample]) -> dict[str, float]:
@@ -679,15 +714,23 @@ class Trainer:
                         self._phase("evaluate")
                         self.metrics.log({"step": 0, **self.evaluate()})
                     results, stats = self.rollout(self.step)
-                    self.keep_rollouts(results)
+                    self.keep_rollouts(self.played)
                     samples = training_samples(results, n=a.n, grouped=grouped)
-                    if not samples:
+                    if not results and self.played:  # the hooks dropped every group: nothing to train on
+                        print(self._skipped_note(), file=sys.stderr, flush=True)
+                    elif not samples:
                         raise TrainingError(
                             f"Step {self.step + 1}: no episode of the rollout batch has a token to train on "
-                            f"(outcomes: {dict(Counter(r.outcome for r in results))}; a GRPO group needs two usable answers). {self._last_good()}"
+                            f"(outcomes: {dict(Counter(r.outcome for r in results))}; a GRPO group needs two usable answers)."
+                            f"{failed_note(results)} {self._last_good()}"
                         )
-                    stats["dropped"] = len(results) - len(samples)
-                    stats.update(self.update(samples))
+                    elif not self._said_failures and failed_note(results):  # said once a run; the others train
+                        self._said_failures = True
+                        print(f"warning: step {self.step + 1}: episodes left out of the batch:{failed_note(results)} (said once a run)",
+                              file=sys.stderr, flush=True)
+                    stats["dropped"] = stats["episodes"] - len(samples)
+                    if samples:
+                        stats.update(self.update(samples))
                     self.step += 1
                     stats["time_sync"] = self._sync_engine()
                     stats["stage_reward"] = self._stage[0] or "env default"
@@ -695,7 +738,7 @@ class Trainer:
                     if a.eval_every and (self.step % a.eval_every == 0 or self.step == a.total_steps):
                         self._phase("evaluate")
                         stats.update(self.evaluate())
-                    row = {"step": self.step, **stats}
+                    row = {"step": self.step, **stats, **step_metrics(self.hooks, self, self.step - 1)}
                     self.metrics.log(row)
                     rows.append(row)
                     for hook in self.hooks:
@@ -705,7 +748,7 @@ class Trainer:
                         self.save()
                         plot_curves(self.metrics.rows, self.out / "curves.png", title=f"{a.algorithm} on {a.env_id}")
                     if bar is not None:
-                        bar.note(phase=None, reward=f"{stats['reward']:.3f}", loss=f"{stats['loss']:.3g}")
+                        bar.note(phase=None, reward=f"{stats['reward']:.3f}", loss=f"{stats['loss']:.3g}" if "loss" in stats else "skipped")
                         bar.update(1)
                 self.export(self.out / "final")
         except KeyboardInterrupt:  # Ctrl-C: the checkpoints are atomic; say which one a rerun starts from
@@ -716,6 +759,16 @@ class Trainer:
             self._progress = None
             self.metrics.close()
         return rows
+
+    def _skipped_note(self) -> str:
+        """The line of a step whose every group the hooks' ``keep_group`` dropped."""
+        by = ", ".join(f"{name!r} ({count} group{'s' if count != 1 else ''})" for name, count in self.dropped_by.items())
+        batches = self.generation_batches
+        return (
+            f"step {self.step + 1}: skipped: the trainer hooks' keep_group dropped every group of the "
+            f"{len(self.played) // self.args.n} questions played in {batches} generation batch{'es' if batches != 1 else ''} "
+            f"(dropped by {by}), so the step trains nothing; no update was made and its metrics row has no loss."
+        )
 
     def keep_rollouts(self, results: Sequence[EpisodeResult]) -> None:
         """Append :data:`ROLLOUTS_KEPT` of the step's rollouts, each of another question, to

@@ -4,6 +4,7 @@ own prompt, the exported tag helpers, and a parser that reads the previous obser
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -409,3 +410,44 @@ def test_text_an_act_echoes_beside_documents_is_never_quotable_evidence(world):
     env.step("<note>Paris is the answer to everything.</note><search> q </search>")
     episode = search_env(env).game.record()
     assert episode.observations and all("Paris is the answer" not in o for o in episode.observations)
+
+
+# ---------------------------------------------------------------- a protocol from scratch: the contract
+def test_an_incomplete_protocol_is_refused_by_name_listing_what_it_leaves_out(tmp_path, monkeypatch):
+    from searchgym.envs.protocols import OPTIONAL, REQUIRED, Protocol, make_protocol, protocol_source
+
+    assert REQUIRED == ("name", "prompt", "parse_actions", "wrap_information", "invalid_feedback", "write")
+    assert set(Protocol.__abstractmethods__) == set(REQUIRED) - {"name"}
+    assert all(callable(getattr(Protocol, m, None)) or hasattr(Protocol, m) for m in OPTIONAL)
+
+    (tmp_path / "half_protocol_t.py").write_text(
+        "from searchgym.envs.protocols import Answer, Protocol\n\n\n"
+        "class Half(Protocol):\n"
+        "    def prompt(self, example, docs=None):\n"
+        "        return example.question\n\n"
+        "    def parse_actions(self, text):\n"
+        "        return (Answer(text),), True\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "half_protocol_t", raising=False)
+    message = (
+        r"^The protocol 'half_protocol_t:Half' \(half_protocol_t:Half\) does not define name \(a class attribute: the protocol's "
+        r"name\), wrap_information\(text\), invalid_feedback\(\), write\(actions, thought=None\): a Protocol subclass defines "
+        r"name, prompt, parse_actions, wrap_information, invalid_feedback, write \(.*'A protocol from scratch'\)\.$"
+    )
+    for call in (lambda: protocol_source("half_protocol_t:Half"), lambda: make_protocol("half_protocol_t:Half"),
+                 lambda: gym.make("searchgym/SearchR1-v0", protocol="half_protocol_t:Half", corpus_options=SMALL_WORLD)):
+        with pytest.raises(ConfigError, match=message):
+            call()
+    from half_protocol_t import Half
+
+    with pytest.raises(ConfigError, match=r"^The protocol half_protocol_t:Half does not define name .*write\(actions, thought=None\):"):
+        gym.make("searchgym/SearchR1-v0", protocol=Half, corpus_options=SMALL_WORLD)
+    sys.modules.pop("half_protocol_t", None)
+
+
+def test_every_built_in_protocol_meets_the_contract():
+    from searchgym.envs.protocols import PROTOCOLS, check_protocol_class
+
+    for cls in PROTOCOLS.values():
+        check_protocol_class(cls)

@@ -148,7 +148,7 @@ def test_bad_hooks_are_refused_by_name_before_any_model_loads(tmp_path, hooks_mo
         (["user_hooks_b:Missing"], r"The trainer hook 'user_hooks_b:Missing' names nothing: module 'user_hooks_b' has no attribute 'Missing'\."),
         (["user_hooks_b:NotAHook"], (
             r"The trainer hook 'user_hooks_b:NotAHook' expects a class or object with a method before_rollout, group_rewards, "
-            r"on_step, got user_hooks_b:NotAHook, which has none of them \(subclass searchgym\.training\.hooks\.TrainerHook\)\."
+            r"keep_group, more_rollouts, step_metrics, on_step, got user_hooks_b:NotAHook, which has none of them \(subclass searchgym\.training\.hooks\.TrainerHook\)\."
         )),
     ]
     for hooks, message in cases:
@@ -173,3 +173,105 @@ def test_a_hook_that_fails_stops_the_run_naming_it(tmp_path, hooks_module):
 def test_the_base_class_does_nothing():
     hook = TrainerHook()
     assert hook.group_rewards([]) is None and hook.before_rollout(None, 0) is None and hook.on_step(None, 1, {}) is None
+
+
+# ---------------------------------------------------------------- DAPO's dynamic sampling (docs/extending.md's my_dapo.py)
+def docs_file(name: str) -> str:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "extending.md").read_text(encoding="utf-8")
+    (code,) = [c for c in re.findall(r"```python\n(.*?)```", text, flags=re.S) if c.startswith(f"# {name}\n")]
+    return code
+
+
+VARIED = '''
+from searchgym.training import TrainerHook
+
+GROUPS = []
+
+
+class EveryOtherVaries(TrainerHook):
+    """The 1st, 3rd, ... question of a run gets rewards 1, 0, ...; the others keep the tiny model's 0s."""
+
+    def group_rewards(self, results):
+        GROUPS.append([r.example_id for r in results])
+        return [float(i == 0) for i in range(len(results))] if len(GROUPS) % 2 == 1 else None
+
+
+class Undecided(TrainerHook):
+    def keep_group(self, results):
+        return "yes"
+
+
+class Clash(TrainerHook):
+    columns = ("reward",)
+'''
+
+
+@pytest.fixture
+def dapo_module(tmp_path, monkeypatch):
+    folder = tmp_path / "dapo"
+    folder.mkdir()
+    (folder / "my_dapo.py").write_text(docs_file("my_dapo.py"))
+    (folder / "varied_b.py").write_text(VARIED)
+    monkeypatch.syspath_prepend(str(folder))
+    for name in ("my_dapo", "varied_b"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    import my_dapo
+    import varied_b
+
+    yield my_dapo, varied_b
+    for name in ("my_dapo", "varied_b"):
+        sys.modules.pop(name, None)
+
+
+def test_dynamic_sampling_drops_uniform_groups_draws_more_and_writes_its_columns(tmp_path, dapo_module, monkeypatch):
+    import csv
+
+    seen = []
+    original = trainer_module.compute_advantages
+
+    def spy(args, scores, groups, mask, fixed, *, steps=None):
+        seen.append((scores.tolist(), list(groups)))
+        return original(args, scores, groups, mask, fixed, steps=steps)
+
+    monkeypatch.setattr(trainer_module, "compute_advantages", spy)
+    trainer = Trainer(tiny_args(tmp_path, algorithm="grpo", total_steps=1, hooks=["varied_b:EveryOtherVaries", "my_dapo:DynamicSampling"]))
+    rows = trainer.train()
+    # Batch 1: question 1 varies (kept), question 2 does not (dropped): 1 of 2 kept, so a second batch of 2 questions
+    # is drawn; question 3 kept, question 4 dropped: the batch is full.
+    _, varied = dapo_module
+    assert len(varied.GROUPS) == 4 and len({tuple(g) for g in varied.GROUPS}) >= 3  # new questions were drawn
+    assert trainer.generation_batches == 2 and trainer.dropped_by == {"my_dapo:DynamicSampling": 2}
+    assert seen == [([1.0, 0.0, 1.0, 0.0], [0, 0, 1, 1])]  # only the kept groups were trained
+    row = rows[0]
+    assert row["episodes"] == 8 and row["dropped"] == 4 and row["dapo_kept_groups"] == 2 and row["dapo_gen_batches"] == 2
+    with open(tmp_path / "run" / "metrics.csv", newline="") as f:
+        (written,) = list(csv.DictReader(f))
+    assert written["dapo_kept_groups"] == "2" and written["dapo_gen_batches"] == "2" and written["dropped"] == "4"
+    assert written["loss"] != ""
+
+
+def test_a_step_whose_every_group_is_dropped_is_skipped_and_says_so(tmp_path, dapo_module, capsys):
+    # The tiny model earns 0 everywhere: every group is uniform, 3 generation batches, nothing kept.
+    rows = Trainer(tiny_args(tmp_path, algorithm="grpo", total_steps=2, hooks=["my_dapo:DynamicSampling"])).train()
+    assert [r["step"] for r in rows] == [1, 2]
+    for row in rows:
+        assert row["episodes"] == 12 and row["dropped"] == 12 and row["dapo_gen_batches"] == 3 and row["dapo_kept_groups"] == 0
+        assert "loss" not in row
+    err = capsys.readouterr().err
+    assert (
+        "step 1: skipped: the trainer hooks' keep_group dropped every group of the 6 questions played in 3 generation batches "
+        "(dropped by 'my_dapo:DynamicSampling' (6 groups)), so the step trains nothing; no update was made and its metrics "
+        "row has no loss."
+    ) in err
+    assert "step 2: skipped:" in err
+    assert (tmp_path / "run" / "final").is_dir()  # the run finished
+
+
+def test_bad_dynamic_sampling_hooks_are_refused_by_name(tmp_path, dapo_module):
+    with pytest.raises(ConfigError, match=r"^The trainer hook 'varied_b:Clash' declares the column 'reward', a built-in metrics\.csv column"):
+        Trainer(tiny_args(tmp_path, hooks=["varied_b:Clash"]))
+    with pytest.raises(HookError, match=r"^Step 1: the trainer hook 'varied_b:Undecided' keep_group expects True .* got 'yes'\.$"):
+        Trainer(tiny_args(tmp_path / "u", hooks=["varied_b:Undecided"])).train()

@@ -185,7 +185,7 @@ def test_config_errors_fail_before_any_model_loads(tmp_path, monkeypatch):
         ({"summarizer": "llm"}, "summarizer='llm' needs a frozen model to summarize with; set frozen_model (e.g. 'smollm2')."),
         ({"frozen_backend": "ollama"}, "Unknown frozen_backend 'ollama'. Did you mean 'vllm'? Expected one of: openai, transformers, vllm, vllm-async."),
         ({"frozen_options": "base_url"}, "Args.frozen_options expects a dict, got str."),
-        ({"env_id": "Nope-v0"}, "Unknown env id 'Nope-v0'. Expected one of: AutoRefine-v0, MultiAgentGenerator-v0, MultiAgentSearcher-v0, MultiAgentSummarizer-v0, ParallelSearch-v0, R1Searcher-v0, RECON-v0, RSearch-v0, S3-v0, SearchR1-v0, StepSearch-v0, ZeroSearch-v0."),
+        ({"env_id": "Nope-v0"}, "Unknown env id 'Nope-v0'. Expected one of: AutoRefine-v0, DeepResearch-v0, MultiAgentGenerator-v0, MultiAgentSearcher-v0, MultiAgentSummarizer-v0, ParallelSearch-v0, R1Searcher-v0, RECON-v0, RSearch-v0, S3-v0, SearchR1-v0, StepSearch-v0, ZeroSearch-v0."),
     ]
     for changes, message in cases:
         with pytest.raises(SearchGymError) as e:
@@ -530,3 +530,23 @@ def test_sft_options_another_option_turns_off_are_named():
         "--scratch-size tiny does nothing: --model is 'tiny-random': the size is that of a new scratch model.",
     ]
     assert sft_disabled_options(SFTArgs(eval_every=4, scratch_size="tiny")) == []
+
+
+def test_a_failing_recipe_stops_training_showing_its_exception_and_line(tmp_path, monkeypatch):
+    (tmp_path / "broken_recipe_t.py").write_text(
+        "from searchgym.rewards import RewardRecipe\n\n\n"
+        "class Broken(RewardRecipe):\n"
+        "    name = 'broken'\n\n"
+        "    def score(self, episode):\n"
+        "        return episode.metadata['no_such_key']\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "broken_recipe_t", raising=False)
+    with pytest.raises(TrainingError) as e:
+        Trainer(tiny_args(tmp_path, total_steps=1, reward="broken_recipe_t:Broken")).train()
+    message = str(e.value)
+    assert "no episode of the rollout batch has a token to train on (outcomes: {'error': 4}" in message
+    assert "4 of 4 episodes failed; the first (" in message
+    assert "Reward recipe 'broken' (broken_recipe_t:Broken) raised in score()" in message
+    assert "KeyError: 'no_such_key'" in message and re.search(r"\(at \S*broken_recipe_t\.py:8\)", message)
+    sys.modules.pop("broken_recipe_t", None)

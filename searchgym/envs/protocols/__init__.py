@@ -8,6 +8,8 @@ from typing import Any
 from searchgym.envs.protocols.base import (
     BUILT_IN_KINDS,
     Action,
+    OPTIONAL,
+    REQUIRED,
     Answer,
     Complete,
     Evidence,
@@ -17,6 +19,7 @@ from searchgym.envs.protocols.base import (
     Search,
     Select,
     accepts_keyword,
+    check_protocol_class,
     cut_at_stop,
     find_block,
     find_blocks,
@@ -49,7 +52,10 @@ def protocol_source(spec: Any) -> Any:
     :data:`PROTOCOLS` (a user module may add its own), the object ``"module:attr"`` names
     (a :class:`Protocol` subclass, an instance, or a factory returning one), or ``spec``
     itself if it is a protocol. Entry points call it before any model loads."""
-    return piece_source(spec, base=Protocol, registry=PROTOCOLS, what="protocol", noun="protocol", kind="protocol")
+    source = piece_source(spec, base=Protocol, registry=PROTOCOLS, what="protocol", noun="protocol", kind="protocol")
+    if isinstance(source, type):  # a class that leaves out a required method is refused by name, before it is built
+        check_protocol_class(source, spec if isinstance(spec, str) else None)
+    return source
 
 
 def make_protocol(spec: Any, **options: Any) -> Protocol:
@@ -87,6 +93,8 @@ def make_protocol(spec: Any, **options: Any) -> Protocol:
 __all__ = [
     "PROTOCOLS", "Action", "Answer", "Complete", "Evidence", "Invalid", "ParsedTurn",
     "Protocol", "Search", "Select", "make_protocol", "protocol_source",
+    # the protocol contract: what a subclass must define (REQUIRED) and may override (OPTIONAL)
+    "OPTIONAL", "REQUIRED", "check_protocol_class",
     # writing a protocol of your own: action kinds, tools and the tag helpers the built-in grammars use
     "ARGUMENT_TYPES", "BUILT_IN_KINDS", "ToolSpec", "accepts_keyword", "cut_at_stop", "find_block", "find_blocks",
     "first_of", "is_action", "play_action", "render_turn", "search_or_answer", "strip_blocks",

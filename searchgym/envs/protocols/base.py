@@ -250,6 +250,41 @@ def accepts_keyword(function: Callable[..., Any], name: str) -> bool:
 
 
 # ---------------------------------------------------------------- protocol
+#: What a :class:`Protocol` subclass must define itself (the abstract methods, and ``name``).
+REQUIRED = ("name", "prompt", "parse_actions", "wrap_information", "invalid_feedback", "write")
+#: What it may override (each has a default; see the methods).
+OPTIONAL = (
+    "stop_strings", "env_tags", "messages", "render_docs", "render_turn_docs", "docs_text", "format_doc", "budget_feedback",
+    "act", "extra_tools", "tool_messages",
+)
+
+
+def missing_members(cls: type) -> list[str]:
+    """What the :class:`Protocol` subclass ``cls`` leaves out of :data:`REQUIRED`, in that order."""
+    abstract = set(getattr(cls, "__abstractmethods__", ()))
+    name = getattr(cls, "name", None)
+    return [m for m in REQUIRED if m in abstract or (m == "name" and not (isinstance(name, str) and name))]
+
+
+def check_protocol_class(cls: type, label: str | None = None) -> None:
+    """Refuse a :class:`Protocol` subclass that does not define all of :data:`REQUIRED`, by
+    name, listing what it leaves out (a :class:`ConfigError`)."""
+    missing = missing_members(cls)
+    if not missing:
+        return
+    what = f"{label!r} ({cls.__module__}:{cls.__qualname__})" if label and label != cls.__qualname__ else f"{cls.__module__}:{cls.__qualname__}"
+    need = {
+        "name": "name (a class attribute: the protocol's name)", "prompt": "prompt(example, docs=None)",
+        "parse_actions": "parse_actions(text)", "wrap_information": "wrap_information(text)",
+        "invalid_feedback": "invalid_feedback()", "write": "write(actions, thought=None)",
+    }
+    raise ConfigError(
+        f"The protocol {what} does not define {', '.join(need[m] for m in missing)}: a Protocol subclass defines "
+        f"{', '.join(REQUIRED)} (subclass a built-in protocol such as SearchR1Protocol to inherit them; see docs/extending.md, "
+        "'A protocol from scratch')."
+    )
+
+
 class Protocol(ABC):
     """The tag grammar of one system (Search-R1, s3, R1-Searcher, R-Search or RECON), or
     your own.

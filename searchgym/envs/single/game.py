@@ -30,7 +30,7 @@ from searchgym.envs.tools.no_call import warn_once
 from searchgym.envs.tools.surface import ToolSurface, ToolTurn
 from searchgym.error import SearchGymError
 from searchgym.rewards import (
-    Episode, RewardRecipe, SearchRecord, Turn, checked_score, checked_turn_reward, join_components, pays_turns,
+    Budgets, Episode, RewardRecipe, SearchRecord, Turn, checked_score, checked_turn_reward, join_components, pays_turns,
 )
 
 
@@ -560,6 +560,7 @@ class SearchGame:
             naive_rag_size=naive_k,
             metadata=copy.deepcopy(dict(self.example.metadata)),  # a recipe that edits it changes no example
             searches=tuple(self.searched),
+            budgets=Budgets(self.max_turns, self.top_k, self.initial_top_k, self.max_searches, self.max_calls, self.max_context_tokens),
         )
 
     # ------------------------------------------------------------------ helpers
