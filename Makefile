@@ -7,11 +7,18 @@ STAMP := $(VENV)/.searchgym-installed
 VERL_VENV := .venv-verl
 VERL_BIN := $(VERL_VENV)/bin
 VERL_STAMP := $(VERL_VENV)/.searchgym-installed
+# verifiers 0.4.0 and openenv 0.10.0 pin different mcp versions: each its own venv.
+VF_VENV := .venv-verifiers
+VF_BIN := $(VF_VENV)/bin
+VF_STAMP := $(VF_VENV)/.searchgym-installed
+OE_VENV := .venv-openenv
+OE_BIN := $(OE_VENV)/bin
+OE_STAMP := $(OE_VENV)/.searchgym-installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install install-verl test test-verl demo bench clean
+.PHONY: install install-verl install-verifiers install-openenv test test-verl test-verifiers test-openenv demo bench clean
 
 install: $(STAMP)
 
@@ -38,13 +45,40 @@ $(VERL_STAMP): pyproject.toml Makefile
 	$(VERL_BIN)/python -m pip install -q -e '.[lm,serve,test,verl]'
 	touch $(VERL_STAMP)
 
+install-verifiers: $(VF_STAMP)
+
+$(VF_STAMP): pyproject.toml Makefile
+	test -x $(VF_BIN)/python || $(PYTHON) -m venv $(VF_VENV)
+	$(VF_BIN)/python -m pip install -q --upgrade pip
+	# The CPU wheel of torch first, as above (searchgym's agents import it).
+	$(VF_BIN)/python -m pip install -q torch==2.13.0
+	$(VF_BIN)/python -m pip install -q -e '.[test,verifiers]'
+	touch $(VF_STAMP)
+
+install-openenv: $(OE_STAMP)
+
+$(OE_STAMP): pyproject.toml Makefile
+	test -x $(OE_BIN)/python || $(PYTHON) -m venv $(OE_VENV)
+	$(OE_BIN)/python -m pip install -q --upgrade pip
+	$(OE_BIN)/python -m pip install -q torch==2.13.0
+	$(OE_BIN)/python -m pip install -q -e '.[test,openenv]'
+	touch $(OE_STAMP)
+
 # The main suite skips tests/integrations/test_verl.py (no verl in .venv); this runs it in .venv-verl.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 	$(MAKE) test-verl
+	$(MAKE) test-verifiers
+	$(MAKE) test-openenv
 
 test-verl: $(VERL_STAMP)
 	$(VERL_BIN)/python -m pytest -q tests/integrations/test_verl.py
+
+test-verifiers: $(VF_STAMP)
+	$(VF_BIN)/python -m pytest -q tests/integrations/test_verifiers.py tests/integrations/test_parity_ecosystems.py -k 'verifiers or gymnasium or table'
+
+test-openenv: $(OE_STAMP)
+	$(OE_BIN)/python -m pytest -q tests/integrations/test_openenv.py tests/integrations/test_parity_ecosystems.py -k 'openenv'
 
 demo: $(STAMP)
 	$(BIN)/searchgym demo
@@ -53,4 +87,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/retrieval.py
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(VERL_VENV) $(VF_VENV) $(OE_VENV) .pytest_cache .hypothesis

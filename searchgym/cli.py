@@ -15,6 +15,9 @@ def _positive(text: str) -> int:
     return value
 
 
+_positive.__name__ = "positive integer"  # argparse's "invalid positive integer value: 'three'"
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with a "did you mean" for a misspelled flag of the chosen command
     (``--kl-coeff`` -> ``--kl-coef``); argparse itself only lists what it did not recognize."""
@@ -31,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
             for extra in extras:
                 close = difflib.get_close_matches(extra.partition("=")[0], flags, n=1) if extra.startswith("--") else []
                 hints.append(f"{extra} (did you mean {close[0]}?)" if close else extra)
-            self.error(f"unrecognized arguments: {' '.join(hints)}")
+            command.error(f"unrecognized arguments: {' '.join(hints)}")  # with the command's own usage
         return parsed
 
 
@@ -112,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench(sub)
     _add_index(sub)
     _add_serve(sub)
+    _add_mcp(sub)
     _add_view(sub)
     from searchgym.training.cli import add_distill_parser, add_sft_parser, add_stage_sets_parser, add_train_parser
 
@@ -160,7 +164,8 @@ def _add_bench(sub) -> None:
     )
     bench.add_argument("--envs", nargs="+", default=[], help="env ids (e.g. SearchR1-v0 S3-v0), crossed with --agents")
     bench.add_argument("--agents", nargs="+", default=[], help="agent names or MODULE:FACTORY, crossed with --envs")
-    bench.add_argument("--run", action="append", default=[], metavar="ENV:AGENT", help="one explicit run (repeatable)")
+    bench.add_argument("--run", action="append", default=[], metavar="ENV:AGENT",
+                       help="one explicit run (repeatable); ENV may be module:Env-v0 and AGENT module:factory")
     bench.add_argument("--split", default="dev", help="dataset split (default dev)")
     bench.add_argument("--limit", type=_positive, default=None, help="first N questions of the split (default all)")
     bench.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds; each question is played once per seed")
@@ -197,6 +202,9 @@ def _add_bench(sub) -> None:
                        help="retriever option of every env, e.g. token=SECRET (a served retriever), model=PATH (dense)")
     bench.add_argument("--reward", default=None, metavar="NAME|MODULE:ATTR",
                        help="reward recipe of every env: a name of searchgym.rewards.RECIPES or MODULE:ATTR naming your own")
+    bench.add_argument("--protocol", default=None, metavar="NAME|MODULE:ATTR",
+                       help="protocol of every env, overriding the env's own: a name of searchgym.envs.protocols.PROTOCOLS "
+                       "or MODULE:ATTR naming your own (shown under the table)")
     _add_user_piece_flags(bench)
     bench.add_argument("--retriever-per-env", action="store_true",
                        help="build one retriever for each env instead of one shared by every env over the corpus")
@@ -542,8 +550,30 @@ def _view(args) -> int:
 
         if args.host not in ("127.0.0.1", "localhost", "::1"):
             print(f"warning: --host {args.host} lets other machines read these episodes.", file=sys.stderr, flush=True)
-        serve_page(path.read_text(encoding="utf-8"), args.host, args.port)
+        from searchgym.error import Interrupted
+
+        try:
+            serve_page(path.read_text(encoding="utf-8"), args.host, args.port)
+        except Interrupted:  # Ctrl-C: "searchgym view: stopped" said once; 130, as searchgym serve
+            return 130
     return 0
+
+
+def _add_mcp(sub) -> None:
+    from searchgym.mcp_server import add_arguments
+
+    add_arguments(sub.add_parser(
+        "mcp",
+        help="serve a corpus's search, open and find tools over MCP (stdio or streamable HTTP) for an agent harness",
+        description="The browse game's reads as MCP tools: search(query, k), open(doc_id, page), find(doc_id, pattern), "
+        "get_document(doc_id), every call bounded, bad calls answered with a tool error. See docs/mcp.md.",
+    ))
+
+
+def _mcp(args) -> int:
+    from searchgym.mcp_server import main
+
+    return main(args, _key_values)
 
 
 def _plugin_names() -> str:
@@ -600,7 +630,8 @@ def _merge_env_options(args) -> dict[str, Any]:
 
     sources: list[tuple[str, dict[str, Any]]] = [("--env-options", dict(args.env_options or {}))]
     for key, flag, value in (("corpus", "--corpus", args.corpus), ("dataset", "--dataset", args.dataset),
-                             ("retriever", "--retriever", args.retriever), ("reward", "--reward", args.reward)):
+                             ("retriever", "--retriever", args.retriever), ("reward", "--reward", args.reward),
+                             ("protocol", "--protocol", args.protocol)):
         if value is not None:
             sources.append((flag, {key: value}))
     for key, flag, items in (("corpus_options", "--corpus-option", args.corpus_option),
@@ -620,14 +651,28 @@ def _merge_env_options(args) -> dict[str, Any]:
     return merged
 
 
+def split_run(item: str) -> tuple[str, str]:
+    """``--run``'s (env id, agent): the env is the shortest part before a colon that ends in a
+    version (``-v0``), so both may hold colons (``my_envs:Mine-v0:my_agents:Agent``); without
+    such a part, split on the last colon."""
+    import re
+
+    parts = item.split(":")
+    for i in range(1, len(parts)):
+        if re.search(r"-v\d+$", parts[i - 1]):
+            return ":".join(parts[:i]), ":".join(parts[i:])
+    env_id, _, agent = item.rpartition(":")
+    return env_id, agent
+
+
 def _bench(args) -> int:
     from searchgym.bench import BenchConfig, cross, run_bench, zero_scores_note
     from searchgym.error import ConfigError
 
     runs = cross(args.envs, args.agents)
     for item in args.run:
-        env_id, sep, agent = item.partition(":")
-        if not sep:
+        env_id, agent = split_run(item)
+        if not env_id or not agent:
             raise ConfigError(f"--run expects ENV:AGENT, got {item!r}.")
         runs.append((env_id, agent))
     if not runs:
@@ -727,7 +772,8 @@ def _distill(args) -> int:
 
 
 _COMMANDS = {"bench": _bench, "train": _train_or_sft, "sft": _train_or_sft, "distill-summarizer": _distill, "demo": _demo, "oracle-demo": _oracle_demo,
-             "index": _index, "serve": _serve, "envs": _envs, "stage-sets": _stage_sets, "view": _view}
+             "index": _index, "serve": _serve, "envs": _envs, "stage-sets": _stage_sets, "view": _view,
+             "mcp": _mcp}
 
 
 def main(argv: list[str] | None = None) -> int:

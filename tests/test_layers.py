@@ -44,6 +44,7 @@ LAYERS = {
     "envs": 2, "__init__": 2,
     "agents": 3,
     "training": 4, "methods": 4, "deepresearch": 4, "bench": 4, "cli": 4, "demo": 4, "oracle_demo": 4, "serve": 4, "serve_access": 4,
+    "mcp_server": 4,
     "view": 4,
     "integrations": 5, "sb3": 5,
 }

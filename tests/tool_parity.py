@@ -132,3 +132,36 @@ def tools_reward(env_id: str, texts: tuple[str, ...], index: int = 0) -> float:
             break
         episode.play(text)
     return episode.finish()
+
+
+# --------------------------------------------------------------------------- the ecosystems' table
+#: The decisions every ecosystem route plays (tests/integrations/test_parity_ecosystems.py):
+#: each ends inside the env (an answer, or the turn budget), so a route that plays until the
+#: env ends (verifiers' harness, OpenEnv's client) and one that stops where the texts stop play
+#: the same turns.
+ECOSYSTEM_NAMES = ("right", "wrong", "malformed", "over-budget")
+
+
+def ecosystem_scenarios(env_id: str) -> list[Scenario]:
+    """Right, wrong, malformed and over-budget decisions, each on its own question (after
+    :data:`NAMES`' questions)."""
+    env = tag_env(env_id)
+    protocol, evidence = search_env(env).protocol, env_id.endswith("RSearch-v0")
+    budget = int(WORLD["max_turns"])
+    out = []
+    for offset, name in enumerate(ECOSYSTEM_NAMES):
+        index = len(NAMES) + offset
+        question, gold = example(env_id, index).question, example(env_id, index).answers[0]
+        answer = gold if name != "wrong" else "Nobody Knows"
+        answer_tag = protocol.write([Evidence("the documents"), Answer(answer)] if evidence else [Answer(answer)])
+        answer_call = tool_call("answer", answer=answer, **({"evidence": "the documents"} if evidence else {}))
+        search_tag, search_call = protocol.write([Search(question)]), tool_call("search", query=question)
+        if name == "malformed":
+            # An unreadable turn (no action in tags, an unreadable call in tools), then the answer.
+            tags, tools, trl = (search_tag, THOUGHT, answer_tag), (search_call, f"{THOUGHT}\n{MALFORMED}", answer_call), 2
+        elif name == "over-budget":
+            tags, tools, trl = (search_tag,) * budget, (search_call,) * budget, budget
+        else:
+            tags, tools, trl = (search_tag, answer_tag), (search_call, answer_call), 2
+        out.append(Scenario(name, index, tags, tools, trl))
+    return out
