@@ -48,7 +48,7 @@ from searchgym.envs.access import search_env
 from searchgym.envs.registration import NAMESPACE, full_env_id, with_frozen_models
 from searchgym.error import ConfigError, CtrlC, DataFormatError, Interrupted, check_keywords, check_name, install_command
 from searchgym.lm.models import RANDOM_WEIGHT_NAMES
-from searchgym.plugins import apply_wrappers, check_imports, check_wrappers, recorded_settings, settings_changes, settings_of, without_secrets
+from searchgym.plugins import apply_wrappers, check_imports, check_wrappers, describe_object, recorded_settings, settings_changes, settings_of, without_secrets
 
 #: Columns of the summary table: (key, header, format). F1, cover-EM and GenAcc score a
 #: hedged answer (one naming more than one candidate) as 0; the "raw" column beside each is
@@ -518,6 +518,9 @@ def run_notes(rows: Sequence[dict[str, Any]]) -> list[str]:
             by_recipe.setdefault((row["reward_recipe"], row["reward_parts"]), []).append(row["label"])
     for (name, parts), labels in by_recipe.items():
         lines.append(f"reward of {', '.join(labels)}: {name}: {parts}")
+    for row in rows:
+        if row.get("protocol_given"):
+            lines.append(f"protocol of {row['label']}: {row['protocol_given']} ({row.get('protocol')}), overriding {row['env']}'s own")
     if any(row.get("failed") for row in rows):
         lines.append("reward column: the mean over the episodes that did not fail (a failed episode is never scored); "
                      "the score columns count a failed episode as 0")
@@ -693,6 +696,13 @@ def reward_parts(recipe: Any) -> dict[str, Any]:
     return {"reward_recipe": getattr(recipe, "name", type(recipe).__name__), "reward_parts": parts}
 
 
+def run_protocol(config: BenchConfig, env_id: str, name: str | None) -> dict[str, Any]:
+    """A row's ``protocol`` (the name of its env's protocol) and ``protocol_given`` (the
+    ``protocol`` its env options set, overriding the env's own; None when they set none)."""
+    given = _run_env_options(config, env_id).get("protocol")
+    return {"protocol": name, "protocol_given": None if given is None else given if isinstance(given, str) else describe_object(given)}
+
+
 def _env_kwargs(config: BenchConfig, env_id: str, frozen: Any, action_format: str = "tags", *, probe: bool = False) -> dict[str, Any]:
     from searchgym.envs.registration import env_spec
 
@@ -770,6 +780,7 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
     judged: list[tuple[dict[str, Any], Any]] = []  # (episode record, its question) for the judges
     total: int | None = None  # episodes of the whole benchmark, known once every run's env is made
     recipes: dict[str, Any] = {}  # label -> the reward recipe of its env
+    protocols: dict[str, Any] = {}  # label -> the name of its env's protocol
     ctrl_c = CtrlC()
     try:
         with ctrl_c:
@@ -787,6 +798,7 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
             elif needs_lm and not needs_frozen:
                 lm = _load(config.model, config)
             recipes = {label: getattr(search_env(env), "recipe", None) for label, _, _, _, env, _ in plans}
+            protocols = {label: getattr(getattr(search_env(env), "protocol", None), "name", None) for label, _, _, _, env, _ in plans}
 
             for label, env_id, agent_name, action_format, env, examples in plans:
                 by_id = {ex.id: ex for ex in examples}
@@ -801,6 +813,8 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
 
                 def write(result: EpisodeResult, label: str = label, by_id: dict[str, Any] = by_id) -> None:
                     record = {"run": label, **result.to_dict()}
+                    if record["outcome"] in FAILED_OUTCOMES:  # never scored: null, as its row's reward in summary.json
+                        record["reward"] = None
                     done[label].append(record)
                     if config.judge_model is not None:
                         judged.append((record, by_id[record["example_id"]]))
@@ -821,7 +835,7 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
         raise Interrupted(_stopped(sum(map(len, done.values())), total, out, str(e))) from None
     rows = [
         summarize(label, env_id, describe_agent(agent), done[label], action_format=run_action_format(config, env_id, agent))
-        | reward_parts(recipes.get(label))
+        | reward_parts(recipes.get(label)) | run_protocol(config, env_id, protocols.get(label))
         for label, (env_id, agent) in zip(labels, config.runs)
     ]
     results = BenchResults(config, rows, done, out)

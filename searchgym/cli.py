@@ -205,6 +205,10 @@ def _add_bench(sub) -> None:
     bench.add_argument("--protocol", default=None, metavar="NAME|MODULE:ATTR",
                        help="protocol of every env, overriding the env's own: a name of searchgym.envs.protocols.PROTOCOLS "
                        "or MODULE:ATTR naming your own (shown under the table)")
+    from searchgym.training.cli import add_context_flags, add_record_flags
+
+    add_record_flags(bench, dest="")
+    add_context_flags(bench, dest="")
     _add_user_piece_flags(bench)
     bench.add_argument("--retriever-per-env", action="store_true",
                        help="build one retriever for each env instead of one shared by every env over the corpus")
@@ -631,11 +635,14 @@ def _merge_env_options(args) -> dict[str, Any]:
     sources: list[tuple[str, dict[str, Any]]] = [("--env-options", dict(args.env_options or {}))]
     for key, flag, value in (("corpus", "--corpus", args.corpus), ("dataset", "--dataset", args.dataset),
                              ("retriever", "--retriever", args.retriever), ("reward", "--reward", args.reward),
-                             ("protocol", "--protocol", args.protocol)):
+                             ("protocol", "--protocol", args.protocol), ("record", "--record", args.record),
+                             ("replay", "--replay", args.replay), ("replay_misses", "--replay-misses", args.replay_misses),
+                             ("context", "--context", args.context)):
         if value is not None:
             sources.append((flag, {key: value}))
     for key, flag, items in (("corpus_options", "--corpus-option", args.corpus_option),
-                             ("retriever_options", "--retriever-option", args.retriever_option)):
+                             ("retriever_options", "--retriever-option", args.retriever_option),
+                             ("context_options", "--context-option", args.context_option)):
         if items:
             sources.append((flag, {key: _key_values(items, flag.removeprefix("--"))}))
     sources.append(("--env-option", _key_values(args.env_option, "env-option")))

@@ -9,19 +9,24 @@ closes, instead of tqdm's carriage returns.
 Work whose units take minutes moves in between: language-model backends call
 :func:`generated_tokens` after each decoding step, and every open ``Progress`` shows the
 tokens generated since it opened; trainers show their phase (``rollout``, ``update 2/8``)
-with :meth:`Progress.note`. This module imports nothing of searchgym's, so every layer
+with :meth:`Progress.note`. Work that may hang says what it waits on (:class:`waiting`):
+a request to a model server that has not answered after ``SEARCHGYM_WAIT_SECONDS``
+seconds (default 10), and every three times that after, prints ``waiting for the model
+server at URL (attempt 2 of 4, 60 s timeout): 10 s without an answer``, above a terminal
+bar, even under ``--quiet``. This module imports nothing of searchgym's, so every layer
 may report to it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
 import time
 from typing import Any
 
-__all__ = ["Progress", "generated_tokens", "line_interval"]
+__all__ = ["Progress", "generated_tokens", "line_interval", "notice", "wait_seconds", "waiting"]
 
 _OPEN: list["Progress"] = []
 _LOCK = threading.Lock()
@@ -41,6 +46,82 @@ def line_interval() -> float:
 
         raise ConfigError(f"SEARCHGYM_PROGRESS_SECONDS expects a number of seconds >= 0, got {text!r}.")
     return value
+
+
+def wait_seconds() -> float:
+    """Seconds a :class:`waiting` block runs before it says what it waits on
+    (``SEARCHGYM_WAIT_SECONDS``, default 10; 0 says nothing)."""
+    text = os.environ.get("SEARCHGYM_WAIT_SECONDS", "10")
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        from searchgym.error import ConfigError
+
+        raise ConfigError(f"SEARCHGYM_WAIT_SECONDS expects a number of seconds >= 0 (0: never say), got {text!r}.")
+    return value
+
+
+def notice(text: str) -> None:
+    """One line on stderr, written above a terminal bar when one is open."""
+    with _LOCK:
+        bars = [p for p in _OPEN if p._bar is not None]
+    try:
+        if bars:
+            bars[-1]._bar.write(text, file=bars[-1].stream)
+        else:
+            print(text, file=sys.stderr, flush=True)
+    except ValueError:  # stderr closed under us (interpreter exit)
+        pass
+
+
+class waiting:  # noqa: N801 (used as a function: ``with waiting(...)``)
+    """While the block runs, say what it waits on: ``waiting for WHAT: N s without an answer``
+    once it has run ``after`` seconds (default :func:`wait_seconds`), then every three times
+    that, until it ends. Blocks waiting on the same ``what`` at once (requests of one call
+    in threads) say it once."""
+
+    _said: dict[str, float] = {}
+
+    def __init__(self, what: str, *, after: float | None = None):
+        self.what = what
+        self.after = wait_seconds() if after is None else after
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._done = False
+
+    def __enter__(self) -> "waiting":
+        self.started = time.monotonic()
+        if self.after > 0:
+            self._arm(self.after)
+        return self
+
+    def _arm(self, seconds: float) -> None:
+        self._timer = threading.Timer(seconds, self._say)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _say(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            now = time.monotonic()
+            with _LOCK:  # another block waiting on the same thing said it just now
+                quiet = now - waiting._said.get(self.what, -math.inf) < self.after / 2
+                if not quiet:
+                    waiting._said[self.what] = now
+            if not quiet:
+                waited = now - self.started
+                notice(f"waiting for {self.what}: {waited:.0f} s without an answer" if waited >= 10 else
+                       f"waiting for {self.what}: {waited:.1f} s without an answer")
+            self._arm(3 * self.after)
+
+    def __exit__(self, *exc: Any) -> None:
+        with self._lock:
+            self._done = True
+            if self._timer is not None:
+                self._timer.cancel()
 
 
 def generated_tokens(count: int) -> None:

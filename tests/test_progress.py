@@ -98,3 +98,23 @@ def test_sb3_training_writes_timesteps_and_updates_to_a_file_while_it_learns(tmp
     assert any(0 < done < 128 for done, _ in lines), lines
     assert any("phase=update" in rest and "updates=1" in rest for _, rest in lines), lines
     assert lines[-1][0] == 128
+
+
+def test_a_wait_is_said_after_its_seconds_and_only_while_it_lasts(monkeypatch, capsys):
+    import time
+
+    from searchgym.progress import wait_seconds, waiting
+
+    with waiting("a quick thing", after=5.0):
+        pass
+    with waiting("the slow thing", after=0.1):
+        time.sleep(0.45)  # said at 0.1 s, then every 0.3 s: at 0.4 s
+    time.sleep(0.4)  # nothing is said once the block ended
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(": ")[0] for line in lines] == ["waiting for the slow thing"] * 2
+    assert re.fullmatch(r"waiting for the slow thing: 0\.[1-3] s without an answer", lines[0])
+    monkeypatch.setenv("SEARCHGYM_WAIT_SECONDS", "later")
+    with pytest.raises(ConfigError, match=r"^SEARCHGYM_WAIT_SECONDS expects a number of seconds >= 0 \(0: never say\), got 'later'\.$"):
+        wait_seconds()
+    monkeypatch.delenv("SEARCHGYM_WAIT_SECONDS")
+    assert wait_seconds() == 10.0

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ENV_ARGUMENTS = (
     "action_format, corpus, corpus_options, dataset, dataset_options, generator, initial_top_k, judge, limit, max_action_chars, "
     "max_calls, max_context_tokens, max_observation_chars, max_query_chars, max_searches, max_turns, protocol, protocol_options, question_filter, reader, "
-    "render_mode, retriever, retriever_options, reward, reward_options, split, summarizer, summarizer_options, "
+    "record, render_mode, replay, replay_misses, retriever, retriever_options, reward, reward_options, split, summarizer, summarizer_options, "
     "token_counter, tool_parser, top_k"
 )
 
@@ -173,8 +173,8 @@ def test_a_misspelled_flag_of_a_command_is_suggested(capsys):
         main(["train", "--preset", "search-r1-grpo", "--kl-coeff", "0.1", "--totl-steps=3"])
     assert e.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
-        "searchgym: error: unrecognized arguments: --kl-coeff (did you mean --kl-coef?) 0.1 --totl-steps=3 (did you mean --total-steps?)"
+        "searchgym train: error: unrecognized arguments: --kl-coeff (did you mean --kl-coef?) 0.1 --totl-steps=3 (did you mean --total-steps?)"
     )
     with pytest.raises(SystemExit):
         main(["serve", "--prot", "9000", "--xyzzy"])
-    assert capsys.readouterr().err.splitlines()[-1] == "searchgym: error: unrecognized arguments: --prot (did you mean --port?) 9000 --xyzzy"
+    assert capsys.readouterr().err.splitlines()[-1] == "searchgym serve: error: unrecognized arguments: --prot (did you mean --port?) 9000 --xyzzy"

@@ -389,3 +389,61 @@ def test_a_browse_episode_shows_its_trail_and_its_citations_checked(browse_dir, 
     markdown = BenchResults(BenchConfig(runs=[("DeepResearch-v0", "oracle")]), summary["runs"], {}).markdown()
     assert table_cells(dump(page)) == [[c.strip() for c in line.strip("|").split("|")] for line in markdown.splitlines()[2:]]
     assert "evidence recall" in markdown.splitlines()[0]
+
+
+# ---------------------------------------------------------------- a row whose every episode failed
+@pytest.fixture(scope="module")
+def down_dir(tmp_path_factory):
+    """docs/bench.md's bench against a server that is not running: the lm row's every
+    episode failed (backend_error), the oracle's row played."""
+    import socket
+
+    from searchgym.lm.testing import tiny_model_folder
+
+    with socket.socket() as s:  # a port on 127.0.0.1 nobody listens on (bound, then closed)
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    out = tmp_path_factory.mktemp("bench-down")
+    code = main(["bench", "--run", "SearchR1-v0:lm", "--run", "SearchR1-v0:oracle", "--limit", "2", "--backend", "openai",
+                 "--model", str(tiny_model_folder()), "--backend-option", f"base_url={url}", "--backend-option", "max_retries=0",
+                 "--corpus-option", "seed=7", "--corpus-option", "num_passages=400", "--out", str(out), "--quiet"])
+    assert code == 1  # every episode of a row failed
+    return out
+
+
+def test_failed_episodes_are_recorded_unscored_and_the_page_data_shows_no_reward(down_dir, tmp_path):
+    records = [json.loads(line) for line in (down_dir / "episodes.jsonl").read_text().splitlines()]
+    failed = [r for r in records if r["run"] == "lm @ SearchR1-v0"]
+    assert [(r["outcome"], r["reward"]) for r in failed] == [("backend_error", None)] * 2  # null, as summary.json's row
+    assert json.loads((down_dir / "summary.json").read_text())["runs"][0]["reward"] is None
+    data = load_runs([down_dir])
+    folder = data["folders"][0]
+    reward = folder["table"]["headers"].index("reward")
+    assert [cells[reward] for cells in folder["table"]["cells"]] == ["-", "1.000"]
+    assert [c["reward"] for c in folder["chart"]] == [None, 1.0] and folder["chart"][0]["failures"] == 2.0
+    assert folder["notes"][-1].startswith("lm @ SearchR1-v0: 2 of 2 episodes failed (backend_error 2), not answered; first error: The server at")
+    assert [ep["reward"] for ep in data["episodes"] if ep["outcome"] == "backend_error"] == [None, None]
+    # A folder written before (a failed episode recorded with reward 0.0) reads as before.
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "config.json").write_text((down_dir / "config.json").read_text())
+    (old / "episodes.jsonl").write_text("".join(json.dumps({**r, "reward": r["reward"] if r["reward"] is not None else 0.0}) + "\n" for r in records))
+    again = load_runs([old])  # no summary.json: the rows are summarized from the episodes
+    assert [cells[reward] for cells in again["folders"][0]["table"]["cells"]] == ["-", "1.000"]
+    assert [ep["reward"] for ep in again["episodes"] if ep["outcome"] == "backend_error"] == [0.0, 0.0]
+
+
+@needs_browser
+def test_the_page_of_a_row_that_failed_shows_a_dash_and_the_failure(down_dir, tmp_path, capsys):
+    page = tmp_path / "down.html"
+    assert main(["view", str(down_dir), "-o", str(page)]) == 0  # the command the bench's last line names
+    assert "4 episodes of 1 folder" in capsys.readouterr().out
+    dom = unescape(shown(dump(page)))
+    cells = table_cells(dump(page))
+    reward = load_runs([down_dir])["folders"][0]["table"]["headers"].index("reward")
+    assert cells[0][0] == "lm @ SearchR1-v0" and cells[0][-1] == "backend_error 2" and cells[0][reward] == "-"
+    assert '<p class="note error">lm @ SearchR1-v0: 2 of 2 episodes failed (backend_error 2), not answered; first error: The server at' in dom
+    chart = re.search(r'class="chart chart-reward">(.*?)</svg>', dom, flags=re.S).group(1)
+    assert chart.count("<rect") == 1 and ">-<title>lm @ SearchR1-v0</title>" in chart  # no bar for the failed row
+    opened = unescape(shown(dump(page, "view=episodes&failed=1&open=0")))
+    assert count(opened) == 2 and "<b>reward: </b>-" in opened and "backend_error: The server at" in opened

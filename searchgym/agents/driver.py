@@ -382,7 +382,8 @@ class _GymEpisode(LiveEpisode):
 
     def result(self, outcome: str | None, error: str | None, trajectories: Mapping[str, Any]) -> EpisodeResult:
         info, trajectory = self.info, trajectories[AGENT]
-        if getattr(trajectory, "render_mismatch", None):
+        records = trajectory.records() if callable(getattr(trajectory, "records", None)) else [trajectory]
+        if any(getattr(t, "render_mismatch", None) for t in records):  # any conversation's record (context rewrites)
             self.flag("render_mismatch")
         prediction = None
         if outcome is None:

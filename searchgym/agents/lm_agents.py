@@ -17,7 +17,10 @@ The same agents play envs made with ``action_format="tools"`` (an episode whose 
 with ``tools=info["tools"]``; each turn's raw sampled text is the action (the env's tool
 parser reads it); each observation is the template's rendering of the step's new
 messages and the next assistant header (:func:`~searchgym.agents.tokens.observation_text`).
-Where the record differs from a fresh render of the whole conversation (a template that
+Where the env's context policy rewrote the conversation (``info["context_rewrite"]``), the
+agent closes the episode's record and starts another from a fresh render of the new one
+(:meth:`~searchgym.agents.trajectory.Trajectory.records` lists them). Where the record
+differs from a fresh render of the whole conversation (a template that
 rewrites history, or a turn the template would write otherwise), at any step or at the end
 (:meth:`LMAgent.observe_end`), the agent keeps its own record, marks it
 (``Trajectory.render_mismatch``), counts it (``render_mismatches``) and warns once. An
@@ -352,10 +355,25 @@ class LMAgent(LMTurnAgent):
                     f"{type(self).__name__}.act got turn {info.get('turn')} of slot {slot} without its first "
                     "turn; feed every episode from its reset observation."
                 )
-            if slot in self._chats:
+            if info.get("context_rewrite") is not None:
+                self._trajectories[slot] = trajectory.restarted(self._rewritten_prompt_ids(slot, info))
+            elif slot in self._chats:
                 self._add_tool_observation(slot, trajectory, info)
             else:
                 trajectory.add_observation(self.observation_ids(observation))
+
+    def _rewritten_prompt_ids(self, slot: int, info: Mapping[str, Any]) -> tuple[int, ...]:
+        """The prompt of the record that starts where the env's context policy rewrote the
+        conversation (``info["context_rewrite"]``): a fresh render of the whole new conversation,
+        as a reset's prompt is (tags: its prompt and the history text after it)."""
+        rewrite = info["context_rewrite"]
+        chat = self._chats.get(slot)
+        if chat is not None:
+            messages = info["messages"]
+            chat.seen, chat.closed = len(messages), True
+            return self.encode(render_chat(self.lm.tokenizer, messages, info["tools"], template=self._template_source(), generation_prompt=True))
+        prompt = prompt_ids(self.lm.tokenizer, rewrite["prompt"], {"prompt_messages": rewrite["prompt_messages"]}, chat=self.chat)
+        return (*prompt, *self.encode(rewrite.get("history", "")))
 
     def _stop(self, slot: int) -> tuple[str, ...]:
         if slot in self._chats:

@@ -10,6 +10,12 @@ Played through tool calls under a chat template, the record is also compared wit
 render of the whole conversation at every step, the final one included; ``render_mismatch``
 says why they first differed (the record is kept as it is: it is what the model read and
 sampled; a template that rewrites history never stops the episode).
+
+An episode whose context a context policy rewrote (``SearchEnv(context="archive" |
+"summarize")``) played several conversations: its record is then several records, one per
+conversation, each exact against a fresh render of its own conversation. The agent hands
+over the last one; ``earlier`` holds those before it, and :meth:`Trajectory.records` lists
+them all in order (one record, itself, when the context was never rewritten).
 """
 
 from __future__ import annotations
@@ -49,6 +55,19 @@ class Trajectory:
     #: per turn). The final turn is checked too, when the driver hands the agent the last info
     #: (``Agent.observe_end``).
     render_mismatch: str | None = None
+    #: The records of the conversations this episode played before its context was last
+    #: rewritten, oldest first (see the module docstring); empty when it never was.
+    earlier: list[Trajectory] = field(default_factory=list)
+
+    def records(self) -> list[Trajectory]:
+        """Every record of the episode, in order: ``earlier`` and then this one."""
+        return [*self.earlier, self]
+
+    def restarted(self, prompt_ids: tuple[int, ...]) -> Trajectory:
+        """A new record from ``prompt_ids`` (a fresh render of the rewritten conversation),
+        with this one and those before it as its ``earlier``."""
+        closed = Trajectory(self.prompt_ids, self.segments, self.render_mismatch)
+        return Trajectory(tuple(prompt_ids), earlier=[*self.earlier, closed])
 
     def add_generated(self, token_ids: tuple[int, ...], logprobs: tuple[float, ...], finish_reason: str) -> None:
         self.segments.append(Segment(tuple(token_ids), tuple(logprobs), True, finish_reason))

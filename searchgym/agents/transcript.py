@@ -64,7 +64,25 @@ def turn_entry(action: Any, observation: Any, reward: float, info: Mapping[str, 
         "invalid_reason": info.get("invalid_reason"),
         "reward": float(reward),
         "searches": [],
+        **context_entry(info),
     }
+
+
+def context_entry(info: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"context": ...}`` when the env's context policy acted on this step (a summary asked
+    for, results archived, a restart with its summary); empty otherwise."""
+    rewrite, request = info.get("context_rewrite"), info.get("context_request")
+    if rewrite is None and request is None:
+        return {}
+    if rewrite is None:
+        return {"context": {"policy": str(request.get("policy")), "kind": "summary_request", "text": cut(str(request.get("request", "")), TEXT_CHARS)}}
+    entry = {"policy": str(rewrite.get("policy")), "kind": str(rewrite.get("kind"))}
+    if rewrite.get("kind") == "restart":
+        entry.update(text=cut(str(rewrite.get("summary", "")), TEXT_CHARS), by=str(rewrite.get("by")))
+    else:
+        entry.update(text=cut("\n".join(map(str, rewrite.get("stubs", ()))), TEXT_CHARS),
+                     archived_turns=[int(t) for t in rewrite.get("archived_turns", ())])
+    return {"context": entry}
 
 
 def add_documents(turns: list[dict[str, Any]], searches: Sequence[Any]) -> None:
@@ -120,7 +138,11 @@ def token_record(trajectory: Any, tokenizer: Any) -> list[list[Any]]:
     """An LM episode's token record as text pieces: ``[kind, [piece, ...]]`` per span in order,
     ``kind`` ``"prompt"`` and ``"observation"`` (``loss_mask`` 0: the env wrote them) or
     ``"generated"`` (``loss_mask`` 1: the policy sampled them); each piece is one id decoded
-    alone, so a character split across ids shows as U+FFFD in each."""
-    spans = [["prompt", list(trajectory.prompt_ids)]]
-    spans += [["generated" if s.generated else "observation", list(s.token_ids)] for s in trajectory.segments]
+    alone, so a character split across ids shows as U+FFFD in each. An episode whose context
+    was rewritten gives each of its records in order, each from its own ``"prompt"`` span."""
+    records = trajectory.records() if callable(getattr(trajectory, "records", None)) else [trajectory]
+    spans = []
+    for record in records:
+        spans.append(["prompt", list(record.prompt_ids)])
+        spans += [["generated" if s.generated else "observation", list(s.token_ids)] for s in record.segments]
     return [[kind, [tokenizer.decode([i]) for i in ids]] for kind, ids in spans if ids]

@@ -104,15 +104,23 @@ BUILT_IN_NAMES = {"passage": ("wiki-vital", "synthwiki", "deepwiki"),
                   "QA dataset": ("wiki-vital", "wiki-vital-answerable", "synthwiki", "deepwiki")}
 
 
+class _MissingFileError(DataFileNotFoundError):
+    """A :class:`DataFileNotFoundError` whose message names its path already: ``str()`` does
+    not add ``: 'path'`` again (``filename`` still holds it)."""
+
+    def __str__(self) -> str:
+        return f"[Errno {self.errno}] {self.strerror}"
+
+
 def missing_file_error(path: str | os.PathLike, what: str) -> DataFileNotFoundError:
     """A ``FileNotFoundError`` that says which file was expected and how to get one: the
     built-in names that could stand in its place."""
     names = BUILT_IN_NAMES.get(what)
     kind = {"passage": "corpus", "QA dataset": "dataset"}.get(what, "")
     instead = f"pass a built-in {kind} name instead ({', '.join(names)})" if names else "pass a built-in name instead"
-    return DataFileNotFoundError(
+    return _MissingFileError(
         errno.ENOENT,
-        f"No such {what} file: {str(path)!r}; expected an existing .jsonl or .jsonl.gz file. Check the path, or {instead}",
+        f"No such {what} file: {str(path)!r}; expected an existing .jsonl or .jsonl.gz file. Check the path, or {instead}.",
         str(path),
     )
 

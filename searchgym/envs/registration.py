@@ -5,12 +5,14 @@ Bump the version when reward, corpus or protocol semantics change.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 from gymnasium.envs.registration import register, registry
+from gymnasium.error import NameNotFound
 
-from searchgym.error import ConfigError, UnknownNameError, check_name
+from searchgym.error import ConfigError, SearchGymError, UnknownNameError, check_name
 from searchgym.plugins import import_module
 
 NAMESPACE = "searchgym/"
@@ -114,6 +116,24 @@ def register_envs() -> None:
         for env_id, kwargs in specs.items():
             if env_id not in registry:
                 register(id=env_id, entry_point=entry_point, vector_entry_point=vector, kwargs=dict(kwargs), disable_env_checker=False)
+            # The id without its namespace makes no env: it says to add "searchgym/" (Gymnasium's own
+            # NameNotFound cannot be told more). An id another package registered is left alone.
+            bare = env_id.removeprefix(NAMESPACE)
+            if bare not in registry:
+                register(id=bare, entry_point=functools.partial(_without_namespace, bare), disable_env_checker=True)
+
+
+class NamespaceMissingError(SearchGymError, NameNotFound):
+    """``gym.make("SearchR1-v0")``: a searchgym id without its ``searchgym/`` namespace. A
+    Gymnasium ``NameNotFound`` too, so code that catches that still does."""
+
+
+def _without_namespace(bare: str, **kwargs: Any) -> Any:
+    """The entry point of a bare id (see :func:`register_envs`): no env, the id to use."""
+    raise NamespaceMissingError(
+        f"{bare!r} is not an env id: searchgym's ids carry the namespace searchgym/; "
+        f"use gym.make({NAMESPACE + bare!r}) (the CLI's --env and --run take {bare!r} as it is)."
+    )
 
 
 def full_env_id(env_id: str) -> str:
@@ -128,7 +148,7 @@ def full_env_id(env_id: str) -> str:
     if isinstance(env_id, str) and ":" in env_id:
         module, _, name = env_id.partition(":")
         import_module(module, what=f"env id {env_id!r}")
-        if name not in registry:
+        if name not in registry or _is_bare(registry[name].entry_point):
             raise ConfigError(
                 f"The env id {env_id!r} expects module {module!r} to register {name!r} with gymnasium.register when "
                 f"imported, but it did not; ids it registers: {', '.join(user_env_ids()) or 'none'}."
@@ -148,10 +168,15 @@ def user_env_ids() -> list[str]:
     ids = []
     for env_id, spec in registry.items():
         entry = spec.entry_point if isinstance(spec.entry_point, str) else getattr(spec.entry_point, "__module__", "")
-        if env_id.startswith(NAMESPACE) or str(entry).startswith(("gymnasium.", "shimmy.", "ale_py")):
+        if env_id.startswith(NAMESPACE) or str(entry).startswith(("gymnasium.", "shimmy.", "ale_py")) or _is_bare(spec.entry_point):
             continue
         ids.append(env_id)
     return sorted(ids)
+
+
+def _is_bare(entry_point: Any) -> bool:
+    """Whether ``entry_point`` is that of a bare searchgym id (:func:`register_envs`)."""
+    return isinstance(entry_point, functools.partial) and entry_point.func is _without_namespace
 
 
 def env_spec(env_id: str) -> dict[str, Any]:

@@ -14,7 +14,13 @@ WebSocket session (one env instance per session). Here:
   ``reset(example_id=..., seed=...)`` picks the question;
 - :class:`SearchGymClient`: OpenEnv's ``EnvClient`` for these types (``client.step("<search>x</search>")``);
 - :func:`create_searchgym_app` and ``python -m searchgym.integrations.openenv --env-id ID``: the server
-  (127.0.0.1 by default).
+  (127.0.0.1 by default);
+- :func:`trl_environment`: TRL's OpenEnv route, ``GRPOTrainer(environment_factory=trl_environment(url))``:
+  each rollout's object holds a client of the served tools env; its methods are the game's tools
+  and it scores as :func:`searchgym.integrations.trl.tool_environment` does in-process
+  (``unread_calls`` included). An action may also ``end`` the episode (scored as at the env's
+  turn budget: a rollout a trainer stopped) or carry an ``unread`` reply (played only when the
+  env's tool parser reads a call in it).
 
 The rewards are the env's own step rewards: the same turns give the same return as in-process.
 """
@@ -33,10 +39,12 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field
 
-from searchgym.error import ConfigError
+from searchgym.error import ConfigError, SearchGymError
+from searchgym.integrations.trl_tools import ToolEnvironment  # no TRL import: the base that unread_calls reads
 
 __all__ = [
-    "SearchGymAction", "SearchGymClient", "SearchGymEnvironment", "SearchGymObservation", "SearchGymState", "create_searchgym_app",
+    "OpenEnvToolEnvironment", "SearchGymAction", "SearchGymClient", "SearchGymEnvironment", "SearchGymObservation", "SearchGymState",
+    "create_searchgym_app", "trl_environment",
 ]
 
 #: The ``info`` counts an observation carries in its metadata.
@@ -49,6 +57,8 @@ class SearchGymAction(Action):
 
     text: str = Field(default="", description="The turn's text: tags, or raw tool-call text (hermes)")
     message: dict[str, Any] | None = Field(default=None, description="An assistant message with tool_calls (tools envs)")
+    end: bool = Field(default=False, description="End the episode here, scored as at the env's turn budget (a rollout a trainer stopped)")
+    unread: bool = Field(default=False, description="Tools envs: play text only if the env's tool parser reads a call in it")
 
 
 class SearchGymObservation(Observation):
@@ -85,7 +95,7 @@ class SearchGymEnvironment(Environment[SearchGymAction, SearchGymObservation, Se
         self.env_id = full_env_id(env_id)
         self.env = gym.make(self.env_id, **env_kwargs)
         self._state = SearchGymState(env_id=self.env_id)
-        self._seen = 0
+        self._seen, self._done = 0, False
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, example_id: str | None = None, **kwargs: Any) -> SearchGymObservation:
         if kwargs:
@@ -97,10 +107,21 @@ class SearchGymEnvironment(Environment[SearchGymAction, SearchGymObservation, Se
         example = search_env(self.env).example
         self._state = SearchGymState(env_id=self.env_id, episode_id=episode_id, example_id=example.id, question=example.question)
         messages = list(info.get("messages") or [])
-        self._seen = len(messages)
+        self._seen, self._done = len(messages), False
         return SearchGymObservation(text=str(observation), messages=messages, tools=list(info.get("tools") or []), metadata=_counts(info))
 
     def step(self, action: SearchGymAction, timeout_s: float | None = None, **kwargs: Any) -> SearchGymObservation:
+        from searchgym.envs.access import search_env
+
+        inner = search_env(self.env)
+        if action.end or self._done:
+            return self._end(inner) if action.end and not self._done else SearchGymObservation(done=self._done, reward=0.0)
+        if action.unread:
+            from searchgym.envs.tools.messages import safe_parse
+
+            tools = getattr(getattr(inner, "game", None), "tools", None)
+            if tools is None or not action.text or not safe_parse(tools.parser, action.text).calls:
+                return SearchGymObservation(reward=0.0, done=False)
         turn = action.message if action.message is not None else action.text
         observation, reward, terminated, truncated, info = self.env.step(turn)
         messages = list(info.get("messages") or [])
@@ -108,10 +129,18 @@ class SearchGymEnvironment(Environment[SearchGymAction, SearchGymObservation, Se
         self._state.step_count += 1
         self._state.num_searches = int(info.get("num_searches", 0))
         self._state.episode_return += float(reward)
-        done = bool(terminated or truncated)
+        done = self._done = bool(terminated or truncated)
         components = {k: float(v) for k, v in (info.get("reward_components") or {}).items()} if done else {}
         return SearchGymObservation(text=str(observation), messages=_jsonable(added), reward=float(reward), done=done,
-                                    reward_components=components, metadata=_counts(info))
+                                    reward_components=components, metadata={**_counts(info), "truncated": bool(truncated)})
+
+    def _end(self, inner: Any) -> SearchGymObservation:
+        """The episode ended here: the recipe scores the turns so far with no answer, as at the turn budget."""
+        result = inner.recipe.score(inner.episode())
+        self._done = True
+        self._state.episode_return += float(result.total)
+        return SearchGymObservation(reward=float(result.total), done=True, reward_components={k: float(v) for k, v in result.components.items()},
+                                    metadata={"prediction": result.prediction, "cut": True})
 
     @property
     def state(self) -> SearchGymState:
@@ -146,6 +175,118 @@ class SearchGymClient(EnvClient[SearchGymAction, SearchGymObservation, SearchGym
 
     def _parse_state(self, payload: dict[str, Any]) -> SearchGymState:
         return SearchGymState(**payload)
+
+
+def trl_environment(base_url: str) -> Any:
+    """A factory for TRL 1.16's ``GRPOTrainer(environment_factory=...)`` over the tools env
+    served at ``base_url`` (``--env-options '{"action_format": "tools"}'``): each object opens
+    its own WebSocket session (one env on the server) and plays as
+    :func:`searchgym.integrations.trl.tool_environment`'s objects play in-process: ``reset(**row)``
+    starts the row's ``example_id`` and returns the game's prompt; each tool method is one turn
+    of one call; ``get_reward()`` is the episode's return, an episode TRL left open ended as at
+    the turn budget; ``unread_calls`` in ``reward_funcs`` plays a last reply whose call TRL could
+    not read. Rows: ``searchgym.integrations.trl.tool_dataset`` (same env options)."""
+    from searchgym.integrations.trl_tools import _tool_method
+
+    probe = SearchGymClient(base_url=base_url).sync()
+    with probe:
+        tools = list(probe.reset().observation.tools)
+    if not tools:
+        raise ConfigError(f"trl_environment plays a tools env; the server at {base_url} shows no tools (serve it with "
+                          "--env-options '{\"action_format\": \"tools\"}').")
+    names = [t["function"]["name"] for t in tools]
+    clash = [n for n in names if n.startswith("_") or hasattr(OpenEnvToolEnvironment, n)]
+    if clash:
+        raise ConfigError(f"trl_environment expects tool names that are not the environment's own methods, got {clash}.")
+    cls = type("".join(n.title() for n in names) + "OpenEnvToolEnvironment", (OpenEnvToolEnvironment,),
+               {n: _tool_method(t) for n, t in zip(names, tools)})
+
+    def make_environment() -> OpenEnvToolEnvironment:
+        return cls(base_url)
+
+    return make_environment
+
+
+class OpenEnvToolEnvironment(ToolEnvironment):
+    """The base of :func:`trl_environment`'s objects (a ``ToolEnvironment``, so that
+    ``unread_calls`` reads them): a client session instead of an env in-process."""
+
+    def __init__(self, base_url: str):
+        super().__init__(f"openenv:{base_url}", {})
+        self.base_url = base_url
+        self._client: Any = None
+        self._return = 0.0
+        self._done = False
+        self._turns = 0
+
+    def reset(self, **row: Any) -> str:
+        from searchgym.integrations.trl_tools import _REPLY_RULE, _TRL_REPLY_RULE, _check_prompt
+
+        example_id = row.get("example_id")
+        if not isinstance(example_id, str) or not example_id:
+            raise ConfigError(f"{type(self).__name__}.reset expects the row's example_id, got {example_id!r}; build the dataset "
+                              "with searchgym.integrations.trl.tool_dataset(env_id, split=...).")
+        _check_prompt(row.get("prompt"), type(self).__name__)
+        if self._client is None:
+            self._client = SearchGymClient(base_url=self.base_url).sync()
+            self._client.connect()
+        result = self._client.reset(example_id=example_id)
+        self._return, self._done, self._turns, self._reward, self.calls_after_end = 0.0, False, 0, None, 0
+        self.episode = result.observation  # the last observation (TRL's logs read nothing here)
+        return result.observation.text.replace(_REPLY_RULE, _TRL_REPLY_RULE)
+
+    def get_reward(self) -> float:
+        if self._client is None:
+            raise SearchGymError(f"{type(self).__name__}.get_reward() was called before reset(); there is no episode.")
+        if self._reward is None:
+            if not self._done:
+                self._take(SearchGymAction(end=True))
+            self._reward = self._return
+        return self._reward
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _take(self, action: SearchGymAction) -> Any:
+        result = self._client.step(action)
+        self._return += float(result.reward or 0.0)
+        self._done = self._done or bool(result.done)
+        self.episode = result.observation
+        return result
+
+    def _read_reply(self, completion: Any) -> None:
+        message = completion[-1] if isinstance(completion, (list, tuple)) and completion else completion
+        if isinstance(message, Mapping):
+            if message.get("role") != "assistant" or message.get("tool_calls"):
+                return
+            message = message.get("content")
+        if self._client is None or self._done or not isinstance(message, str) or not message:
+            return
+        if self._reward is not None:
+            raise SearchGymError(f"unread_calls read a rollout after {type(self).__name__}.get_reward() scored it; list unread_calls "
+                                 "in GRPOTrainer's reward_funcs (TRL adds get_reward after them).")
+        self._take(SearchGymAction(text=message, unread=True))
+
+    def _call(self, name: str, arguments: dict[str, Any]) -> str:
+        from searchgym.integrations.trl_tools import EPISODE_OVER
+
+        if self._client is None:
+            raise SearchGymError(f"{type(self).__name__}.{name}() was called before reset(); there is no episode.")
+        if self._done:
+            self.calls_after_end += 1
+            return EPISODE_OVER
+        call = {"id": f"call_{self._turns}", "type": "function", "function": {"name": name, "arguments": arguments}}
+        self._turns += 1
+        result = self._take(SearchGymAction(message={"role": "assistant", "content": "", "tool_calls": [call]}))
+        if result.done:
+            if result.observation.metadata.get("truncated"):
+                return "The turn budget is spent: the episode is over."
+            if name == "finish":
+                return "Search complete: the generation model answers from the kept documents. The episode is over."
+            return "Answer received. The episode is over."
+        return "\n\n".join(str(m.get("content")) for m in result.observation.messages if m.get("role") != "assistant")
 
 
 def create_searchgym_app(env_id: str = "searchgym/SearchR1-v0", *, max_concurrent_envs: int = 8, **env_kwargs: Any) -> Any:

@@ -326,6 +326,14 @@ def rollout_output(results: Sequence[EpisodeResult], *, eos_id: int) -> dict[str
     out: dict[str, list[Any]] = {k: [] for k in keys}
     for r in results:
         t = r.trajectory
+        if getattr(t, "earlier", None):
+            # TRL (1.16) takes one completion per prompt and generation, grouped num_generations at a time:
+            # an episode whose context was rewritten is several records, which have no place there.
+            raise ConfigError(
+                "EnvRollout got an episode whose context was rewritten (an env with context='archive' or 'summarize'): "
+                f"{len(t.earlier) + 1} token records, and TRL's rollout_func takes one completion per episode. Make the env "
+                "with context='keep', or train it with searchgym train, which trains every record (docs/long-horizons.md)."
+            )
         playable = t is not None and t.num_generated > 0 and r.outcome not in ("backend_error", "error")
         if playable:
             out["prompt_ids"].append(list(t.prompt_ids))

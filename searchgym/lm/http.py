@@ -37,7 +37,10 @@ What the server may do is bounded, so that a broken or hostile server costs a ca
 
 Connection errors, timeouts and HTTP 408, 409, 429, 500, 502, 503 and 504 are retried
 with exponential backoff; anything else, and every failure after the last retry, raises
-:class:`~searchgym.error.BackendError` with the server's own message.
+:class:`~searchgym.error.BackendError` with the server's own message. A request the server
+has not answered after ``SEARCHGYM_WAIT_SECONDS`` (default 10) says so on stderr, and again
+every three times that (:class:`searchgym.progress.waiting`): ``waiting for the model server
+at URL/completions (attempt 2 of 4, 60 s timeout): 10 s without an answer``.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ from urllib.parse import urlsplit
 from searchgym.error import BackendError, ConfigError, require
 from searchgym.lm.base import Generation, LanguageModel, SamplingParams, check_sampling_params
 from searchgym.lm.replies import ChatReply, Malformed, chat_reply, check_choices, check_field, check_logprobs, check_tools, describe, openai_messages
+from searchgym.progress import waiting
 
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 # Messages of a prompt that does not fit (vLLM: "This model's maximum context length is N
@@ -329,8 +333,9 @@ class OpenAILM(LanguageModel):
                 self.last_attempts = max(self.last_attempts, attempts)
             if attempt:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                status, headers, content = self._send(url, data)
+            try:  # a server that hangs is said to be waited on, not silence for timeout x attempts
+                with waiting(f"the model server at {url} (attempt {attempts} of {self.max_retries + 1}, {self.timeout:g} s timeout)"):
+                    status, headers, content = self._send(url, data)
             except self._httpcore.TimeoutException:
                 error = f"timed out after {self.timeout:g} s"
                 continue

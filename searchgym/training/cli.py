@@ -131,7 +131,9 @@ def key_values(items: list[str], flag: str) -> dict[str, Any]:
 
 #: The env pieces train and sft name by flags of their own, as bench does: (env option, flag, dest).
 PIECE_FLAGS = (("retriever", "--retriever", "piece_retriever"), ("retriever_options", "--retriever-option", "piece_retriever_option"),
-               ("protocol", "--protocol", "piece_protocol"))
+               ("protocol", "--protocol", "piece_protocol"), ("record", "--record", "piece_record"),
+               ("replay", "--replay", "piece_replay"), ("replay_misses", "--replay-misses", "piece_replay_misses"),
+               ("context", "--context", "piece_context"), ("context_options", "--context-option", "piece_context_option"))
 
 
 def add_piece_flags(parser: Any) -> None:
@@ -147,6 +149,30 @@ def add_piece_flags(parser: Any) -> None:
     parser.add_argument("--protocol", dest="piece_protocol", default=None, metavar="NAME|MODULE:ATTR",
                         help="protocol of every env, overriding the env's own (the env option 'protocol'): a name of "
                         "searchgym.envs.protocols.PROTOCOLS or MODULE:ATTR naming your own")
+    add_record_flags(parser)
+    add_context_flags(parser)
+
+
+def add_context_flags(parser: Any, dest: str = "piece_") -> None:
+    """``--context NAME`` and ``--context-option KEY=VALUE``: every env's context policy and its
+    settings (the env options ``context`` and ``context_options``; docs/long-horizons.md)."""
+    parser.add_argument("--context", dest=f"{dest}context", default=None, choices=("keep", "archive", "summarize"),
+                        help="what every env's conversation becomes as it grows: keep (default), archive old tool results, "
+                        "or summarize and restart (ReSum)")
+    parser.add_argument("--context-option", dest=f"{dest}context_option", action="append", default=[], metavar="KEY=VALUE",
+                        help="setting of the context policy (repeatable), e.g. keep_last=2, max_tokens=4096, by=policy")
+
+
+def add_record_flags(parser: Any, dest: str = "piece_") -> None:
+    """``--record DIR``, ``--replay DIR`` and ``--replay-misses``: every env's tool results kept
+    in a folder, or answered from one (the env options of those names; docs/long-horizons.md)."""
+    parser.add_argument("--record", dest=f"{dest}record", default=None, metavar="DIR",
+                        help="keep every tool result (searches, summaries, open/find) in DIR, keyed by tool, arguments and the "
+                        "corpus and index; a rerun with --replay DIR gets them back byte for byte")
+    parser.add_argument("--replay", dest=f"{dest}replay", default=None, metavar="DIR",
+                        help="answer every tool call from a folder --record wrote; a call it lacks is refused by name")
+    parser.add_argument("--replay-misses", dest=f"{dest}replay_misses", choices=("refuse", "pass"), default=None,
+                        help="with --replay: refuse a call the record lacks (default), or pass it to the live tool")
 
 
 def piece_options(ns: argparse.Namespace, command: str) -> dict[str, Any]:
@@ -154,7 +180,7 @@ def piece_options(ns: argparse.Namespace, command: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, flag, dest in PIECE_FLAGS:
         value = getattr(ns, dest, None)
-        if key == "retriever_options":
+        if key in ("retriever_options", "context_options"):
             value = key_values(value, flag) if value else None
         if value is not None:
             out[key] = value

@@ -59,6 +59,7 @@ from searchgym.training.advantages import (
 )
 from searchgym.training.args import Args, check_args, disabled_options
 from searchgym.training.batch import FixedPass, Reference, chunks, collate, fixed_pass, forward_logprobs
+from searchgym.training.segments import carried_steps, episode_totals, records_of, row_values, segment_rows, segment_steps
 from searchgym.training.checkpoint import (
     args_record, checkpoint_step, complete_checkpoints, export_policy, load_checkpoint, merged_weights, prepare_run_folder, rng_state, save_checkpoint, set_rng_state,
 )
@@ -188,7 +189,7 @@ def training_samples(results: Sequence[EpisodeResult], *, n: int, grouped: bool)
     samples = [
         Sample(r.trajectory, r.reward, i // n, tuple(getattr(r, "turn_rewards", None) or ()))
         for i, r in enumerate(results)
-        if r.trajectory is not None and r.trajectory.num_generated > 0 and r.outcome not in ("backend_error", "error")
+        if r.trajectory is not None and any(t.num_generated > 0 for t in records_of(r.trajectory)) and r.outcome not in ("backend_error", "error")
     ]
     if grouped:
         sizes = Counter(s.group for s in samples)
@@ -248,13 +249,20 @@ def sample_steps(samples: Sequence[Any], *, max_length: int | None = None) -> li
 
 def compute_advantages(
     args: Args, scores: Any, groups: Sequence[int], mask: Any, fixed: FixedPass, *, steps: Sequence[Sequence[tuple[int, float]]] | None = None,
+    episodes: Sequence[int] | None = None,
 ) -> tuple[Any, Any]:
     """``(advantages, returns)`` [B, L-1] of the episodes' ``scores`` [B]; ``returns`` (the
     value targets) only for PPO, else None. With ``args.credit == "turn"``, ``steps`` (each
-    row's ``(column, reward)`` turns: :func:`sample_steps`) replace the scores."""
+    row's ``(column, reward)`` turns: :func:`sample_steps`) replace the scores.
+
+    ``episodes``: each row's episode when an episode is several rows (a context policy
+    rewrote its conversation: :mod:`searchgym.training.segments`); ``scores`` and ``groups``
+    are then per episode [E], ``steps`` per row (its own turns, :func:`~searchgym.training.segments.segment_steps`)."""
     kl = None
     if fixed.ref is not None and args.kl_in_reward:
         kl = kl_penalty(fixed.old, fixed.ref, args.kl_estimator) * mask  # [B, L-1]
+    if episodes is not None:
+        return segmented_advantages(args, scores, groups, mask, fixed, kl, steps, episodes)
     if args.credit == "turn":
         return turn_advantages(args, steps, groups, mask, fixed, kl)
     if args.algorithm == "grpo":
@@ -295,6 +303,43 @@ def turn_advantages(args: Args, steps: Any, groups: Sequence[int], mask: Any, fi
         baseline_groups = groups if args.reinforce_baseline == "group" else None
         return reinforce_pp_turn_advantages(rewards, mask, kl=kl, kl_coef=args.kl_coef, gamma=args.gamma, groups=baseline_groups), None
     return ppo_advantages(args, rewards, mask, fixed, kl)
+
+
+def segmented_advantages(
+    args: Args, scores: Any, groups: Sequence[int], mask: Any, fixed: FixedPass, kl: Any, steps: Any, episodes: Sequence[int],
+) -> tuple[Any, Any]:
+    """:func:`compute_advantages` of episodes of several rows: each computed once per episode
+    and given to all of its rows (see :mod:`searchgym.training.segments`)."""
+    if args.credit == "turn":
+        if steps is None:
+            raise ConfigError("compute_advantages with credit='turn' expects steps= (each row's turn rewards: segment_steps(samples, episodes)).")
+        if args.algorithm == "grpo":  # the episode's own step rewards normalized by its group's, then carried
+            normalized = [[] for _ in steps]
+            for g in dict.fromkeys(groups):
+                rows = [r for r, e in enumerate(episodes) if groups[e] == g]
+                if len({episodes[r] for r in rows}) < 2:
+                    raise ConfigError(f"GRPO needs at least 2 samples per question, got 1 for group {g!r}; set n >= 2.")
+                values = torch.tensor([v for r in rows for _, v in steps[r]], dtype=torch.float32)  # [steps of the group]
+                mean, std = values.mean(), values.std()
+                for r in rows:
+                    normalized[r] = [(c, float((v - mean) / (std + 1e-6))) for c, v in steps[r]]
+            placed = turn_token_rewards(carried_steps(normalized, episodes), mask)  # [B, L-1]
+            return placed.flip(1).cumsum(1).flip(1) * mask.float(), None  # [B, L-1] the sum of the steps at or after each token
+        rewards = turn_token_rewards(carried_steps(steps, episodes), mask)  # [B, L-1]
+        if args.algorithm == "reinforce++":
+            if args.reinforce_baseline == "group":
+                totals = episode_totals(steps, episodes)
+                per_episode = torch.tensor([totals.get(e, 0.0) for e in range(len(groups))])  # [E]
+                mean = per_episode - group_advantages(per_episode, groups, normalize_std=False)  # [E] the group's mean
+                rewards = rewards - last_token_rewards(row_values(mean, episodes), mask)
+            return reinforce_pp_turn_advantages(rewards, mask, kl=kl, kl_coef=args.kl_coef, gamma=args.gamma, groups=None), None
+        return ppo_advantages(args, rewards, mask, fixed, kl)
+    if args.algorithm == "grpo":
+        return row_values(group_advantages(scores, groups), episodes).unsqueeze(-1) * mask, None  # [E] -> [B] -> [B, L-1]
+    if args.algorithm == "reinforce++":
+        baselined = group_advantages(scores, groups, normalize_std=False) if args.reinforce_baseline == "group" else scores  # [E]
+        return reinforce_pp_advantages(row_values(baselined, episodes), mask, kl=kl, kl_coef=args.kl_coef, gamma=args.gamma), None
+    return ppo_advantages(args, last_token_rewards(row_values(scores, episodes), mask), mask, fixed, kl)
 
 
 # ======================================================================================
@@ -535,7 +580,8 @@ class Trainer:
         returns its metrics."""
         a = self.args
         # 2. Batch: the samples padded, and what the update reads but does not train.
-        batch = collate([s.trajectory for s in samples], pad_id=self.pad_id, max_length=self.context_length)
+        rows, episodes = segment_rows(samples)  # an episode whose context was rewritten is several rows
+        batch = collate(rows, pad_id=self.pad_id, max_length=self.context_length)
         mask = batch.loss_mask  # [B, L-1]
         scores = torch.tensor([float(s.reward) for s in samples])  # [B]
         # One update on the batch (GRPO / REINFORCE++ with ppo_epochs=1, mini_batches=1): the old
@@ -549,15 +595,18 @@ class Trainer:
         if not single_pass:
             stats.update(self._check_logprobs(fixed.old, batch.rollout_logprobs, mask))
         # 3. Advantages.
-        steps = sample_steps(samples, max_length=self.context_length) if a.credit == "turn" else None
-        advantages, returns = compute_advantages(a, scores, [s.group for s in samples], mask, fixed, steps=steps)  # [B, L-1]
+        steps = None
+        if a.credit == "turn":
+            steps = sample_steps(samples, max_length=self.context_length) if episodes is None else \
+                segment_steps(samples, episodes, max_length=self.context_length)
+        advantages, returns = compute_advantages(a, scores, [s.group for s in samples], mask, fixed, steps=steps, episodes=episodes)  # [B, L-1]
         if not self._said_zero_advantages and not bool((advantages * mask).abs().any()):
             self._said_zero_advantages = True
             print(zero_advantages_note(a, self.step + 1, scores.tolist()), file=sys.stderr, flush=True)
 
         # 4. Update: ppo_epochs passes over the batch in mini_batches optimizer steps, each
         # accumulating the gradients of micro-batches of micro_batch_size rows.
-        B = len(samples)
+        B = len(rows)
         sums = dict.fromkeys(LOSS_PARTS, 0.0)
         norms: list[float] = []
         value_norms: list[float] = []

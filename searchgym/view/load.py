@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from searchgym.bench import browses, read_episodes, summarize, table_columns
+from searchgym.bench import FAILED_OUTCOMES, browses, read_episodes, run_notes, summarize, table_columns
 from searchgym.error import ConfigError, DataFormatError
 
 #: Episode keys the page shows (the rest of a record stays in episodes.jsonl).
@@ -188,13 +188,20 @@ def table(config: dict[str, Any], rows: Sequence[dict[str, Any]]) -> dict[str, A
     }
 
 
+def failure_notes(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The lines ``searchgym bench`` prints under its table about failed episodes: per row with
+    failures, how many failed and the first error (:func:`searchgym.bench.run_notes`)."""
+    failed = [row for row in rows if row.get("failed")]
+    return [line for line in run_notes(failed) if not line.startswith("reward of ")] if failed else []
+
+
 def chart_values(row: dict[str, Any]) -> dict[str, float]:
     """The figures the page's bar chart draws for one summary row."""
-    failed = sum(v for k, v in (row.get("outcomes") or {}).items() if k in ("prompt_too_long", "backend_error", "error"))
-    return {
-        "reward": float(row.get("reward", 0.0)), "em": float(row.get("em", 0.0)), "f1": float(row.get("f1", 0.0)),
-        "searches": float(row.get("searches", 0.0)), "failures": float(failed),
-    }
+    failed = sum(v for k, v in (row.get("outcomes") or {}).items() if k in FAILED_OUTCOMES)
+    value = lambda key: None if row.get(key) is None else float(row[key])  # noqa: E731
+    # A row whose every episode failed has no reward (None: the page draws no bar and writes "-").
+    return {"reward": value("reward"), "em": value("em") or 0.0, "f1": value("f1") or 0.0,
+            "searches": value("searches") or 0.0, "failures": float(failed)}
 
 
 def _load_bench(collector: _Collector, path: Path, *, name: str, step: int | None = None, folder: int | None = None) -> None:
@@ -202,7 +209,7 @@ def _load_bench(collector: _Collector, path: Path, *, name: str, step: int | Non
     config, rows = bench_rows(path, records)
     if folder is None:
         collector.folders.append({"kind": "bench", "path": name, "settings": config, "table": table(config, rows),
-                                  "chart": [{"label": r["label"], **chart_values(r)} for r in rows]})
+                                  "notes": failure_notes(rows), "chart": [{"label": r["label"], **chart_values(r)} for r in rows]})
         folder = len(collector.folders) - 1
     run_of: dict[str, int] = {}
     for row in rows:

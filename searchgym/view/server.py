@@ -9,9 +9,10 @@ closed, so a stuck client holds nothing.
 from __future__ import annotations
 
 import json
-import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from searchgym.error import Interrupted
 
 #: Seconds a connection may stay silent before it is closed.
 TIMEOUT = 10.0
@@ -59,12 +60,14 @@ def make_server(page: str, host: str = "127.0.0.1", port: int = 8008) -> Threadi
 
 
 def serve_page(page: str, host: str = "127.0.0.1", port: int = 8008) -> None:
-    """Serve ``page`` until Ctrl-C, printing its address first."""
+    """Serve ``page`` until Ctrl-C, printing its address first. Ctrl-C ends it with an
+    :class:`~searchgym.error.Interrupted`: the command line exits 130, as ``searchgym serve``."""
     server = make_server(page, host, port)
-    print(f"searchgym view: serving http://{host}:{server.server_address[1]}/ (Ctrl-C stops)", flush=True)
-    try:
+    try:  # the address is printed inside: a Ctrl-C right after it is this one's, never a traceback
+        print(f"searchgym view: serving http://{host}:{server.server_address[1]}/ (Ctrl-C stops)", flush=True)
         server.serve_forever()
     except KeyboardInterrupt:
-        print("searchgym view: stopped", file=sys.stderr)
+        print("searchgym view: stopped", flush=True)  # as searchgym serve says it
+        raise Interrupted("searchgym view: stopped") from None
     finally:
         server.server_close()

@@ -70,3 +70,67 @@ def test_a_tools_env_takes_assistant_messages_and_shows_its_tools():
         call = {"id": "c1", "type": "function", "function": {"name": "search", "arguments": {"query": "founded"}}}
         result = client.step({"role": "assistant", "content": "", "tool_calls": [call]})
         assert result.observation.messages[-1]["role"] == "tool" and not result.done
+
+
+# --------------------------------------------------------------------------- TRL's OpenEnv route
+@pytest.fixture(scope="module")
+def trl_parts():
+    pytest.importorskip("trl", reason="TRL's OpenEnv route: pip install trl==1.16.0 into .venv-openenv (docs/ecosystems.md)")
+    from trl.chat_template_utils import parse_response
+
+    from integrations.test_trl_tools import hermes_tokenizer
+
+    tokenizer = hermes_tokenizer()
+    prefix = tokenizer.apply_chat_template([{"role": "user", "content": "q"}], add_generation_prompt=True, tokenize=False)
+    return tokenizer, parse_response, tokenizer(prefix, add_special_tokens=False)["input_ids"]
+
+
+@contextlib.contextmanager
+def served_url(env_id: str, **env_kwargs):
+    process = subprocess.Popen([sys.executable, "-m", "searchgym.integrations.openenv", "--env-id", env_id, "--port", "0",
+                                "--env-options", json.dumps(env_kwargs)], stdout=subprocess.PIPE, text=True)
+    try:
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.parametrize("env_id", ["searchgym/SearchR1-v0", "searchgym/R1Searcher-v0", "searchgym/RECON-v0", "searchgym/RSearch-v0"])
+def test_trls_openenv_route_scores_the_ecosystem_table_as_trl_in_process(env_id, trl_parts):
+    """``trl_environment(url)`` (TRL's OpenEnv route: environment_factory objects holding an
+    OpenEnv client) played as TRL 1.16's tool loop plays (its parse_response; a reply without
+    a call it can read ends the loop; then unread_calls and get_reward) scores the table as the
+    tag game scores the turns TRL plays, i.e. as tool_environment does in-process."""
+    from tool_parity import SPLIT, WORLD as TABLE_WORLD, ecosystem_scenarios, example, tags_reward
+
+    from searchgym.integrations.openenv import OpenEnvToolEnvironment, trl_environment
+    from searchgym.integrations.trl import unread_calls
+
+    tokenizer, parse_response, prefix = trl_parts
+    with served_url(env_id, split=SPLIT, action_format="tools", **TABLE_WORLD) as url:
+        factory = trl_environment(url)
+        for scenario in ecosystem_scenarios(env_id):
+            environment = factory()
+            assert isinstance(environment, OpenEnvToolEnvironment)
+            prompt = environment.reset(example_id=example(env_id, scenario.index).id, prompt=[{"role": "user", "content": ""}])
+            assert example(env_id, scenario.index).question in prompt and "ends the episode without an answer" in prompt
+            completion = []
+            for text in scenario.tools:
+                message = parse_response(tokenizer, tokenizer(text + "<|im_end|>", add_special_tokens=False)["input_ids"], prefix=prefix)
+                completion.append(message)
+                if not message.get("tool_calls"):
+                    break
+                for call in message["tool_calls"]:
+                    function = call["function"]
+                    completion.append({"role": "tool", "name": function["name"], "content": getattr(environment, function["name"])(**function["arguments"])})
+            assert unread_calls([completion], environments=[environment]) == [0.0]
+            reward = environment.get_reward()
+            environment.close()
+            assert reward == pytest.approx(tags_reward(env_id, scenario.tags[: scenario.trl_turns], scenario.index)), scenario.name

@@ -919,3 +919,43 @@ def test_verls_tool_loop_scores_the_parity_texts_as_the_tag_game_scores_the_deci
         assert episode["reward"] == pytest.approx(tags_reward(env_id, scenario.tags, scenario.index)), where
         if scenario.name in ("malformed", "cut", "mixed"):
             assert episode["summary"]["num_invalid"] == 1, where
+
+
+@pytest.mark.parametrize("env_id", ["searchgym/SearchR1-v0", "searchgym/R1Searcher-v0", "searchgym/RECON-v0", "searchgym/RSearch-v0"])
+def test_verls_tool_loop_scores_the_ecosystem_table_as_the_tag_game(env_id, ray_session, model_path, tmp_path):
+    """verl's leg of tests/integrations/test_parity_ecosystems.py: the right, wrong, malformed
+    and over-budget decisions (tool_parity.ecosystem_scenarios) through
+    SearchGymToolAgentLoop score what the tag game scores for them. verl's loop ends on a
+    reply without a call it can read (the malformed turn: the env reads it as its bad call,
+    and the episode left open is scored at its turn budget, as TRL's is: ``trl_turns``); the
+    over-budget searches end the episode at the env's turn budget, inside verl's."""
+    from tool_parity import SPLIT, WORLD, ecosystem_scenarios, example, tags_reward
+
+    cases = ecosystem_scenarios(env_id)
+    tools = tmp_path / "ecosystem_tools.yaml"
+    names = [t["function"]["name"] for t in gym.make(env_id, action_format="tools", **WORLD).unwrapped.game.tools.tools]
+    OmegaConf.save(OmegaConf.create({"tools": [
+        {"class_name": "searchgym.integrations.verl.tools.SearchGymTool", "config": {"type": "native", "name": n, "env_id": env_id, "env_kwargs": WORLD}}
+        for n in names
+    ]}), tools)
+    config = tool_config(model_path, tmp_path, **{
+        "actor_rollout_ref.rollout.multi_turn.tool_config_path": str(tools),
+        # More turns than the env's budget (WORLD's max_turns), so that the env's ends the over-budget episode.
+        "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": int(WORLD["max_turns"]) + 2,
+        "actor_rollout_ref.rollout.response_length": 6144,
+    })
+    rows = list(verl_rows(env_id, split=SPLIT, limit=cases[-1].index + 1, tools=True, **WORLD))
+    parquet = write_parquet([rows[s.index] for s in cases], tmp_path / "ecosystem.parquet")
+    policy = ParityPlay({example(env_id, s.index).question: s.tools for s in cases})
+    server = ray.remote(LanguageModelServer).remote(ScriptedLM(policy, tiny_tokenizer()))
+    played = tool_episodes(run_worker(config, server_client(config, server), parquet), tiny_tokenizer())
+    assert [e["summary"]["example_id"] for e in played] == [example(env_id, s.index).id for s in cases]
+    for scenario, episode in zip(cases, played):
+        where = f"{env_id} {scenario.name}: {episode['summary']} {episode['spans']}"
+        assert episode["reward"] == pytest.approx(tags_reward(env_id, scenario.tags[: scenario.trl_turns], scenario.index)), where
+        # Every episode ends; the malformed one is left open by verl's loop and scored as cut.
+        assert episode["summary"]["ended"] and episode["summary"]["cut"] == (scenario.name == "malformed"), where
+    right, wrong, malformed, over = played
+    assert right["summary"]["answered"] and right["reward"] > wrong["reward"], env_id
+    assert malformed["summary"]["num_invalid"] == 1 and not malformed["summary"]["answered"]
+    assert over["summary"]["num_turns"] == int(WORLD["max_turns"]) and not over["summary"]["answered"] and not over["summary"]["cut"]

@@ -14,9 +14,10 @@ from searchgym.envs.components.model_calls import Play, run_play
 from searchgym.envs.components.question_filters import QUESTION_FILTERS, filter_questions
 from searchgym.envs.components.summarizers import Summarizer, make_summarizer
 from searchgym.envs.protocols import Protocol, make_protocol
+from searchgym.envs.single.context import make_context_policy
 from searchgym.envs.single.game import SearchGame
 from searchgym.envs.single.spaces import UnicodeText
-from searchgym.envs.single.tasks import EXAMPLE_OPTIONS, bind_corpus, check_arguments, load_examples, load_task_data, pick_example
+from searchgym.envs.single.tasks import EXAMPLE_OPTIONS, bind_corpus, check_arguments, load_examples, load_task_data, pick_example, recorded_tools, some_questions
 from searchgym.envs.tools.surface import ACTION_FORMATS, ToolSurface
 from searchgym.error import ConfigError, suggest_keywords
 from searchgym.rewards import Episode, RewardRecipe
@@ -33,11 +34,10 @@ class SearchEnv(gym.Env[str, str]):
     Search-R1, R1-Searcher, RECON, s3 or R-Search. The search engine, the optional
     summarizer of retrieved documents and the scoring of the answer all live inside the
     environment, so different agents can be compared on exactly the same task; every game
-    is also played through native tool calls (``action_format="tools"``). The rules are
-    played by ``env.game``, a :class:`~searchgym.envs.single.game.SearchGame`; code outside
-    reaches this class under wrappers with :func:`searchgym.envs.search_env`. Public attributes: ``protocol``, ``examples``, ``example``, ``corpus``, ``retriever``
-    (settable), ``summarizer``, ``recipe``, ``top_k``, ``initial_top_k``, ``max_turns``,
-    ``max_searches``, ``transcript``, ``game``.
+    is also played through native tool calls (``action_format="tools"``). The rules are played by ``env.game``, a
+    :class:`~searchgym.envs.single.game.SearchGame`; code outside reaches this class under wrappers with
+    :func:`searchgym.envs.search_env`. Public attributes: ``protocol``, ``examples``, ``example``, ``corpus``, ``retriever``
+    (settable), ``summarizer``, ``recipe``, ``top_k``, ``initial_top_k``, ``max_turns``, ``max_searches``, ``transcript``, ``game``.
 
     ## Action Space
     ``UnicodeText(max_length=max_action_chars)``: one agent turn, any string (with tools also an
@@ -61,8 +61,8 @@ class SearchEnv(gym.Env[str, str]):
     answering the turn (``info["messages"]``), joined by a blank line and cut together.
 
     ## Starting State
-    A question drawn uniformly from the dataset with the env's seeded RNG, or chosen by
-    ``options={"example_index": i}``, ``{"example_id": id}`` or ``{"example": QAExample}``.
+    A question drawn uniformly from the dataset with the env's seeded RNG, or chosen by ``options={"example_index": i}``,
+    ``{"example_id": id}`` or ``{"example": QAExample}``.
 
     ## Rewards
     The recipe's (``reward=``) score when the episode ends, its ``turn_reward`` on every step (none of
@@ -118,6 +118,10 @@ class SearchEnv(gym.Env[str, str]):
       from a message or by ``tool_parser`` (``"hermes"``, the default, ``"llama3_json"``, ``"mistral"``, a name
       given to :func:`~searchgym.envs.tools.parsers.register_tool_parser`, or a callable);
       ``info`` adds ``tools`` (function schemas) and ``messages`` (the conversation).
+    - ``context``: ``"keep"`` (default), ``"archive"`` or ``"summarize"``, with ``context_options``: what the conversation
+      becomes as it grows (:mod:`searchgym.envs.single.context`; a rewrite is in ``info["context_rewrite"]``).
+    - ``record``: a folder that keeps every tool result (searches, summaries, the protocol's own calls); ``replay``:
+      one that answers them byte for byte, a call it lacks refused by name (``replay_misses="pass"``: played live).
 
     ## Version History
     - v0: initial release.
@@ -157,6 +161,8 @@ class SearchEnv(gym.Env[str, str]):
         max_query_chars: int = MAX_QUERY_CHARS,
         token_counter: Callable[[str], int] | None = None,
         action_format: str = "tags", tool_parser: Any = None, render_mode: str | None = None,
+        record: Any = None, replay: Any = None, replay_misses: str = "refuse",
+        context: Any = "keep", context_options: Mapping[str, Any] | None = None,
     ):
         check_arguments(  # before the corpus loads, so a typo fails at once (SearchGame checks the budgets too)
             {"top_k": top_k, "max_turns": max_turns, "max_action_chars": max_action_chars,
@@ -172,25 +178,19 @@ class SearchEnv(gym.Env[str, str]):
         self.corpus, examples = load_task_data(corpus, dataset, split=split, corpus_options=corpus_options,
                                                dataset_options=dataset_options, retriever=retriever)
         bind_corpus(self.protocol, self.corpus)  # a protocol that reads documents itself (the browse game's open)
-        retriever = make_retriever(retriever, self.corpus, **dict(retriever_options or {}))
-        self.summarizer: Summarizer = make_summarizer(summarizer, **dict(summarizer_options or {}))
+        retriever, self.summarizer, calls = recorded_tools(  # record=, replay=: tool results kept, or answered from a folder
+            record, replay, replay_misses, make_retriever(retriever, self.corpus, **dict(retriever_options or {})),
+            make_summarizer(summarizer, **dict(summarizer_options or {})), self.corpus)
         self.recipe: RewardRecipe = make_scoring(reward, reward_options, self.corpus, generator=generator, reader=reader, judge=judge)
         self.game = SearchGame(
             self.protocol, retriever, self.summarizer, self.recipe, top_k=top_k, initial_top_k=initial_top_k,
             max_turns=max_turns, max_searches=max_searches, max_calls=max_calls, max_context_tokens=max_context_tokens,
             max_action_chars=max_action_chars, max_observation_chars=max_observation_chars, max_query_chars=max_query_chars,
-            token_counter=token_counter, tools=tools, owner="SearchEnv",
-        )
+            token_counter=token_counter, tools=tools, tool_record=calls, owner="SearchEnv", context=make_context_policy(context, context_options))
         for name in ("top_k", "initial_top_k", "max_turns", "max_searches", "max_calls", "max_context_tokens", "max_action_chars", "max_observation_chars", "token_counter"):
             setattr(self, name, getattr(self.game, name))  # the game's checked values
-        self.examples: list[QAExample] = filter_questions(
-            question_filter, examples, retriever, self.recipe, initial_top_k=self.initial_top_k, limit=limit
-        )
-        if not self.examples:
-            raise ConfigError(
-                f"SearchEnv has no question left: question_filter={question_filter!r} kept none of the "
-                f"{len(examples)} questions of split {split!r}; drop the filter or pick another split or dataset."
-            )
+        self.examples: list[QAExample] = some_questions(filter_questions(
+            question_filter, examples, retriever, self.recipe, initial_top_k=self.initial_top_k, limit=limit), examples, question_filter, split)
         self._by_id = {ex.id: i for i, ex in enumerate(self.examples)}
         self.action_space, self.observation_space = UnicodeText(self.max_action_chars), UnicodeText(self.max_observation_chars)
 

@@ -25,6 +25,7 @@ from searchgym.envs.protocols import Protocol
 from searchgym.envs.protocols.base import (
     BUILT_IN_KINDS, Answer, Complete, Evidence, Invalid, ParsedTurn, Search, Select, accepts_keyword, play_action, render_turn,
 )
+from searchgym.envs.single.context import ContextPolicy, ContextView, context_text, rewrite_record
 from searchgym.envs.single.tasks import count_tokens, positive_int, text_action
 from searchgym.envs.tools.no_call import warn_once
 from searchgym.envs.tools.surface import ToolSurface, ToolTurn
@@ -169,6 +170,10 @@ class SearchGame:
             max_action_chars, max_observation_chars, token_counter: as SearchEnv's.
         tools: The tool surface when the game is played through tool calls
             (``action_format="tools"``); None: the protocol's tag grammar.
+        context: The :class:`~searchgym.envs.single.context.ContextPolicy` that may rewrite the
+            conversation after a step (None: keep everything).
+        tool_record: Plays the protocol's own calls through a tool record (``record=`` /
+            ``replay=``: :class:`~searchgym.envs.components.replay.RecordedProtocolCalls`); None: live.
         owner: The name errors give the game (the env that wraps it).
 
     Public state (read it, do not write it): ``example``, ``turn``, ``num_searches``,
@@ -195,10 +200,14 @@ class SearchGame:
         max_query_chars: int = MAX_QUERY_CHARS,
         token_counter: Callable[[str], int] | None = None,
         tools: ToolSurface | None = None,
+        tool_record: Any = None,
         owner: str = "SearchGame",
+        context: ContextPolicy | None = None,
     ):
         self.owner = owner
+        self.context_policy = context if context is not None else ContextPolicy()
         self.tools = tools
+        self.tool_record = tool_record  # plays the protocol's own calls through a record (searchgym.envs.components.replay)
         self.top_k = positive_int("top_k", top_k, owner=owner)
         self.initial_top_k = positive_int("initial_top_k", initial_top_k, allow_none=True, owner=owner) or self.top_k
         self.max_turns = positive_int("max_turns", max_turns, owner=owner)
@@ -282,6 +291,10 @@ class SearchGame:
             self.messages[-1]["content"] = self.prompt  # the conversation holds what the agent was shown
         self.context_chars = len(self.prompt)
         self.context_tokens = self.token_counter(self.prompt)
+        # The conversation as the context policy leaves it (keep: the prompt and every step, always).
+        self.first_messages = [dict(m) for m in self.messages] if self.tools is not None else [dict(m) for m in messages]
+        self.context_view = ContextView(self.prompt, [dict(m) for m in self.first_messages])
+        self.context_policy.reset()
         info = self._info(observation_truncated=obs_cut)
         info["retrieved_ids"] = [h.passage.id for h in initial_hits or []]
         info["retrieved_scores"] = [float(h.score) for h in initial_hits or []]
@@ -336,6 +349,8 @@ class SearchGame:
                     f"tool_calls) or the model's text, got {type(action).__name__}."
                 )
             action_cut = False  # the surface cuts it
+        if self.context_policy.wants_summary(self):  # the turn the policy asked for: a summary, never an action
+            return self._summary_turn(action)
         saved = self._save()
         try:
             return (yield from self._play(action, action_cut))
@@ -416,7 +431,7 @@ class SearchGame:
                 if outcome == "budget":
                     result, kind = self._calls_feedback(), ("budget",)
                 elif outcome == "play":
-                    result = play_action(self.protocol, act, self, as_tool=self.tools is not None)
+                    result = self._play_own(act)
                     terminated = bool(getattr(act, "ends_episode", False))
                     self.num_calls += not terminated
             else:
@@ -454,6 +469,7 @@ class SearchGame:
                 self.tools.reply(turn, results, kinds, self.max_observation_chars)
             self.observed += shown
             self.records.extend(self.tools.records(turn, kinds + [()] * (len(turn.actions) - len(kinds)), round=self.log.turn - 1))
+            self.context_view.tool_messages[len(self.turns)] = [len(self.messages) + 1 + j for j, m in enumerate(replies) if m.get("role") == "tool"]
             self.messages += [turn.message, *replies]
         self.turns.append((turn.text, observation))
         self.well_formed.append(turn.well_formed)
@@ -509,7 +525,59 @@ class SearchGame:
                 answers=self.example.answers,
                 reward_components=join_components(self.recipe, episode, result.components, turn_paid),
             )
+        if not ended:
+            rewrite = yield from self.context_policy.after_step(self, observation)
+            if rewrite is not None:
+                observation = self._apply_rewrite(rewrite, observation, info)
         return observation, float(reward), terminated, truncated, info
+
+    # ------------------------------------------------------------------ context policies
+    def _summary_turn(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """The agent's summary turn (``context="summarize"``, ``by="policy"``): the text is the
+        summary, never parsed as an action (an answer in it answers nothing) nor read by the
+        recipe; the conversation restarts from the prompt, the question and the summary, which
+        is the observation. It counts as a turn and earns nothing."""
+        if isinstance(action, bytes):
+            action = action.decode("utf-8", errors="replace")
+        if isinstance(action, Mapping):
+            action = str(action.get("content") or "")
+        if not isinstance(action, str):
+            raise SearchGymError(f"{self.owner}.step expects the summary turn as text or an assistant message, got {type(action).__name__}.")
+        text = action[: self.max_action_chars]
+        self.log.turn += 1
+        self.turns.append((text, ""))
+        rewrite = self.context_policy.summary_turn(self, text)
+        observation, cut = self._bound(self.context_view.prompt)
+        self.turns[-1] = (text, observation)
+        info = self._info(observation_truncated=cut)
+        info["action_kinds"] = ("summary",)
+        self._apply_rewrite(rewrite, observation, info)
+        return observation, 0.0, False, False, info
+
+    def _apply_rewrite(self, rewrite: dict[str, Any], observation: str, info: dict[str, Any]) -> str:
+        """Show what the context policy did (a summary asked for, results archived, a restart)
+        in the step's observation and ``info``; the observation, and the context's size anew."""
+        if rewrite["kind"] == "summary_request":
+            request = rewrite["request"]
+            if self.tools is None:
+                observation = f"{observation}\n\n{request}\n\n"
+            else:
+                self.messages.append({"role": "user", "content": request})
+                observation = f"{observation}\n\n{request}" if observation else request
+            self.turns[-1] = (self.turns[-1][0], observation)
+            info["context_request"] = {"policy": self.context_policy.name, "turn": self.turn, "kind": "summary", "request": request}
+        else:
+            if rewrite["kind"] == "restart":
+                observation, cut = self._bound(self.context_view.prompt)
+                self.turns[-1] = (self.turns[-1][0], observation)
+                info["observation_truncated"] = cut
+            info["context_rewrite"] = rewrite_record(self, rewrite)
+        text = context_text(self)
+        self.context_chars, self.context_tokens = len(text), self.token_counter(text)
+        info["context_chars"], info["context_tokens"] = self.context_chars, self.context_tokens
+        if self.tools is not None:
+            info["messages"] = list(self.messages)
+        return observation
 
     def _naive_rag_size(self) -> int | None:
         """How many documents the recipe's naive-RAG baseline reads (None: it has none). s3_gbr's
@@ -610,6 +678,12 @@ class SearchGame:
             for i, hits, was_cut, text in zip(run, found, cut, texts):
                 outcome[i] = (hits, was_cut, text)
         return outcome, own
+
+    def _play_own(self, action: Any) -> str | None:
+        """What the env shows after an action of the protocol's own kind (through the tool record, if any)."""
+        as_tool = self.tools is not None
+        live = lambda: play_action(self.protocol, action, self, as_tool=as_tool)  # noqa: E731
+        return live() if self.tool_record is None else self.tool_record.play(self.protocol, action, live, as_tool=as_tool)
 
     def _calls_feedback(self) -> str:
         """What a call past ``max_calls`` gets back (it was not run)."""

@@ -90,6 +90,29 @@ def bind_corpus(protocol: Any, corpus: Corpus) -> None:
         set_corpus(corpus)
 
 
+def recorded_tools(record: Any, replay: Any, misses: str, retriever: Any, summarizer: Any, corpus: Corpus) -> tuple[Any, Any, Any]:
+    """The env's retriever and summarizer through a tool record (``record=DIR`` keeps what they
+    return, ``replay=DIR`` answers from it: :mod:`searchgym.envs.components.replay`), and what
+    plays a protocol's own calls through it; unchanged and None without one."""
+    from searchgym.envs.components.replay import RecordedProtocolCalls, RecordedRetriever, RecordedSummarizer, open_record
+
+    tool_record = open_record(record, replay, misses)
+    if tool_record is None:
+        return retriever, summarizer, None
+    summarizer = summarizer if getattr(summarizer, "passthrough", False) else RecordedSummarizer(summarizer, tool_record)
+    return RecordedRetriever(retriever, tool_record), summarizer, RecordedProtocolCalls(tool_record, corpus)
+
+
+def some_questions(kept: list[QAExample], examples: Sequence[QAExample], question_filter: Any, split: str) -> list[QAExample]:
+    """``kept`` (the questions a filter kept), or a :class:`ConfigError` when it kept none."""
+    if not kept:
+        raise ConfigError(
+            f"SearchEnv has no question left: question_filter={question_filter!r} kept none of the "
+            f"{len(examples)} questions of split {split!r}; drop the filter or pick another split or dataset."
+        )
+    return kept
+
+
 def load_task_data(
     corpus: Any,
     dataset: Any,

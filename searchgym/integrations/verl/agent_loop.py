@@ -177,6 +177,15 @@ class SearchGymAgentLoop(AgentLoopBase):
 
     def _start(self, env: Any, example: Any) -> tuple[list[int], Any]:
         """Reset ``env`` to ``example``; the prompt ids and the protocol."""
+        policy = getattr(getattr(search_env(env), "game", None), "context_policy", None)
+        if policy is not None and policy.name != "keep":
+            # verl (0.9) stacks one AgentLoopOutput per dataset row: an episode of several records
+            # (one per rewritten conversation) has no place in that batch (docs/long-horizons.md).
+            raise ConfigError(
+                f"SearchGymAgentLoop plays one token record per row, and verl's agent loop returns one AgentLoopOutput per row; "
+                f"an env with context={policy.name!r} rewrites its conversation into several records. Drop context from "
+                "env_kwargs (keep), or train it with searchgym train, which trains every record of an episode."
+            )
         prompt, info = env.reset(seed=derive_seed("verl", example.id) % 2**32, options={"example": example})
         protocol = search_env(env).protocol
         chat = protocol.uses_chat_template if self.chat is None else bool(self.chat)
