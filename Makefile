@@ -61,7 +61,7 @@ $(OE_STAMP): pyproject.toml Makefile
 	test -x $(OE_BIN)/python || $(PYTHON) -m venv $(OE_VENV)
 	$(OE_BIN)/python -m pip install -q --upgrade pip
 	$(OE_BIN)/python -m pip install -q torch==2.13.0
-	$(OE_BIN)/python -m pip install -q -e '.[test,openenv]'
+	$(OE_BIN)/python -m pip install -q -e '.[test,openenv,trl]'
 	touch $(OE_STAMP)
 
 # The main suite skips tests/integrations/test_verl.py (no verl in .venv); this runs it in .venv-verl.
