@@ -249,9 +249,14 @@ class StepSearchProtocol(SearchR1Protocol):
     ``:476-486`` at 43215ba): ``<information> Doc 1<## Title: t ##> text`` with one document a
     line. An option (``protocol="searchgym.methods.stepsearch:StepSearchProtocol"``): the
     reward reads the env's search records, never this text, so it does not change the pay.
-    The released last-turn ``<warning>`` is not written (a protocol is not told the turn)."""
+    After the documents of the last search turn (only the answer turn left) the env appends the
+    released ``<warning>`` (``generation.py:374-376``, appended at ``:404`` when ``is_last``)."""
 
     name = "stepsearch"
+    last_search_notice = (
+        "<warning> Now, I can no longer call <search></search> for external information. I must analyze and answer "
+        "based on the existing information. Now let me make a final thought and give an answer. </warning>\n\n"
+    )
 
     @staticmethod
     def format_doc(number: int, hit: Hit) -> str:

@@ -359,3 +359,19 @@ def test_a_recipe_object_is_handed_the_envs_corpus_too():
     example = bridge(env)
     steps = play(env, example, [search_env(env).protocol.write([Search(example.metadata["oracle_queries"][0])])])
     assert steps[0][1]["turn/gain"] > 0.2
+
+
+def test_the_released_protocol_warns_after_the_last_search_turn():
+    import gymnasium as gym
+
+    from searchgym.methods.stepsearch import StepSearchProtocol
+
+    env = gym.make("searchgym/StepSearch-v0", protocol="searchgym.methods.stepsearch:StepSearchProtocol",
+                   corpus_options={"seed": 7, "num_passages": 400})
+    env.reset(seed=0)
+    observations = [env.step(f"<search> founded {i} </search>")[0] for i in range(5)]
+    assert [o.endswith(StepSearchProtocol.last_search_notice) for o in observations] == [False] * 4 + [True]
+    assert observations[4].startswith("\n\n<information> Doc 1<## Title: ")
+    assert "I can no longer call <search></search>" in StepSearchProtocol.last_search_notice
+    _, _, terminated, _, _ = env.step("<answer> x </answer>")
+    assert terminated

@@ -255,7 +255,7 @@ REQUIRED = ("name", "prompt", "parse_actions", "wrap_information", "invalid_feed
 #: What it may override (each has a default; see the methods).
 OPTIONAL = (
     "stop_strings", "env_tags", "messages", "render_docs", "render_turn_docs", "docs_text", "format_doc", "budget_feedback",
-    "act", "extra_tools", "tool_messages",
+    "act", "extra_tools", "tool_messages", "last_search_notice",
 )
 
 
@@ -316,6 +316,9 @@ class Protocol(ABC):
     writes_evidence: bool = False
     #: Whether the seed feeds the prompt through the model's chat template (R1-Searcher does not).
     uses_chat_template: bool = True
+    #: Text the env appends (tags) after the documents of the last turn that may search, when only
+    #: the answer turn is left (StepSearch's released ``<warning>``); None: nothing.
+    last_search_notice: str | None = None
 
     @abstractmethod
     def prompt(self, example: QAExample, docs: Sequence[Hit] | None = None) -> str:

@@ -454,7 +454,8 @@ class SearchGame:
         if ended:
             kinds = [()] * len(kinds)
         if self.tools is None:
-            observation, obs_cut = self._bound("" if ended else "".join(r for r in results if r))
+            notice = self._last_search_notice(kinds, ended)
+            observation, obs_cut = self._bound("" if ended else "".join(r for r in results if r) + notice)
             self.records.append(Turn(turn.text, turn.kinds, tuple(k for ks in kinds for k in ks), self.log.turn - 1, turn.actions))
             if any("documents" in k for k in kinds) and observation:
                 # What a recipe's grounding may find quoted: the documents as shown, never the text a
@@ -684,6 +685,14 @@ class SearchGame:
         as_tool = self.tools is not None
         live = lambda: play_action(self.protocol, action, self, as_tool=as_tool)  # noqa: E731
         return live() if self.tool_record is None else self.tool_record.play(self.protocol, action, live, as_tool=as_tool)
+
+    def _last_search_notice(self, kinds: Sequence[Sequence[str]], ended: bool) -> str:
+        """The protocol's ``last_search_notice`` (tags) after the documents of the last turn that
+        may search, when it has one (StepSearch's released ``<warning>``): only the answer turn is left."""
+        notice = getattr(self.protocol, "last_search_notice", None)
+        if not notice or ended or self.log.turn != self.max_turns - 1 or not any("documents" in k for k in kinds):
+            return ""
+        return notice
 
     def _calls_feedback(self) -> str:
         """What a call past ``max_calls`` gets back (it was not run)."""
