@@ -186,7 +186,7 @@ def trl_environment(base_url: str) -> Any:
     of one call; ``get_reward()`` is the episode's return, an episode TRL left open ended as at
     the turn budget; ``unread_calls`` in ``reward_funcs`` plays a last reply whose call TRL could
     not read. Rows: ``searchgym.integrations.trl.tool_dataset`` (same env options)."""
-    from searchgym.integrations.trl_tools import _tool_method
+    from searchgym.integrations.trl_tools import tool_method
 
     probe = SearchGymClient(base_url=base_url).sync()
     with probe:
@@ -199,7 +199,7 @@ def trl_environment(base_url: str) -> Any:
     if clash:
         raise ConfigError(f"trl_environment expects tool names that are not the environment's own methods, got {clash}.")
     cls = type("".join(n.title() for n in names) + "OpenEnvToolEnvironment", (OpenEnvToolEnvironment,),
-               {n: _tool_method(t) for n, t in zip(names, tools)})
+               {n: tool_method(t) for n, t in zip(names, tools)})
 
     def make_environment() -> OpenEnvToolEnvironment:
         return cls(base_url)
@@ -220,20 +220,20 @@ class OpenEnvToolEnvironment(ToolEnvironment):
         self._turns = 0
 
     def reset(self, **row: Any) -> str:
-        from searchgym.integrations.trl_tools import _REPLY_RULE, _TRL_REPLY_RULE, _check_prompt
+        from searchgym.integrations.trl_tools import REPLY_RULE, TRL_REPLY_RULE, check_prompt
 
         example_id = row.get("example_id")
         if not isinstance(example_id, str) or not example_id:
             raise ConfigError(f"{type(self).__name__}.reset expects the row's example_id, got {example_id!r}; build the dataset "
                               "with searchgym.integrations.trl.tool_dataset(env_id, split=...).")
-        _check_prompt(row.get("prompt"), type(self).__name__)
+        check_prompt(row.get("prompt"), type(self).__name__)
         if self._client is None:
             self._client = SearchGymClient(base_url=self.base_url).sync()
             self._client.connect()
         result = self._client.reset(example_id=example_id)
         self._return, self._done, self._turns, self._reward, self.calls_after_end = 0.0, False, 0, None, 0
         self.episode = result.observation  # the last observation (TRL's logs read nothing here)
-        return result.observation.text.replace(_REPLY_RULE, _TRL_REPLY_RULE)
+        return result.observation.text.replace(REPLY_RULE, TRL_REPLY_RULE)
 
     def get_reward(self) -> float:
         if self._client is None:

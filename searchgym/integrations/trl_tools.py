@@ -86,8 +86,8 @@ KNOWN_VLLM_WARNING = r"TRL currently supports vLLM versions from 0\.22\.0 to 0\.
 warnings.filterwarnings("ignore", message=KNOWN_VLLM_WARNING, category=UserWarning)
 
 #: The tools prompt's rule for a reply without a call, and what it is under TRL's loop.
-_REPLY_RULE = "a reply without any tool call is taken as the final answer."
-_TRL_REPLY_RULE = "a reply without any tool call ends the episode without an answer."
+REPLY_RULE = "a reply without any tool call is taken as the final answer."
+TRL_REPLY_RULE = "a reply without any tool call ends the episode without an answer."
 
 #: What a call after the end of the episode gets: it is played nowhere and changes no reward.
 EPISODE_OVER = "Error: the episode is over; no tool can be called now."
@@ -123,13 +123,13 @@ class ToolEnvironment:
                 f"{type(self).__name__}.reset expects the row's example_id (a question id of the env's dataset), got "
                 f"{example_id!r}; build the dataset with searchgym.integrations.trl.tool_dataset(env_id, split=...)."
             )
-        _check_prompt(row.get("prompt"), type(self).__name__)
+        check_prompt(row.get("prompt"), type(self).__name__)
         split = row.get("split") or self._env_kwargs.get("split", "train")
         self.episode = ToolEpisode(self._env(str(split)))
         self.calls_after_end = 0
         self._reward = None
         text = self.episode.start(example_id=example_id)
-        return text.replace(_REPLY_RULE, _TRL_REPLY_RULE)
+        return text.replace(REPLY_RULE, TRL_REPLY_RULE)
 
     def get_reward(self) -> float:
         """The episode's return; an episode the loop left open is scored as the env scores
@@ -206,7 +206,7 @@ def unread_calls(completions: Sequence[Any], environments: Sequence[Any] | None 
     return [0.0] * len(completions)
 
 
-def _check_prompt(prompt: Any, owner: str) -> None:
+def check_prompt(prompt: Any, owner: str) -> None:
     """The row's prompt, if it has one, ends with an empty user message (reset writes it)."""
     if prompt is None:
         return
@@ -228,7 +228,7 @@ def _annotation(spec: Mapping[str, Any], where: str) -> Any:
     raise ConfigError(f"tool_environment expects tool arguments of JSON types {sorted(_PY_TYPES)} or arrays of them, got {kind!r} in {where}.")
 
 
-def _tool_method(schema: Mapping[str, Any]) -> Callable[..., str]:
+def tool_method(schema: Mapping[str, Any]) -> Callable[..., str]:
     """The method of one tool: its signature, type hints and Google-style docstring say what
     ``schema`` says; it takes whatever arguments it is called with and plays them."""
     function = schema["function"]
@@ -270,7 +270,7 @@ def _environment_class(tools: list[dict[str, Any]]) -> type[ToolEnvironment]:
         if clash:
             raise ConfigError(f"tool_environment expects tool names that are not the environment's own methods, got {clash}.")
         title = "".join(n.title() for n in names)
-        _CLASSES[key] = type(f"{title}ToolEnvironment", (ToolEnvironment,), {n: _tool_method(t) for n, t in zip(names, tools)})
+        _CLASSES[key] = type(f"{title}ToolEnvironment", (ToolEnvironment,), {n: tool_method(t) for n, t in zip(names, tools)})
     return _CLASSES[key]
 
 

@@ -599,7 +599,8 @@ class Trainer:
         if a.credit == "turn":
             steps = sample_steps(samples, max_length=self.context_length) if episodes is None else \
                 segment_steps(samples, episodes, max_length=self.context_length)
-        advantages, returns = compute_advantages(a, scores, [s.group for s in samples], mask, fixed, steps=steps, episodes=episodes)  # [B, L-1]
+        rewritten = {} if episodes is None else {"episodes": episodes}  # the call of today when no context was rewritten
+        advantages, returns = compute_advantages(a, scores, [s.group for s in samples], mask, fixed, steps=steps, **rewritten)  # [B, L-1]
         if not self._said_zero_advantages and not bool((advantages * mask).abs().any()):
             self._said_zero_advantages = True
             print(zero_advantages_note(a, self.step + 1, scores.tolist()), file=sys.stderr, flush=True)

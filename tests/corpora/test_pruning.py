@@ -253,3 +253,74 @@ def test_pruning_must_be_a_bool(zipf):
     retriever, _ = zipf
     with pytest.raises(ConfigError, match="BM25Retriever expects pruning to be True or False, got 'no'"):
         BM25Retriever(retriever.corpus, pruning="no")
+
+
+# ---------------------------------------------------------------------- the compiled engine (issue 67)
+from searchgym.corpora import blockmax  # noqa: E402
+
+needs_numba = pytest.mark.skipif(not blockmax.available(), reason="numba is not installed (the optional extra searchgym[fast])")
+
+
+def test_block_maxima_hold_each_blocks_largest_score_and_last_passage():
+    data = np.array([0.5, 2.0, 1.0, 3.0, 0.25, 4.0, 0.1], dtype=np.float32)
+    indices = np.array([1, 4, 7, 2, 3, 9, 0], dtype=np.int32)
+    indptr = np.array([0, 5, 5, 7])  # term 1 has no postings
+    bptr, bmax, blast = blockmax.block_maxima(data, indices, indptr, block=2)
+    assert bptr.tolist() == [0, 3, 3, 4]
+    assert bmax.tolist() == [2.0, 3.0, 0.25, 4.0]
+    assert blast.tolist() == [4, 2, 3, 0]
+
+
+@needs_numba
+@pytest.mark.parametrize("algorithm, block, prime", [("daat", 1, 512), ("daat", 4, 0), ("daat", 64, 512), ("daat", 4, 100_000),
+                                                     ("taat", 64, 512), ("taat", 64, 0)])
+def test_the_compiled_engine_gives_exhaustive_scorings_top_k_at_every_block_size(zipf, algorithm, block, prime):
+    """Small blocks make the block maxima decide often; priming with no passage, a few, or every
+    passage of the query's lists; k from 1 to more than any query matches; both algorithms."""
+    retriever, vocabulary = zipf
+    compiled = BM25Retriever.__new__(BM25Retriever)
+    compiled.__setstate__(retriever.__getstate__())
+    assert compiled.compiled and compiled.prunes
+    compiled._engine = blockmax.BlockMaxIndex(compiled._data, compiled._indices, compiled._indptr, compiled._term_max, block=block,
+                                              prime=prime, num_docs=len(compiled.corpus), algorithm=algorithm, check=64)
+    stats = np.zeros(4, dtype=np.int64)
+    plain = exhaustive(retriever)
+    queries = queries_of(vocabulary, 700, seed=4)
+    for k in (1, 2, 3, 10, 100, 5000):
+        assert answers(compiled, queries, k) == answers(plain, queries, k), (block, k)
+    assert answers(compiled, queries[:100], 10, batched=False) == answers(plain, queries[:100], 10, batched=False)
+    ids = [t for t in compiled.analyzer.token_ids(queries, compiled._vocab, grow=False) if t]
+    compiled.block_max_engine().top_k_many(ids, 3, stats)
+    postings = sum(int(compiled._indptr[t + 1] - compiled._indptr[t]) for q in ids for t in q)
+    assert stats[3] > 0 and stats[0] < postings, stats  # lookups made, fewer candidates than postings: lists were skipped
+
+
+@needs_numba
+def test_the_compiled_engine_and_the_numpy_fallback_agree_on_questions_of_many_terms():
+    corpus, vocabulary = zipf_corpus(3000, seed=9)
+    retriever = BM25Retriever(corpus, n_threads=2)
+    numpy_side = BM25Retriever.__new__(BM25Retriever)
+    numpy_side.__setstate__(retriever.__getstate__())
+    numpy_side.compiled = False
+    numpy_side.prune_from = 0
+    plain = exhaustive(retriever)
+    rng = random.Random(5)
+    questions = [" ".join(["who", "was", "the"] + [rng.choice(vocabulary[:400]) for _ in range(rng.randint(5, 12))] + ["of", "T3?"])
+                 for _ in range(400)]
+    for k in (3, 10):
+        want = answers(plain, questions, k)
+        assert answers(retriever, questions, k) == want
+        assert answers(numpy_side, questions, k) == want
+
+
+def test_without_numba_the_retriever_prunes_with_numpy_and_the_same_hits(monkeypatch):
+    monkeypatch.setattr(blockmax, "_numba", None)
+    assert not blockmax.available()
+    corpus, vocabulary = zipf_corpus(600, seed=6)
+    retriever = BM25Retriever(corpus, n_threads=1)
+    assert not retriever.compiled and retriever.prunes
+    with pytest.raises(RuntimeError, match="numba"):
+        blockmax.BlockMaxIndex(retriever._data, retriever._indices, retriever._indptr, retriever._term_max)
+    retriever.prune_from = 0
+    queries = queries_of(vocabulary, 200, seed=7)
+    assert answers(retriever, queries, 10) == answers(exhaustive(retriever), queries, 10)
