@@ -178,7 +178,15 @@ class Args:
     top_p: float = 1.0
     """Rollout nucleus sampling (keep 1.0 for exact PPO ratios)."""
     max_new_tokens: int = 256
-    """Most tokens per agent turn."""
+    """Most tokens per agent turn (the hard length cap)."""
+    length_penalty: float = 0.0
+    """Reward minus this per generated token of the episode past length_penalty_from (0: none); against lengths that
+    grow without end (metrics.csv's length_growing)."""
+    length_penalty_from: int = 0
+    """Generated tokens of an episode (every turn's) that length_penalty leaves free."""
+    format_gate: bool = False
+    """An episode with any malformed turn (num_invalid > 0) earns no positive reward: its reward becomes min(reward, 0);
+    against format drift (metrics.csv's invalid_turns, format_drift)."""
     max_observation_tokens: int | None = None
     """Each observation is cut to this many tokens of the policy's tokenizer before the policy reads it (Search-R1's
     and s3's max_obs_length); None: whole."""
@@ -443,6 +451,7 @@ def disabled_options(args: Args, given: Collection[str] | None = None) -> list[s
         (a.algorithm != "reinforce++", ("reinforce_baseline",), f"--algorithm {a.algorithm} has no REINFORCE++ baseline"),
         (a.algorithm == "grpo", ("gamma",), "GRPO's advantage is the group-normalized outcome, with no discount"),
         (a.kl_coef == 0, ("kl_estimator", "kl_in_reward"), "--kl-coef is 0 (no KL term)"),
+        (a.length_penalty == 0, ("length_penalty_from",), "--length-penalty is 0 (no length penalty)"),
         (a.lora_rank == 0, ("lora_alpha", "lora_targets"), "--lora-rank is 0 (no LoRA: every weight trains)"),
         (a.engine == "transformers", ("engine_options",), f"--engine is {a.engine} (no vLLM engine runs)"),
         (a.warmup_ratio is not None, ("warmup_steps",), "--warmup-ratio sets the warmup instead"),
@@ -527,7 +536,7 @@ def check_args(args: Args) -> None:
         )
     for name in ("n", "questions_per_step", "mini_batches", "micro_batch_size", "ppo_epochs", "num_envs", "max_new_tokens", "total_steps", "save_every", "keep_checkpoints"):
         _positive(name, getattr(args, name))
-    for name in ("eval_every", "warmup_steps", "value_warmup_steps", "lora_rank"):
+    for name in ("eval_every", "warmup_steps", "value_warmup_steps", "lora_rank", "length_penalty_from"):
         _positive(name, getattr(args, name), zero=True)
     for name in ("train_limit", "eval_limit", "stage2_step", "threads", "max_observation_tokens", "max_context_tokens"):
         _positive(name, getattr(args, name), allow_none=True)
@@ -552,7 +561,7 @@ def check_args(args: Args) -> None:
         value = getattr(args, name)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
             raise ConfigError(f"Args.{name} expects a positive number, got {value!r}.")
-    for name in ("kl_coef", "entropy_coef", "value_coef", "weight_decay"):
+    for name in ("kl_coef", "entropy_coef", "value_coef", "weight_decay", "length_penalty"):
         value = getattr(args, name)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
             raise ConfigError(f"Args.{name} expects a non-negative number, got {value!r}.")
@@ -560,6 +569,8 @@ def check_args(args: Args) -> None:
         value = getattr(args, name)
         if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 1):
             raise ConfigError(f"Args.{name} expects a fraction of the run's optimizer steps in [0, 1) or None, got {value!r}.")
+    if not isinstance(args.format_gate, bool):
+        raise ConfigError(f"Args.format_gate expects True or False, got {args.format_gate!r}.")
     if not 0 <= args.gamma <= 1 or not 0 <= args.lam <= 1:
         raise ConfigError(f"Args expects gamma and lam in [0, 1], got gamma={args.gamma}, lam={args.lam}.")
     if args.lora_rank and not args.lora_targets:

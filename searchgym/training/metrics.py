@@ -91,6 +91,9 @@ PANELS = (
     ("answer score", [("em", "train EM"), ("f1", "train F1"), ("eval_em", "eval EM"), ("eval_f1", "eval F1")]),
     ("response tokens", [("response_tokens", "generated per episode")]),
     ("searches", [("searches", "per episode (train)"), ("eval_searches", "eval")]),
+    ("learning signal", [("group_reward_std", "reward std in a group"), ("equal_reward_groups", "groups all equal"),
+                         ("adv_std", "advantage std"), ("trained_token_share", "tokens trained")]),
+    ("stability", [("empty_turns", "empty turns"), ("repeated_output", "repeated output"), ("invalid_turns", "invalid turns")]),
 )
 
 

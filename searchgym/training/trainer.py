@@ -68,6 +68,8 @@ from searchgym.training.data import DataOrder, check_splits, env_kwargs, make_tr
 from searchgym.training.hooks import apply_group_rewards, call_hook, hook_columns, keep_groups, load_hooks, more_rollouts, step_metrics
 from searchgym.training.losses import aggregate, kl_penalty, policy_loss, value_loss
 from searchgym.training.metrics import MetricsLog, plot_curves
+from searchgym.training.stability import COLUMNS as STABILITY_COLUMNS
+from searchgym.training.stability import StabilityMonitor, rollout_diagnostics, shape_rewards
 
 torch = require("torch", extra="lm", feature="Training")
 require("transformers", extra="lm", feature="Training")
@@ -79,6 +81,8 @@ COLUMNS = (
     "entropy", "clip_fraction", "grad_norm", "lr", "value_grad_norm", "value_lr", "logprob_diff_max", "logprob_diff_mean",
     "time_rollout", "time_retrieval", "time_update", "time_sync", "update_tokens_per_s", "peak_memory_mb",
     "eval_reward", "eval_em", "eval_f1", "eval_cover_em", "eval_searches", "eval_response_tokens",
+    # diagnostics of the update (Trainer.update) and of the rollout (searchgym.training.stability)
+    "adv_std", "trained_token_share", *STABILITY_COLUMNS,
 )
 
 #: Rollouts of each step kept with their token records in ``out/rollouts.jsonl`` (a look, not a log:
@@ -392,6 +396,8 @@ class Trainer:
         self._progress: Progress | None = None
         self._said_zero_advantages = False
         self._said_failures = False
+        #: Flags lengths growing without end and format drift across steps; warns once per kind.
+        self.stability = StabilityMonitor()
         #: The run's trainer hooks (:mod:`searchgym.training.hooks`), built before any model loads.
         self.hooks = load_hooks(args.hooks)
         #: The hooks' own metrics.csv columns (checked here, before any model loads).
@@ -485,6 +491,7 @@ class Trainer:
             self.out / "metrics.csv", (*COLUMNS, *self.hook_columns), resume_step=self.step if checkpoint is not None else None,
             tensorboard_dir=self.out / "tensorboard" if args.tensorboard else None,
         )
+        self.stability.seed(self.metrics.rows)  # a resumed run's past steps
         self._built = True
 
     def _make_engine(self) -> Any:
@@ -563,12 +570,14 @@ class Trainer:
             finally:
                 self.model.train()
             self.generation_batches += 1
+            shape_rewards(results, length_penalty=a.length_penalty, length_penalty_from=a.length_penalty_from, format_gate=a.format_gate)
             apply_group_rewards(self.hooks, results, n=a.n, step=step)  # before the stats: they average what is trained
             played.extend(results)
             kept.extend(keep_groups(self.hooks, results, n=a.n, step=step, dropped=self.dropped_by))
             want = more_rollouts(self.hooks, self, step, kept=len(kept) // a.n, batches=self.generation_batches)
         self.played = played
         stats = rollout_stats(played)
+        stats.update(rollout_diagnostics(played, a.n))
         stats["time_rollout"] = time.perf_counter() - t0
         stats["time_retrieval"] = self.retrieval.seconds - retrieval_before
         return kept[: a.questions_per_step * a.n], stats
@@ -601,6 +610,10 @@ class Trainer:
                 segment_steps(samples, episodes, max_length=self.context_length)
         rewritten = {} if episodes is None else {"episodes": episodes}  # the call of today when no context was rewritten
         advantages, returns = compute_advantages(a, scores, [s.group for s in samples], mask, fixed, steps=steps, **rewritten)  # [B, L-1]
+        trained = advantages[mask.bool()]  # [tokens]
+        stats["adv_std"] = float(trained.std()) if trained.numel() > 1 else 0.0
+        response = sum(max(0, min(len(t), self.context_length) - len(t.prompt_ids)) for t in rows)  # every response token, observations too
+        stats["trained_token_share"] = float(mask.sum()) / response if response else 0.0
         if not self._said_zero_advantages and not bool((advantages * mask).abs().any()):
             self._said_zero_advantages = True
             print(zero_advantages_note(a, self.step + 1, scores.tolist()), file=sys.stderr, flush=True)
@@ -785,6 +798,10 @@ class Trainer:
                     stats["time_sync"] = self._sync_engine()
                     stats["stage_reward"] = self._stage[0] or "env default"
                     stats["peak_memory_mb"] = peak_memory_mb()
+                    flags, warnings = self.stability.check(self.step, stats)
+                    stats.update(flags)
+                    for line in warnings:
+                        print(line, file=sys.stderr, flush=True)
                     if a.eval_every and (self.step % a.eval_every == 0 or self.step == a.total_steps):
                         self._phase("evaluate")
                         stats.update(self.evaluate())

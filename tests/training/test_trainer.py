@@ -84,6 +84,22 @@ def test_one_step_raises_the_rewarded_response_and_lowers_the_other(tmp_path, al
     assert math.isfinite(stats["loss"]) and stats["grad_norm"] > 0
 
 
+def test_one_grpo_update_raises_the_rewarded_completion_and_reports_its_learning_signal(tmp_path):
+    """Issue 66's check: one GRPO update on a group of a rewarded and an unrewarded completion
+    raises the rewarded one's sequence logprob and lowers the other's; the update's
+    diagnostics say what it trained (advantage spread, share of response tokens trained)."""
+    trainer = built(tmp_path, algorithm="grpo", n=2, lr=3e-3, micro_batch_size=2)
+    good, bad = sampled(trainer, PROMPT, GOOD, observation=[60, 61, 62, 63]), sampled(trainer, PROMPT, BAD, observation=[60, 61, 62, 63])
+    before = seq_logprob(trainer, good), seq_logprob(trainer, bad)
+    stats = trainer.update([result(good, 1.0, 0), result(bad, 0.0, 0)])
+    after = seq_logprob(trainer, good), seq_logprob(trainer, bad)
+    assert after[0] > before[0] and after[1] < before[1], (before, after)
+    # advantages +-1/sqrt(2) on 4 generated tokens each: their std over the 8 trained tokens
+    assert stats["adv_std"] == pytest.approx(math.sqrt(8 * 0.5 / 7), rel=1e-4)
+    assert stats["trained_token_share"] == pytest.approx(0.5)  # 4 generated of 8 response tokens (4 observed)
+    assert stats["grad_norm"] > 0 and stats["clip_fraction"] == 0.0 and stats["entropy"] > 0
+
+
 def test_one_update_per_batch_skips_the_old_logprob_pass_and_updates_as_two_passes_would(tmp_path):
     """With ppo_epochs=1 and mini_batches=1 the old logprobs are the update's own, detached
     (ratio 1): its gradient equals the two-pass one's (old logprobs from a no-grad pass, forced
