@@ -21,7 +21,7 @@ from searchgym.training.args import preset
 SMALL = {"seed": 7, "num_passages": 400}
 ROOT = Path(__file__).resolve().parent.parent
 ENV_ARGUMENTS = (
-    "action_format, corpus, corpus_options, dataset, dataset_options, generator, initial_top_k, judge, limit, max_action_chars, "
+    "action_format, context, context_options, corpus, corpus_options, dataset, dataset_options, generator, initial_top_k, judge, limit, max_action_chars, "
     "max_calls, max_context_tokens, max_observation_chars, max_query_chars, max_searches, max_turns, protocol, protocol_options, question_filter, reader, "
     "record, render_mode, replay, replay_misses, retriever, retriever_options, reward, reward_options, split, summarizer, summarizer_options, "
     "token_counter, tool_parser, top_k"
