@@ -25,7 +25,10 @@ from searchgym.lm.scripted import ScriptedLM
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*a token record differs from a fresh render:UserWarning")
 
-ENV_IDS = ["searchgym/SearchR1-v0", "searchgym/R1Searcher-v0", "searchgym/RECON-v0", "searchgym/S3-v0", "searchgym/RSearch-v0"]
+ENV_IDS = ["searchgym/SearchR1-v0", "searchgym/R1Searcher-v0", "searchgym/RECON-v0", "searchgym/S3-v0", "searchgym/RSearch-v0",
+           "searchgym/DeepResearch-v0"]
+#: The browse game over the small synthwiki world (its own world's options differ), snippets kept short.
+_DEEP = {"corpus": "synthwiki", "dataset": "synthwiki", "protocol_options": {"snippet_words": 60}}
 SHIPPED = ["qwen2_5", "qwen3", "llama3_1"]  # TRL's copies of the templates the models ship that write tool calls
 MAX_NEW_TOKENS = 96
 
@@ -64,7 +67,8 @@ _ENVS = {}
 
 def env_for(env_id, parser):
     if (env_id, parser) not in _ENVS:
-        _ENVS[env_id, parser] = make_small(env_id, action_format="tools", tool_parser=parser)
+        extra = _DEEP if env_id.endswith("DeepResearch-v0") else {}
+        _ENVS[env_id, parser] = make_small(env_id, action_format="tools", tool_parser=parser, **extra)
     return _ENVS[env_id, parser]
 
 

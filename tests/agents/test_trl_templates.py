@@ -3,7 +3,7 @@ copies of the templates models ship), each game through tool calls.
 
 Each template is played on SmolLM2's tokenizer with the template's own markers (``<|eot_id|>``,
 ``<end_of_turn>``, ``<|END_OF_TURN_TOKEN|>``, ...) added as special tokens, as a model of
-that family has them. A template that writes tools, calls and results plays all five games
+that family has them. A template that writes tools, calls and results plays all six games (the papers' five and the browse game)
 with the scripted turns of test_shipped_templates (well-formed, malformed, parallel, prose,
 cut): no exception, the record what the model emitted, env segments masked, a fresh render
 that differs marked. The others are listed in :data:`SKIPPED` with the reason, which the
