@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import socket
 import sys
 import threading
 import time
@@ -43,7 +42,7 @@ from typing import Any
 from searchgym.corpora.types import MAX_QUERY_CHARS, Corpus, Retriever
 from searchgym.deepresearch.documents import MAX_PATTERN_CHARS, DocumentStore, id_problem, pattern_problem, snippet
 from searchgym.error import ConfigError
-from searchgym.serve import http_protocol, is_loopback
+from searchgym.serve import check_port_free, http_protocol, is_loopback
 from searchgym.serve_access import Access, client_address, parse_networks
 
 __all__ = ["BadToolCall", "SearchTools", "ToolSettings", "build_server", "http_app", "load_tools", "serve_mcp"]
@@ -443,21 +442,11 @@ def serve_mcp(tools: SearchTools, what: str, *, transport: str = "stdio", host: 
 
 
 def check_port(host: str, port: int) -> None:
-    """Refuse, in one line and before the corpus loads, a port another server holds."""
+    """Refuse, in one line and before the corpus loads, a port out of range or one another server
+    holds (``searchgym serve``'s check)."""
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ConfigError(f"searchgym mcp expects a port between 0 and 65535, got {port!r}.")
-    if port == 0:
-        return
-    try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-    except socket.gaierror as e:
-        raise ConfigError(f"searchgym mcp cannot resolve --host {host!r} ({e.strerror}); pass an IP address such as 127.0.0.1.") from None
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as e:
-            raise ConfigError(f"searchgym mcp cannot listen on {host}:{port}: {e.strerror}; pick another --port.") from None
+    check_port_free(host, port, command="mcp")
 
 
 # ---------------------------------------------------------------------- the command

@@ -394,15 +394,16 @@ def check_exposure(host: str, access: Access) -> None:
     )
 
 
-def check_port_free(host: str, port: int) -> None:
+def check_port_free(host: str, port: int, command: str = "serve") -> None:
     """Raise :class:`ConfigError` in one line when ``host:port`` cannot be listened on (another
-    server holds it), instead of uvicorn's errno log after the corpus has loaded."""
+    server holds it), instead of uvicorn's errno log after the corpus has loaded; ``command``
+    names the ``searchgym`` command in the message (``serve``, ``mcp``)."""
     if port == 0:
         return
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
     except socket.gaierror as e:
-        raise ConfigError(f"searchgym serve cannot resolve --host {host!r} ({e.strerror}); pass an IP address such as 127.0.0.1.") from None
+        raise ConfigError(f"searchgym {command} cannot resolve --host {host!r} ({e.strerror}); pass an IP address such as 127.0.0.1.") from None
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a closing connection does not count
         try:
@@ -410,8 +411,8 @@ def check_port_free(host: str, port: int) -> None:
         except OSError as e:
             held = e.errno == errno.EADDRINUSE
             raise ConfigError(
-                f"searchgym serve cannot listen on {host}:{port}: "
-                + ("the port is in use (another server, perhaps an earlier `searchgym serve`, holds it); stop that "
+                f"searchgym {command} cannot listen on {host}:{port}: "
+                + (f"the port is in use (another server, perhaps an earlier `searchgym {command}`, holds it); stop that "
                    "server or pick another --port." if held else f"{e.strerror}; pick another --host or --port.")
             ) from None
 

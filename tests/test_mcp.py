@@ -312,3 +312,21 @@ def test_stdio_refuses_the_http_flags():
     done = subprocess.run([sys.executable, "-m", "searchgym.cli", "mcp", "--token", "x"], capture_output=True, text=True, timeout=120,
                           env={**os.environ, **CHECKOUT})
     assert done.returncode == 2 and "--host, --token and --allow are for --transport http" in done.stderr
+
+
+def test_a_port_in_use_is_refused_by_the_check_serve_uses():
+    import socket
+
+    from searchgym.error import ConfigError
+    from searchgym.mcp_server import check_port
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        with pytest.raises(ConfigError) as e:
+            check_port("127.0.0.1", port)
+    assert str(e.value) == (f"searchgym mcp cannot listen on 127.0.0.1:{port}: the port is in use (another server, perhaps an "
+                            "earlier `searchgym mcp`, holds it); stop that server or pick another --port.")
+    with pytest.raises(ConfigError, match=r"^searchgym mcp expects a port between 0 and 65535, got 70000\.$"):
+        check_port("127.0.0.1", 70000)
