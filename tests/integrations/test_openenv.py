@@ -26,20 +26,8 @@ def served(env_id: str, **env_kwargs):
     """The server as a process on 127.0.0.1 (any free port) and a connected sync client; stopped after."""
     from searchgym.integrations.openenv import SearchGymClient
 
-    process = subprocess.Popen([sys.executable, "-m", "searchgym.integrations.openenv", "--env-id", env_id, "--port", "0",
-                                "--env-options", json.dumps(env_kwargs)], stdout=subprocess.PIPE, text=True)
-    try:
-        url = process.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:"), url
-        with SearchGymClient(base_url=url).sync() as client:
-            yield client
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with served_url(env_id, **env_kwargs) as url, SearchGymClient(base_url=url).sync() as client:
+        yield client
 
 
 def test_the_served_env_steps_like_the_env_in_process():
@@ -87,6 +75,7 @@ def trl_parts():
 
 @contextlib.contextmanager
 def served_url(env_id: str, **env_kwargs):
+    """The server as a process on 127.0.0.1 (any free port): its URL; stopped after."""
     process = subprocess.Popen([sys.executable, "-m", "searchgym.integrations.openenv", "--env-id", env_id, "--port", "0",
                                 "--env-options", json.dumps(env_kwargs)], stdout=subprocess.PIPE, text=True)
     try:
