@@ -76,3 +76,25 @@ def one_core_clock(monkeypatch):
 
     monkeypatch.setattr(threads_module.time, "perf_counter", lambda: tick("wall"))
     monkeypatch.setattr(threads_module.time, "process_time", lambda: tick("cpu"))
+
+
+def rescored_samples(trainer, trajectories):
+    """Each trajectory with its generated tokens' logprobs recomputed by ``trainer.model`` (so an
+    update's ratio is exactly 1), twice, rewarded 1.0 and 0.0, as a group of its own: samples for
+    ``trainer.update``."""
+    import torch
+
+    samples = []
+    for group, t in enumerate(trajectories):
+        ids = torch.tensor([t.context_ids()])
+        with torch.no_grad():
+            logp = torch.log_softmax(trainer.model(input_ids=ids).logits[0, :-1].float(), -1)
+        start = len(t.prompt_ids)
+        lps = [float(logp[start + i - 1, tok_id]) for i, tok_id in enumerate(t.response_ids)]
+        segments, at = [], 0
+        for s in t.segments:
+            segments.append(type(s)(s.token_ids, tuple(lps[at: at + len(s)]) if s.generated else None, s.generated, s.finish_reason))
+            at += len(s)
+        t.segments = segments
+        samples += [type("S", (), {"trajectory": t, "reward": r, "group": group})() for r in (1.0, 0.0)]
+    return samples

@@ -15,6 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from deepresearch.small_world import world  # noqa: E402
+from lm_helpers import rescored_samples  # noqa: E402
 from searchgym.agents.driver import Task, run_episodes  # noqa: E402
 from searchgym.agents.tokens import render_chat  # noqa: E402
 from searchgym.deepresearch.agents import DeepResearchOracle  # noqa: E402
@@ -123,18 +124,6 @@ def test_oracle_tool_records_are_exact_and_a_grpo_update_on_them_trains_only_the
         assert sum(t.loss_mask) == sum(len(s) for s in t.segments if s.generated)
         batch = collate([t])
         assert batch.loss_mask[0].tolist() == ([0] * len(t.prompt_ids) + t.loss_mask)[1:]  # targets: masks shifted by one
-    samples = []
-    for group, t in enumerate(trajectories):
-        ids = torch.tensor([t.context_ids()])
-        with torch.no_grad():
-            logp = torch.log_softmax(trainer.model(input_ids=ids).logits[0, :-1].float(), -1)
-        start = len(t.prompt_ids)
-        lps = [float(logp[start + i - 1, tok_id]) for i, tok_id in enumerate(t.response_ids)]
-        segments, at = [], 0
-        for s in t.segments:
-            segments.append(type(s)(s.token_ids, tuple(lps[at: at + len(s)]) if s.generated else None, s.generated, s.finish_reason))
-            at += len(s)
-        t.segments = segments
-        samples += [type("S", (), {"trajectory": t, "reward": r, "group": group})() for r in (1.0, 0.0)]
+    samples = rescored_samples(trainer, trajectories)
     stats = trainer.update(samples)
     assert stats["logprob_diff_max"] < 1e-3 and stats["grad_norm"] > 0

@@ -8,6 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from env_helpers import SMALL_WORLD  # noqa: E402
+from lm_helpers import rescored_samples  # noqa: E402
 from searchgym.agents.tokens import render_chat  # noqa: E402
 from searchgym.error import ConfigError  # noqa: E402
 from searchgym.lm.chat_templates import CHAT_TEMPLATES, install_chat_template  # noqa: E402
@@ -78,20 +79,7 @@ def test_each_algorithm_trains_on_tool_episodes(tmp_path, algorithm, n):
     # An update on the oracle's multi-turn tool episodes (their logprobs recomputed by the model) trains only the calls.
     tok = trainer.tokenizer
     oracle = oracle_trajectories("searchgym/SearchR1-v0", tok, env_options=TOOLS, limit=2, num_envs=2)
-    samples = []
-    for group, t in enumerate(oracle):
-        ids = torch.tensor([t.context_ids()])
-        with torch.no_grad():
-            logp = torch.log_softmax(trainer.model(input_ids=ids).logits[0, :-1].float(), -1)
-        start = len(t.prompt_ids)
-        lps = [float(logp[start + i - 1, tok_id]) for i, tok_id in enumerate(t.response_ids)]
-        segments = []
-        at = 0
-        for s in t.segments:
-            segments.append(type(s)(s.token_ids, tuple(lps[at: at + len(s)]) if s.generated else None, s.generated, s.finish_reason))
-            at += len(s)
-        t.segments = segments
-        samples += [type("S", (), {"trajectory": t, "reward": r, "group": group})() for r in (1.0, 0.0)]
+    samples = rescored_samples(trainer, oracle)
     stats = trainer.update(samples)
     assert stats["logprob_diff_max"] < 1e-3 and stats["grad_norm"] > 0
 
