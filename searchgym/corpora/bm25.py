@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
@@ -21,14 +22,15 @@ from searchgym.corpora import blockmax
 from searchgym.corpora.checksum import HashingWriter, check_files
 from searchgym.corpora.index_folder import index_meta, rebuild_command, rebuild_hint, write_meta
 from searchgym.corpora.postings import (
-    DEFAULT_SHARD_SIZE, Postings, build_postings, check_postings, load_postings, passage_text, save_postings, split_postings,
+    BLOCK_FILES, DEFAULT_SHARD_SIZE, Postings, build_postings, check_postings, load_postings, passage_text, save_postings,
+    split_postings,
 )
 from searchgym.corpora.pruning import PRUNE_FROM, prune_top_k
 from searchgym.corpora.tokenize import Analyzer, default_analyzer
 from searchgym.corpora.types import Corpus, Hit, Retriever
 from searchgym.error import ConfigError, DataFormatError, UnknownNameError, require
 
-__all__ = ["BM25_BACKENDS", "BM25_METHODS", "BM25Retriever"]
+__all__ = ["BM25_BACKENDS", "BM25_METHODS", "BM25Retriever", "QueryTerms"]
 
 #: backend -> the BM25 variants it computes (the first one is its default).
 BM25_METHODS: dict[str, tuple[str, ...]] = {
@@ -48,6 +50,66 @@ _READABLE_VERSIONS = (1, 2)
 _DENSE_SHARE = 0.5
 #: Folders already said to be scored exhaustively (written before term bounds), said once each.
 _UNBOUNDED_SAID: set[Path] = set()
+
+
+#: Query words whose term ids a retriever remembers per generation (two generations: at most
+#: twice this many, ~150 bytes each, 20 MB at most; see :class:`QueryTerms`).
+QUERY_WORDS = 1 << 16
+# A word as the analyzer reads one (searchgym.corpora.tokenize, step 1: a maximal run of \w);
+# tests/corpora/test_bm25.py checks that QueryTerms spells every query as Analyzer.token_ids does.
+_WORD = re.compile(r"\w+")
+
+
+class QueryTerms:
+    """Query text -> term ids of one index, remembering each surface word's ids.
+
+    ``Analyzer.token_ids`` maps a word to its id afresh on every call: a stem-cache read, a
+    stem of every word the index lacks (the analyzer does not remember those, and a
+    question has a few: 1,942 of 2,000 generated questions re-stemmed one under the analyzer's
+    lock) and a vocabulary lookup a term. That was 58 us of a question's 0.10-0.14 ms of Python
+    around the compiled engine at 300k passages (one core, k = 3 and 10); remembered here, a
+    question costs a regex split and a dict read a word (5 us measured the same way). A word's
+    ids are exactly what ``Analyzer.token_ids`` gives the word alone (a stop word or a term the
+    index lacks: none), and a text's ids are its words' in order, as ``token_ids`` spells them.
+    Bounded like the analyzer's stem cache: two generations of at most ``max_words`` words, the
+    newer one full becoming the older, the oldest dropped.
+    """
+
+    def __init__(self, analyzer: Analyzer, vocab: Mapping[str, int], max_words: int = QUERY_WORDS):
+        self.analyzer, self.vocab, self.max_words = analyzer, vocab, max_words
+        self._recent: dict[str, tuple[int, ...]] = {}
+        self._older: dict[str, tuple[int, ...]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, queries: Sequence[str]) -> list[list[int]]:
+        find = _WORD.findall
+        out = []
+        for text in queries:
+            words = find(text)
+            recent = self._recent
+            try:
+                out.append([i for w in words for i in recent[w]])
+            except KeyError:
+                known = self._learn(words)
+                out.append([i for w in words for i in known[w]])
+        return out
+
+    def _learn(self, words: list[str]) -> dict[str, tuple[int, ...]]:
+        """Every word of ``words`` with its ids (from either generation or the analyzer), remembered."""
+        with self._lock:
+            recent, older = self._recent, self._older
+            missing = [w for w in dict.fromkeys(words) if w not in recent]
+            found = {w: older[w] for w in missing if w in older}
+            fresh = [w for w in missing if w not in found]
+            if fresh:  # each word as a text of its own: its ids alone
+                found.update(zip(fresh, map(tuple, self.analyzer.token_ids(fresh, self.vocab, grow=False))))
+            known = {w: found[w] if w in found else recent[w] for w in words}
+            if len(recent) + len(found) > self.max_words:  # replaced, not changed: readers may hold them
+                self._older, self._recent = recent, {}
+                if len(found) > self.max_words:
+                    found = dict(list(found.items())[: self.max_words])
+            self._recent.update(found)
+            return known
 
 
 def _cpu_count() -> int:
@@ -220,6 +282,7 @@ class BM25Retriever(Retriever):
         self._pool_lock = threading.Lock()
         self._local = threading.local()
         self._engine: blockmax.BlockMaxIndex | None = None  # built on first use (block maxima)
+        self._query_terms: QueryTerms | None = None  # built on first search (needs the vocabulary)
 
     def _bind_index(self) -> None:
         """Pull the arrays the query kernel reads out of the postings."""
@@ -243,7 +306,7 @@ class BM25Retriever(Retriever):
     # ------------------------------------------------------------------ pickling
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for name in ("_pool", "_pool_lock", "_local", "analyzer", "_engine"):
+        for name in ("_pool", "_pool_lock", "_local", "analyzer", "_engine", "_query_terms"):
             state.pop(name, None)
         if self.folder is not None:  # mapped from a folder: the other process maps it too
             for name in ("_index", "_data", "_indices", "_indptr", "_vocab", "_nonoccurrence", "_term_max"):
@@ -258,7 +321,7 @@ class BM25Retriever(Retriever):
         self._init_runtime()
         if self.folder is not None:
             self._index = _map_postings(self.folder, self._format, len(self.corpus), state.get("in_memory", False),
-                                        state.get("_bounds_on_disk", False))
+                                        state.get("_bounds_on_disk", False), state.get("_block_size_on_disk"))
             self._bind_index()
 
     # ------------------------------------------------------------------ searching
@@ -283,7 +346,10 @@ class BM25Retriever(Retriever):
         return self._search_rank_bm25(queries, k)
 
     def _search_bm25s(self, queries: list[str], k: int) -> list[list[Hit]]:
-        term_ids = self.analyzer.token_ids(queries, self._vocab, grow=False)
+        query_terms = self._query_terms
+        if query_terms is None:
+            query_terms = self._query_terms = QueryTerms(self.analyzer, self._vocab)
+        term_ids = query_terms(queries)
         todo = [i for i, ids in enumerate(term_ids) if ids]  # fast path: no indexed term, no work
         results: list[list[Hit]] = [[] for _ in queries]
         if len(todo) > 1 and self.n_threads > 1:
@@ -321,13 +387,16 @@ class BM25Retriever(Retriever):
         return self.pruning and self.backend == "bm25s" and self._index is not None and self._term_max is not None
 
     def block_max_engine(self) -> blockmax.BlockMaxIndex:
-        """The compiled engine over this index (its block maxima computed on first use: about a
-        second per 100M postings, 2% of the index's bytes in memory)."""
+        """The compiled engine over this index: its block maxima mapped from the index folder, or,
+        for an index in memory or one written before them, computed on first use (about a second
+        per 100M postings; 8% of the index's bytes, in this process's memory)."""
         if self._engine is None:
             with self._pool_lock:
                 if self._engine is None:
+                    postings: Postings = self._index
+                    stored = postings.blocks if postings.block_size == blockmax.BLOCK else None
                     self._engine = blockmax.BlockMaxIndex(self._data, self._indices, self._indptr, self._term_max,
-                                                         num_docs=len(self.corpus))
+                                                         num_docs=len(self.corpus), blocks=stored)
         return self._engine
 
     def _rank_many(self, queries: list[list[int]], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -568,11 +637,13 @@ class BM25Retriever(Retriever):
             )
         index = None
         bounds = "term_max.npy" in (meta.get("files") or {})
+        # the block maxima, when the folder records them (written before them: computed on first search)
+        block_size = meta.get("block_size") if set(BLOCK_FILES) <= set(meta.get("files") or {}) else None
         if not meta.get("empty_vocabulary"):
             if backend == "bm25s":
                 if meta["format_version"] >= 2:  # sizes, dtypes and shapes before anything is mapped
                     check_postings(path, meta, rebuild_hint(path, meta))
-                index = _map_postings(path, meta["format_version"], len(corpus), in_memory, bounds)
+                index = _map_postings(path, meta["format_version"], len(corpus), in_memory, bounds, block_size)
                 if not bounds and pruning and path.resolve() not in _UNBOUNDED_SAID:
                     _UNBOUNDED_SAID.add(path.resolve())
                     warnings.warn(
@@ -603,15 +674,17 @@ class BM25Retriever(Retriever):
             retriever.folder, retriever._format = path.resolve(), meta["format_version"]
             retriever.in_memory = in_memory
             retriever._bounds_on_disk = bounds
+            retriever._block_size_on_disk = block_size
         return retriever
 
 
-def _map_postings(path: Path, format_version: int, num_docs: int, in_memory: bool = False, bounds: bool = False) -> Postings:
+def _map_postings(path: Path, format_version: int, num_docs: int, in_memory: bool = False, bounds: bool = False,
+                  block_size: int | None = None) -> Postings:
     """The postings of an index folder, memory-mapped (read into memory with ``in_memory``):
     searchgym's arrays (version 2) or bm25s's own folder (version 1); ``bounds``: with the term
-    bounds its metadata records."""
+    bounds its metadata records; ``block_size``: with the block maxima it records, of that size."""
     if format_version >= 2:
-        return load_postings(path, num_docs, in_memory=in_memory, bounds=bounds)
+        return load_postings(path, num_docs, in_memory=in_memory, bounds=bounds, block_size=block_size)
     bm25s = require("bm25s", extra="core", feature="The bm25s BM25 backend", install="pip install bm25s")
     index = bm25s.BM25.load(path / "bm25s", mmap=not in_memory, show_progress=False)
     scores = index.scores

@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["CHECK_FROM", "LOOKUP_COST", "PRUNE_FROM", "prune_top_k", "term_maxima"]
+__all__ = ["BLOCK", "CHECK_FROM", "LOOKUP_COST", "PRUNE_FROM", "block_maxima", "prune_top_k", "term_maxima"]
 
 #: Postings reduced at once by :func:`term_maxima` (bounded memory over a mapped matrix).
 _BLOCK = 1 << 24
@@ -51,6 +51,11 @@ PRUNE_FROM = 16384
 #: What looking one passage up in a posting list (a binary search) costs, in postings added.
 LOOKUP_COST = 16
 _UNIT = 2.0**-24  # float32 unit roundoff
+#: Postings a block of the block maxima holds (:func:`block_maxima`; the compiled engine of
+#: :mod:`searchgym.corpora.blockmax` reads them). 64: PISA's default for its block-max indexes; a
+#: smaller block gives tighter bounds but more blocks to step over (8 bytes of block data per 64
+#: postings of 8 bytes, and 8 a term).
+BLOCK = 64
 
 
 def term_maxima(data: np.ndarray, indptr: np.ndarray, *, block: int = _BLOCK) -> np.ndarray:
@@ -253,3 +258,24 @@ def prune_top_k(
     cand, final = cand[positive], final[positive]
     ranked = np.lexsort((cand, -final))[:k]  # score descending, ties in corpus order
     return cand[ranked], final[ranked]
+
+
+def block_maxima(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, block: int = BLOCK):
+    """``(bptr [V+1] int64, bmax [B] float32, blast [B] int32)``: term ``t``'s blocks are
+    ``bptr[t]:bptr[t+1]``; block ``j`` of a term covers its postings ``j*block`` to
+    ``(j+1)*block``, with ``bmax`` its largest score and ``blast`` its last passage."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    lengths = np.diff(indptr)
+    counts = (lengths + block - 1) // block  # [V] blocks of each term
+    bptr = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=bptr[1:])
+    total = int(bptr[-1])
+    if total == 0:
+        return bptr, np.zeros(0, np.float32), np.zeros(0, np.int32)
+    owner = np.repeat(np.arange(len(counts)), counts)  # [B] the term of each block
+    starts = indptr[:-1][owner] + (np.arange(total, dtype=np.int64) - bptr[:-1][owner]) * block
+    ends = np.minimum(starts + block, indptr[1:][owner])
+    del owner
+    bmax = np.maximum.reduceat(np.asarray(data, dtype=np.float32), starts)  # every block non-empty, in order
+    blast = np.asarray(indices)[ends - 1].astype(np.int32, copy=False)
+    return bptr, bmax.astype(np.float32, copy=False), blast

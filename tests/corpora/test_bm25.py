@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from searchgym.corpora.bm25 import BM25_METHODS, BM25Retriever
-from searchgym.corpora.postings import build_postings, passage_text
+from searchgym.corpora.bm25 import BM25_METHODS, BM25Retriever, QueryTerms
+from searchgym.corpora.postings import HashedVocab, build_postings, passage_text
 from searchgym.corpora.tokenize import STOPWORDS, Analyzer, tokenize
 from searchgym.corpora.types import Corpus, Passage
 from searchgym.error import ConfigError, UnknownNameError
@@ -122,6 +122,72 @@ def test_query_words_the_index_lacks_are_not_remembered():
     with pytest.raises(ConfigError, match="Analyzer expects max_words to be a positive integer, got 0"):
         Analyzer(max_words=0)
 
+
+
+# ---------------------------------------------------------------------- query term ids, remembered
+def _lexicon_corpus(n: int = 300, seed: int = 11) -> tuple[Corpus, list[str]]:
+    rng = np.random.default_rng(seed)
+    words = [f"term{i}" for i in range(400)] + ["Running", "cats", "organisation", "Ελλάδα", "café"]
+    passages = [Passage(str(i), f"T{i % 17}", " ".join(rng.choice(words, size=int(rng.integers(4, 30))))) for i in range(n)]
+    return Corpus(passages, name=f"lexicon{n}"), words
+
+
+def _mixed_queries(words: list[str], count: int, seed: int) -> list[str]:
+    """Indexed words in any case, their plural and -ing forms, stop words, words the index lacks,
+    repeats, punctuation, digits, an empty query."""
+    rng = np.random.default_rng(seed)
+    pool = words + [w.upper() for w in words[:50]] + [w + "s" for w in words[:50]] + ["the", "of", "The", "AND", "zzz",
+                                                                                     "nosuch", "1901", "run", "RUNS", "t3"]
+    out = ["", "?!", "the of and"]
+    while len(out) < count:
+        picked = list(rng.choice(pool, size=int(rng.integers(1, 14))))
+        out.append(rng.choice([" ", ", ", "-", "; "]).join(picked + picked[: int(rng.integers(0, 3))]) + "?")
+    return out
+
+
+def test_query_terms_are_the_analyzers_term_ids_through_every_generation(tmp_path):
+    """A retriever remembers each query word's term ids (QueryTerms) in front of a vocabulary that
+    remembers its lookups (HashedVocab): with generations of a few words, so that both roll over
+    many times, every query still gets exactly the ids a fresh analyzer gives over a plain dict."""
+    corpus, words = _lexicon_corpus()
+    built = BM25Retriever(corpus)
+    assert isinstance(built._vocab, dict)
+    loaded = BM25Retriever.load(built.save(tmp_path / "ix"), corpus)
+    assert isinstance(loaded._vocab, HashedVocab)
+    queries = _mixed_queries(words, 600, seed=1)
+    want = Analyzer().token_ids(queries, built._vocab, grow=False)
+    assert sum(map(len, want)) > 1000 and [] in want
+    small_vocab = HashedVocab(np.load(tmp_path / "ix" / "vocab_hash.npy"), np.load(tmp_path / "ix" / "vocab_ids.npy"), remembered=5)
+    for vocab in (loaded._vocab, small_vocab):
+        terms = QueryTerms(Analyzer(), vocab, max_words=7)
+        order = np.random.default_rng(2).permutation(len(queries))
+        for _ in range(2):
+            assert terms(queries) == want  # batched
+            assert [terms([queries[i]])[0] for i in order] == [want[i] for i in order]  # one at a time, shuffled
+            assert len(terms._recent) <= 7 and len(terms._older) <= 7
+    assert len(small_vocab._recent) <= 5 and len(small_vocab._older) <= 5
+    # the retriever's own (default bounds) answers as the one built in memory does, twice over
+    assert [[(h.passage.id, h.score) for h in row] for row in loaded.search(queries + queries, 5)] == \
+        [[(h.passage.id, h.score) for h in row] for row in built.search(queries + queries, 5)]
+
+
+def test_a_hashed_vocabulary_remembering_few_terms_answers_every_lookup_as_its_terms_say(tmp_path):
+    corpus, _ = _lexicon_corpus(120, seed=4)
+    built = BM25Retriever(corpus)
+    built.save(tmp_path / "ix")
+    vocab = HashedVocab(np.load(tmp_path / "ix" / "vocab_hash.npy"), np.load(tmp_path / "ix" / "vocab_ids.npy"), remembered=3)
+    terms = list(built._vocab) + ["unknown", "zzz", "term9999"]
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        for t in rng.permutation(terms).tolist():
+            want = built._vocab.get(t)
+            assert vocab.get(t) == want and (t in vocab) == (want is not None) and vocab.get(t, -7) == (-7 if want is None else want)
+            if want is None:
+                with pytest.raises(KeyError):
+                    vocab[t]
+            else:
+                assert vocab[t] == want
+    assert len(vocab) == len(built._vocab) and len(vocab._recent) <= 3
 
 # ---------------------------------------------------------------------- small corpus, both backends
 @pytest.fixture(scope="module", params=BACKENDS)

@@ -70,7 +70,8 @@ def test_saved_index_is_memory_mapped_and_answers_the_same(world, queries, tmp_p
     meta = index_meta(tmp_path / "ix")
     assert meta["kind"] == "bm25" and meta["num_passages"] == 3000 and meta["corpus_fingerprint"] == world.fingerprint
     assert meta["format_version"] == 2 and meta["num_postings"] == len(built._data)
-    assert sorted(meta["files"]) == ["data.npy", "indices.npy", "indptr.npy", "term_max.npy", "vocab_hash.npy", "vocab_ids.npy"]
+    assert sorted(meta["files"]) == ["block_last.npy", "block_max.npy", "block_ptr.npy", "data.npy", "indices.npy", "indptr.npy",
+                                     "term_max.npy", "vocab_hash.npy", "vocab_ids.npy"]
     assert not list((tmp_path / "ix").glob("searchgym-bm25-*"))  # the build's scratch folder is gone
     import pickle
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from searchgym.cli import main as cli_main
 from searchgym.corpora.bm25 import BM25Retriever
 from searchgym.corpora.index_folder import write_meta
+from searchgym.corpora.postings import BLOCK_FILES
 from searchgym.corpora.pruning import prune_top_k, term_maxima
 from searchgym.corpora.sharded import ShardedRetriever
 from searchgym.corpora.types import Corpus, Passage
@@ -210,8 +212,10 @@ def test_an_index_written_before_term_bounds_loads_scored_exhaustively_said_once
     retriever, vocabulary = zipf
     folder = retriever.save(tmp_path / "old")
     meta = json.loads((folder / "searchgym_bm25.json").read_text())
-    del meta["files"]["term_max.npy"], meta["meta_checksum"]
-    (folder / "term_max.npy").unlink()
+    del meta["meta_checksum"], meta["block_size"]
+    for name in ("term_max.npy", *BLOCK_FILES):  # the block maxima came after the bounds
+        del meta["files"][name]
+        (folder / name).unlink()
     write_meta(folder, "searchgym_bm25.json", meta)  # as a searchgym before this change wrote it
     with pytest.warns(UserWarning) as said:
         old = BM25Retriever.load(folder, retriever.corpus)
@@ -233,7 +237,7 @@ def test_an_index_written_before_term_bounds_loads_scored_exhaustively_said_once
 def test_verify_reads_the_term_bounds_and_a_load_refuses_them_cut(zipf, tmp_path, capsys):
     retriever, _ = zipf
     folder = retriever.save(tmp_path / "ix")
-    assert verify_storage(folder, progress=False).parts == ["ix: bm25 index, 6 files"]
+    assert verify_storage(folder, progress=False).parts == ["ix: bm25 index, 9 files"]
     with open(folder / "term_max.npy", "r+b") as f:
         f.seek(200)
         byte = f.read(1)
@@ -324,3 +328,64 @@ def test_without_numba_the_retriever_prunes_with_numpy_and_the_same_hits(monkeyp
     retriever.prune_from = 0
     queries = queries_of(vocabulary, 200, seed=7)
     assert answers(retriever, queries, 10) == answers(exhaustive(retriever), queries, 10)
+
+
+def test_a_saved_index_maps_the_block_maxima_it_wrote_and_they_are_the_computed_ones(zipf, tmp_path):
+    """The build writes the block maxima beside the postings (whole index and every serving
+    shard); a load maps them and the engine reads those very files, not a copy computed again."""
+    retriever, vocabulary = zipf
+    folder = retriever.save(tmp_path / "ix")
+    meta = json.loads((folder / "searchgym_bm25.json").read_text())
+    assert meta["block_size"] == blockmax.BLOCK and set(BLOCK_FILES) <= set(meta["files"])
+    computed = blockmax.block_maxima(retriever._data, retriever._indices, retriever._indptr)
+    stored = [np.load(folder / name) for name in BLOCK_FILES]
+    assert [a.dtype for a in stored] == [np.int64, np.float32, np.int32]
+    assert all(np.array_equal(a, b) for a, b in zip(stored, computed))
+    assert stored[0][-1] > len(stored[0]) - 1  # some lists span several blocks
+    queries = queries_of(vocabulary, 400, seed=8)
+    expected = {k: answers(exhaustive(retriever), queries, k) for k in (3, 10)}
+    for in_memory in (False, True):
+        loaded = BM25Retriever.load(folder, retriever.corpus, in_memory=in_memory)
+        loaded.prune_from = 0
+        if loaded.compiled:
+            engine = loaded.block_max_engine()
+            assert isinstance(engine.bmax, np.memmap) != in_memory
+            if not in_memory:
+                assert {Path(a.filename).name for a in (engine.bptr, engine.bmax, engine.blast)} == set(BLOCK_FILES)
+        for k in (3, 10):
+            assert answers(loaded, queries, k) == expected[k]
+    for shard in retriever.save_shards(tmp_path / "shards", 2):
+        mapped = BM25Retriever.load(shard, retriever.corpus)
+        own = blockmax.block_maxima(mapped._data, mapped._indices, mapped._indptr)
+        assert all(np.array_equal(np.load(shard / name), a) for name, a in zip(BLOCK_FILES, own))
+    assert verify_storage(folder, progress=False).parts == ["ix: bm25 index, 9 files"]
+
+
+def test_an_index_written_before_block_maxima_computes_them_and_answers_the_same(zipf, tmp_path):
+    retriever, vocabulary = zipf
+    folder = retriever.save(tmp_path / "old")
+    meta = json.loads((folder / "searchgym_bm25.json").read_text())
+    del meta["meta_checksum"], meta["block_size"]
+    for name in BLOCK_FILES:
+        del meta["files"][name]
+        (folder / name).unlink()
+    write_meta(folder, "searchgym_bm25.json", meta)  # as a searchgym before this change wrote it
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to say: it prunes as before
+        old = BM25Retriever.load(folder, retriever.corpus)
+    old.prune_from = 0
+    assert old.prunes
+    if old.compiled:
+        assert not isinstance(old.block_max_engine().bmax, np.memmap)  # computed on first use
+    queries = queries_of(vocabulary, 300, seed=9)
+    assert answers(old, queries, 10) == answers(exhaustive(retriever), queries, 10)
+    old.save(tmp_path / "resaved")  # saved again, it gets them
+    assert all((tmp_path / "resaved" / name).is_file() for name in BLOCK_FILES)
+
+
+@needs_numba
+def test_the_engine_refuses_block_maxima_of_another_index(zipf):
+    retriever, _ = zipf
+    other = blockmax.block_maxima(retriever._data[:10], retriever._indices[:10], np.array([0, 4, 10]))
+    with pytest.raises(ValueError, match="BlockMaxIndex expects blocks of .* terms, got 2 terms, 2 blocks and 2 maxima"):
+        blockmax.BlockMaxIndex(retriever._data, retriever._indices, retriever._indptr, retriever._term_max, blocks=other)

@@ -160,10 +160,10 @@ def test_every_array_of_an_index_cut_short_or_missing_is_named(files, tmp_path, 
 def test_flipped_bytes_load_but_verify_finds_and_names_them(files, tmp_path, capsys):
     out = copy_index(files, tmp_path)
     good = verify_storage(out, progress=False)
-    assert good.files == 8 and good.parts == ["ix: bm25 index, 6 files", "passage store of small.jsonl"]
+    assert good.files == 11 and good.parts == ["ix: bm25 index, 9 files", "passage store of small.jsonl"]
     assert main(["index", "--verify", str(out)]) == 0
     printed = capsys.readouterr()
-    assert printed.out.startswith(f"searchgym index --verify: {out}: 8 files, ") and "every checksum matches" in printed.out
+    assert printed.out.startswith(f"searchgym index --verify: {out}: 11 files, ") and "every checksum matches" in printed.out
     assert f"Verifying {out}" in printed.err  # the progress bar
     flip(out / "data.npy", 5000)
     flip(out / "vocab_ids.npy", 300)
@@ -252,7 +252,7 @@ def test_a_build_past_the_file_size_limit_fails_whole_and_keeps_the_previous_ind
         assert "a file grew past this process's file size limit (RLIMIT_FSIZE, `ulimit -f`: 100.0 kB)" in error
         assert f"Nothing was kept: {out} is as it was before. Raise the limit (ulimit -f unlimited) and run it again." in error
         assert "Traceback" not in done.stderr
-        assert load_index(out).search(QUERIES, 5) == before and verify_storage(out, progress=False).files == 8
+        assert load_index(out).search(QUERIES, 5) == before and verify_storage(out, progress=False).files == 11
         assert sorted(p.name for p in tmp_path.iterdir()) == ["ix"]  # no half-built folder, no lock left
 
 
@@ -467,7 +467,7 @@ def test_a_cut_shard_is_refused_by_name_and_verify_reads_every_shard(files, tmp_
     out = tmp_path / "sharded"
     build_index(load_corpus(files["small"]), "bm25", out, shards=2)
     verified = verify_storage(out, progress=False)
-    assert verified.parts == ["shard-0: bm25 index, 6 files", "shard-1: bm25 index, 6 files", "passage store of small.jsonl"]
+    assert verified.parts == ["shard-0: bm25 index, 9 files", "shard-1: bm25 index, 9 files", "passage store of small.jsonl"]
     os.truncate(out / "shard-1" / "indices.npy", 100)
     with pytest.raises(DamagedFileError) as e:
         load_index(out)
@@ -719,7 +719,7 @@ def test_serve_verify_reads_everything_then_serves_and_serves_nothing_that_diffe
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
     try:
         verified, started = proc.stdout.readline(), proc.stdout.readline()
-        assert verified.startswith(f"searchgym serve --verify: {out}: 8 files, ") and "every checksum matches (ix: bm25 index, 6 files; " \
+        assert verified.startswith(f"searchgym serve --verify: {out}: 11 files, ") and "every checksum matches (ix: bm25 index, 9 files; " \
             "passage store of small.jsonl)" in verified, proc.stderr.read() if not started else verified
         assert started.startswith("searchgym serve: bm25 (BM25Retriever) over small (3,000 passages"), started
         answer = httpx.post(f"http://127.0.0.1:{port}/retrieve", json={"queries": QUERIES[:2], "topk": 3}, timeout=30).json()
@@ -738,7 +738,7 @@ def test_serve_verify_reads_everything_then_serves_and_serves_nothing_that_diffe
         assert "Traceback" not in done.stderr
     finally:
         flip(store_folder(files["small"]) / "offsets.bin", 4000)
-    assert verify_storage(out, progress=False).files == 8
+    assert verify_storage(out, progress=False).files == 11
 
     faiss_file = tmp_path / "e5_Flat.index"  # an index written elsewhere: its corpus's store is read, and it is said that it is not
     faiss_file.write_bytes(b"IxFI")
