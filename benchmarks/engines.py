@@ -11,6 +11,10 @@ The other engines are not searchgym dependencies: they live in a benchmark venv 
     .venv-engines/bin/python benchmarks/engines.py --quick          # 5k passages, 60 questions: a smoke run (~1 min)
     .venv-engines/bin/python benchmarks/engines.py --sizes 300k,1M  # the figures of RESULTS.md (issue 67)
 
+    # an earlier commit's searchgym beside this checkout's, on the same index, in the same run:
+    mkdir -p /tmp/sg-before && git archive HEAD~1 searchgym | tar -x -C /tmp/sg-before
+    .venv-engines/bin/python benchmarks/engines.py --sizes 300k --engines searchgym,pisa --baseline /tmp/sg-before
+
 Queries: questions as a Search-R1 agent writes them (:func:`questions`: a question word, a few
 function words, the article's title and 3-8 words of one of its passages; 8-15 words), the
 same for every engine. For each size, k = 3 and k = 10:
@@ -28,6 +32,12 @@ same for every engine. For each size, k = 3 and k = 10:
 - **index**: build time (this run's; a reused index reports the time recorded when it was
   built), bytes on disk, resident memory the process gained loading it and answering the
   warm-up queries (mapped pages included);
+- with ``--baseline DIR`` (another copy of searchgym: an earlier commit), two more rows: **baseline**,
+  that copy's BM25Retriever on searchgym's index folder, and **checkout**, this checkout's the
+  same way; each in a child process of its own that times its own calls (the same Python call as
+  searchgym's row, without the pipe), interleaved with the others, so the two differ only in the
+  code. Each also times the Python around its engine (the search call less the engine's
+  ``_rank_many``: tokenizing, vocabulary lookups, the ``Hit``s), the fixed cost a query;
 - **agreement** with PISA's top k at searchgym's k1 = 0.9, b = 0.4 (PISA and bm25s run at those;
   Tantivy's BM25 is fixed at k1 = 1.2, b = 0.75): the mean share of PISA's k ids each engine
   also returns. Tokenization differs: searchgym and bm25s split on ``\\w+`` (bm25s: its own
@@ -45,6 +55,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -167,6 +178,75 @@ class SearchGym:
         return time.perf_counter() - start
 
 
+# What a child process of --baseline runs: ROOT CORPUS INDEX; then, a line per call, [queries, k]
+# in and {"s": seconds, "engine": seconds, "ids": [[passage id, ...], ...]} out (the time of the
+# search and of the ids' list, as SearchGym.search and .batch are timed; of it, the engine's).
+_BASELINE_CHILD = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+import searchgym
+from searchgym.corpora import load_corpus
+from searchgym.corpora.bm25 import BM25Retriever
+assert searchgym.__file__.startswith(sys.argv[1]), searchgym.__file__
+r = BM25Retriever.load(sys.argv[3], load_corpus(sys.argv[2]), n_threads=1)
+start = time.perf_counter()
+if getattr(r, "compiled", False):
+    r.block_max_engine()
+print(json.dumps({"engine_s": time.perf_counter() - start}), flush=True)
+inner = [0.0]
+rank_many = r._rank_many
+def timed(*args):
+    start = time.perf_counter()
+    out = rank_many(*args)
+    inner[0] += time.perf_counter() - start
+    return out
+r._rank_many = timed
+for line in sys.stdin:
+    qs, k = json.loads(line)
+    inner[0] = 0.0
+    start = time.perf_counter()
+    ids = [[h.passage.id for h in row] for row in r.search(qs, k)]
+    seconds = time.perf_counter() - start
+    print(json.dumps({"s": seconds, "engine": inner[0], "ids": ids}), flush=True)
+"""
+
+
+class Baseline:
+    """searchgym's BM25 from a copy of searchgym (``--baseline DIR``, or this checkout) on
+    searchgym's index folder, in a child process (two copies of one package cannot share a
+    process), timing its own calls. One thread: its batch on all cores is its batch on one."""
+
+    times_itself = True
+
+    def __init__(self, corpus_path: Path, folder: Path, workers: int, root: Path, name: str):
+        self.folder, self.root, self.name = folder, root, name
+        self.build_s = None  # searchgym's index, built by its row
+
+    def load(self, corpus_path: Path):
+        self.proc = subprocess.Popen([sys.executable, "-c", _BASELINE_CHILD, str(self.root), str(corpus_path), str(self.folder)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
+        self.engine_s = json.loads(self.proc.stdout.readline())["engine_s"]
+        self.index_bytes = sum(p.stat().st_size for p in self.folder.iterdir() if p.is_file())
+        self.last_s = 0.0
+
+    def _call(self, qs: list[str], k: int) -> list[list[str]]:
+        self.proc.stdin.write(json.dumps([qs, k]) + "\n")
+        self.proc.stdin.flush()
+        answer = json.loads(self.proc.stdout.readline())
+        self.last_s, self.last_around = answer["s"], answer["s"] - answer["engine"]
+        return answer["ids"]
+
+    def search(self, q: str, k: int) -> list[str]:
+        return self._call([q], k)[0]
+
+    def batch(self, qs: list[str], k: int, threads: int) -> list[list[str]]:
+        return self._call(qs, k)
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
 class Pisa:
     name = "pisa"
 
@@ -174,7 +254,11 @@ class Pisa:
         from pyterrier_pisa import PisaIndex
 
         self.folder = folder
-        index = lambda: PisaIndex(str(folder / "pisa"), stemmer="porter2", stops="lucene", threads=workers).index(
+        # At least 2 indexing threads: with 1 (one core: taskset -c 1), pyterrier-pisa 0.4.9's
+        # indexer of 300k passages stopped for good, its main thread waiting on a futex while the
+        # thread feeding its FIFO was blocked (twice, killed after 13 and 4 min); with 2 it built
+        # them in 40 s, but hung the same way on 1M passages (twice). 5,000 passages build either way.
+        index = lambda: PisaIndex(str(folder / "pisa"), stemmer="porter2", stops="lucene", threads=max(workers, 2)).index(
             {"docno": i, "text": t} for i, t in read_passages(corpus_path))
         self.build_s = timed_build(folder, index)
 
@@ -286,6 +370,7 @@ class BM25S:
 
 
 CLASSES = {"searchgym": SearchGym, "pisa": Pisa, "tantivy": Tantivy, "bm25s": BM25S}
+CHILDREN = ("baseline", "checkout")  # the rows of --baseline
 
 
 # ---------------------------------------------------------------------- measuring
@@ -309,20 +394,25 @@ def measure(n: int, args) -> dict:
     engines = {}
     for name in args.engines:
         log(f"{n:,}: {name}: index")
-        folder = base / "searchgym" if name == "searchgym" else base / f"engines-{name}"
-        e = CLASSES[name](c["corpus"], folder, cores())
+        folder = base / "searchgym" if name in ("searchgym", *CHILDREN) else base / f"engines-{name}"
+        if name in CHILDREN:
+            e = Baseline(c["corpus"], folder, cores(), args.baseline if name == "baseline" else ROOT, name)
+        else:
+            e = CLASSES[name](c["corpus"], folder, cores())
         gc.collect()
         before = rss()
         e.load(c["corpus"])
         for q in one_qs[:30]:  # warm-up: compile, fault pages in
             e.search(q, 10)
         engines[name] = e
-        row["engines"][name] = {"build_s": e.build_s, "index_bytes": e.index_bytes, "rss_bytes": rss() - before}
-        if name == "searchgym":
+        gained = None if name in CHILDREN else rss() - before  # a child's memory is not this process's
+        row["engines"][name] = {"build_s": e.build_s, "index_bytes": e.index_bytes, "rss_bytes": gained}
+        if name in ("searchgym", *CHILDREN):
             row["engines"][name]["block_maxima_s"] = e.engine_s
     for k in (3, 10):
         log(f"{n:,}: k={k}: {len(one_qs)} questions one at a time, engines interleaved")
         times: dict[str, list[float]] = {name: [] for name in engines}
+        around: dict[str, list[float]] = {name: [] for name in engines if name in CHILDREN}
         answers: dict[str, list[list[str]]] = {name: [] for name in engines}
         names = list(engines)
         for i, q in enumerate(one_qs):
@@ -332,11 +422,16 @@ def measure(n: int, args) -> dict:
                     continue
                 start = time.perf_counter()
                 got = engines[name].search(q, k)
-                times[name].append(time.perf_counter() - start)
+                seconds = time.perf_counter() - start
+                times[name].append(engines[name].last_s if getattr(engines[name], "times_itself", False) else seconds)
+                if name in around:
+                    around[name].append(engines[name].last_around)
                 answers[name].append(got)
         for name in names:
             r = row["engines"][name]
             r[f"one_k{k}"] = pct(times[name])
+            if name in around:
+                r[f"around_k{k}"] = pct(around[name])
             if "pisa" in answers and name != "pisa":
                 ref = answers["pisa"]
                 shares = [len(set(a) & set(p)) / len(p) for a, p in zip(answers[name], ref) if p]
@@ -351,13 +446,19 @@ def measure(n: int, args) -> dict:
                     batch = batch_qs[: small_batch(name, args)]
                     start = time.perf_counter()
                     engines[name].batch(batch, k, threads)
-                    best[name] = min(best[name], (time.perf_counter() - start) / len(batch))
+                    seconds = time.perf_counter() - start
+                    if getattr(engines[name], "times_itself", False):
+                        seconds = engines[name].last_s
+                    best[name] = min(best[name], seconds / len(batch))
             for name in names:
                 batch = batch_qs[: small_batch(name, args)]
                 row["engines"][name][f"batch_k{k}_t{threads}"] = {"ms_per_query": best[name] * 1e3, "queries": len(batch)}
         if "searchgym" in engines:
             best = min(engines["searchgym"].kernel(batch_qs, k) for _ in range(args.rounds))
             row["engines"]["searchgym"][f"kernel_k{k}"] = {"ms_per_query": best * 1e3 / len(batch_qs)}
+    for name in CHILDREN:
+        if name in engines:
+            engines[name].close()
     return row
 
 
@@ -382,7 +483,8 @@ def report(rows: list[dict]) -> str:
         lines += ["", "| engine | build (s) | index (MB) | resident gained (MB) |", "|---|---:|---:|---:|"]
         for name, r in e.items():
             b = "" if r["build_s"] is None else f"{r['build_s']:.1f}"
-            lines.append(f"| {name} | {b} | {r['index_bytes'] / 1e6:,.1f} | {r['rss_bytes'] / 1e6:,.0f} |")
+            gained = "" if r["rss_bytes"] is None else f"{r['rss_bytes'] / 1e6:,.0f}"
+            lines.append(f"| {name} | {b} | {r['index_bytes'] / 1e6:,.1f} | {gained} |")
         if "pisa" in e and "searchgym" in e:
             lines.append("")
             for k in (3, 10):
@@ -393,6 +495,16 @@ def report(rows: list[dict]) -> str:
                 if f"kernel_k{k}" in sg:
                     parts.append(f"kernel {sg[f'kernel_k{k}']['ms_per_query'] / pisa:.2f}x")
                 lines.append(f"- k={k}: searchgym's cost a query over PISA's batch cost on 1 thread ({pisa:.3f} ms): " + ", ".join(parts))
+        if all(name in e for name in CHILDREN):
+            lines.append("")
+            new, base = e["checkout"], e["baseline"]
+            for k in (3, 10):
+                one, was = new[f"one_k{k}"], base[f"one_k{k}"]
+                lines.append(f"- k={k}: checkout over baseline: p50 one at a time {one['p50_ms'] / was['p50_ms']:.2f}x "
+                             f"({one['p50_ms']:.3f} against {was['p50_ms']:.3f} ms), p99 {one['p99_ms'] / was['p99_ms']:.2f}x, batch 1 thread "
+                             f"{new[f'batch_k{k}_t1']['ms_per_query'] / base[f'batch_k{k}_t1']['ms_per_query']:.2f}x; the Python around the "
+                             f"engine a query (p50): {new[f'around_k{k}']['p50_ms'] * 1e3:.0f} against {base[f'around_k{k}']['p50_ms'] * 1e3:.0f} us")
+            lines.append(f"- block maxima at load: checkout {new['block_maxima_s']:.3f} s, baseline {base['block_maxima_s']:.3f} s")
         lines.append("")
     return "\n".join(lines)
 
@@ -412,6 +524,9 @@ def parse_args(argv=None):
     p.add_argument("--tantivy-batch", type=int, default=512, help="Tantivy's batch (default 512)")
     p.add_argument("--rounds", type=int, default=3, help="batch rounds, the best kept (default 3)")
     p.add_argument("--out", type=Path, default=None, help="also write the rows as JSON here")
+    p.add_argument("--baseline", type=Path, default=None,
+                   help="another copy of searchgym (a folder holding its searchgym/ package, e.g. an earlier commit's `git archive`): "
+                        "timed beside this checkout on the same index, both in child processes, as the rows 'baseline' and 'checkout'")
     args = p.parse_args(argv)
     if args.quick:
         args.sizes, args.queries, args.bm25s_queries, args.batch, args.bm25s_batch, args.rounds = [5000], 60, 20, 256, 64, 1
@@ -419,6 +534,14 @@ def parse_args(argv=None):
     unknown = set(args.engines) - set(ENGINES)
     if unknown:
         p.error(f"--engines: unknown {sorted(unknown)}; known: {', '.join(ENGINES)}")
+    if args.baseline is not None:
+        args.baseline = args.baseline.resolve()  # the child runs in / (so the checkout is not on its path)
+        if not (args.baseline / "searchgym" / "__init__.py").is_file():
+            p.error(f"--baseline expects a folder holding a searchgym/ package, got {args.baseline}")
+        if "searchgym" not in args.engines:
+            p.error("--baseline is timed beside searchgym: keep searchgym in --engines")
+        at = args.engines.index("searchgym") + 1
+        args.engines[at:at] = list(CHILDREN)
     for name in ("queries", "bm25s_queries", "batch", "bm25s_batch", "tantivy_batch", "rounds"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} expects a positive integer, got {getattr(args, name)}")
@@ -432,7 +555,7 @@ def parse_args(argv=None):
 
 #: What .venv-engines holds (the module docstring's command).
 PACKAGES = ("pyterrier-pisa==0.4.9", "tantivy==0.27.0", "bm25s", "numpy", "numba", "PyStemmer", "tqdm", "gymnasium")
-_MODULES = {"searchgym": "numpy", "pisa": "pyterrier_pisa", "tantivy": "tantivy", "bm25s": "bm25s"}
+_MODULES = {"searchgym": "numpy", "pisa": "pyterrier_pisa", "tantivy": "tantivy", "bm25s": "bm25s", "baseline": "numpy", "checkout": "numpy"}
 
 
 def missing_engines(names) -> list[str]:
