@@ -122,7 +122,8 @@ class Args:
     ppo_epochs: int = 1
     """Passes over each rollout batch."""
     lr: float = 1e-6
-    """Policy learning rate (AdamW)."""
+    """Policy learning rate (AdamW). 0: the policy's weights never change: a no-update control, the same rollouts,
+    losses, metrics and evaluations as a run that learns (benchmarks/learning_curve.py's control)."""
     critic: str = "separate"
     """PPO critic: separate (a value model copied from the policy's base, with its own optimizer; the value loss never
     reaches the policy) or shared-head (a linear head on the policy's hidden state; cheaper, the value loss trains the policy)."""
@@ -557,7 +558,9 @@ def check_args(args: Args) -> None:
         raise ConfigError(f"Args.eval_temperature expects a number >= 0 (0: greedy), got {args.eval_temperature!r}.")
     if args.temperature == 0 and args.algorithm in ("grpo", "reinforce++") and args.n > 1:
         raise ConfigError("Greedy rollouts (temperature 0) give n identical answers per question, so group advantages are all 0; use temperature > 0.")
-    for name in ("lr", "value_lr", "max_grad_norm", "clip"):
+    if not isinstance(args.lr, (int, float)) or isinstance(args.lr, bool) or not args.lr >= 0:
+        raise ConfigError(f"Args.lr expects a number >= 0 (0: a no-update control), got {args.lr!r}.")
+    for name in ("value_lr", "max_grad_norm", "clip"):
         value = getattr(args, name)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
             raise ConfigError(f"Args.{name} expects a positive number, got {value!r}.")
