@@ -18,7 +18,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install install-verl install-verifiers install-openenv test test-verl test-verifiers test-openenv demo bench clean
+.PHONY: install install-verl install-verifiers install-openenv test test-verl test-verifiers test-openenv demo learn bench clean
 
 install: $(STAMP)
 
@@ -82,6 +82,10 @@ test-openenv: $(OE_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/searchgym demo
+
+# GRPO from an SFT start, 3 seeds and a no-update control, judged on held-out questions (docs/training.md#does-it-learn).
+learn: $(STAMP)
+	$(BIN)/python benchmarks/learning_curve.py --out results/learn
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/retrieval.py

@@ -1,0 +1,348 @@
+"""Does GRPO make the agent better? Learning curves with seeds, intervals and a control.
+
+One world, one SFT start, then GRPO from it with several seeds, each run judged on held-out
+questions it never trains on, beside a no-update control (the same loop at ``lr 0``: the
+same rollouts, losses and evaluations, the weights never change):
+
+- **The world**: synthwiki (WORLD passages), its single-hop questions (train split for
+  training, dev split held out), Search-R1 with 3 turns and one passage per search
+  (``top_k`` 1), Search-R1's format reward with a retrieval score (0.2 for well-formed
+  turns, +0.3 when a retrieved passage holds the answer, 1 for an exact answer).
+- **The SFT start**: a small Llama from scratch (hidden 128, 4 layers, a BPE tokenizer
+  trained on the corpus), next-token pretraining on the passages, then SFT on the oracle's
+  trajectories; kept in searchgym's SFT cache (``searchgym.training.sft_cache``), so a
+  second run reuses it.
+- **GRPO**: ``searchgym.training.Trainer`` with the settings below, one run per seed, two
+  runs at a time (``--jobs``), one torch thread each. ``--rewards`` adds the reward designs of
+  ``DESIGNS``, each trained on its own reward and judged by this one.
+
+Measured on 2026-12-02 (benchmarks/RESULTS.md, "Seeds, intervals and a control"): on this
+scratch model GRPO does not beat its SFT start; docs/training.md says what limits it.
+
+Writes OUT/learning-curve.png (each seed's dev curve, their mean and its 95% interval, the
+SFT start and the control, and the same for the sampled train reward), OUT/summary.md (the
+table RESULTS.md quotes) and OUT/results.json; each run's files are under OUT/runs/.
+
+    python benchmarks/learning_curve.py --quick     # the quick form: 3 seeds + control, 40 steps: ~19 min on 2 CPU cores (~11 with the SFT start cached)
+    python benchmarks/learning_curve.py             # the full form (`make learn`): 120 steps, all 120 held-out questions: ~40 min, estimated
+    python benchmarks/learning_curve.py --quick --rewards   # + outcome-only EM, StepSearch and ParallelSearch, 3 seeds each: 54 min measured
+    python benchmarks/learning_curve.py --replot --out DIR   # redraw DIR's chart and summary from its runs' metrics.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from learning import one_hop, read_rows  # noqa: E402
+
+#: The synthwiki world of every form.
+WORLD = {"num_passages": 2000}
+#: Search-R1's format reward with its retrieval score (Search-R1's v0.3 scripts use r = 0; the
+#: retrieval score gives a model that cannot yet answer a gradient toward searches that find the answer).
+REWARD = {"reward": "search_r1_format", "reward_options": {"retrieval_score": 0.3}}
+#: The env of every run: Search-R1, 3 turns, one passage per search.
+ENV = {"max_turns": 3, "top_k": 1, "corpus_options": WORLD, **REWARD}
+
+#: The SFT start (searchgym.training.sft.SFTArgs fields).
+SFT = {"model": "scratch", "scratch_size": "small", "pretrain_epochs": 4, "epochs": 12, "batch_size": 16,
+       "micro_batch_size": 16, "lr": 3e-3, "warmup_steps": 20}
+
+#: GRPO (searchgym.training.Args fields) of every run.
+GRPO = {"algorithm": "grpo", "n": 8, "questions_per_step": 4, "micro_batch_size": 16, "lr": 3e-4, "temperature": 1.0,
+        "max_new_tokens": 48, "num_envs": 32, "threads": 1}
+
+#: (steps, evaluate every, dev questions per evaluation) of each form.
+FORMS = {"quick": (40, 10, 48), "full": (120, 20, None)}
+
+#: Reward designs of --rewards: (name, label, recipe, reward options, credit).
+DESIGNS = (
+    ("outcome", "outcome only: EM", "search_r1_em", {}, "episode"),
+    ("stepsearch", "StepSearch: step rewards, turn credit", "searchgym.methods.stepsearch:StepSearchReward", {}, "turn"),
+    ("parallelsearch", "ParallelSearch's reward", "searchgym.methods.parallelsearch:ParallelSearchReward", {}, "episode"),
+)
+
+#: Two-sided 97.5% quantiles of Student's t by degrees of freedom (a 95% interval of a mean of n seeds uses n - 1).
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=f"the quick form: {FORMS['quick'][0]} GRPO steps a seed, {FORMS['quick'][2]} held-out questions an evaluation")
+    parser.add_argument("--rewards", action="store_true", help="reward designs told apart: " + ", ".join(label for _, label, *_ in DESIGNS) + "; each with every seed")
+    parser.add_argument("--replot", action="store_true", help="redraw OUT's chart and summary from the metrics.csv files its runs left, and exit")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default results/learning-curve, --rewards: results/learning-rewards)")
+    parser.add_argument("--seeds", default="0,1,2", help="GRPO seeds, comma-separated (default 0,1,2; an interval needs two or more)")
+    parser.add_argument("--steps", type=int, default=None, help="GRPO steps of every run (default: the form's)")
+    parser.add_argument("--eval-every", type=int, default=None, help="evaluate on the held-out questions every N steps (default: the form's)")
+    parser.add_argument("--eval-temperature", type=float, default=0.0,
+                        help="temperature of the held-out evaluations: 0 (default) is greedy; 1.0 is the policy GRPO samples from")
+    parser.add_argument("--lr", type=float, default=GRPO["lr"], help=f"GRPO learning rate (default {GRPO['lr']:g})")
+    parser.add_argument("--jobs", type=int, default=2, help="runs at once, one torch thread each (default 2: one a core of a 2-core CPU)")
+    parser.add_argument("--no-control", action="store_true", help="leave out the no-update control")
+    parser.add_argument("--sft-run", type=Path, default=None, help="take the SFT start from this run folder (its final/) instead of the cache")
+    opts = parser.parse_args(argv)
+    try:
+        opts.seeds = [int(s) for s in opts.seeds.split(",") if s.strip()]
+    except ValueError:
+        parser.error(f"--seeds expects integers separated by commas, e.g. 0,1,2; got {opts.seeds!r}")
+    if not opts.seeds or len(set(opts.seeds)) != len(opts.seeds):
+        parser.error(f"--seeds expects distinct integers, got {opts.seeds}")
+    if opts.jobs < 1:
+        parser.error(f"--jobs expects a positive integer, got {opts.jobs}")
+    if opts.sft_run is not None and not (opts.sft_run / "final").is_dir():
+        parser.error(f"--sft-run expects an SFT run folder with final/ (what `searchgym sft --out DIR` writes), got {opts.sft_run}")
+    if opts.out is None:
+        opts.out = Path("results/learning-rewards" if opts.rewards else "results/learning-curve")
+    return opts
+
+
+def write_data(out: Path) -> tuple[Path, Path, int, int]:
+    """The single-hop train questions and the held-out ones (dev and test: never trained on) as jsonl files."""
+    from searchgym.corpora.datasets import write_qa
+
+    train = one_hop("train", None, WORLD)
+    held_out = one_hop("dev", None, WORLD) + one_hop("test", None, WORLD)
+    out.mkdir(parents=True, exist_ok=True)
+    return write_qa(train, out / "train.jsonl"), write_qa(held_out, out / "held-out.jsonl"), len(train), len(held_out)
+
+
+def sft_start(train_file: Path) -> tuple[Path, float]:
+    """The SFT start's run folder (trained once, then taken from searchgym's SFT cache) and the seconds it took here."""
+    from searchgym.training.sft import SFTArgs
+    from searchgym.training.sft_cache import cached_sft
+
+    t0 = time.perf_counter()
+    run = cached_sft(SFTArgs(env_options={**ENV, "dataset": str(train_file)}, eval_limit=0, progress=False, **SFT))
+    return run, time.perf_counter() - t0
+
+
+def run_one(spec: dict) -> dict:
+    """One GRPO run (a worker process): ``spec`` holds the Args fields; returns its name, metrics and seconds."""
+    from searchgym.training.args import Args
+    from searchgym.training.trainer import Trainer
+
+    t0 = time.perf_counter()
+    Trainer(Args(**spec["args"])).train()
+    return {"name": spec["name"], "seconds": time.perf_counter() - t0}
+
+
+def run_specs(opts: argparse.Namespace, model: Path, train_file: Path, held_out: Path) -> list[dict]:
+    """Every run of this invocation: GRPO a seed (a reward design and a seed with --rewards), and the control."""
+    steps, every, limit = FORMS["quick" if opts.quick else "full"]
+    steps = opts.steps or steps
+    every = opts.eval_every or every
+    env = {**ENV, "dataset": str(train_file)}
+    # Every run is judged by the same reward on the same held-out questions, whatever it trains on.
+    evaluation = {"dataset": str(held_out), **REWARD}
+    base = {**GRPO, "model": str(model), "lr": opts.lr, "total_steps": steps, "eval_every": every, "eval_limit": limit,
+            "eval_temperature": opts.eval_temperature, "eval_env_options": evaluation, "save_every": steps,
+            "tensorboard": False, "progress": False}
+    designs = [("grpo", None, None, "episode")]
+    if opts.rewards:
+        designs += [(name, recipe, options, credit) for name, _, recipe, options, credit in DESIGNS]
+    specs = []
+    for name, recipe, options, credit in designs:
+        for seed in opts.seeds:
+            run_env = env if recipe is None else {**env, "reward": recipe, "reward_options": options}
+            specs.append({"name": f"{name}-seed{seed}", "design": name, "seed": seed,
+                          "args": {**base, "env_options": run_env, "credit": credit, "seed": seed, "out": str(opts.out / "runs" / f"{name}-seed{seed}")}})
+    if not opts.no_control:
+        seed = opts.seeds[0]
+        specs.append({"name": "control", "design": "control", "seed": seed,
+                      "args": {**base, "env_options": env, "credit": "episode", "seed": seed, "lr": 0.0, "out": str(opts.out / "runs" / "control")}})
+    return specs
+
+
+def interval(values: list[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95% interval (Student's t with n - 1 degrees of freedom; 0 for one value)."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, 0.0
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, T975.get(n - 1, 1.96) * sd / math.sqrt(n)
+
+
+def moving(values: list[float], window: int = 5) -> list[float]:
+    """The mean of each value and the window - 1 before it (fewer at the start)."""
+    return [sum(values[max(0, i - window + 1): i + 1]) / len(values[max(0, i - window + 1): i + 1]) for i in range(len(values))]
+
+
+def curves(rows: list[dict]) -> dict:
+    """One run's held-out evaluations ({step: reward, EM}) and its sampled train reward a step."""
+    evals = {int(r["step"]): {"reward": float(r["eval_reward"]), "em": float(r["eval_em"])} for r in rows if r.get("eval_reward") not in ("", None)}
+    train = [(int(r["step"]), float(r["reward"])) for r in rows if r.get("reward") not in ("", None)]
+    return {"evals": evals, "train": train}
+
+
+def collect(out: Path, specs: list[dict]) -> dict[str, dict]:
+    """Each run's curves, read from its metrics.csv."""
+    runs = {}
+    for spec in specs:
+        path = out / "runs" / spec["name"] / "metrics.csv"
+        if path.is_file():
+            runs[spec["name"]] = {"design": spec["design"], "seed": spec["seed"], **curves(read_rows(path))}
+    return runs
+
+
+def by_step(runs: list[dict], key: str = "reward") -> dict[int, list[float]]:
+    """The held-out ``key`` of every run at each step all of them evaluated."""
+    steps = sorted(set.intersection(*(set(r["evals"]) for r in runs))) if runs else []
+    return {s: [r["evals"][s][key] for r in runs] for s in steps}
+
+
+def train_by_step(runs: list[dict], window: int = 5) -> dict[int, list[float]]:
+    """Each run's sampled train reward a step (a moving mean of ``window`` steps), at the steps every run played."""
+    smoothed = [dict(zip([s for s, _ in r["train"]], moving([v for _, v in r["train"]], window))) for r in runs]
+    steps = sorted(set.intersection(*(set(m) for m in smoothed))) if smoothed else []
+    return {s: [m[s] for m in smoothed] for s in steps}
+
+
+def groups(runs: dict[str, dict]) -> dict[str, list[dict]]:
+    """The runs by design (``grpo``, a reward design's name, ``control``), in seed order."""
+    out: dict[str, list[dict]] = {}
+    for run in sorted(runs.values(), key=lambda r: r["seed"]):
+        out.setdefault(run["design"], []).append(run)
+    return out
+
+
+LABELS = {"grpo": "SFT + GRPO (Search-R1 format + retrieval reward)", "control": "no-update control (lr 0)", **{name: label for name, label, *_ in DESIGNS}}
+COLORS = {"grpo": "tab:blue", "control": "tab:gray", "outcome": "tab:purple", "stepsearch": "tab:green", "parallelsearch": "tab:orange"}
+
+
+def plot(out: Path, runs: dict[str, dict], title: str, name: str) -> Path:
+    """Two panels: the held-out reward at each evaluation and the sampled train reward (5-step
+    mean), each seed thin, the mean thick with its 95% interval shaded; the SFT start dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    start = [r["evals"][0]["reward"] for r in runs.values() if 0 in r["evals"]]
+    for design, members in groups(runs).items():
+        color = COLORS.get(design, "tab:red")
+        n = len(members)
+        label = LABELS.get(design, design) + (f" ({n} seeds, mean and 95% interval)" if n > 1 else "")
+        for ax, table in ((axes[0], by_step(members)), (axes[1], train_by_step(members))):
+            if not table:
+                continue
+            steps = list(table)
+            if n > 1:
+                for values in zip(*table.values()):
+                    ax.plot(steps, values, color=color, alpha=0.3, lw=0.8)
+            stats = [interval(v) for v in table.values()]
+            means = [m for m, _ in stats]
+            ax.plot(steps, means, color=color, lw=2, marker="o" if ax is axes[0] else None, ms=4, label=label)
+            if n > 1:
+                ax.fill_between(steps, [m - h for m, h in stats], [m + h for m, h in stats], color=color, alpha=0.15)
+    if start:
+        axes[0].axhline(sum(start) / len(start), color="black", ls="--", lw=1, label="SFT start (step 0)")
+    axes[0].set_title("held-out questions (never trained on), greedy", fontsize=9)
+    axes[0].set_ylabel("reward (Search-R1 format + retrieval, max 1)")
+    axes[0].set_ylim(0, 1)  # the whole reward, so a gain is drawn at its size
+    axes[1].set_title("sampled train batches (5-step mean; each run's own reward)", fontsize=9)
+    axes[1].set_ylabel("train reward")
+    for ax in axes:
+        ax.set_xlabel("GRPO step")
+        ax.grid(alpha=0.3)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=2, frameon=False)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout(rect=(0, 0.06 + 0.035 * ((len(labels) + 1) // 2), 1, 1))
+    path = out / name
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def summary(runs: dict[str, dict], header: str) -> str:
+    """The table RESULTS.md quotes: by design, the held-out reward and EM at the first and last
+    evaluation (mean and 95% interval over seeds, each seed's), the gain, and the train reward."""
+    lines = [header, "",
+             "| run | seeds | held-out reward, step 0 | last step | held-out reward, last (mean ± 95%) | gain (mean ± 95%) | each seed's gain | held-out EM, first → last | train reward, first 5 → last 5 steps |",
+             "|---|---:|---:|---:|---:|---:|---|---:|---:|"]
+    for design, members in groups(runs).items():
+        table = by_step(members)
+        if not table:
+            continue
+        first, last = min(table), max(table)
+        gains = [b - a for a, b in zip(table[first], table[last])]
+        m0, _ = interval(table[first])
+        m1, h1 = interval(table[last])
+        g, hg = interval(gains)
+        em = by_step(members, "em")
+        trains = [[v for _, v in r["train"]] for r in members]
+        early = sum(sum(t[:5]) / max(1, len(t[:5])) for t in trains) / len(trains)
+        late = sum(sum(t[-5:]) / max(1, len(t[-5:])) for t in trains) / len(trains)
+        lines.append(f"| {LABELS.get(design, design)} | {len(members)} | {m0:.3f} | {last} | {m1:.3f} ± {h1:.3f} | {g:+.3f} ± {hg:.3f} | "
+                     f"{', '.join(f'{x:+.3f}' for x in gains)} | {interval(em[first])[0]:.3f} → {interval(em[last])[0]:.3f} | {early:.3f} → {late:.3f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    opts = parse_args(argv)
+    form = "quick" if opts.quick else "full"
+    if opts.replot:
+        found = sorted((opts.out / "runs").glob("*/metrics.csv")) if (opts.out / "runs").is_dir() else []
+        if not found:
+            sys.exit(f"--replot reads {opts.out}/runs/*/metrics.csv; none exists (run the benchmark with --out {opts.out} first)")
+        specs = json.loads((opts.out / "results.json").read_text())["specs"]
+        finish(opts, specs, json.loads((opts.out / "results.json").read_text())["header"])
+        return
+    t_all = time.perf_counter()
+    shutil.rmtree(opts.out / "runs", ignore_errors=True)
+    train_file, held_out, n_train, n_held = write_data(opts.out)
+    print(f"synthwiki ({WORLD['num_passages']} passages): {n_train} single-hop train questions, {n_held} held-out (dev + test)", flush=True)
+    if opts.sft_run is not None:
+        model, sft_seconds = opts.sft_run / "final", 0.0
+        print(f"SFT start: {model}")
+    else:
+        run, sft_seconds = sft_start(train_file)
+        model = run / "final"
+        print(f"SFT start: {model} ({sft_seconds:.0f} s{'; from the cache' if sft_seconds < 60 else ''})", flush=True)
+    specs = run_specs(opts, model, train_file, held_out)
+    print(f"{len(specs)} GRPO runs, {opts.jobs} at a time: {', '.join(s['name'] for s in specs)}", flush=True)
+    t0 = time.perf_counter()
+    seconds = {}
+    with ProcessPoolExecutor(max_workers=opts.jobs, mp_context=get_context("spawn")) as pool:
+        for done in pool.map(run_one, specs):
+            seconds[done["name"]] = done["seconds"]
+            print(f"  {done['name']}: {done['seconds']:.0f} s", flush=True)
+    grpo_seconds = time.perf_counter() - t0
+    steps = specs[0]["args"]["total_steps"]
+    header = (f"{'Reward designs' if opts.rewards else 'GRPO'} from one SFT start, {form} form: {steps} steps of "
+              f"{GRPO['questions_per_step']} questions x {GRPO['n']} samples, lr {opts.lr:g}; held-out reward at temperature "
+              f"{opts.eval_temperature:g} on {n_held if FORMS[form][2] is None else min(n_held, FORMS[form][2])} questions; "
+              f"SFT start {sft_seconds:.0f} s, GRPO runs {grpo_seconds:.0f} s ({opts.jobs} at a time), "
+              f"total {time.perf_counter() - t_all:.0f} s")
+    (opts.out / "results.json").write_text(json.dumps({"specs": specs, "header": header, "seconds": seconds}, indent=1), encoding="utf-8")
+    finish(opts, specs, header)
+
+
+def finish(opts: argparse.Namespace, specs: list[dict], header: str) -> None:
+    runs = collect(opts.out, specs)
+    charts = [plot(opts.out, {k: r for k, r in runs.items() if r["design"] in ("grpo", "control")},
+                   "GRPO from an SFT start: synthwiki single-hop Search-R1, scratch Llama (hidden 128, 4 layers), CPU", "learning-curve.png")]
+    if any(r["design"] not in ("grpo", "control") for r in runs.values()):
+        charts.append(plot(opts.out, {k: r for k, r in runs.items() if r["design"] != "control"},
+                           "reward designs from one SFT start, each judged by the same reward on the same held-out questions",
+                           "learning-rewards.png"))
+    text = summary(runs, header)
+    (opts.out / "summary.md").write_text(text + "\n", encoding="utf-8")
+    print(text)
+    print(f"wrote {', '.join(str(c) for c in charts)}, {opts.out / 'summary.md'}")
+
+
+if __name__ == "__main__":
+    main()
