@@ -116,14 +116,18 @@ def write_data(out: Path) -> tuple[Path, Path, int, int]:
     return write_qa(train, out / "train.jsonl"), write_qa(held_out, out / "held-out.jsonl"), len(train), len(held_out)
 
 
-def sft_start(train_file: Path) -> tuple[Path, float]:
-    """The SFT start's run folder (trained once, then taken from searchgym's SFT cache) and the seconds it took here."""
+def sft_start(train_file: Path) -> tuple[Path, float, bool]:
+    """The SFT start's run folder (trained once, then taken from searchgym's SFT cache), the
+    seconds it took here, and whether the cache already held it."""
     from searchgym.training.sft import SFTArgs
-    from searchgym.training.sft_cache import cached_sft
+    from searchgym.training.sft_cache import cache_root, cached_sft, is_complete, sft_key
 
+    args = SFTArgs(env_options={**ENV, "dataset": str(train_file)}, eval_limit=0, progress=False, **SFT)
+    key = sft_key(args)  # hashes every question and passage: computed once, handed to cached_sft
+    cached = is_complete(cache_root() / key)
     t0 = time.perf_counter()
-    run = cached_sft(SFTArgs(env_options={**ENV, "dataset": str(train_file)}, eval_limit=0, progress=False, **SFT))
-    return run, time.perf_counter() - t0
+    run = cached_sft(args, key=key)
+    return run, time.perf_counter() - t0, cached
 
 
 def run_one(spec: dict) -> dict:
@@ -294,11 +298,11 @@ def main(argv: list[str] | None = None) -> None:
     opts = parse_args(argv)
     form = "quick" if opts.quick else "full"
     if opts.replot:
-        found = sorted((opts.out / "runs").glob("*/metrics.csv")) if (opts.out / "runs").is_dir() else []
-        if not found:
-            sys.exit(f"--replot reads {opts.out}/runs/*/metrics.csv; none exists (run the benchmark with --out {opts.out} first)")
-        specs = json.loads((opts.out / "results.json").read_text())["specs"]
-        finish(opts, specs, json.loads((opts.out / "results.json").read_text())["header"])
+        recorded = opts.out / "results.json"
+        if not recorded.is_file():
+            sys.exit(f"--replot reads {recorded} and the runs' metrics.csv beside it; it does not exist (run the benchmark with --out {opts.out} first)")
+        results = json.loads(recorded.read_text())
+        finish(opts, results["specs"], results["header"])
         return
     t_all = time.perf_counter()
     shutil.rmtree(opts.out / "runs", ignore_errors=True)
@@ -308,9 +312,9 @@ def main(argv: list[str] | None = None) -> None:
         model, sft_seconds = opts.sft_run / "final", 0.0
         print(f"SFT start: {model}")
     else:
-        run, sft_seconds = sft_start(train_file)
+        run, sft_seconds, cached = sft_start(train_file)
         model = run / "final"
-        print(f"SFT start: {model} ({sft_seconds:.0f} s{'; from the cache' if sft_seconds < 60 else ''})", flush=True)
+        print(f"SFT start: {model} ({sft_seconds:.0f} s{'; from the cache' if cached else ''})", flush=True)
     specs = run_specs(opts, model, train_file, held_out)
     print(f"{len(specs)} GRPO runs, {opts.jobs} at a time: {', '.join(s['name'] for s in specs)}", flush=True)
     t0 = time.perf_counter()

@@ -98,3 +98,9 @@ def test_every_run_is_judged_by_one_reward_on_the_held_out_questions(tmp_path):
     assert recipes["stepsearch"] == ("searchgym.methods.stepsearch:StepSearchReward", "turn")
     assert recipes["outcome"] == ("search_r1_em", "episode") and recipes["grpo"][0] == "search_r1_format"
     assert len({s["args"]["out"] for s in specs}) == len(specs)
+
+
+def test_replot_without_a_recorded_run_says_what_to_run(tmp_path):
+    done = run("--replot", "--out", str(tmp_path))
+    assert done.returncode == 1 and f"--replot reads {tmp_path}/results.json" in done.stderr, done.stderr
+    assert f"run the benchmark with --out {tmp_path} first" in done.stderr
