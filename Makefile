@@ -83,9 +83,11 @@ test-openenv: $(OE_STAMP)
 demo: $(STAMP)
 	$(BIN)/searchgym demo
 
-# GRPO from an SFT start, 3 seeds and a no-update control, judged on held-out questions (docs/training.md#does-it-learn).
+# GRPO from an SFT start, 3 seeds and a no-update control, judged on held-out questions (docs/training.md#does-it-learn);
+# then the demo's RL row: GRPO on top of `make demo`'s SFT row, both played on the demo's questions (docs/demo.md).
 learn: $(STAMP)
 	$(BIN)/python benchmarks/learning_curve.py --out results/learn
+	$(BIN)/python benchmarks/demo_rl.py --out results/learn/demo-rl
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/retrieval.py
