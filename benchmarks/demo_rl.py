@@ -41,13 +41,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from learning import read_rows  # noqa: E402
+# Search-R1's format reward with its retrieval score (REWARD), the single-hop questions of a world, metrics.csv rows.
+from learning import REWARD, one_hop, read_rows  # noqa: E402
 
-#: Search-R1's format reward with its retrieval score, as in benchmarks/learning.py.
-REWARD = {"reward": "search_r1_format", "reward_options": {"retrieval_score": 0.3}}
-
-#: GRPO on top of the demo's SFT (searchgym.training.Args fields).
-GRPO = {"algorithm": "grpo", "n": 4, "questions_per_step": 4, "micro_batch_size": 2, "lr": 5e-6, "kl_coef": 0.01,
+#: GRPO on top of the demo's SFT (searchgym.training.Args fields; the samples and questions a step are the form's).
+GRPO = {"algorithm": "grpo", "micro_batch_size": 2, "lr": 5e-6, "kl_coef": 0.01,
         "temperature": 0.7, "max_new_tokens": 48, "num_envs": 16, "eval_every": 0}
 
 #: vLLM's engine options for SmolLM2 on a CPU (a 4,096-token context is more than an episode needs).
@@ -105,16 +103,10 @@ def settings(opts: argparse.Namespace) -> dict:
 
 def train_questions(sft: object, out: Path) -> Path:
     """The single-hop train questions of the SFT's synthwiki world that its SFT did not play, as a jsonl file."""
-    import gymnasium as gym
-
     from searchgym.corpora.datasets import write_qa
-    from searchgym.envs import search_env
 
-    world = {"seed": sft.world_seed, "num_passages": sft.num_passages}
-    env = gym.make("searchgym/SearchR1-v0", split="train", corpus_options=world)
-    single = [ex for ex in search_env(env).examples if ex.metadata.get("hops") == 1]
-    env.close()
-    fresh = single[sft.questions: sft.questions + TRAIN_QUESTIONS]
+    single = one_hop("train", sft.questions + TRAIN_QUESTIONS, {"seed": sft.world_seed, "num_passages": sft.num_passages})
+    fresh = single[sft.questions:]
     if not fresh:
         raise SystemExit(f"The SFT's world ({sft.num_passages} passages) has no single-hop train questions beyond the SFT's {sft.questions}.")
     out.mkdir(parents=True, exist_ok=True)
@@ -133,8 +125,9 @@ def sft_checkpoint() -> tuple[Path, object, float]:
     return run / "final", sft, time.perf_counter() - t0
 
 
-def grpo(model: Path, sft: object, run: dict, out: Path) -> tuple[Path, float]:
-    """GRPO from ``model`` on the SFT world's fresh questions; its final checkpoint and the seconds it took."""
+def grpo(model: Path, sft: object, run: dict, out: Path) -> tuple[Path, float, bool]:
+    """GRPO from ``model`` on the SFT world's fresh questions; its final checkpoint, the seconds it
+    took and whether ``out`` already held the finished run (then nothing was trained)."""
     from searchgym.training.args import Args
     from searchgym.training.trainer import Trainer
 
@@ -145,23 +138,26 @@ def grpo(model: Path, sft: object, run: dict, out: Path) -> tuple[Path, float]:
     args = Args(model=str(model), env_options=env, **{**GRPO, "n": run["n"], "questions_per_step": run["questions_per_step"]},
                 total_steps=run["steps"], save_every=run["steps"], out=str(out / "grpo"), tensorboard=False, **engine)
     t0 = time.perf_counter()
-    if finished(args):
+    reused = finished(args)
+    if reused:
         print(f"GRPO: {args.out} already holds this run's {args.total_steps} steps; its final/ is used", flush=True)
     else:
         Trainer(args).train()
-    return out / "grpo" / "final", time.perf_counter() - t0
+    return out / "grpo" / "final", time.perf_counter() - t0, reused
 
 
 def finished(args: object) -> bool:
     """Whether ``args.out`` holds a finished run of exactly these settings (its args.json equal
-    to ``args``, its last checkpoint at the last step): resuming it would only start an engine."""
-    import dataclasses
+    to ``args``'s record, its newest complete checkpoint at the last step): resuming it would
+    only start an engine."""
+    from searchgym.training.checkpoint import args_record, checkpoint_step, complete_checkpoints
 
     folder = Path(args.out)
     recorded = folder / "args.json"
-    if not (folder / "final").is_dir() or not (folder / "checkpoints" / f"step-{args.total_steps:06d}").is_dir() or not recorded.is_file():
+    checkpoints = complete_checkpoints(folder)
+    if not (folder / "final").is_dir() or not checkpoints or checkpoint_step(checkpoints[-1]) != args.total_steps or not recorded.is_file():
         return False
-    return json.loads(recorded.read_text(encoding="utf-8")) == json.loads(json.dumps(dataclasses.asdict(args), default=str))
+    return json.loads(recorded.read_text(encoding="utf-8")) == args_record(args)
 
 
 def bench_row(model: Path, label: str, run: dict, out: Path) -> tuple[dict, float]:
@@ -197,8 +193,8 @@ def run_stage(opts: argparse.Namespace) -> None:
     run = settings(opts)
     model, sft, _ = sft_checkpoint()
     if opts.stage == "grpo":
-        checkpoint, seconds = grpo(model, sft, run, opts.out)
-        result = {"model": str(checkpoint), "seconds": seconds}
+        checkpoint, seconds, reused = grpo(model, sft, run, opts.out)
+        result = {"model": str(checkpoint), "seconds": seconds, "reused": reused}
     else:
         label, checkpoint = (SFT_LABEL, model) if opts.stage == "bench-sft" else (RL_LABEL, opts.out / "grpo" / "final")
         row, seconds = bench_row(checkpoint, label, run, opts.out / opts.stage)
@@ -291,8 +287,8 @@ def main(argv: list[str] | None = None) -> None:
     t_all = time.perf_counter()
     model, sft, sft_seconds = sft_checkpoint()
     print(f"SFT start (the demo's trained row): {model} ({sft_seconds:.0f} s)", flush=True)
-    resumed = (out / "grpo" / "final").is_dir()  # the same command again continues the run (Trainer's resume)
-    grpo_seconds = stage(opts, argv, "grpo")["seconds"]
+    trained = stage(opts, argv, "grpo")
+    grpo_seconds = trained["seconds"]
     print(f"GRPO: {run['steps']} steps of {run['questions_per_step']} questions x {run['n']} samples in {grpo_seconds:.0f} s", flush=True)
     rows, seconds = {}, {}
     for label, name in ((SFT_LABEL, "bench-sft"), (RL_LABEL, "bench-rl")):
@@ -302,7 +298,7 @@ def main(argv: list[str] | None = None) -> None:
     header = (f"The demo's SFT row and GRPO on top ({run['steps']} step{'s' if run['steps'] != 1 else ''} of {run['questions_per_step']} synthwiki questions x "
               f"{run['n']} samples, lr {GRPO['lr']:g}, KL {GRPO['kl_coef']:g}, T {GRPO['temperature']:g}), each played on the "
               f"first {run['limit']} answerable FanOutQA questions of wiki-vital ({run['backend']}, greedy); SFT {sft_seconds:.0f} s, "
-              f"GRPO {grpo_seconds:.0f} s{' (resumed from an earlier run of this command)' if resumed else ''}, rows {sum(seconds.values()):.0f} s, total {time.perf_counter() - t_all:.0f} s")
+              f"GRPO {grpo_seconds:.0f} s{' (reused: an earlier run of this command had finished it)' if trained['reused'] else ''}, rows {sum(seconds.values()):.0f} s, total {time.perf_counter() - t_all:.0f} s")
     results = {"rows": rows, "header": header, "settings": run, "seconds": {"sft": sft_seconds, "grpo": grpo_seconds, **seconds}}
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
     finish(out, results)

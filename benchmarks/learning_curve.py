@@ -43,13 +43,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from learning import one_hop, read_rows  # noqa: E402
+# REWARD: Search-R1's format reward with its retrieval score (Search-R1's v0.3 scripts use r = 0; the retrieval
+# score gives a model that cannot yet answer a gradient toward searches that find the answer).
+from learning import REWARD, one_hop, read_rows  # noqa: E402
 
 #: The synthwiki world of every form.
 WORLD = {"num_passages": 2000}
-#: Search-R1's format reward with its retrieval score (Search-R1's v0.3 scripts use r = 0; the
-#: retrieval score gives a model that cannot yet answer a gradient toward searches that find the answer).
-REWARD = {"reward": "search_r1_format", "reward_options": {"retrieval_score": 0.3}}
 #: The env of every run: Search-R1, 3 turns, one passage per search.
 ENV = {"max_turns": 3, "top_k": 1, "corpus_options": WORLD, **REWARD}
 
