@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -65,6 +66,10 @@ COLUMNS = (("em", "EM"), ("f1", "F1"), ("cover_em", "cover-EM"), ("reward", "rew
 
 #: The stages main runs, each in a process of its own: GRPO, then the two rows.
 STAGES = ("grpo", "bench-sft", "bench-rl")
+
+#: The one line of a run stopped by Ctrl-C (exit status 130).
+STOPPED = ("demo_rl.py: stopped; run the same command to go on (each row resumes from its episodes.jsonl; "
+           "GRPO saves its checkpoint at its last step, so a stopped GRPO starts again)")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -181,10 +186,18 @@ def stage(opts: argparse.Namespace, argv: list[str], name: str) -> dict:
     what it wrote. A vLLM engine started in a process is shut down when that process exits;
     two stages in one process would hold two engines, and the second would not find the memory
     its KV cache asks for."""
-    done = subprocess.run([sys.executable, __file__, *argv, "--stage", name])
+    # Ctrl-C reaches the stage too: this process waits for it to stop (a handler, unlike an ignored
+    # signal, is not inherited: the stage gets Python's own) and then says so in one line.
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: None)
+    try:
+        done = subprocess.run([sys.executable, __file__, *argv, "--stage", name])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if done.returncode == 130:
+        raise KeyboardInterrupt
     if done.returncode != 0:
         raise SystemExit(f"demo_rl.py: the stage {name!r} failed (exit status {done.returncode}); its output is above. "
-                         f"The same command continues: GRPO resumes from its checkpoint, each row from its episodes.jsonl.")
+                         f"The same command goes on: a finished GRPO run is reused, each row resumes from its episodes.jsonl.")
     return json.loads((opts.out / f"stage-{name}.json").read_text(encoding="utf-8"))
 
 
@@ -275,7 +288,12 @@ def main(argv: list[str] | None = None) -> None:
     opts = parse_args(argv)
     out = opts.out
     if opts.stage is not None:
-        run_stage(opts)
+        from searchgym.error import TrainingStopped
+
+        try:
+            run_stage(opts)
+        except (KeyboardInterrupt, TrainingStopped):
+            sys.exit(130)  # the main process says it, in one line
         return
     if opts.replot:
         recorded = out / "results.json"
@@ -305,4 +323,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from searchgym.error import TrainingStopped
+
+    try:
+        main()
+    except (KeyboardInterrupt, TrainingStopped):
+        print(STOPPED, file=sys.stderr)
+        sys.exit(130)

@@ -69,3 +69,24 @@ def test_replot_redraws_the_chart_and_summary_from_the_files(tmp_path):
     assert summary.startswith("the header") and "| change | +0.250 | +0.100 |" in summary
     assert "steps 1-3 0.350, last 3 0.450 (4 steps)" in summary
     assert (out / "demo-rl.png").stat().st_size > 10_000
+
+
+def test_ctrl_c_ends_it_in_one_line(tmp_path):
+    # A real SIGINT to the script's process group (as a terminal's Ctrl-C), while it trains the
+    # demo's SFT start into an empty cache: one line, exit 130, no traceback.
+    import os
+    import signal
+    import time
+
+    env = {**os.environ, "SEARCHGYM_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), "--quick", "--out", str(tmp_path / "out")], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: (os.setsid(), signal.signal(signal.SIGINT, signal.SIG_DFL)))
+    time.sleep(8)
+    assert proc.poll() is None, proc.communicate()[1][-3000:]
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
+    from demo_rl import STOPPED
+
+    assert err.strip().splitlines()[-1] == STOPPED
