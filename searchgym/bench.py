@@ -46,7 +46,7 @@ from searchgym.agents.registry import needs_lm as agent_needs_lm
 from searchgym.cache import sync_folder
 from searchgym.envs.access import search_env
 from searchgym.envs.registration import NAMESPACE, full_env_id, with_frozen_models
-from searchgym.error import ConfigError, CtrlC, DataFormatError, Interrupted, check_keywords, check_name, install_command
+from searchgym.error import ConfigError, CtrlC, DataFormatError, Interrupted, check_keywords, check_name, install_command, interrupt_in
 from searchgym.lm.models import RANDOM_WEIGHT_NAMES
 from searchgym.plugins import apply_wrappers, check_imports, check_wrappers, describe_object, recorded_settings, settings_changes, settings_of, without_secrets
 
@@ -831,8 +831,11 @@ def run_bench(config: BenchConfig, out_dir: str | Path | None = "results/bench",
                     judge_records(waiting, judge_lm, batch=config.judge_batch)
                     if out is not None:  # the verdicts are kept with the episodes, so a resumed bench asks no judge again
                         write_atomically(out / "episodes.jsonl", "".join(json.dumps(r) + "\n" for label in labels for r in done[label]))
-    except KeyboardInterrupt as e:
-        raise Interrupted(_stopped(sum(map(len, done.values())), total, out, str(e))) from None
+    except BaseException as e:  # Ctrl-C (or SIGTERM), also when Python wrapped it in another exception
+        stop = interrupt_in(e)
+        if stop is None:
+            raise
+        raise Interrupted(_stopped(sum(map(len, done.values())), total, out, str(stop))) from None
     rows = [
         summarize(label, env_id, describe_agent(agent), done[label], action_format=run_action_format(config, env_id, agent))
         | reward_parts(recipes.get(label)) | run_protocol(config, env_id, protocols.get(label))

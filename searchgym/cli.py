@@ -784,7 +784,7 @@ _COMMANDS = {"bench": _bench, "train": _train_or_sft, "sft": _train_or_sft, "dis
 
 
 def main(argv: list[str] | None = None) -> int:
-    from searchgym.error import Interrupted, MissingDependencyError, SearchGymError, TrainingStopped, missing_optional
+    from searchgym.error import TrainingStopped, interrupt_in
 
     try:
         args = build_parser().parse_args(argv)  # its imports take seconds on a busy machine: Ctrl-C may come here
@@ -796,22 +796,44 @@ def main(argv: list[str] | None = None) -> int:
     except TrainingStopped as e:  # asked to stop: what was saved and how to go on, exit 130 as an interrupt
         print(f"searchgym {args.command}: stopped: {e}", file=sys.stderr)
         return 130
+    except Exception as e:  # Ctrl-C wrapped by Python in another exception (error.interrupt_in) stops as Ctrl-C does
+        stop = interrupt_in(e)
+        if stop is not None:
+            return _stopped(args, stop)
+        code = _failed(args, e)
+        if code is None:
+            raise
+        return code
     except KeyboardInterrupt as e:  # Ctrl-C: one line, never a traceback; an Interrupted says what was kept
-        said = str(e) if isinstance(e, Interrupted) else "by SIGTERM" if str(e) == "SIGTERM" else "by Ctrl-C (SIGINT)"
-        lead = "\n" if sys.stderr.isatty() else ""  # after a progress bar's line
-        print(f"{lead}searchgym {args.command}: stopped: {said}", file=sys.stderr)
-        return 130
-    except SearchGymError as e:  # one line that says what to fix, never a traceback
+        return _stopped(args, e)
+
+
+def _stopped(args, e: KeyboardInterrupt) -> int:
+    """Ctrl-C (or SIGTERM): one line, never a traceback; an Interrupted says what was kept."""
+    from searchgym.error import Interrupted
+
+    said = str(e) if isinstance(e, Interrupted) else "by SIGTERM" if str(e) == "SIGTERM" else "by Ctrl-C (SIGINT)"
+    lead = "\n" if sys.stderr.isatty() else ""  # after a progress bar's line
+    print(f"{lead}searchgym {args.command}: stopped: {said}", file=sys.stderr)
+    return 130
+
+
+def _failed(args, e: Exception) -> int | None:
+    """A command's error in one line that says what to fix (exit 2), never a traceback; None for
+    an error that is a bug (its traceback is printed)."""
+    from searchgym.error import MissingDependencyError, SearchGymError, missing_optional
+
+    if isinstance(e, SearchGymError):
         if isinstance(e, MissingDependencyError) and getattr(e, "entry_point", False):
             e = MissingDependencyError(e.package, e.extra, f"searchgym {args.command}", e.install)
         print(f"searchgym {args.command}: error: {e}", file=sys.stderr)
         return 2
-    except ModuleNotFoundError as e:  # an optional dependency imported plainly deep inside a command
+    if isinstance(e, ModuleNotFoundError):  # an optional dependency imported plainly deep inside a command
         missing = missing_optional(e, f"searchgym {args.command}")
-        if missing is None:
-            raise
-        print(f"searchgym {args.command}: error: {missing}", file=sys.stderr)
-        return 2
+        if missing is not None:
+            print(f"searchgym {args.command}: error: {missing}", file=sys.stderr)
+            return 2
+    return None
 
 
 def run() -> None:

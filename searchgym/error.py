@@ -270,6 +270,22 @@ class Interrupted(KeyboardInterrupt):
         return self.message
 
 
+def interrupt_in(error: BaseException) -> KeyboardInterrupt | None:
+    """The ``KeyboardInterrupt`` (Ctrl-C, or SIGTERM made one) that *error* is or wraps, else
+    None. Python wraps one raised in some places in another exception whose cause it is: in a
+    class body's ``__set_name__``, so during an import (matplotlib's first import stopped there
+    ends in "RuntimeError: Error calling __set_name__ ..."). Such an error stops the work as
+    Ctrl-C does, and is reported as a stop, not as a failure."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 class CtrlC:
     """While open (``with CtrlC() as ctrl_c:``), Ctrl-C raises ``KeyboardInterrupt`` as usual
     and is also recorded, so that :meth:`check`, called where the work can stop (between

@@ -113,6 +113,64 @@ def test_ctrl_c_stops_training_in_one_line_and_the_rerun_says_which_checkpoint_i
     assert f"resuming: step {step} of {step} done, from {Path('run') / 'checkpoints' / f'step-{step:06d}'}" in rerun.stderr.splitlines()
 
 
+#: Ctrl-C landing in a class body's __set_name__, as it did once in matplotlib's first import
+#: at a checkpoint: Python wraps the KeyboardInterrupt in "RuntimeError: Error calling
+#: __set_name__ ...". The hook and the agent below send SIGINT to their own process there.
+CTRL_C_IN_AN_IMPORT = '''
+import os, signal, time
+from searchgym.agents import Agent, make_agent
+from searchgym.training.hooks import TrainerHook
+
+def ctrl_c_in_a_class_body():
+    class Stops:
+        def __set_name__(self, owner, name):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # the KeyboardInterrupt is raised here
+
+    class Formatter:  # a class of a module being imported
+        attribute = Stops()
+
+class CtrlCInImport(TrainerHook):
+    def on_step(self, trainer, step, stats):
+        ctrl_c_in_a_class_body()
+
+class OracleCtrlCInImport(Agent):
+    def __init__(self, env):
+        self.inner, self.turns = make_agent("oracle", env), 0
+
+    def act(self, observations, infos):
+        self.turns += 1
+        if self.turns == 3:
+            ctrl_c_in_a_class_body()
+        return self.inner.act(observations, infos)
+
+    def end_episode(self, slot):
+        return self.inner.end_episode(slot)
+'''
+
+
+def test_a_ctrl_c_that_python_wraps_in_another_error_still_stops_in_one_line(tmp_path):
+    (tmp_path / "ctrl_c_in_import.py").write_text(CTRL_C_IN_AN_IMPORT)
+    from searchgym.lm.testing import tiny_model_folder
+
+    train = start([
+        "train", "--model", str(tiny_model_folder()), "--env-options", '{"corpus_options": {"seed": 7, "num_passages": 300}, "max_turns": 2}',
+        "--out", "run", "--questions-per-step", "2", "--n", "2", "--num-envs", "4", "--max-new-tokens", "8", "--micro-batch-size", "2",
+        "--no-tensorboard", "--threads", "1", "--total-steps", "5", "--hooks", "ctrl_c_in_import:CtrlCInImport",
+    ], tmp_path)
+    _, err = train.communicate(timeout=240)
+    assert train.returncode == 130 and "Traceback" not in err and "RuntimeError" not in err, err
+    assert err.strip().splitlines()[-1] == (
+        "searchgym train: stopped: 1 of 5 steps done, no checkpoint written yet (one every 10 steps); run the same command to start over"
+    )
+
+    bench = start(["bench", "--envs", "SearchR1-v0", "--agents", "ctrl_c_in_import:OracleCtrlCInImport", "--limit", "4", "--num-envs", "1",
+                   *WORLD, "--out", "out"], tmp_path)
+    _, err = bench.communicate(timeout=240)
+    assert bench.returncode == 130 and "Traceback" not in err and "RuntimeError" not in err, err
+    assert re.fullmatch(r"searchgym bench: stopped: \d of 4 episodes kept in out; run the same command to go on", err.strip().splitlines()[-1]), err
+
+
 def test_ctrl_c_stops_serve_with_one_line(tmp_path):
     proc = start(["serve", "--corpus", "synthwiki", *WORLD, "--port", "0"], tmp_path)
     assert "searchgym serve: bm25" in proc.stdout.readline()  # printed once the socket listens

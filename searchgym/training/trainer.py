@@ -47,7 +47,7 @@ from searchgym.agents.trajectory import Trajectory
 from searchgym.bench import BenchConfig, append_line, run_bench
 from searchgym.envs import search_env
 from searchgym.envs.registration import full_env_id
-from searchgym.error import ConfigError, CtrlC, Interrupted, TrainingError, reports_missing_extras, require
+from searchgym.error import ConfigError, CtrlC, Interrupted, TrainingError, interrupt_in, reports_missing_extras, require
 from searchgym.lm.chat_templates import install_chat_template
 from searchgym.lm.hf import TransformersLM, load_model
 from searchgym.lm.registry import load_lm
@@ -818,8 +818,10 @@ class Trainer:
                         bar.note(phase=None, reward=f"{stats['reward']:.3f}", loss=f"{stats['loss']:.3g}" if "loss" in stats else "skipped")
                         bar.update(1)
                 self.export(self.out / "final")
-        except KeyboardInterrupt:  # Ctrl-C: the checkpoints are atomic; say which one a rerun starts from
-            raise Interrupted(self._stopped()) from None
+        except BaseException as e:  # Ctrl-C: the checkpoints are atomic; say which one a rerun starts from
+            if interrupt_in(e) is not None:
+                raise Interrupted(self._stopped()) from None
+            raise
         finally:
             if bar is not None:
                 bar.close()
