@@ -49,6 +49,18 @@ def test_scratch_model_tokenizes_the_corpus_compactly_and_fits_the_protocol():
     assert model.config.hidden_size // model.config.num_attention_heads == 64
 
 
+def test_a_larger_scratch_vocabulary_gives_names_fewer_tokens():
+    """SFTArgs.scratch_vocab: the world's names (passage titles) in fewer pieces, each a word or so."""
+    env = make_small("searchgym/SearchR1-v0")
+    titles = sorted({p.title for p in env.unwrapped.corpus})
+    pieces = {}
+    for vocab in (1024, 8192):
+        _, tok = scratch_model(env, size="tiny", vocab_size=vocab)
+        pieces[vocab] = sum(len(tok.encode(t, add_special_tokens=False)) for t in titles) / len(titles)
+    words = sum(len(t.split()) for t in titles) / len(titles)
+    assert pieces[8192] < pieces[1024] and pieces[8192] <= 1.5 * words, (pieces, words)
+
+
 def test_a_short_sft_run_lowers_the_loss_and_saves_a_trainable_model(tmp_path):
     args = SFTArgs(
         env_options={"corpus_options": SMALL_WORLD}, limit=16, epochs=6, batch_size=4, micro_batch_size=2,
@@ -152,6 +164,9 @@ def test_sft_config_errors():
         sft(SFTArgs(pretrain_epochs=-1))
     with pytest.raises(SearchGymError, match="Unknown scratch model size 'huge'"):
         sft(SFTArgs(scratch_size="huge"))
+    for bad in (100, 4096.0, True):
+        with pytest.raises(ConfigError, match=rf"^SFTArgs.scratch_vocab expects an integer >= 512 .*, got {bad!r}\.$"):
+            sft(SFTArgs(scratch_vocab=bad))
     with pytest.raises(ConfigError, match="SFTArgs.epochs expects a positive integer, got 0."):
         sft(SFTArgs(epochs=0))
 

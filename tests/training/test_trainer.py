@@ -543,7 +543,7 @@ def test_sft_options_another_option_turns_off_are_named():
     ]
     assert sft_disabled_options(SFTArgs(model="tiny-random", scratch_size="tiny", pretrain_block=128)) == [
         "--pretrain-block 128 does nothing: --pretrain-epochs is 0 (no pretraining).",
-        "--scratch-size tiny does nothing: --model is 'tiny-random': the size is that of a new scratch model.",
+        "--scratch-size tiny does nothing: --model is 'tiny-random': size and vocabulary are those of a new scratch model.",
     ]
     assert sft_disabled_options(SFTArgs(eval_every=4, scratch_size="tiny")) == []
 
