@@ -68,8 +68,11 @@ def test_a_missing_corpus_file_is_named_once(tmp_path):
 def _ctrl_c(args: list[str], ready: str, tmp_path: Path) -> subprocess.CompletedProcess:
     """Run ``searchgym ARGS`` until it prints ``ready``, then send SIGINT; its exit and output."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    # SIGINT as a terminal leaves it, even where the test runner was started with it ignored (a background job of a
+    # shell): Python would never turn it into KeyboardInterrupt, and uvicorn would re-raise it into nothing.
     process = subprocess.Popen([sys.executable, "-m", "searchgym.cli", *args], cwd=tmp_path, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         lines = []
         for line in process.stdout:
