@@ -1,6 +1,7 @@
 """Supervised warm start on oracle trajectories (``searchgym sft``).
 
-The synthwiki oracle plays the env's protocol; a :class:`TeacherAgent` records its
+The synthwiki oracle (or another LM-free teacher, ``SFTArgs.teacher``) plays the env's
+protocol; a :class:`TeacherAgent` records its
 episodes exactly as an :class:`~searchgym.agents.lm_agents.LMAgent` would have seen them:
 the prompt through the model's chat template, the oracle's turns tokenized as if the
 model had generated them (with the end-of-sequence id after a turn that ends without a
@@ -70,25 +71,34 @@ class TeacherAgent(LMAgent):
         )
 
 
-def oracle_trajectories(env_id: str, tokenizer: Any, *, env_options: dict[str, Any] | None = None, split: str = "train", limit: int | None = None, num_envs: int = 8, progress: bool = False) -> list[Any]:
-    """Token trajectories of the synthwiki oracle on ``split`` (episodes it did not solve are
-    dropped). In an env played through tool calls (``env_options`` with ``action_format="tools"``)
-    the oracle's turns are tool calls written by ``tokenizer``'s chat template."""
+def oracle_trajectories(env_id: str, tokenizer: Any, *, env_options: dict[str, Any] | None = None, split: str = "train", limit: int | None = None, num_envs: int = 8, progress: bool = False, teacher: str = "oracle", teacher_options: dict[str, Any] | None = None, episodes_per_question: int = 1) -> list[Any]:
+    """Token trajectories of ``teacher`` (the synthwiki oracle by default; any LM-free agent
+    name :func:`~searchgym.agents.make_agent` takes) on ``split``, ``episodes_per_question``
+    episodes a question (episode seeds 0, 1, ...); episodes it did not solve are dropped. In an
+    env played through tool calls (``env_options`` with ``action_format="tools"``) the teacher's
+    turns are tool calls written by ``tokenizer``'s chat template."""
     import gymnasium as gym
 
     from searchgym.agents.driver import Task, run_episodes
-    from searchgym.agents.oracle import SynthWikiOracle
+    from searchgym.agents.registry import check_agent, make_agent, needs_lm
 
     envs = [gym.make(env_id, split=split, **(env_options or {})) for _ in range(num_envs)]
+    check_agent(teacher)
+    if needs_lm(teacher, envs[0], teacher_options):
+        raise ConfigError(
+            f"The SFT teacher {teacher!r} needs a language model; a teacher plays without one (oracle, random, or your "
+            "own LM-free agent: a registered name or module:factory)."
+        )
     examples = search_env(envs[0]).examples[:limit]
-    agent = TeacherAgent(SynthWikiOracle.for_env(envs[0]), tokenizer, search_env(envs[0]).protocol)
+    agent = TeacherAgent(make_agent(teacher, envs[0], **(teacher_options or {})), tokenizer, search_env(envs[0]).protocol)
     agent.check_env(envs[0])
-    results = run_episodes(envs, agent, [Task(ex.id, 0) for ex in examples], keep_trajectories=True, progress=progress, desc="oracle episodes")
+    tasks = [Task(ex.id, seed) for ex in examples for seed in range(episodes_per_question)]
+    results = run_episodes(envs, agent, tasks, keep_trajectories=True, progress=progress, desc=f"{teacher} episodes")
     kept = [r.trajectory for r in results if r.em == 1.0 or r.gen_acc == 1.0]
     if not kept:
         raise ConfigError(
-            f"The oracle solved none of {len(results)} questions of {env_id} (split {split!r}); SFT needs a synthwiki "
-            "dataset (the oracle reads the solution from synthwiki's metadata)."
+            f"The teacher {teacher!r} solved none of {len(results)} episodes of {env_id} (split {split!r}); SFT keeps "
+            "the solved ones. The oracle needs a synthwiki dataset (it reads the solution from synthwiki's metadata)."
         )
     return kept
 
@@ -107,7 +117,16 @@ class SFTArgs:
     """Modules imported before anything else is checked (--import MODULE): a user module that fills searchgym's
     registries (reward recipes, protocols, register_retriever) or registers its own env ids."""
     split: str = "train"
-    """Split the oracle plays."""
+    """Split the teacher plays."""
+    teacher: str = "oracle"
+    """Agent whose solved episodes the student learns from: "oracle" (reads synthwiki's solution paths), or any
+    LM-free agent `searchgym bench --agents` takes (a registered name, an entry point, module:factory; --imports
+    loads a module that registers one), e.g. a weaker scripted teacher that RL should then improve on."""
+    teacher_options: dict[str, Any] = field(default_factory=dict)
+    """Keyword options of the teacher's factory (make_agent's options)."""
+    episodes_per_question: int = 1
+    """Episodes the teacher plays a question (episode seeds 0, 1, ...): a teacher that decides at random then shows
+    each question's choices, so the student learns their odds rather than one choice a question."""
     limit: int | None = None
     """Use the first N questions only."""
     model: str = "scratch"
@@ -263,7 +282,14 @@ def check_sft_args(args: SFTArgs) -> None:
         raise ConfigError(
             f"SFTArgs.scratch_vocab expects an integer >= 512 (the 256 bytes, the special tokens and merges), got {args.scratch_vocab!r}."
         )
-    for name in ("epochs", "batch_size", "micro_batch_size", "max_new_tokens", "num_envs"):
+    if not isinstance(args.teacher, str) or not args.teacher.strip():
+        raise ConfigError(f"SFTArgs.teacher expects an agent name (oracle, random, a registered name or module:factory), got {args.teacher!r}.")
+    from searchgym.agents.registry import check_agent
+
+    check_agent(args.teacher)
+    if not isinstance(args.teacher_options, dict):
+        raise ConfigError(f"SFTArgs.teacher_options expects a dict of the teacher's options, got {type(args.teacher_options).__name__}.")
+    for name in ("epochs", "batch_size", "micro_batch_size", "max_new_tokens", "num_envs", "episodes_per_question"):
         v = getattr(args, name)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ConfigError(f"SFTArgs.{name} expects a positive integer, got {v!r}.")
@@ -517,7 +543,10 @@ def _sft(args: SFTArgs, stop: StopRequests) -> list[dict[str, Any]]:
             seed=args.seed, log_path=out / "pretrain.csv", progress=args.progress, stop=stop,
         )
     model.train()
-    trajectories = oracle_trajectories(env_id, tokenizer, env_options=env_options, split=args.split, limit=args.limit, num_envs=args.num_envs, progress=args.progress)
+    trajectories = oracle_trajectories(
+        env_id, tokenizer, env_options=env_options, split=args.split, limit=args.limit, num_envs=args.num_envs, progress=args.progress,
+        teacher=args.teacher, teacher_options=args.teacher_options, episodes_per_question=args.episodes_per_question,
+    )
     context = int(getattr(model.config, "max_position_embeddings", 1 << 30))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     data = collate(trajectories, pad_id=pad, max_length=context)
@@ -609,7 +638,7 @@ def _sft(args: SFTArgs, stop: StopRequests) -> list[dict[str, Any]]:
     if bar is not None:
         bar.close()
     log.close()
-    plot_curves(log.rows, out / "curves.png", title=f"SFT on {env_id} oracle ({len(trajectories)} trajectories, {time.perf_counter() - t0:.0f} s)", panels=SFT_PANELS)
+    plot_curves(log.rows, out / "curves.png", title=f"SFT on {env_id} {args.teacher} ({len(trajectories)} trajectories, {time.perf_counter() - t0:.0f} s)", panels=SFT_PANELS)
     _save_final(out, model, tokenizer)
     shutil.rmtree(out / CHECKPOINT, ignore_errors=True)  # finished: nothing to continue
     return rows

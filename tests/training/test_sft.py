@@ -38,6 +38,55 @@ def test_oracle_trajectories_hold_the_oracles_turns_as_generated_tokens(env_id):
             assert s.token_ids[-1] == tok.eos_token_id or any(text.endswith(stop) for stop in stops)
 
 
+class HalfThinkingOracle:
+    """A user's teacher (module:factory or a registered name): the oracle, whose odd-seeded
+    episodes think out loud differently."""
+
+    @staticmethod
+    def for_env(env):
+        from searchgym.agents import SynthWikiOracle
+
+        class Teacher(SynthWikiOracle):
+            def act(self, observations, infos):
+                actions = super().act(observations, infos)
+                return [a.replace("I need to find", "Odd seed, I look up") if i.get("episode_seed", 0) % 2 else a
+                        for a, i in zip(actions, infos)]
+
+        return Teacher.for_env(env)
+
+
+def test_a_users_teacher_plays_each_question_as_many_times_as_asked():
+    from searchgym.agents import register_agent, unregister_agent
+
+    tok = tiny_tokenizer()
+    register_agent("half-thinking-teacher", HalfThinkingOracle.for_env, needs_lm=False)
+    try:
+        trajectories = oracle_trajectories(
+            "searchgym/SearchR1-v0", tok, env_options={"corpus_options": SMALL_WORLD}, limit=3, num_envs=2,
+            teacher="half-thinking-teacher", episodes_per_question=2,
+        )
+    finally:
+        unregister_agent("half-thinking-teacher")
+    turns = [tok.decode([t for s in tr.segments if s.generated for t in s.token_ids]) for tr in trajectories]
+    assert len(trajectories) == 6
+    assert sum("Odd seed, I look up" in t for t in turns) == 3 and sum("I need to find" in t for t in turns) == 3
+
+
+def test_a_teacher_that_needs_a_language_model_or_does_not_exist_is_refused():
+    tok = tiny_tokenizer()
+    with pytest.raises(ConfigError, match=r"^The SFT teacher 'naive-rag' needs a language model; a teacher plays without one"):
+        oracle_trajectories("searchgym/SearchR1-v0", tok, env_options={"corpus_options": SMALL_WORLD}, limit=1, num_envs=1, teacher="naive-rag")
+    with pytest.raises(SearchGymError, match="Unknown agent 'no-such-teacher'"):
+        sft(SFTArgs(teacher="no-such-teacher"))
+    with pytest.raises(ConfigError, match=r"^SFTArgs.episodes_per_question expects a positive integer, got 0\.$"):
+        sft(SFTArgs(episodes_per_question=0))
+    with pytest.raises(ConfigError, match=r"^SFTArgs.teacher_options expects a dict of the teacher's options, got list\.$"):
+        sft(SFTArgs(teacher_options=[]))
+    # A teacher that solves nothing leaves SFT nothing to learn from: said, not an empty run.
+    with pytest.raises(ConfigError, match=r"^The teacher 'random' solved none of 2 episodes"):
+        oracle_trajectories("searchgym/SearchR1-v0", tok, env_options={"corpus_options": SMALL_WORLD}, limit=2, num_envs=1, teacher="random")
+
+
 def test_scratch_model_tokenizes_the_corpus_compactly_and_fits_the_protocol():
     env = make_small("searchgym/SearchR1-v0")
     model, tok = scratch_model(env, size="tiny", vocab_size=1024)
