@@ -114,10 +114,14 @@ def key_inputs(args: SFTArgs) -> dict[str, Any]:
 
     check_sft_args(args)
     settings = {f.name: getattr(args, f.name) for f in dataclasses.fields(args) if f.name not in NOT_IN_KEY}
-    # The questions are hashed by content in "data"; a list of them is not repeated here.
+    # The questions are hashed by content in "data"; a list of them is not repeated here, and a
+    # file's path is not either: the same questions written to another file train the same model.
     env_options = dict(settings["env_options"])
-    if not isinstance(env_options.get("dataset", ""), (str, os.PathLike)):
+    dataset = env_options.get("dataset", "")
+    if not isinstance(dataset, (str, os.PathLike)):
         env_options["dataset"] = "<list of QAExample>"
+    elif os.path.isfile(dataset):
+        env_options["dataset"] = "<a file's questions>"
     settings["env_options"] = env_options
     return {
         "sft": _canonical(settings),

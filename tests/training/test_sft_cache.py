@@ -43,6 +43,17 @@ def test_the_key_changes_with_the_settings_the_model_and_the_data_only(args, tmp
     assert key not in keys and len(set(keys)) == len(keys)
 
 
+def test_the_same_questions_in_another_file_have_the_same_key_and_other_questions_another(args, tmp_path):
+    import gymnasium as gym
+
+    from searchgym.corpora.datasets import write_qa
+
+    examples = gym.make("searchgym/SearchR1-v0", split="train", **args.env_options).unwrapped.examples[:4]
+    a, b, c = (write_qa(qs, tmp_path / name) for qs, name in ((examples, "a.jsonl"), (examples, "b.jsonl"), (examples[:3], "c.jsonl")))
+    keys = [sft_key(dataclasses.replace(args, env_options={**args.env_options, "dataset": str(f)})) for f in (a, b, c)]
+    assert keys[0] == keys[1] and keys[2] != keys[0], keys
+
+
 def test_a_second_call_returns_the_cached_run_without_training(args, tmp_path, monkeypatch):
     run = cached_sft(args, root=tmp_path)
     assert run == tmp_path / sft_key(args) and is_complete(run)
