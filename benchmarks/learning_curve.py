@@ -9,23 +9,28 @@ same rollouts, losses and evaluations, the weights never change):
   (``top_k`` 1), Search-R1's format reward with a retrieval score (0.2 for well-formed
   turns, +0.3 when a retrieved passage holds the answer, 1 for an exact answer).
 - **The SFT start**: a small Llama from scratch (hidden 128, 4 layers, a BPE tokenizer
-  trained on the corpus), next-token pretraining on the passages, then SFT on the oracle's
-  trajectories; kept in searchgym's SFT cache (``searchgym.training.sft_cache``), so a
-  second run reuses it.
+  trained on the corpus), next-token pretraining on the passages, then SFT on a teacher's
+  trajectories (``--teacher``): by default ``subjectless``, the oracle leaving the question's
+  subject out of its search in one of each question's two episodes (benchmarks/weak_teacher.py),
+  so that the start names the subject in about half its queries and GRPO has a choice to learn;
+  ``oracle``, every search right, leaves it nothing of that kind. Kept in searchgym's SFT cache
+  (``searchgym.training.sft_cache``), so a second run reuses it.
 - **GRPO**: ``searchgym.training.Trainer`` with the settings below, one run per seed, two
   runs at a time (``--jobs``), one torch thread each. ``--rewards`` adds the reward designs of
   ``DESIGNS``, each trained on its own reward and judged by this one.
 
-Measured on 2026-12-02 (benchmarks/RESULTS.md, "Seeds, intervals and a control"): on this
-scratch model GRPO does not beat its SFT start; docs/training.md says what limits it.
+Measured on 2026-12-03 (benchmarks/RESULTS.md, "Seeds, intervals and a control"): from the
+subjectless teacher's start GRPO learns to name the subject in its queries and beats its SFT
+start on the held-out questions in every seed; from the oracle's start it does not
+(docs/training.md says what limits it).
 
 Writes OUT/learning-curve.png (each seed's dev curve, their mean and its 95% interval, the
 SFT start and the control, and the same for the sampled train reward), OUT/summary.md (the
 table RESULTS.md quotes) and OUT/results.json; each run's files are under OUT/runs/.
 
-    python benchmarks/learning_curve.py --quick     # the quick form: 3 seeds + control, 40 steps: ~19 min on 2 CPU cores (~11 with the SFT start cached)
-    python benchmarks/learning_curve.py             # the full form (`make learn`): 120 steps, all 120 held-out questions: ~40 min, estimated
-    python benchmarks/learning_curve.py --quick --rewards   # + outcome-only EM, StepSearch and ParallelSearch, 3 seeds each: 54 min measured
+    python benchmarks/learning_curve.py --quick     # the quick form: 3 seeds + control, 40 steps, 120 held-out questions: ~13 min on 2 CPU cores with the SFT start cached (two rounds of 320-385 s measured; the first run trains the start: ~12 min more, estimated)
+    python benchmarks/learning_curve.py             # the full form (`make learn`): 120 steps: ~40 min with the SFT start cached, estimated
+    python benchmarks/learning_curve.py --quick --rewards   # + outcome-only EM, StepSearch and ParallelSearch, 3 seeds each: ~45 min, estimated (54 min measured from the oracle's start, beside the test suite)
     python benchmarks/learning_curve.py --replot --out DIR   # redraw DIR's chart and summary from its runs' metrics.csv
 """
 
@@ -46,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # REWARD: Search-R1's format reward with its retrieval score (Search-R1's v0.3 scripts use r = 0; the retrieval
 # score gives a model that cannot yet answer a gradient toward searches that find the answer).
 from learning import REWARD, one_hop, read_rows  # noqa: E402
+from weak_teacher import SubjectlessOracle  # noqa: E402
 
 #: The synthwiki world of every form.
 WORLD = {"num_passages": 2000}
@@ -56,12 +62,20 @@ ENV = {"max_turns": 3, "top_k": 1, "corpus_options": WORLD, **REWARD}
 SFT = {"model": "scratch", "scratch_size": "small", "pretrain_epochs": 4, "epochs": 12, "batch_size": 16,
        "micro_batch_size": 16, "lr": 3e-3, "warmup_steps": 20}
 
+#: The SFT start's teacher (--teacher): SFTArgs fields over SFT. "oracle" reads each question's solution path;
+#: "subjectless" is the oracle whose searches leave out the question's subject in one of each question's two
+#: episodes (benchmarks/weak_teacher.py), a teacher weaker than the task allows.
+TEACHERS = {
+    "oracle": {},
+    "subjectless": {"teacher": f"{SubjectlessOracle.__module__}:SubjectlessOracle.for_env", "episodes_per_question": 2},
+}
+
 #: GRPO (searchgym.training.Args fields) of every run.
 GRPO = {"algorithm": "grpo", "n": 8, "questions_per_step": 4, "micro_batch_size": 16, "lr": 3e-4, "temperature": 1.0,
         "max_new_tokens": 48, "num_envs": 32, "threads": 1}
 
 #: (steps, evaluate every, dev questions per evaluation) of each form.
-FORMS = {"quick": (40, 10, 48), "full": (120, 20, None)}
+FORMS = {"quick": (40, 10, None), "full": (120, 20, None)}
 
 #: Reward designs of --rewards: (name, label, recipe, reward options, credit).
 DESIGNS = (
@@ -83,11 +97,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", default="0,1,2", help="GRPO seeds, comma-separated (default 0,1,2; an interval needs two or more)")
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps of every run (default: the form's)")
     parser.add_argument("--eval-every", type=int, default=None, help="evaluate on the held-out questions every N steps (default: the form's)")
+    parser.add_argument("--eval-limit", type=int, default=None,
+                        help=f"held-out questions an evaluation (default: the form's, quick {FORMS['quick'][2]}, full all 120)")
     parser.add_argument("--eval-temperature", type=float, default=0.0,
                         help="temperature of the held-out evaluations: 0 (default) is greedy; 1.0 is the policy GRPO samples from")
     parser.add_argument("--lr", type=float, default=GRPO["lr"], help=f"GRPO learning rate (default {GRPO['lr']:g})")
     parser.add_argument("--jobs", type=int, default=2, help="runs at once, one torch thread each (default 2: one a core of a 2-core CPU)")
     parser.add_argument("--no-control", action="store_true", help="leave out the no-update control")
+    parser.add_argument("--teacher", choices=sorted(TEACHERS), default="subjectless",
+                        help="the SFT start's teacher: subjectless (default: the oracle leaving the subject out of half its "
+                        "searches, benchmarks/weak_teacher.py) or oracle (every search right: GRPO has nothing of that kind to learn)")
     parser.add_argument("--sft-run", type=Path, default=None, help="take the SFT start from this run folder (its final/) instead of the cache")
     opts = parser.parse_args(argv)
     try:
@@ -96,6 +115,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--seeds expects integers separated by commas, e.g. 0,1,2; got {opts.seeds!r}")
     if not opts.seeds or len(set(opts.seeds)) != len(opts.seeds):
         parser.error(f"--seeds expects distinct integers, got {opts.seeds}")
+    if opts.eval_limit is not None and opts.eval_limit < 1:
+        parser.error(f"--eval-limit expects a positive integer, got {opts.eval_limit}")
     if opts.jobs < 1:
         parser.error(f"--jobs expects a positive integer, got {opts.jobs}")
     if opts.sft_run is not None and not (opts.sft_run / "final").is_dir():
@@ -115,13 +136,13 @@ def write_data(out: Path) -> tuple[Path, Path, int, int]:
     return write_qa(train, out / "train.jsonl"), write_qa(held_out, out / "held-out.jsonl"), len(train), len(held_out)
 
 
-def sft_start(train_file: Path) -> tuple[Path, float, bool]:
+def sft_start(train_file: Path, teacher: str = "subjectless") -> tuple[Path, float, bool]:
     """The SFT start's run folder (trained once, then taken from searchgym's SFT cache), the
     seconds it took here, and whether the cache already held it."""
     from searchgym.training.sft import SFTArgs
     from searchgym.training.sft_cache import cache_root, cached_sft, is_complete, sft_key
 
-    args = SFTArgs(env_options={**ENV, "dataset": str(train_file)}, eval_limit=0, progress=False, **SFT)
+    args = SFTArgs(env_options={**ENV, "dataset": str(train_file)}, eval_limit=0, progress=False, **{**SFT, **TEACHERS[teacher]})
     key = sft_key(args)  # hashes every question and passage: computed once, handed to cached_sft
     cached = is_complete(cache_root() / key)
     t0 = time.perf_counter()
@@ -144,6 +165,7 @@ def run_specs(opts: argparse.Namespace, model: Path, train_file: Path, held_out:
     steps, every, limit = FORMS["quick" if opts.quick else "full"]
     steps = opts.steps or steps
     every = opts.eval_every or every
+    limit = opts.eval_limit or limit
     env = {**ENV, "dataset": str(train_file)}
     # Every run is judged by the same reward on the same held-out questions, whatever it trains on.
     evaluation = {"dataset": str(held_out), **REWARD}
@@ -188,13 +210,25 @@ def curves(rows: list[dict]) -> dict:
     return {"evals": evals, "train": train}
 
 
+def found_by_step(run: Path) -> dict[int, tuple[int, int]]:
+    """At each evaluation the run kept (``eval/step-N/episodes.jsonl``): how many held-out
+    episodes had a search retrieve the answer (the reward's ``retrieval_correct``), of how many."""
+    found = {}
+    for episodes in sorted(run.glob("eval/step-*/episodes.jsonl")):
+        rows = [json.loads(line) for line in episodes.read_text(encoding="utf-8").splitlines() if line.strip()]
+        hits = sum(1 for r in rows if (r.get("reward_components") or {}).get("retrieval_correct", 0) > 0)
+        found[int(episodes.parent.name.removeprefix("step-"))] = (hits, len(rows))
+    return found
+
+
 def collect(out: Path, specs: list[dict]) -> dict[str, dict]:
-    """Each run's curves, read from its metrics.csv."""
+    """Each run's curves, read from its metrics.csv, and its evaluations' found answers."""
     runs = {}
     for spec in specs:
         path = out / "runs" / spec["name"] / "metrics.csv"
         if path.is_file():
-            runs[spec["name"]] = {"design": spec["design"], "seed": spec["seed"], **curves(read_rows(path))}
+            runs[spec["name"]] = {"design": spec["design"], "seed": spec["seed"], **curves(read_rows(path)),
+                                  "found": found_by_step(path.parent)}
     return runs
 
 
@@ -223,21 +257,33 @@ LABELS = {"grpo": "SFT + GRPO (Search-R1 format + retrieval reward)", "control":
 COLORS = {"grpo": "tab:blue", "control": "tab:gray", "outcome": "tab:purple", "stepsearch": "tab:green", "parallelsearch": "tab:orange"}
 
 
+def found_share(runs: list[dict]) -> dict[int, list[float]]:
+    """The share of held-out episodes whose search found the answer, of every run at each step all of them kept."""
+    steps = sorted(set.intersection(*(set(r["found"]) for r in runs))) if runs else []
+    return {s: [r["found"][s][0] / max(1, r["found"][s][1]) for r in runs] for s in steps}
+
+
 def plot(out: Path, runs: dict[str, dict], title: str, name: str) -> Path:
     """Two panels: the held-out reward at each evaluation and the sampled train reward (5-step
-    mean), each seed thin, the mean thick with its 95% interval shaded; the SFT start dashed."""
+    mean), each seed thin, the mean thick with its 95% interval shaded; the SFT start dashed. A
+    third where the runs kept their evaluations' episodes: the share of held-out searches that
+    found the answer (what the retrieval part of the reward pays)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    panels = 3 if all(r.get("found") for r in runs.values()) else 2
+    fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 4))
     start = [r["evals"][0]["reward"] for r in runs.values() if 0 in r["evals"]]
     for design, members in groups(runs).items():
         color = COLORS.get(design, "tab:red")
         n = len(members)
         label = LABELS.get(design, design) + (f" ({n} seeds, mean and 95% interval)" if n > 1 else "")
-        for ax, table in ((axes[0], by_step(members)), (axes[1], train_by_step(members))):
+        tables = [(axes[0], by_step(members)), (axes[1], train_by_step(members))]
+        if panels == 3:
+            tables.append((axes[2], found_share(members)))
+        for ax, table in tables:
             if not table:
                 continue
             steps = list(table)
@@ -246,7 +292,7 @@ def plot(out: Path, runs: dict[str, dict], title: str, name: str) -> Path:
                     ax.plot(steps, values, color=color, alpha=0.3, lw=0.8)
             stats = [interval(v) for v in table.values()]
             means = [m for m, _ in stats]
-            ax.plot(steps, means, color=color, lw=2, marker="o" if ax is axes[0] else None, ms=4, label=label)
+            ax.plot(steps, means, color=color, lw=2, marker=None if ax is axes[1] else "o", ms=4, label=label)
             if n > 1:
                 ax.fill_between(steps, [m - h for m, h in stats], [m + h for m, h in stats], color=color, alpha=0.15)
     if start:
@@ -256,6 +302,10 @@ def plot(out: Path, runs: dict[str, dict], title: str, name: str) -> Path:
     axes[0].set_ylim(0, 1)  # the whole reward, so a gain is drawn at its size
     axes[1].set_title("sampled train batches (5-step mean; each run's own reward)", fontsize=9)
     axes[1].set_ylabel("train reward")
+    if panels == 3:
+        axes[2].set_title("held-out: a search found the answer, greedy", fontsize=9)
+        axes[2].set_ylabel("share of held-out episodes")
+        axes[2].set_ylim(0, None)
     for ax in axes:
         ax.set_xlabel("GRPO step")
         ax.grid(alpha=0.3)
@@ -273,8 +323,8 @@ def summary(runs: dict[str, dict], header: str) -> str:
     """The table RESULTS.md quotes: by design, the held-out reward and EM at the first and last
     evaluation (mean and 95% interval over seeds, each seed's), the gain, and the train reward."""
     lines = [header, "",
-             "| run | seeds | held-out reward, step 0 | last step | held-out reward, last (mean ± 95%) | gain (mean ± 95%) | each seed's gain | held-out EM, first → last | train reward, first 5 → last 5 steps |",
-             "|---|---:|---:|---:|---:|---:|---|---:|---:|"]
+             "| run | seeds | held-out reward, step 0 | last step | held-out reward, last (mean ± 95%) | gain (mean ± 95%) | each seed's gain | held-out EM, first → last | held-out searches that found the answer, first → last (each seed) | train reward, first 10 → last 10 steps |",
+             "|---|---:|---:|---:|---:|---:|---|---:|---|---:|"]
     for design, members in groups(runs).items():
         table = by_step(members)
         if not table:
@@ -286,11 +336,21 @@ def summary(runs: dict[str, dict], header: str) -> str:
         g, hg = interval(gains)
         em = by_step(members, "em")
         trains = [[v for _, v in r["train"]] for r in members]
-        early = sum(sum(t[:5]) / max(1, len(t[:5])) for t in trains) / len(trains)
-        late = sum(sum(t[-5:]) / max(1, len(t[-5:])) for t in trains) / len(trains)
+        early = sum(sum(t[:10]) / max(1, len(t[:10])) for t in trains) / len(trains)
+        late = sum(sum(t[-10:]) / max(1, len(t[-10:])) for t in trains) / len(trains)
         lines.append(f"| {LABELS.get(design, design)} | {len(members)} | {m0:.3f} | {last} | {m1:.3f} ± {h1:.3f} | {g:+.3f} ± {hg:.3f} | "
-                     f"{', '.join(f'{x:+.3f}' for x in gains)} | {interval(em[first])[0]:.3f} → {interval(em[last])[0]:.3f} | {early:.3f} → {late:.3f} |")
+                     f"{', '.join(f'{x:+.3f}' for x in gains)} | {interval(em[first])[0]:.3f} → {interval(em[last])[0]:.3f} | "
+                     f"{found_text(members, first, last)} | {early:.3f} → {late:.3f} |")
     return "\n".join(lines)
+
+
+def found_text(members: list[dict], first: int, last: int) -> str:
+    """"10 → 25, 25, 21 of 120": the found answers at the first evaluation (the same start for
+    every seed, so its first seed's) and at the last, each seed's; "n/a" where a run kept no episodes."""
+    if not all(first in r["found"] and last in r["found"] for r in members):
+        return "n/a"
+    start, total = members[0]["found"][first]
+    return f"{start} → {', '.join(str(r['found'][last][0]) for r in members)} of {total}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -301,7 +361,7 @@ def main(argv: list[str] | None = None) -> None:
         if not recorded.is_file():
             sys.exit(f"--replot reads {recorded} and the runs' metrics.csv beside it; it does not exist (run the benchmark with --out {opts.out} first)")
         results = json.loads(recorded.read_text())
-        finish(opts, results["specs"], results["header"])
+        finish(opts, results["specs"], results["header"], results.get("teacher", "oracle"))
         return
     t_all = time.perf_counter()
     shutil.rmtree(opts.out / "runs", ignore_errors=True)
@@ -311,7 +371,7 @@ def main(argv: list[str] | None = None) -> None:
         model, sft_seconds = opts.sft_run / "final", 0.0
         print(f"SFT start: {model}")
     else:
-        run, sft_seconds, cached = sft_start(train_file)
+        run, sft_seconds, cached = sft_start(train_file, opts.teacher)
         model = run / "final"
         print(f"SFT start: {model} ({sft_seconds:.0f} s{'; from the cache' if cached else ''})", flush=True)
     specs = run_specs(opts, model, train_file, held_out)
@@ -324,19 +384,21 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  {done['name']}: {done['seconds']:.0f} s", flush=True)
     grpo_seconds = time.perf_counter() - t0
     steps = specs[0]["args"]["total_steps"]
-    header = (f"{'Reward designs' if opts.rewards else 'GRPO'} from one SFT start, {form} form: {steps} steps of "
+    header = (f"{'Reward designs' if opts.rewards else 'GRPO'} from one SFT start ({opts.teacher} teacher), {form} form: {steps} steps of "
               f"{GRPO['questions_per_step']} questions x {GRPO['n']} samples, lr {opts.lr:g}; held-out reward at temperature "
-              f"{opts.eval_temperature:g} on {n_held if FORMS[form][2] is None else min(n_held, FORMS[form][2])} questions; "
+              f"{opts.eval_temperature:g} on {min(n_held, specs[0]['args']['eval_limit'] or n_held)} questions; "
               f"SFT start {sft_seconds:.0f} s, GRPO runs {grpo_seconds:.0f} s ({opts.jobs} at a time), "
               f"total {time.perf_counter() - t_all:.0f} s")
-    (opts.out / "results.json").write_text(json.dumps({"specs": specs, "header": header, "seconds": seconds}, indent=1), encoding="utf-8")
-    finish(opts, specs, header)
+    results = {"specs": specs, "header": header, "seconds": seconds, "teacher": opts.teacher}
+    (opts.out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
+    finish(opts, specs, header, opts.teacher)
 
 
-def finish(opts: argparse.Namespace, specs: list[dict], header: str) -> None:
+def finish(opts: argparse.Namespace, specs: list[dict], header: str, teacher: str = "subjectless") -> None:
     runs = collect(opts.out, specs)
     charts = [plot(opts.out, {k: r for k, r in runs.items() if r["design"] in ("grpo", "control")},
-                   "GRPO from an SFT start: synthwiki single-hop Search-R1, scratch Llama (hidden 128, 4 layers), CPU", "learning-curve.png")]
+                   f"GRPO from an SFT start ({teacher} teacher): synthwiki single-hop Search-R1, scratch Llama (hidden 128, 4 layers), CPU",
+                   "learning-curve.png")]
     if any(r["design"] not in ("grpo", "control") for r in runs.values()):
         charts.append(plot(opts.out, {k: r for k, r in runs.items() if r["design"] != "control"},
                            "reward designs from one SFT start, each judged by the same reward on the same held-out questions",

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PARTS = {
     "async_rollout.py": "rollout.py",  # the async section of rollout.py
     "paced_server.py": "async_rollout.py",  # the server process that section starts (and tests/agents/test_async_driver.py)
+    "weak_teacher.py": "learning_curve.py",  # the SFT teacher of its --teacher subjectless
 }
 SCRIPTS = sorted(p for p in (ROOT / "benchmarks").glob("*.py") if p.name not in PARTS)
 #: Scripts without a quick form: each measures a corpus or an index the user hands it (built

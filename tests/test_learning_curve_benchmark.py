@@ -4,6 +4,7 @@ intervals, table and charts read the runs' metrics.csv files as they are."""
 import csv
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +105,48 @@ def test_replot_without_a_recorded_run_says_what_to_run(tmp_path):
     done = run("--replot", "--out", str(tmp_path))
     assert done.returncode == 1 and f"--replot reads {tmp_path}/results.json" in done.stderr, done.stderr
     assert f"run the benchmark with --out {tmp_path} first" in done.stderr
+
+
+def test_the_weak_teacher_leaves_the_subject_out_of_every_other_episodes_searches_and_still_answers():
+    pytest.importorskip("torch")
+    from weak_teacher import subjectless
+
+    from env_helpers import SMALL_WORLD
+    from searchgym.lm.testing import tiny_tokenizer
+    from searchgym.training.sft import oracle_trajectories
+
+    assert subjectless("Vimia Dobradova born") == "born"
+    assert subjectless("Trurthasara Bank founded") == "founded"
+    assert subjectless("Skosith Lagodar") == "information"
+    tok = tiny_tokenizer()
+    trajectories = oracle_trajectories(
+        "searchgym/SearchR1-v0", tok, env_options={"corpus_options": SMALL_WORLD, "max_turns": 3, "top_k": 1}, limit=4,
+        num_envs=2, teacher="weak_teacher:SubjectlessOracle.for_env", episodes_per_question=2,
+    )
+    searches = [re.findall(r"<search> (.*?) </search>", tok.decode([t for s in tr.segments if s.generated for t in s.token_ids]))
+                for tr in trajectories]
+    # Both episodes of a question are solved or neither (the careless one answers right too: SFT keeps it), and of
+    # each question's two, one searched with a capitalized subject, one without (4 questions: one needs more turns).
+    assert len(trajectories) == 6, searches
+    with_subject = [all(any(w[:1].isupper() for w in q.split()) for q in qs) for qs in searches]
+    without = [not any(w[:1].isupper() for q in qs for w in q.split()) for qs in searches]
+    assert with_subject == [True, False] * 3 and without == [False, True] * 3, searches
+
+
+def test_the_found_answers_are_counted_from_each_evaluations_episodes(tmp_path):
+    from learning_curve import found_by_step, found_text
+
+    def episodes(step, found):
+        folder = tmp_path / "run" / "eval" / f"step-{step:06d}"
+        folder.mkdir(parents=True)
+        rows = [{"reward_components": {"retrieval_correct": 1.0 if hit else 0.0}} for hit in found]
+        rows.append({"reward_components": None})  # an episode that ended before any reward part
+        (folder / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    episodes(0, [True, False, False])
+    episodes(10, [True, True, False])
+    found = found_by_step(tmp_path / "run")
+    assert found == {0: (1, 4), 10: (2, 4)}
+    other = {0: (1, 4), 10: (3, 4)}
+    assert found_text([{"found": found}, {"found": other}], 0, 10) == "1 → 2, 3 of 4"
+    assert found_text([{"found": found}, {"found": {}}], 0, 10) == "n/a"
