@@ -30,7 +30,7 @@ table RESULTS.md quotes) and OUT/results.json; each run's files are under OUT/ru
 
     python benchmarks/learning_curve.py --quick     # the quick form: 3 seeds + control, 40 steps, 120 held-out questions: ~13 min on 2 CPU cores with the SFT start cached (two rounds of 320-385 s measured; the first run trains the start: ~12 min more, estimated)
     python benchmarks/learning_curve.py             # the full form (`make learn`): 120 steps: ~40 min with the SFT start cached, estimated
-    python benchmarks/learning_curve.py --quick --rewards   # + outcome-only EM, StepSearch and ParallelSearch, 3 seeds each: ~45 min, estimated (54 min measured from the oracle's start, beside the test suite)
+    python benchmarks/learning_curve.py --quick --rewards   # + outcome-only EM, StepSearch and ParallelSearch, 3 seeds each: ~32 min with the SFT start cached (29 min measured with --no-control)
     python benchmarks/learning_curve.py --replot --out DIR   # redraw DIR's chart and summary from its runs' metrics.csv
 """
 
