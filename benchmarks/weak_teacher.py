@@ -1,7 +1,7 @@
 """A weaker teacher for SFT: the synthwiki oracle, but in some episodes its searches leave out
 the question's subject.
 
-``SFTArgs(teacher="weak_teacher:SubjectlessOracle", episodes_per_question=2)`` (with this
+``SFTArgs(teacher="weak_teacher:SubjectlessOracle.for_env", episodes_per_question=2)`` (with this
 folder on the path, as ``benchmarks/learning_curve.py`` has it): in the episodes whose seed is
 odd (``every`` 2: half of them) the oracle searches without the question's subject ("born"
 where the oracle searches "Zaliya Larander born"), which rarely retrieves the passage that holds the answer, and then answers right anyway (it reads
@@ -17,7 +17,6 @@ follow SFT with RL.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 

@@ -80,15 +80,10 @@ def oracle_trajectories(env_id: str, tokenizer: Any, *, env_options: dict[str, A
     import gymnasium as gym
 
     from searchgym.agents.driver import Task, run_episodes
-    from searchgym.agents.registry import check_agent, make_agent, needs_lm
+    from searchgym.agents.registry import make_agent
 
     envs = [gym.make(env_id, split=split, **(env_options or {})) for _ in range(num_envs)]
-    check_agent(teacher)
-    if needs_lm(teacher, envs[0], teacher_options):
-        raise ConfigError(
-            f"The SFT teacher {teacher!r} needs a language model; a teacher plays without one (oracle, random, or your "
-            "own LM-free agent: a registered name or module:factory)."
-        )
+    check_teacher(teacher, envs[0], teacher_options)
     examples = search_env(envs[0]).examples[:limit]
     agent = TeacherAgent(make_agent(teacher, envs[0], **(teacher_options or {})), tokenizer, search_env(envs[0]).protocol)
     agent.check_env(envs[0])
@@ -101,6 +96,18 @@ def oracle_trajectories(env_id: str, tokenizer: Any, *, env_options: dict[str, A
             "the solved ones. The oracle needs a synthwiki dataset (it reads the solution from synthwiki's metadata)."
         )
     return kept
+
+
+def check_teacher(teacher: str, env: Any, options: dict[str, Any] | None = None) -> None:
+    """Refuse a teacher that names no agent or needs a language model (``env``: an env or an env id)."""
+    from searchgym.agents.registry import check_agent, needs_lm
+
+    check_agent(teacher)
+    if needs_lm(teacher, env, options):
+        raise ConfigError(
+            f"The SFT teacher {teacher!r} needs a language model; a teacher plays without one (oracle, random, or your "
+            "own LM-free agent: a registered name or module:factory)."
+        )
 
 
 @dataclass
@@ -141,8 +148,8 @@ class SFTArgs:
     scratch_vocab: int = 4096
     """Most tokens of a scratch model's byte-level BPE tokenizer, trained on the env's corpus. A
     larger one (16384 on a 2,000-passage synthwiki: about one token a word) gives each name a
-    token or two, which a small model copies from a question far more reliably than four
-    sub-word pieces; the embeddings grow with it."""
+    token or two instead of four sub-word pieces, and grows the embeddings; measured there, it made
+    a worse SFT start (docs/training.md, "Why the oracle's start does not learn")."""
     pretrain_epochs: int = 0
     """Before SFT, passes of next-token prediction over the env's corpus passages (packed
     into pretrain_block-token blocks): a scratch model first learns the language of the
@@ -284,11 +291,9 @@ def check_sft_args(args: SFTArgs) -> None:
         )
     if not isinstance(args.teacher, str) or not args.teacher.strip():
         raise ConfigError(f"SFTArgs.teacher expects an agent name (oracle, random, a registered name or module:factory), got {args.teacher!r}.")
-    from searchgym.agents.registry import check_agent
-
-    check_agent(args.teacher)
     if not isinstance(args.teacher_options, dict):
         raise ConfigError(f"SFTArgs.teacher_options expects a dict of the teacher's options, got {type(args.teacher_options).__name__}.")
+    check_teacher(args.teacher, full_env_id(args.env_id), args.teacher_options)  # before any model loads or pretrains
     for name in ("epochs", "batch_size", "micro_batch_size", "max_new_tokens", "num_envs", "episodes_per_question"):
         v = getattr(args, name)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:

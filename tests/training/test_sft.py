@@ -76,6 +76,9 @@ def test_a_teacher_that_needs_a_language_model_or_does_not_exist_is_refused():
     tok = tiny_tokenizer()
     with pytest.raises(ConfigError, match=r"^The SFT teacher 'naive-rag' needs a language model; a teacher plays without one"):
         oracle_trajectories("searchgym/SearchR1-v0", tok, env_options={"corpus_options": SMALL_WORLD}, limit=1, num_envs=1, teacher="naive-rag")
+    # sft refuses it before any model loads or pretrains (the pretraining would be raised here if it ran).
+    with pytest.raises(ConfigError, match=r"^The SFT teacher 'naive-rag' needs a language model"):
+        sft(SFTArgs(teacher="naive-rag", pretrain_epochs=1000))
     with pytest.raises(SearchGymError, match="Unknown agent 'no-such-teacher'"):
         sft(SFTArgs(teacher="no-such-teacher"))
     with pytest.raises(ConfigError, match=r"^SFTArgs.episodes_per_question expects a positive integer, got 0\.$"):
