@@ -16,21 +16,22 @@ same rollouts, losses and evaluations, the weights never change):
   ``oracle``, every search right, leaves it nothing of that kind. Kept in searchgym's SFT cache
   (``searchgym.training.sft_cache``), so a second run reuses it.
 - **GRPO**: ``searchgym.training.Trainer`` with the settings below, one run per seed, two
-  runs at a time (``--jobs``), one torch thread each. ``--rewards`` adds the reward designs of
-  ``DESIGNS``, each trained on its own reward and judged by this one.
+  runs at a time (``--jobs``), one torch thread each, trained on ``--design``'s reward (default
+  StepSearch's step rewards with turn credit; ``grpo``: the judge's own format reward) and
+  judged by the format reward above. ``--rewards`` runs every design of ``DESIGNS``.
 
 Measured on 2026-12-03 (benchmarks/RESULTS.md, "Seeds, intervals and a control"): from the
 subjectless teacher's start GRPO learns to name the subject in its queries and beats its SFT
-start on the held-out questions in every seed; from the oracle's start it does not
-(docs/training.md says what limits it).
+start on the held-out questions in every seed (the quick form: +0.016 ± 0.012 over 3 seeds);
+from the oracle's start it does not (docs/training.md says what limits it).
 
 Writes OUT/learning-curve.png (each seed's dev curve, their mean and its 95% interval, the
 SFT start and the control, and the same for the sampled train reward), OUT/summary.md (the
 table RESULTS.md quotes) and OUT/results.json; each run's files are under OUT/runs/.
 
-    python benchmarks/learning_curve.py --quick     # the quick form: 3 seeds + control, 40 steps, 120 held-out questions: ~13 min on 2 CPU cores with the SFT start cached (two rounds of 320-385 s measured; the first run trains the start: ~12 min more, estimated)
-    python benchmarks/learning_curve.py             # the full form (`make learn`): 120 steps: ~40 min with the SFT start cached, estimated
-    python benchmarks/learning_curve.py --quick --rewards   # + outcome-only EM, StepSearch and ParallelSearch, 3 seeds each: ~32 min with the SFT start cached (29 min measured with --no-control)
+    python benchmarks/learning_curve.py --quick     # the quick form: 3 seeds + control, 20 steps, 120 held-out questions: 14.6 min measured on 2 CPU cores from an empty cache (10.4 of them training the SFT start once; ~4.5 min with it cached)
+    python benchmarks/learning_curve.py             # the full form (`make learn`): 120 steps: 25.4 min measured on 2 CPU cores with the SFT start cached
+    python benchmarks/learning_curve.py --quick --rewards   # all four reward designs, 3 seeds each, and the control: ~15 min with the SFT start cached, estimated from the quick form's 126-s runs
     python benchmarks/learning_curve.py --replot --out DIR   # redraw DIR's chart and summary from its runs' metrics.csv
 """
 
@@ -59,6 +60,9 @@ WORLD = {"num_passages": 2000}
 ENV = {"max_turns": 3, "top_k": 1, "corpus_options": WORLD, **REWARD}
 
 #: The SFT start (searchgym.training.sft.SFTArgs fields).
+#: 12 SFT epochs (--sft-epochs). 6 (the oracle's 360 optimizer steps, as the subjectless teacher plays each
+#: question twice) would save the first run ~3.5 minutes, but measured (docs/training.md) that start finds half as
+#: many answers and GRPO did not move it.
 SFT = {"model": "scratch", "scratch_size": "small", "pretrain_epochs": 4, "epochs": 12, "batch_size": 16,
        "micro_batch_size": 16, "lr": 3e-3, "warmup_steps": 20}
 
@@ -75,10 +79,13 @@ GRPO = {"algorithm": "grpo", "n": 8, "questions_per_step": 4, "micro_batch_size"
         "max_new_tokens": 48, "num_envs": 32, "threads": 1}
 
 #: (steps, evaluate every, dev questions per evaluation) of each form.
-FORMS = {"quick": (40, 10, None), "full": (120, 20, None)}
+FORMS = {"quick": (20, 10, None), "full": (120, 20, None)}
 
-#: Reward designs of --rewards: (name, label, recipe, reward options, credit).
+#: The reward designs: (name, label, recipe, reward options, credit). ``--design`` picks the one the GRPO runs
+#: train on (default ``stepsearch``: of the four, measured from the subjectless start with 3 seeds each, the
+#: one that gained the most and most steadily); ``--rewards`` runs every one. Recipe None: the judge's own reward.
 DESIGNS = (
+    ("grpo", "format + retrieval (Search-R1's reward, the judge's)", None, None, "episode"),
     ("outcome", "outcome only: EM", "search_r1_em", {}, "episode"),
     ("stepsearch", "StepSearch: step rewards, turn credit", "searchgym.methods.stepsearch:StepSearchReward", {}, "turn"),
     ("parallelsearch", "ParallelSearch's reward", "searchgym.methods.parallelsearch:ParallelSearchReward", {}, "episode"),
@@ -91,7 +98,10 @@ T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help=f"the quick form: {FORMS['quick'][0]} GRPO steps a seed, {FORMS['quick'][2]} held-out questions an evaluation")
-    parser.add_argument("--rewards", action="store_true", help="reward designs told apart: " + ", ".join(label for _, label, *_ in DESIGNS) + "; each with every seed")
+    parser.add_argument("--design", choices=[name for name, *_ in DESIGNS], default="stepsearch",
+                        help="the reward the GRPO runs and the control train on: " + "; ".join(f"{name}: {label}" for name, label, *_ in DESIGNS)
+                        + " (default stepsearch); every run is judged by the format + retrieval reward")
+    parser.add_argument("--rewards", action="store_true", help="reward designs told apart: every one of --design's, each with every seed")
     parser.add_argument("--replot", action="store_true", help="redraw OUT's chart and summary from the metrics.csv files its runs left, and exit")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default results/learning-curve, --rewards: results/learning-rewards)")
     parser.add_argument("--seeds", default="0,1,2", help="GRPO seeds, comma-separated (default 0,1,2; an interval needs two or more)")
@@ -107,6 +117,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--teacher", choices=sorted(TEACHERS), default="subjectless",
                         help="the SFT start's teacher: subjectless (default: the oracle leaving the subject out of half its "
                         "searches, benchmarks/weak_teacher.py) or oracle (every search right: GRPO has nothing of that kind to learn)")
+    parser.add_argument("--sft-epochs", type=int, default=SFT["epochs"],
+                        help=f"SFT epochs of the start (default {SFT['epochs']})")
     parser.add_argument("--sft-run", type=Path, default=None, help="take the SFT start from this run folder (its final/) instead of the cache")
     opts = parser.parse_args(argv)
     try:
@@ -117,6 +129,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--seeds expects distinct integers, got {opts.seeds}")
     if opts.eval_limit is not None and opts.eval_limit < 1:
         parser.error(f"--eval-limit expects a positive integer, got {opts.eval_limit}")
+    if opts.sft_epochs < 1:
+        parser.error(f"--sft-epochs expects a positive integer, got {opts.sft_epochs}")
     if opts.jobs < 1:
         parser.error(f"--jobs expects a positive integer, got {opts.jobs}")
     if opts.sft_run is not None and not (opts.sft_run / "final").is_dir():
@@ -136,13 +150,13 @@ def write_data(out: Path) -> tuple[Path, Path, int, int]:
     return write_qa(train, out / "train.jsonl"), write_qa(held_out, out / "held-out.jsonl"), len(train), len(held_out)
 
 
-def sft_start(train_file: Path, teacher: str = "subjectless") -> tuple[Path, float, bool]:
+def sft_start(train_file: Path, teacher: str = "subjectless", epochs: int = SFT["epochs"]) -> tuple[Path, float, bool]:
     """The SFT start's run folder (trained once, then taken from searchgym's SFT cache), the
     seconds it took here, and whether the cache already held it."""
     from searchgym.training.sft import SFTArgs
     from searchgym.training.sft_cache import cache_root, cached_sft, is_complete, sft_key
 
-    args = SFTArgs(env_options={**ENV, "dataset": str(train_file)}, eval_limit=0, progress=False, **{**SFT, **TEACHERS[teacher]})
+    args = SFTArgs(env_options={**ENV, "dataset": str(train_file)}, eval_limit=0, progress=False, **{**SFT, **TEACHERS[teacher], "epochs": epochs})
     key = sft_key(args)  # hashes every question and passage: computed once, handed to cached_sft
     cached = is_complete(cache_root() / key)
     t0 = time.perf_counter()
@@ -172,19 +186,21 @@ def run_specs(opts: argparse.Namespace, model: Path, train_file: Path, held_out:
     base = {**GRPO, "model": str(model), "lr": opts.lr, "total_steps": steps, "eval_every": every, "eval_limit": limit,
             "eval_temperature": opts.eval_temperature, "eval_env_options": evaluation, "save_every": steps,
             "tensorboard": False, "progress": False}
-    designs = [("grpo", None, None, "episode")]
-    if opts.rewards:
-        designs += [(name, recipe, options, credit) for name, _, recipe, options, credit in DESIGNS]
+    own = {name: ({**env} if recipe is None else {**env, "reward": recipe, "reward_options": options}, credit)
+           for name, _, recipe, options, credit in DESIGNS}
+    designs = [opts.design] + ([name for name, *_ in DESIGNS if name != opts.design] if opts.rewards else [])
     specs = []
-    for name, recipe, options, credit in designs:
+    for name in designs:
+        run_env, credit = own[name]
         for seed in opts.seeds:
-            run_env = env if recipe is None else {**env, "reward": recipe, "reward_options": options}
             specs.append({"name": f"{name}-seed{seed}", "design": name, "seed": seed,
                           "args": {**base, "env_options": run_env, "credit": credit, "seed": seed, "out": str(opts.out / "runs" / f"{name}-seed{seed}")}})
     if not opts.no_control:
+        # The control trains on --design's reward too, so its sampled train reward is on the GRPO runs' scale.
         seed = opts.seeds[0]
+        run_env, credit = own[opts.design]
         specs.append({"name": "control", "design": "control", "seed": seed,
-                      "args": {**base, "env_options": env, "credit": "episode", "seed": seed, "lr": 0.0, "out": str(opts.out / "runs" / "control")}})
+                      "args": {**base, "env_options": run_env, "credit": credit, "seed": seed, "lr": 0.0, "out": str(opts.out / "runs" / "control")}})
     return specs
 
 
@@ -253,7 +269,7 @@ def groups(runs: dict[str, dict]) -> dict[str, list[dict]]:
     return out
 
 
-LABELS = {"grpo": "SFT + GRPO (Search-R1 format + retrieval reward)", "control": "no-update control (lr 0)", **{name: label for name, label, *_ in DESIGNS}}
+LABELS = {"control": "no-update control (lr 0)", **{name: label for name, label, *_ in DESIGNS}}
 COLORS = {"grpo": "tab:blue", "control": "tab:gray", "outcome": "tab:purple", "stepsearch": "tab:green", "parallelsearch": "tab:orange"}
 
 
@@ -341,7 +357,28 @@ def summary(runs: dict[str, dict], header: str) -> str:
         lines.append(f"| {LABELS.get(design, design)} | {len(members)} | {m0:.3f} | {last} | {m1:.3f} ± {h1:.3f} | {g:+.3f} ± {hg:.3f} | "
                      f"{', '.join(f'{x:+.3f}' for x in gains)} | {interval(em[first])[0]:.3f} → {interval(em[last])[0]:.3f} | "
                      f"{found_text(members, first, last)} | {early:.3f} → {late:.3f} |")
-    return "\n".join(lines)
+    paired = paired_text(runs)
+    return "\n".join(lines + ([] if not paired else ["", paired]))
+
+
+def paired_text(runs: dict[str, dict], window: int = 10) -> str:
+    """The sampled train reward of each run that shares the control's seed, minus the control's
+    on the same questions (a seed fixes the question order), over the first ``window`` steps and
+    the last: the train reward with the questions' own difficulty taken out. "" without a control."""
+    control = next((r for r in runs.values() if r["design"] == "control"), None)
+    if control is None:
+        return ""
+    theirs = dict(control["train"])
+    parts = []
+    for run in sorted(runs.values(), key=lambda r: r["design"]):
+        if run["design"] == "control" or run["seed"] != control["seed"]:
+            continue
+        diffs = [v - theirs[s] for s, v in run["train"] if s in theirs]
+        if diffs:
+            head, tail = diffs[:window], diffs[-window:]
+            parts.append(f"{LABELS.get(run['design'], run['design'])}, seed {run['seed']}: "
+                         f"{sum(head) / len(head):+.3f} over the first {len(head)} steps, {sum(tail) / len(tail):+.3f} over the last {len(tail)}")
+    return "" if not parts else "Sampled train reward minus the control's on the same questions (same seed, same order): " + "; ".join(parts) + "."
 
 
 def found_text(members: list[dict], first: int, last: int) -> str:
@@ -361,7 +398,8 @@ def main(argv: list[str] | None = None) -> None:
         if not recorded.is_file():
             sys.exit(f"--replot reads {recorded} and the runs' metrics.csv beside it; it does not exist (run the benchmark with --out {opts.out} first)")
         results = json.loads(recorded.read_text())
-        finish(opts, results["specs"], results["header"], results.get("teacher", "oracle"))
+        # Runs recorded before --design trained the GRPO runs on the judge's reward ("grpo").
+        finish(opts, results["specs"], results["header"], results.get("teacher", "oracle"), results.get("design", "grpo"))
         return
     t_all = time.perf_counter()
     shutil.rmtree(opts.out / "runs", ignore_errors=True)
@@ -371,7 +409,7 @@ def main(argv: list[str] | None = None) -> None:
         model, sft_seconds = opts.sft_run / "final", 0.0
         print(f"SFT start: {model}")
     else:
-        run, sft_seconds, cached = sft_start(train_file, opts.teacher)
+        run, sft_seconds, cached = sft_start(train_file, opts.teacher, opts.sft_epochs)
         model = run / "final"
         print(f"SFT start: {model} ({sft_seconds:.0f} s{'; from the cache' if cached else ''})", flush=True)
     specs = run_specs(opts, model, train_file, held_out)
@@ -384,22 +422,23 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  {done['name']}: {done['seconds']:.0f} s", flush=True)
     grpo_seconds = time.perf_counter() - t0
     steps = specs[0]["args"]["total_steps"]
-    header = (f"{'Reward designs' if opts.rewards else 'GRPO'} from one SFT start ({opts.teacher} teacher), {form} form: {steps} steps of "
+    header = (f"{'Reward designs' if opts.rewards else 'GRPO'} from one SFT start ({opts.teacher} teacher, {opts.sft_epochs} SFT epochs), {form} form: "
+              f"{'' if opts.rewards else LABELS[opts.design] + ', '}{steps} steps of "
               f"{GRPO['questions_per_step']} questions x {GRPO['n']} samples, lr {opts.lr:g}; held-out reward at temperature "
               f"{opts.eval_temperature:g} on {min(n_held, specs[0]['args']['eval_limit'] or n_held)} questions; "
               f"SFT start {sft_seconds:.0f} s, GRPO runs {grpo_seconds:.0f} s ({opts.jobs} at a time), "
               f"total {time.perf_counter() - t_all:.0f} s")
-    results = {"specs": specs, "header": header, "seconds": seconds, "teacher": opts.teacher}
+    results = {"specs": specs, "header": header, "seconds": seconds, "teacher": opts.teacher, "design": opts.design}
     (opts.out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
-    finish(opts, specs, header, opts.teacher)
+    finish(opts, specs, header, opts.teacher, opts.design)
 
 
-def finish(opts: argparse.Namespace, specs: list[dict], header: str, teacher: str = "subjectless") -> None:
+def finish(opts: argparse.Namespace, specs: list[dict], header: str, teacher: str = "subjectless", design: str = "stepsearch") -> None:
     runs = collect(opts.out, specs)
-    charts = [plot(opts.out, {k: r for k, r in runs.items() if r["design"] in ("grpo", "control")},
-                   f"GRPO from an SFT start ({teacher} teacher): synthwiki single-hop Search-R1, scratch Llama (hidden 128, 4 layers), CPU",
+    charts = [plot(opts.out, {k: r for k, r in runs.items() if r["design"] in (design, "control")},
+                   f"GRPO ({LABELS[design]}) from an SFT start ({teacher} teacher): synthwiki single-hop Search-R1, scratch Llama (hidden 128, 4 layers), CPU",
                    "learning-curve.png")]
-    if any(r["design"] not in ("grpo", "control") for r in runs.values()):
+    if len({r["design"] for r in runs.values()} - {"control"}) > 1:
         charts.append(plot(opts.out, {k: r for k, r in runs.items() if r["design"] != "control"},
                            "reward designs from one SFT start, each judged by the same reward on the same held-out questions",
                            "learning-rewards.png"))

@@ -25,6 +25,8 @@ def run(*args):
         (("--seeds", "0,x"), "--seeds expects integers separated by commas"),
         (("--seeds", "1,1"), "--seeds expects distinct integers, got [1, 1]"),
         (("--jobs", "0"), "--jobs expects a positive integer, got 0"),
+        (("--sft-epochs", "0"), "--sft-epochs expects a positive integer, got 0"),
+        (("--design", "nope"), "argument --design: invalid choice: 'nope'"),
         (("--sft-run", "/nonexistent"), "--sft-run expects an SFT run folder with final/"),
     ],
 )
@@ -67,15 +69,18 @@ def test_the_table_and_charts_come_from_the_runs_metrics(tmp_path):
     write_run(tmp_path / "runs" / "control", {0: (0.3, 0.0), 2: (0.3, 0.0)}, [0.3, 0.3])
     specs.append({"name": "control", "design": "control", "seed": 0})
     opts = SimpleOpts(out=tmp_path)
-    finish(opts, specs, "header line")
+    finish(opts, specs, "header line", design="grpo")
     text = (tmp_path / "summary.md").read_text()
     rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ") and "---" not in line}
-    grpo = rows["SFT + GRPO (Search-R1 format + retrieval reward)"]
+    grpo = rows["format + retrieval (Search-R1's reward, the judge's)"]
     half = 4.303 * 0.1 / math.sqrt(3)  # the three gains' sd is 0.1
     assert f"0.500 ± {half:.3f}" in grpo and f"+0.200 ± {half:.3f}" in grpo and "+0.100, +0.200, +0.300" in grpo
     assert "0.000 → 0.100" in grpo and "0.350 → 0.350" in grpo
     assert "+0.000 ± 0.000" in rows["outcome only: EM"] and "| 1 |" in rows["no-update control (lr 0)"]
     assert text.startswith("header line")
+    # Seed 0 (the control's seed) plays the control's questions: 0.3 - 0.3 on step 1, 0.4 - 0.3 on step 2.
+    assert "format + retrieval (Search-R1's reward, the judge's), seed 0: +0.050 over the first 2 steps, +0.050 over the last 2" in text
+    assert "outcome only: EM, seed 0: -0.300 over the first 2 steps" in text
     for name in ("learning-curve.png", "learning-rewards.png"):
         assert (tmp_path / name).stat().st_size > 10_000
 
@@ -90,15 +95,26 @@ def test_every_run_is_judged_by_one_reward_on_the_held_out_questions(tmp_path):
 
     opts = parse_args(["--quick", "--rewards", "--out", str(tmp_path)])
     specs = run_specs(opts, tmp_path / "model", tmp_path / "train.jsonl", tmp_path / "held-out.jsonl")
-    assert [s["name"] for s in specs][-1] == "control" and len(specs) == 3 * (1 + len(DESIGNS)) + 1
+    assert [s["name"] for s in specs][-1] == "control" and len(specs) == 3 * len(DESIGNS) + 1
+    assert [s["design"] for s in specs[:3]] == ["stepsearch"] * 3  # --design's runs first: the default
     assert {json.dumps(s["args"]["eval_env_options"], sort_keys=True) for s in specs} == {
         json.dumps({"dataset": str(tmp_path / "held-out.jsonl"), **REWARD}, sort_keys=True)}
-    control = specs[-1]["args"]
-    assert control["lr"] == 0.0 and control["env_options"] == specs[0]["args"]["env_options"]
+    control = specs[-1]["args"]  # trains on --design's reward and credit, at lr 0
+    assert control["lr"] == 0.0 and control["env_options"] == specs[0]["args"]["env_options"] and control["credit"] == "turn"
     recipes = {s["design"]: (s["args"]["env_options"]["reward"], s["args"]["credit"]) for s in specs}
     assert recipes["stepsearch"] == ("searchgym.methods.stepsearch:StepSearchReward", "turn")
     assert recipes["outcome"] == ("search_r1_em", "episode") and recipes["grpo"][0] == "search_r1_format"
     assert len({s["args"]["out"] for s in specs}) == len(specs)
+
+
+def test_the_design_picks_the_reward_of_the_runs_and_the_control(tmp_path):
+    from learning_curve import REWARD, parse_args, run_specs
+
+    opts = parse_args(["--quick", "--design", "grpo", "--seeds", "0,1", "--out", str(tmp_path)])
+    specs = run_specs(opts, tmp_path / "model", tmp_path / "train.jsonl", tmp_path / "held-out.jsonl")
+    assert [s["name"] for s in specs] == ["grpo-seed0", "grpo-seed1", "control"]
+    assert {(s["args"]["env_options"]["reward"], s["args"]["credit"]) for s in specs} == {(REWARD["reward"], "episode")}
+    assert {s["args"]["total_steps"] for s in specs} == {20}
 
 
 def test_replot_without_a_recorded_run_says_what_to_run(tmp_path):
