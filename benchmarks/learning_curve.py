@@ -101,7 +101,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--design", choices=[name for name, *_ in DESIGNS], default="stepsearch",
                         help="the reward the GRPO runs and the control train on: " + "; ".join(f"{name}: {label}" for name, label, *_ in DESIGNS)
                         + " (default stepsearch); every run is judged by the format + retrieval reward")
-    parser.add_argument("--rewards", action="store_true", help="reward designs told apart: every one of --design's, each with every seed")
+    parser.add_argument("--rewards", action="store_true", help="reward designs told apart: every choice of --design, each with every seed, --design's first")
     parser.add_argument("--replot", action="store_true", help="redraw OUT's chart and summary from the metrics.csv files its runs left, and exit")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default results/learning-curve, --rewards: results/learning-rewards)")
     parser.add_argument("--seeds", default="0,1,2", help="GRPO seeds, comma-separated (default 0,1,2; an interval needs two or more)")
