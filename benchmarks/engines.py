@@ -172,7 +172,7 @@ class SearchGym:
 
     def kernel(self, qs: list[str], k: int) -> float:
         """Seconds the compiled kernel alone takes for ``qs`` (term ids prepared before)."""
-        ids = [t for t in self.one.analyzer.token_ids(qs, self.one._vocab, grow=False) if t]
+        ids = [t for t in self.one.term_ids(qs) if t]
         start = time.perf_counter()
         self.one._rank_many(ids, k)
         return time.perf_counter() - start

@@ -51,3 +51,71 @@ def test_without_the_engines_it_refuses_to_start_and_names_the_venv():
         "import engines; engines.main()")], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 2, (done.stdout[-1000:], done.stderr[-2000:])
     assert "pisa (pyterrier_pisa)" in done.stderr and "not importable" in done.stderr and ".venv-engines/bin/pip install pyterrier-pisa==0.4.9" in done.stderr
+
+
+def test_the_floor_benchmark_counts_what_an_exact_engine_must_do(tmp_path):
+    """benchmarks/bm25_floor.py (issue 67, target 3): its quick form builds a 20k-passage corpus
+    and index and prints, for k = 3 and 10, the engine's cost and the floors; the floors are
+    checked here against each other and against a brute force over the same index."""
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bm25_floor.py"), "--quick", "--workdir", str(tmp_path),
+                           "--out", str(tmp_path / "rows.json")], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| 20,000 | 3 |" in done.stdout and "| 20,000 | 10 |" in done.stdout, done.stdout[-2000:]
+    assert "one size measured, nothing extrapolated" in done.stdout
+    import json
+
+    row = json.loads((tmp_path / "rows.json").read_text())["rows"][0]
+    for k in (3, 10):
+        m = row[f"k{k}"]
+        # a passage whose bounds reach the final threshold holds an essential term, so the engine met it
+        assert 0 < m["bound"] <= m["candidates"] and 0 < m["essential"] <= m["postings"], m
+        assert m["ms"] > 0 and m["ns_per_candidate"] > 0
+    assert row["k10"]["bound"] > row["k3"]["bound"]  # a lower threshold lets more passages reach it
+
+
+def test_the_floor_counts_equal_a_brute_force(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bm25_floor
+    import numpy as np
+
+    from searchgym.corpora import Corpus, Passage
+    from searchgym.corpora.bm25 import BM25Retriever
+
+    rng = np.random.default_rng(5)
+    words = [f"w{i}" for i in range(60)]
+    corpus = Corpus([Passage(str(i), f"t{i}", " ".join(rng.choice(words, size=int(rng.integers(5, 30)), p=_zipf(60)))) for i in range(400)]
+                    + [Passage("solo", "solo", "solo w0 w1")])  # 'solo': a query with fewer than k hits (no threshold)
+    retriever = BM25Retriever.load(BM25Retriever(corpus).save(tmp_path / "ix"), corpus)
+    if not retriever.compiled:
+        pytest.skip("numba is not installed: the floor benchmark measures the compiled engine")
+    queries = [t for t in retriever.term_ids([" ".join(rng.choice(words, size=int(rng.integers(3, 9)))) for _ in range(40)] + ["solo"]) if t]
+    engine = retriever.block_max_engine()
+    k = 5
+    docs, scores, counts = engine.top_k_many(queries, k)
+    got = bm25_floor.floor_counts(engine, queries, k, docs, scores, counts, len(corpus))
+    # brute force: a passage's bound is the sum over the distinct query terms it holds of count x term_max
+    postings = essential = bound = 0
+    for i, q in enumerate(queries):
+        theta = float(scores[i, k - 1]) if counts[i] >= k else 0.0
+        terms = sorted(set(q), key=lambda t: (q.count(t) * float(engine.term_max[t]), t))  # ties by term id, as np.unique gives them
+        lists = {t: set(engine.indices[engine.indptr[t]:engine.indptr[t + 1]].tolist()) for t in terms}
+        postings += sum(map(len, lists.values()))
+        running = 0.0
+        for j, t in enumerate(terms):
+            running += q.count(t) * float(engine.term_max[t])
+            if running >= theta * (1 - 1e-6):
+                essential += sum(len(lists[u]) for u in terms[j:])
+                break
+        for d in range(len(corpus)):
+            held = [q.count(t) * float(engine.term_max[t]) for t in terms if d in lists[t]]
+            if held and sum(held) >= theta * (1 - 1e-6):
+                bound += 1
+    assert got == pytest.approx({"postings": postings / len(queries), "essential": essential / len(queries), "bound": bound / len(queries)})
+    assert got["bound"] < got["essential"] < got["postings"]
+
+
+def _zipf(n):
+    import numpy as np
+
+    p = 1.0 / np.arange(1, n + 1)
+    return p / p.sum()

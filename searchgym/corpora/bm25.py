@@ -345,11 +345,23 @@ class BM25Retriever(Retriever):
             return self._search_bm25s(queries, k)
         return self._search_rank_bm25(queries, k)
 
-    def _search_bm25s(self, queries: list[str], k: int) -> list[list[Hit]]:
+    def term_ids(self, queries: Sequence[str]) -> list[list[int]]:
+        """Each query's indexed term ids in query order, repeats kept, as :meth:`search` scores
+        them (words the index lacks dropped: a query of none gives ``[]``). With
+        :meth:`block_max_engine`, ``engine.top_k_many(retriever.term_ids(queries), k)`` ranks
+        without building a :class:`Hit` per passage (what ``benchmarks/engines.py`` times as the engine alone; BM25L and BM25+ add a constant a query to its scores)."""
+        if isinstance(queries, str):
+            raise ConfigError(f"BM25Retriever.term_ids expects a sequence of queries, got a single str {queries[:40]!r}; wrap it in a list.")
+        if self.backend != "bm25s" or self._index is None:
+            raise ConfigError(f"BM25Retriever.term_ids needs the bm25s backend with an index, got backend {self.backend!r}"
+                              + ("" if self._index is not None else " and no index (an empty corpus)") + ".")
         query_terms = self._query_terms
         if query_terms is None:
             query_terms = self._query_terms = QueryTerms(self.analyzer, self._vocab)
-        term_ids = query_terms(queries)
+        return query_terms(queries)
+
+    def _search_bm25s(self, queries: list[str], k: int) -> list[list[Hit]]:
+        term_ids = self.term_ids(queries)
         todo = [i for i, ids in enumerate(term_ids) if ids]  # fast path: no indexed term, no work
         results: list[list[Hit]] = [[] for _ in queries]
         if len(todo) > 1 and self.n_threads > 1:

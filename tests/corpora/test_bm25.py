@@ -171,6 +171,28 @@ def test_query_terms_are_the_analyzers_term_ids_through_every_generation(tmp_pat
         [[(h.passage.id, h.score) for h in row] for row in built.search(queries + queries, 5)]
 
 
+def test_term_ids_are_what_search_scores_and_rank_the_same_through_the_engine(tmp_path):
+    """BM25Retriever.term_ids: each query's indexed term ids (the analyzer's, repeats kept, unknown
+    words dropped); fed to the compiled engine they give search's own passages and scores."""
+    corpus, words = _lexicon_corpus()
+    loaded = BM25Retriever.load(BM25Retriever(corpus).save(tmp_path / "ix"), corpus)
+    queries = _mixed_queries(words, 200, seed=3) + ["zzzz qqqq", words[0] + " " + words[0]]
+    ids = loaded.term_ids(queries)
+    assert ids == Analyzer().token_ids(queries, BM25Retriever(corpus)._vocab, grow=False)
+    assert ids[-2] == [] and len(ids[-1]) == 2 and ids[-1][0] == ids[-1][1]
+    if loaded.compiled:
+        kept = [i for i, row in enumerate(ids) if row]
+        docs, scores, counts = loaded.block_max_engine().top_k_many([ids[i] for i in kept], 5)
+        hits = loaded.search([queries[i] for i in kept], 5)
+        for row, d, s, c in zip(hits, docs, scores, counts.tolist()):
+            assert c == len(row) and [h.passage.id for h in row] == [corpus[j].id for j in d[:c].tolist()]
+            assert [h.score for h in row] == s[:c].tolist()
+    with pytest.raises(ConfigError, match="single str"):
+        loaded.term_ids("one query")
+    with pytest.raises(ConfigError, match="bm25s backend"):
+        BM25Retriever(corpus, backend="rank_bm25").term_ids(["cat"])
+
+
 def test_a_hashed_vocabulary_remembering_few_terms_answers_every_lookup_as_its_terms_say(tmp_path):
     corpus, _ = _lexicon_corpus(120, seed=4)
     built = BM25Retriever(corpus)
