@@ -33,8 +33,6 @@ part of ``make install``); corpora and indexes are shared with ``benchmarks/engi
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -167,19 +165,7 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    load = os.getloadavg()
-    print(f"load average at the start: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}", flush=True)
-    rows = []
-    for n in args.sizes:
-        rows.append(measure(n, args))
-        if args.out:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps({"rows": rows}, indent=2))
-    print(report(rows))
-    load = os.getloadavg()
-    print(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
-    return 0
+    return engines.run(parse_args(argv), measure, report)
 
 
 if __name__ == "__main__":

@@ -564,20 +564,26 @@ def missing_engines(names) -> list[str]:
     return [f"{name} ({_MODULES[name]})" for name in names if importlib.util.find_spec(_MODULES[name]) is None]
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def run(args, measure_size, report_rows) -> int:
+    """``measure_size(n, args)`` for each of ``args.sizes`` (the rows written to ``args.out``
+    after each, so a long run stopped half-way keeps what it measured), then
+    ``report_rows(rows)`` printed between the load averages (shared with ``bm25_floor.py``)."""
     load = os.getloadavg()
     print(f"load average at the start: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; {cores()} cores", flush=True)
     rows = []
     for n in args.sizes:
-        rows.append(measure(n, args))
+        rows.append(measure_size(n, args))
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps({"rows": rows}, indent=2))
-    print(report(rows))
+    print(report_rows(rows))
     load = os.getloadavg()
     print(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     return 0
+
+
+def main(argv=None) -> int:
+    return run(parse_args(argv), measure, report)
 
 
 if __name__ == "__main__":
