@@ -349,7 +349,9 @@ class BM25Retriever(Retriever):
         """Each query's indexed term ids in query order, repeats kept, as :meth:`search` scores
         them (words the index lacks dropped: a query of none gives ``[]``). With
         :meth:`block_max_engine`, ``engine.top_k_many(retriever.term_ids(queries), k)`` ranks
-        without building a :class:`Hit` per passage (what ``benchmarks/engines.py`` times as the engine alone; BM25L and BM25+ add a constant a query to its scores)."""
+        without building a :class:`Hit` per passage (what ``benchmarks/engines.py`` times as the
+        engine alone): its count -1 marks a query that :meth:`search` scores exhaustively (a list
+        with a negative score), and BM25L / BM25+ add a constant a query to the scores."""
         if isinstance(queries, str):
             raise ConfigError(f"BM25Retriever.term_ids expects a sequence of queries, got a single str {queries[:40]!r}; wrap it in a list.")
         if self.backend != "bm25s" or self._index is None:
