@@ -63,7 +63,7 @@ def floor_counts(engine, queries: list[list[int]], k: int, docs: np.ndarray, sco
         terms, mult = np.unique(np.asarray(q, dtype=np.int64), return_counts=True)
         bounds = mult * term_max[terms].astype(np.float64)
         order = np.argsort(bounds, kind="stable")
-        terms, mult, bounds = terms[order], mult[order], bounds[order]
+        terms, bounds = terms[order], bounds[order]
         lengths = indptr[terms + 1] - indptr[terms]
         # MaxScore: the lowest bounds adding up to less than theta are non-essential
         first = int(np.searchsorted(np.cumsum(bounds), theta * (1 - 1e-6), side="left"))

@@ -73,6 +73,20 @@ def test_the_floor_benchmark_counts_what_an_exact_engine_must_do(tmp_path):
     assert row["k10"]["bound"] > row["k3"]["bound"]  # a lower threshold lets more passages reach it
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--queries", "0"], "--queries expects a positive integer, got 0"),
+    (["--rounds", "0"], "--rounds expects a positive integer, got 0"),
+    (["--sizes", "300"], "--sizes expects corpora of at least 1k passages, got [300]"),
+])
+def test_the_floor_benchmark_refuses_bad_options(args, message, capsys):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bm25_floor
+
+    with pytest.raises(SystemExit) as stop:
+        bm25_floor.parse_args(args)
+    assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_the_floor_counts_equal_a_brute_force(tmp_path):
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import bm25_floor

@@ -357,13 +357,17 @@ class BM25Retriever(Retriever):
         if self.backend != "bm25s" or self._index is None:
             raise ConfigError(f"BM25Retriever.term_ids needs the bm25s backend with an index, got backend {self.backend!r}"
                               + ("" if self._index is not None else " and no index (an empty corpus)") + ".")
+        return self._term_ids(queries)
+
+    def _term_ids(self, queries: Sequence[str]) -> list[list[int]]:
+        # term_ids without its checks, which search has made before calling _search_bm25s
         query_terms = self._query_terms
         if query_terms is None:
             query_terms = self._query_terms = QueryTerms(self.analyzer, self._vocab)
         return query_terms(queries)
 
     def _search_bm25s(self, queries: list[str], k: int) -> list[list[Hit]]:
-        term_ids = self.term_ids(queries)
+        term_ids = self._term_ids(queries)
         todo = [i for i, ids in enumerate(term_ids) if ids]  # fast path: no indexed term, no work
         results: list[list[Hit]] = [[] for _ in queries]
         if len(todo) > 1 and self.n_threads > 1:
