@@ -32,6 +32,15 @@ trade-off turns around, and this module does what PISA and Lucene do instead:
   (``searchgym[fast]``); without it :func:`available` is false and the retriever prunes with
   :func:`~searchgym.corpora.pruning.prune_top_k` (numpy), which gives the very same top k.
 
+- **One query on several cores** (:meth:`BlockMaxIndex.top_k_split`; ``BM25Retriever``'s
+  ``query_threads``): the passages cut in ranges of corpus order, one thread each, every range
+  starting from the whole corpus's first threshold and each writing its own k-th best score
+  where the others read it (any range's k-th best real score is a lower bound of the corpus's
+  k-th best). Chosen because a question's essential postings cannot be cut on one core
+  (``benchmarks/bm25_floor.py``: ~818,000 at 21M passages even with the final threshold known),
+  but they can be shared between cores; the ranges' work summed grows 1.1-2x, the wall time
+  falls (``benchmarks/bm25_split.py``).
+
 **Exactness.** A passage's final score is the float32 sum of its term scores **in query
 order**, repeats included: the additions exhaustive scoring makes, so scores are equal bit for
 bit. Every comparison of a bound against ``theta`` leaves the rounding margin of
@@ -48,12 +57,14 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from searchgym.corpora.pruning import BLOCK, block_maxima
 
-__all__ = ["BLOCK", "PRIME", "BlockMaxIndex", "available", "block_maxima"]
+__all__ = ["BLOCK", "PRIME", "SLICE_MIN", "BlockMaxIndex", "available", "block_maxima"]
 
 #: A list this long or longer is added only after checking whether the lists left could be
 #: looked up instead (the check, a pass over the passages touched, costs about that much).
@@ -61,6 +72,12 @@ CHECK_FROM = 2048
 #: Passages scored in full before the traversal to set its first threshold (see :func:`_prime`):
 #: the passages of the query's rarest lists, while they add up to at most this many. 0: none.
 PRIME = 512
+#: The fewest passages a slice of one query split across threads holds
+#: (:class:`~searchgym.corpora.bm25.BM25Retriever`'s ``query_threads``): measured on 2 cores,
+#: 300k passages in 2 slices answered no faster than in one (0.61-0.67 against 0.57-0.68 ms a
+#: question, k=10: the threads' hand-off costs what the split saves), 1M and 3M faster
+#: (``benchmarks/bm25_split.py``).
+SLICE_MIN = 500_000
 
 try:  # the optional extra: without it, searchgym.corpora.pruning's numpy MaxScore answers
     import numba as _numba
@@ -85,6 +102,19 @@ if _numba is not None:
     def _one(terms, k, data, indices, indptr, term_max, bptr, bmax, blast, block, prime, out_docs, out_scores, stats):
         """Top ``k`` of one query (``terms``: its term ids in query order, repeats kept) into
         ``out_docs`` / ``out_scores`` (ranked); returns how many, or -1 when a bound is infinite."""
+        # shared None: numba compiles this call without the threshold-sharing branches
+        return _slice(terms, k, data, indices, indptr, term_max, bptr, bmax, blast, block, prime, 0, np.int64(1) << 62, None, 0,
+                      out_docs, out_scores, stats)
+
+    @_jit
+    def _slice(terms, k, data, indices, indptr, term_max, bptr, bmax, blast, block, prime, dlo, dhi, shared, slot, out_docs,
+               out_scores, stats):
+        """:func:`_one` over the passages ``dlo <= d < dhi`` only: the top ``k`` of that slice, or
+        more exactly every passage of it that can be in the whole corpus's top ``k``. Slices run at
+        once on several threads (:meth:`BlockMaxIndex.top_k_split`) share their thresholds through
+        ``shared``: this one writes its own to ``shared[slot]`` and reads the others' (None: alone). A slice's
+        k-th best real score is a lower bound of the whole corpus's k-th best, so the largest of
+        them prunes every slice, exactly; a value read late is only a lower one (less pruning)."""
         m = len(terms)
         # distinct terms and how often each occurs
         uterm = np.empty(m, np.int64)
@@ -139,13 +169,15 @@ if _numba is not None:
         bend = np.empty(n, np.int64)
         for a in range(n):
             t = sterm[a]
-            pos[a] = indptr[t]
-            end[a] = indptr[t + 1]
-            bp[a] = bptr[t]
+            pos[a] = indptr[t] if dlo <= 0 else _gallop(indices, indptr[t], indptr[t + 1], dlo)
+            end[a] = indptr[t + 1] if dhi >= np.int64(1) << 62 else _gallop(indices, pos[a], indptr[t + 1], dhi)
+            bp[a] = bptr[t] + (pos[a] - indptr[t]) // block
             bend[a] = bptr[t + 1]
         up = 1.0 + _margin_nb(m)
         contrib = np.zeros(n, np.float32)
         theta0 = _prime(k, m, n, qmap, sterm, smult, pos, end, data, indices, prime, contrib)
+        if shared is not None:
+            shared[slot] = theta0
         hs = np.zeros(k, np.float32)  # the top k kept, unordered
         hd = np.zeros(k, np.int64)
         count = 0
@@ -159,6 +191,10 @@ if _numba is not None:
         fe_seen = -1
         nd = big
         while True:
+            if shared is not None:  # the other slices' thresholds (any of them is a lower bound)
+                for j in range(len(shared)):
+                    if shared[j] > theta:
+                        theta = shared[j]
             while fe < n and prefix[fe] * up < theta:
                 fe += 1
             if fe == n:
@@ -262,12 +298,17 @@ if _numba is not None:
                     count += 1
                     if count == k:
                         worst = _worst(hs, hd, k)
-                        theta = max(theta0, np.float64(hs[worst]))
+                        theta = max(theta, np.float64(hs[worst]))
+                        if shared is not None:
+                            shared[slot] = theta
             elif score > hs[worst]:
                 hs[worst] = score
                 hd[worst] = d
                 worst = _worst(hs, hd, k)
-                theta = max(theta0, np.float64(hs[worst]))
+                if np.float64(hs[worst]) > theta:
+                    theta = np.float64(hs[worst])
+                    if shared is not None:
+                        shared[slot] = theta
         # rank: score descending, ties in corpus order
         for i in range(count):
             best = i
@@ -637,6 +678,47 @@ if _numba is not None:
                                 out_docs[i], out_scores[i], stats)
 
 
+    @_jit
+    def _first_threshold(terms, k, data, indices, indptr, term_max, prime):
+        """:func:`_prime`'s threshold over the whole corpus, for slices to start from: a slice's
+        own priming sees only its share of the rarest lists' passages."""
+        sterm, sbound, smult, qmap, prefix = _sorted_terms(terms, term_max)
+        n = len(sterm)
+        if n == 0:
+            return 0.0
+        pos = np.empty(n, np.int64)
+        end = np.empty(n, np.int64)
+        for a in range(n):
+            pos[a] = indptr[sterm[a]]
+            end[a] = indptr[sterm[a] + 1]
+        contrib = np.zeros(n, np.float32)
+        return _prime(k, len(terms), n, qmap, sterm, smult, pos, end, data, indices, prime, contrib)
+
+    @_jit
+    def _merge(docs, scores, counts, k, out_docs, out_scores):
+        """The top ``k`` (score descending, ties in corpus order) of the slices' answers."""
+        total = 0
+        for i in range(len(counts)):
+            total += counts[i]
+        d = np.empty(total, np.int64)
+        s = np.empty(total, np.float32)
+        j = 0
+        for i in range(len(counts)):
+            for r in range(counts[i]):
+                d[j] = docs[i, r]
+                s[j] = scores[i, r]
+                j += 1
+        by_doc = np.argsort(d)  # a passage is in one slice only
+        d = d[by_doc]
+        s = s[by_doc]
+        order = np.argsort(-s, kind="mergesort")  # stable: ties stay in corpus order
+        count = min(k, total)
+        for i in range(count):
+            out_docs[i] = d[order[i]]
+            out_scores[i] = s[order[i]]
+        return count
+
+
 class BlockMaxIndex:
     """The compiled engine over one posting matrix: its block maxima (``blocks``, as
     :func:`block_maxima` gives them at ``block`` postings a block, read from the index folder;
@@ -678,6 +760,9 @@ class BlockMaxIndex:
                                  f"{int(bptr[-1])} blocks and {len(bmax)} maxima")
         self.bptr, self.bmax, self.blast = blocks
         self._local = threading.local()
+        self._pool: ThreadPoolExecutor | None = None  # top_k_split's threads, made on first use
+        self._pool_size = 0
+        self._pool_lock = threading.Lock()
 
     @property
     def nbytes(self) -> int:
@@ -689,6 +774,80 @@ class BlockMaxIndex:
         if got is None:
             got = self._local.scratch = (np.zeros(self.num_docs, np.float32), np.zeros(self.num_docs, np.uint8))
         return got
+
+    def top_k_split(self, terms: list[int], k: int, slices: int, stats: np.ndarray | None = None, *, parallel: bool = True,
+                    floor: float = 0.0, seconds: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+        """One query's ``(docs [k], scores [k], count)`` with its passages split in ``slices``
+        ranges of corpus order, each on its own thread (``"daat"`` only), sharing their thresholds;
+        the very same answer as :meth:`top_k_many`. For one query at a time on several cores, what
+        Lucene's ``IndexSearcher`` does with an executor over its index's slices: the work of one
+        query grows a little (each slice primes its own threshold and meets its first candidates
+        before the others' thresholds reach it), its wall time falls as the cores grow
+        (``benchmarks/bm25_split.py``). ``stats`` as in :meth:`top_k_many`, summed over slices.
+
+        For measuring what more cores than this machine has would give: ``parallel=False`` runs
+        the slices one after the other on the calling thread, each alone (no threshold passed
+        between them): the longest is one core's share when the thresholds reach the other
+        threads late. ``floor``, a lower bound of the k-th best score known beforehand (e.g. the
+        answer's own k-th score, for the other extreme: thresholds shared at once), starts every
+        slice from it; one above the k-th best score loses passages. ``seconds``, a float64 array
+        of ``slices`` when given, receives each slice's time."""
+        if self.algorithm != "daat":
+            raise ValueError("BlockMaxIndex.top_k_split runs document at a time: build the engine with algorithm='daat'")
+        if not isinstance(slices, int) or isinstance(slices, bool) or slices < 1:
+            raise ValueError(f"BlockMaxIndex.top_k_split expects slices to be a positive integer, got {slices!r}")
+        if seconds is not None and (seconds.dtype != np.float64 or seconds.shape != (slices,)):
+            raise ValueError(f"BlockMaxIndex.top_k_split expects seconds to be a float64 array of {slices}, "
+                             f"got {seconds.dtype} {seconds.shape}")
+        qterms = np.fromiter(terms, np.int64, len(terms))
+        docs = np.zeros((slices, k), dtype=np.int64)
+        scores = np.zeros((slices, k), dtype=np.float32)
+        counts = np.zeros(slices, dtype=np.int64)
+        own = np.zeros((slices, 4), dtype=np.int64)
+        prime = self.prime
+        if slices > 1:  # the whole corpus's first threshold, instead of each slice priming on its share
+            floor = max(floor, _first_threshold(qterms, k, self.data, self.indices, self.indptr, self.term_max, self.prime))
+            prime = 0
+        shared = np.zeros(slices + 1, dtype=np.float64)  # a slot a slice, and the floor
+        shared[slices] = floor
+        cuts = [self.num_docs * i // slices for i in range(slices)] + [np.int64(1) << 62]
+
+        def run(i: int) -> None:
+            start = time.perf_counter()
+            # alone: its own slot and the floor only
+            share, slot = (shared, i) if parallel else (np.array([0.0, floor]), 0)
+            counts[i] = _slice(qterms, k, self.data, self.indices, self.indptr, self.term_max, self.bptr, self.bmax, self.blast,
+                               self.block, prime, cuts[i], cuts[i + 1], share, slot, docs[i], scores[i], own[i])
+            if seconds is not None:
+                seconds[i] = time.perf_counter() - start
+
+        if slices == 1 or not parallel:
+            for i in range(slices):
+                run(i)
+        else:
+            # the calling thread takes the first slice itself: one hand-off fewer
+            pending = [self._split_pool(slices - 1).submit(run, i) for i in range(1, slices)]
+            run(0)
+            for job in pending:
+                job.result()
+        if stats is not None:
+            stats += own.sum(axis=0)
+        out_docs = np.zeros(k, dtype=np.int64)
+        out_scores = np.zeros(k, dtype=np.float32)
+        if (counts < 0).any():
+            return out_docs, out_scores, -1
+        count = _merge(docs, scores, counts, k, out_docs, out_scores)
+        return out_docs, out_scores, int(count)
+
+    def _split_pool(self, workers: int) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None or self._pool_size < workers:
+                old = self._pool
+                self._pool = ThreadPoolExecutor(workers, thread_name_prefix="searchgym-slice")
+                self._pool_size = workers
+                if old is not None:
+                    old.shutdown(wait=False)
+            return self._pool
 
     def top_k_many(self, queries: list[list[int]], k: int, stats: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(docs [Q, k] int64, scores [Q, k] float32, counts [Q] int64)``; a count of -1 marks a

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.corpora import blockmax
+from searchgym.corpora.blockmax import SLICE_MIN
 from searchgym.corpora.checksum import HashingWriter, check_files
 from searchgym.corpora.index_folder import index_meta, rebuild_command, rebuild_hint, write_meta
 from searchgym.corpora.postings import (
@@ -131,6 +132,12 @@ class BM25Retriever(Retriever):
         method: the BM25 variant; ``None`` picks the backend's default (below).
         delta: the BM25L / BM25+ lower bound (bm25s default 0.5); ignored by other variants.
         n_threads: threads answering a batch of queries (bm25s backend); ``None``: all cores.
+        query_threads: threads **one** query is split across when it is searched alone (the
+            compiled engine: passages cut in ranges of corpus order that share their thresholds,
+            :meth:`~searchgym.corpora.blockmax.BlockMaxIndex.top_k_split`; the same hits). 1
+            (default): one thread a query. At most one range per :data:`SLICE_MIN` passages, since
+            below that the threads' hand-off costs about what the split saves. For serving one
+            question at a time on a machine with cores to spare (``benchmarks/bm25_split.py``).
         show_progress: progress bars while indexing.
         workers: processes tokenizing shards at once while building (bm25s backend); ``None``:
             all cores. Only corpora of more than one shard use processes.
@@ -202,6 +209,7 @@ class BM25Retriever(Retriever):
         workers: int | None = None,
         shard_size: int = DEFAULT_SHARD_SIZE,
         pruning: bool = True,
+        query_threads: int = 1,
         *,
         _index: Any = None,
         _prebuilt: bool = False,
@@ -222,6 +230,9 @@ class BM25Retriever(Retriever):
         for name, value in (("n_threads", n_threads), ("workers", workers)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ConfigError(f"BM25Retriever expects {name} to be a positive integer or None, got {value!r}.")
+        if not isinstance(query_threads, int) or isinstance(query_threads, bool) or query_threads < 1:
+            raise ConfigError(f"BM25Retriever expects query_threads to be a positive integer (1: one thread a query), "
+                              f"got {query_threads!r}.")
         if not isinstance(shard_size, int) or isinstance(shard_size, bool) or shard_size < 1:
             raise ConfigError(f"BM25Retriever expects shard_size to be a positive integer, got {shard_size!r}.")
         if not isinstance(pruning, bool):
@@ -234,6 +245,8 @@ class BM25Retriever(Retriever):
         self.b = float(b)
         self.delta = 0.5 if delta is None else float(delta)
         self.n_threads = n_threads or _cpu_count()
+        #: Threads one query searched alone is split across (see ``query_threads``).
+        self.query_threads = query_threads
         #: Whether queries are answered with dynamic pruning (same results; see ``pruning``).
         self.pruning = pruning
         #: Whether pruned queries run on the compiled block-max MaxScore engine
@@ -370,7 +383,11 @@ class BM25Retriever(Retriever):
         term_ids = self._term_ids(queries)
         todo = [i for i, ids in enumerate(term_ids) if ids]  # fast path: no indexed term, no work
         results: list[list[Hit]] = [[] for _ in queries]
-        if len(todo) > 1 and self.n_threads > 1:
+        slices = min(self.query_threads, len(self.corpus) // SLICE_MIN) if len(todo) == 1 else 1
+        if slices > 1 and self.compiled and self.prunes:
+            docs, scores, count = self.block_max_engine().top_k_split(term_ids[todo[0]], k, slices)
+            ranked = [self._finish(term_ids[todo[0]], k, docs, scores, count)]
+        elif len(todo) > 1 and self.n_threads > 1:
             # A few chunks per thread: one task per query would cost more in dispatch than
             # a query costs on a small corpus.
             size = -(-len(todo) // (4 * self.n_threads))
@@ -423,16 +440,16 @@ class BM25Retriever(Retriever):
         if not (self.compiled and self.prunes):
             return [self._rank(ids, k) for ids in queries]
         docs, scores, counts = self.block_max_engine().top_k_many(queries, k)
-        out = []
-        for ids, d, s, c in zip(queries, docs, scores, counts.tolist()):
-            if c < 0:  # a list with a negative score: no bound holds
-                out.append(self._rank(ids, k))
-                continue
-            top, top_scores = d[:c], s[:c]
-            if self._nonoccurrence is not None:  # BM25L / BM25+: the score every passage starts from
-                top_scores = top_scores + self._nonoccurrence[ids].sum(dtype=np.float32)
-            out.append((top, top_scores))
-        return out
+        return [self._finish(ids, k, d, s, c) for ids, d, s, c in zip(queries, docs, scores, counts.tolist())]
+
+    def _finish(self, ids: list[int], k: int, docs: np.ndarray, scores: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """One query's answer from the compiled engine as :meth:`_rank` gives it."""
+        if count < 0:  # a list with a negative score: no bound holds
+            return self._rank(ids, k)
+        top, top_scores = docs[:count], scores[:count]
+        if self._nonoccurrence is not None:  # BM25L / BM25+: the score every passage starts from
+            top_scores = top_scores + self._nonoccurrence[ids].sum(dtype=np.float32)
+        return top, top_scores
 
     def _rank(self, term_ids: list[int], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` (passage indices, scores) of one query given its indexed term ids."""
@@ -524,7 +541,8 @@ class BM25Retriever(Retriever):
         out = path if options.get("backend", "bm25s") == "bm25s" else None
         retriever = cls(corpus, **options, _out=out)
         retriever.save(path)
-        return cls.load(path, corpus, n_threads=options.get("n_threads"), pruning=options.get("pruning", True))
+        return cls.load(path, corpus, n_threads=options.get("n_threads"), pruning=options.get("pruning", True),
+                        query_threads=options.get("query_threads", 1))
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the index to the directory ``path`` (created if needed) and return it.
@@ -615,7 +633,7 @@ class BM25Retriever(Retriever):
     @classmethod
     def load(
         cls, path: str | os.PathLike, corpus: Corpus, n_threads: int | None = None, *, in_memory: bool = False,
-        pruning: bool = True,
+        pruning: bool = True, query_threads: int = 1,
     ) -> BM25Retriever:
         """Map an index written by :meth:`save` or :meth:`build` for ``corpus``.
 
@@ -626,7 +644,7 @@ class BM25Retriever(Retriever):
         faster (anonymous memory gets huge pages, a mapped file 4 KiB page-cache pages): seen
         once on an idle machine, not under load (``benchmarks/query_latency.py``).
 
-        ``pruning`` is the constructor's. An index written before term bounds were (no
+        ``pruning`` and ``query_threads`` are the constructor's. An index written before term bounds were (no
         ``term_max.npy`` recorded in its metadata) loads and is scored exhaustively, said once
         per folder by a warning with the command that rebuilds it.
 
@@ -685,6 +703,7 @@ class BM25Retriever(Retriever):
             delta=meta["delta"],
             n_threads=n_threads,
             pruning=pruning,
+            query_threads=query_threads,
             _index=index,
             _prebuilt=True,
         )

@@ -43,7 +43,7 @@ def open_index_corpus(path: str | os.PathLike) -> Corpus:
 
 def load_index(path: str | os.PathLike, corpus: Corpus | None = None, **options: Any) -> Retriever:
     """The retriever saved in the folder ``path``, for ``corpus`` (default: the corpus file the
-    index records). ``options`` go to the loader (``n_threads`` and ``in_memory`` for BM25; ``model``,
+    index records). ``options`` go to the loader (``n_threads``, ``query_threads`` and ``in_memory`` for BM25; ``model``,
     ``device``, ``nprobe``... for dense). Raises :class:`ConfigError` for an index built for
     another corpus, :class:`~searchgym.error.NoIndexError` for a folder that holds no index and
     :class:`~searchgym.error.DamagedFileError` for a file whose size, dtype or shape is not the
@@ -67,7 +67,12 @@ def load_index(path: str | os.PathLike, corpus: Corpus | None = None, **options:
             f"in_memory=True reads a BM25 index's arrays into memory; the index at {str(path)!r} is a dense one "
             "(its faiss index is already in memory). Drop the option."
         )
+    if options.get("query_threads", 1) != 1:
+        raise ConfigError(
+            f"query_threads splits one BM25 query across threads; the index at {str(path)!r} is a dense one. Drop the option."
+        )
     options.pop("in_memory", None)
+    options.pop("query_threads", None)
     options.setdefault("model", meta.get("model", "all-MiniLM-L6-v2"))
     return DenseRetriever.load(path, corpus, **options)
 
@@ -124,5 +129,5 @@ def build_index(
 
             index = "hnsw" if retriever == "dense-hnsw" else options.pop("index", "flat")
             DenseRetriever(corpus, index=index, **options).save(tmp)
-    load_options = {"n_threads": options["n_threads"]} if "n_threads" in options and retriever == "bm25" else {}
+    load_options = {key: options[key] for key in ("n_threads", "query_threads") if key in options} if retriever == "bm25" else {}
     return load_index(out, corpus, **load_options)

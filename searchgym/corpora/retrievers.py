@@ -177,7 +177,7 @@ def make_retriever(name: str | Retriever, corpus: Corpus, *, cache: bool = True,
 
 
 #: BM25 options that change how an index is built or searched, not what it holds.
-_RUNTIME_OPTIONS = ("n_threads", "workers", "shard_size", "show_progress")
+_RUNTIME_OPTIONS = ("n_threads", "query_threads", "workers", "shard_size", "show_progress")
 
 
 def _stored_bm25(corpus: Corpus, options: dict[str, Any]) -> Retriever:
@@ -190,7 +190,7 @@ def _stored_bm25(corpus: Corpus, options: dict[str, Any]) -> Retriever:
     content = {k: v for k, v in sorted(options.items()) if k not in _RUNTIME_OPTIONS}
     key = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:12]
     folder = store_folder(corpus.path) / f"bm25-{key}"
-    runtime = {"n_threads": options["n_threads"]} if "n_threads" in options else {}
+    runtime = {key: options[key] for key in ("n_threads", "query_threads") if key in options}
     with open(folder.with_name(f".{folder.name}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time; the others then map it
         if is_index_folder(folder):

@@ -389,3 +389,109 @@ def test_the_engine_refuses_block_maxima_of_another_index(zipf):
     other = blockmax.block_maxima(retriever._data[:10], retriever._indices[:10], np.array([0, 4, 10]))
     with pytest.raises(ValueError, match="BlockMaxIndex expects blocks of .* terms, got 2 terms, 2 blocks and 2 maxima"):
         blockmax.BlockMaxIndex(retriever._data, retriever._indices, retriever._indptr, retriever._term_max, blocks=other)
+
+
+# ---------------------------------------------------------------------- one query split across threads (issue 67)
+@needs_numba
+@pytest.mark.parametrize("block", [4, 64])
+def test_a_query_split_in_slices_gets_the_whole_corpus_top_k_exactly(zipf, block):
+    """Slices of corpus order on threads sharing their thresholds, run alone one after the other,
+    or started from the final k-th score: every way the same passages, scores and order as the
+    engine on the whole corpus (and as exhaustive scoring), ties at the k-th place included;
+    more slices than a list has postings, and k above any query's matches."""
+    retriever, vocabulary = zipf
+    engine = blockmax.BlockMaxIndex(retriever._data, retriever._indices, retriever._indptr, retriever._term_max, block=block,
+                                    num_docs=len(retriever.corpus))
+    ids = [t for t in retriever.term_ids(queries_of(vocabulary, 150, seed=12)) if t]
+    for k in (1, 3, 10, 5000):
+        docs, scores, counts = engine.top_k_many(ids, k)
+        for slices in (1, 2, 3, 7, 16):
+            for i, q in enumerate(ids):
+                final = float(scores[i, k - 1]) if counts[i] >= k else 0.0
+                ways = [engine.top_k_split(q, k, slices, parallel=False), engine.top_k_split(q, k, slices, parallel=False, floor=final)]
+                if slices in (2, 3):  # on threads (more would only queue on this machine's cores)
+                    ways.append(engine.top_k_split(q, k, slices))
+                for got in ways:
+                    d, s, c = got
+                    assert c == counts[i] and d[:c].tolist() == docs[i, :c].tolist() and s[:c].tolist() == scores[i, :c].tolist(), \
+                        (k, slices, i)
+    plain = exhaustive(retriever)
+    queries = queries_of(vocabulary, 100, seed=13)
+    want = answers(plain, queries, 10)
+    for q, row in zip(retriever.term_ids(queries), want):
+        if q:
+            d, s, c = engine.top_k_split(q, 10, 4)
+            assert [(retriever.corpus[x].id, y) for x, y in zip(d[:c].tolist(), s[:c].tolist())] == row
+
+
+@needs_numba
+def test_a_split_query_counts_its_work_and_times_its_slices(zipf):
+    retriever, vocabulary = zipf
+    engine = retriever.block_max_engine()
+    q = retriever.term_ids(["river castle w3q w8q w20q empire"])[0]
+    whole, split = np.zeros(4, np.int64), np.zeros(4, np.int64)
+    engine.top_k_many([q], 3, whole)
+    seconds = np.zeros(5)
+    engine.top_k_split(q, 3, 5, split, parallel=False, seconds=seconds)
+    # each slice primes its own threshold alone: no fewer candidates than the whole, each slice timed
+    assert split[0] >= whole[0] > 0 and (seconds > 0).all()
+    with pytest.raises(ValueError, match=r"expects seconds to be a float64 array of 5, got float64 \(4,\)"):
+        engine.top_k_split(q, 3, 5, seconds=np.zeros(4))
+
+
+@needs_numba
+@pytest.mark.parametrize("slices", [0, -1, True, 2.0, "2"])
+def test_a_split_refuses_a_slice_count_that_is_not_a_positive_integer(zipf, slices):
+    retriever, _ = zipf
+    with pytest.raises(ValueError, match="top_k_split expects slices to be a positive integer"):
+        retriever.block_max_engine().top_k_split([1, 2], 3, slices)
+
+
+@needs_numba
+def test_a_split_runs_document_at_a_time_only(zipf):
+    retriever, _ = zipf
+    engine = blockmax.BlockMaxIndex(retriever._data, retriever._indices, retriever._indptr, retriever._term_max, algorithm="taat")
+    with pytest.raises(ValueError, match="top_k_split runs document at a time"):
+        engine.top_k_split([1, 2], 3, 2)
+
+
+@needs_numba
+def test_query_threads_splits_a_query_searched_alone_and_answers_the_same(zipf, monkeypatch, tmp_path):
+    """``BM25Retriever(query_threads=N)`` splits one query in N slices when the corpus holds N x
+    SLICE_MIN passages (SLICE_MIN lowered here), never a batch; kept by load, build and pickling."""
+    import pickle
+
+    from searchgym.corpora import bm25
+    from searchgym.corpora.indexes import load_index
+
+    retriever, vocabulary = zipf
+    folder = retriever.save(tmp_path / "ix")
+    split = BM25Retriever.load(folder, retriever.corpus, n_threads=1, query_threads=3)
+    split.prune_from = 0
+    calls = []
+    real = blockmax.BlockMaxIndex.top_k_split
+    monkeypatch.setattr(blockmax.BlockMaxIndex, "top_k_split", lambda self, terms, k, slices, *a, **kw: (
+        calls.append(slices), real(self, terms, k, slices, *a, **kw))[1])
+    queries = queries_of(vocabulary, 200, seed=14)
+    plain = exhaustive(retriever)
+    want = answers(plain, queries, 10, batched=False)
+    assert answers(split, queries, 10, batched=False) == want and calls == []  # 2,500 passages: under SLICE_MIN a slice
+    monkeypatch.setattr(bm25, "SLICE_MIN", 1000)  # 2 slices of 1,250 passages at most
+    assert answers(split, queries, 10, batched=False) == want
+    assert calls and set(calls) == {2}
+    calls.clear()
+    assert answers(split, queries, 10) == answers(plain, queries, 10) and calls == []  # a batch is not split
+    monkeypatch.setattr(bm25, "SLICE_MIN", 1)
+    for again in (pickle.loads(pickle.dumps(split)), load_index(folder, retriever.corpus, query_threads=3),
+                  BM25Retriever.build(retriever.corpus, tmp_path / "built", query_threads=3)):
+        assert again.query_threads == 3
+        again.prune_from = 0
+        assert answers(again, queries[:50], 3, batched=False) == answers(plain, queries[:50], 3, batched=False)
+    assert set(calls) == {3}
+
+
+@pytest.mark.parametrize("value", [0, -2, True, 1.5, "2", None])
+def test_query_threads_must_be_a_positive_integer(zipf, value):
+    retriever, _ = zipf
+    with pytest.raises(ConfigError, match=r"BM25Retriever expects query_threads to be a positive integer \(1: one thread a query\)"):
+        BM25Retriever(retriever.corpus, query_threads=value)

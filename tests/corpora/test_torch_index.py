@@ -321,6 +321,8 @@ def test_saved_folder_is_a_faiss_flat_file_that_both_indexes_load(flat, torch_fl
     loaded = sharing(flat, load_index(tmp_path / "torch", SYNTH, cache_dir=cache))
     assert (loaded.index_type, loaded.index_storage) == ("torch-flat", "mmap")
     same_hits(loaded.search(TEXT_QUERIES, 5), flat.search(TEXT_QUERIES, 5))
+    with pytest.raises(ConfigError, match=r"query_threads splits one BM25 query across threads; the index at .* is a dense one\. Drop the option\."):
+        load_index(tmp_path / "torch", SYNTH, query_threads=2)
     as_faiss = sharing(flat, DenseRetriever.load(tmp_path / "torch", SYNTH, index="flat"))
     assert as_faiss.index_description == "IndexFlatIP"
     flat.save(tmp_path / "flat")

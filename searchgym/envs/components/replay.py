@@ -43,7 +43,7 @@ RECORD_FILE = "tools.jsonl"
 #: An engine's settings that change how fast it answers, or where its files are on this machine,
 #: never what it answers (its pruning keeps the exact top k): not part of its identity, so a
 #: record made on one machine replays on another.
-MACHINE_SETTINGS = frozenset({"n_threads", "threads", "in_memory", "folder", "path", "pruning", "prune_from", "batch_size",
+MACHINE_SETTINGS = frozenset({"n_threads", "query_threads", "threads", "in_memory", "folder", "path", "pruning", "prune_from", "batch_size",
                               "device", "max_query_chars", "timeout", "retries"})
 _FORMAT = 1
 
