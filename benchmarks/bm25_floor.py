@@ -32,7 +32,6 @@ part of ``make install``); corpora and indexes are shared with ``benchmarks/engi
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -144,12 +143,8 @@ def report(rows: list[dict]) -> str:
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sizes", type=lambda s: [scale.parse_size(x) for x in s.split(",")], default=[300_000, 1_000_000],
-                   help="corpus sizes, e.g. 300k,1M,3M (default 300k,1M)")
+    p = engines.size_parser(__doc__, [300_000, 1_000_000])
     p.add_argument("--quick", action="store_true", help="20k passages, 60 questions, 1 round: a smoke run of every part")
-    p.add_argument("--workdir", type=Path, default=Path("/tmp/searchgym-scale"), help="corpora and indexes (shared with engines.py)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--queries", type=int, default=500, help="questions (default 500: engines.py's one-at-a-time set)")
     p.add_argument("--rounds", type=int, default=3, help="engine rounds, the best kept (default 3)")
     p.add_argument("--out", type=Path, default=None, help="also write the rows as JSON here")

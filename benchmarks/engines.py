@@ -509,14 +509,23 @@ def report(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def size_parser(doc: str, default: list[int]) -> argparse.ArgumentParser:
+    """The options every script on the generated corpora has (this one, ``bm25_floor.py``,
+    ``bm25_split.py``): ``--sizes``, ``--workdir``, ``--seed``; each adds its own ``--quick``."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", type=lambda s: [scale.parse_size(x) for x in s.split(",")], default=default,
+                   help="corpus sizes, e.g. 300k,1M,3M (default "
+                   + ",".join(f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1000}k" for n in default) + ")")
+    p.add_argument("--workdir", type=Path, default=Path("/tmp/searchgym-scale"),
+                   help="corpora and indexes (shared with scale.py, engines.py, bm25_floor.py and bm25_split.py)")
+    p.add_argument("--seed", type=int, default=0, help="the corpus generator's seed (default 0)")
+    return p
+
+
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sizes", type=lambda s: [scale.parse_size(x) for x in s.split(",")], default=[300_000],
-                   help="corpus sizes, e.g. 300k,1M,3M (default 300k)")
+    p = size_parser(__doc__, [300_000])
     p.add_argument("--quick", action="store_true", help="5k passages, 60 questions, batch 256: a smoke run of every part")
     p.add_argument("--engines", type=lambda s: s.split(","), default=list(ENGINES), help=f"default {','.join(ENGINES)}")
-    p.add_argument("--workdir", type=Path, default=Path("/tmp/searchgym-scale"), help="corpora and indexes (shared with scale.py)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--queries", type=int, default=500, help="questions timed one at a time (default 500)")
     p.add_argument("--bm25s-queries", type=int, default=100, help="of them, timed with bm25s too (default 100)")
     p.add_argument("--batch", type=int, default=2560, help="questions in one batch (default 2560: Search-R1's round)")

@@ -133,3 +133,41 @@ def _zipf(n):
 
     p = 1.0 / np.arange(1, n + 1)
     return p / p.sum()
+
+
+def test_the_split_benchmark_measures_one_question_on_several_threads_and_models_more_cores(tmp_path):
+    """benchmarks/bm25_split.py (issue 67, target 3): its quick form builds a 20k-passage corpus
+    and index, checks every split answer against the whole corpus's (it exits otherwise), and
+    prints, for k = 3 and 10 and each slice count, the threaded, alone and modelled times."""
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bm25_split.py"), "--quick", "--workdir", str(tmp_path),
+                           "--out", str(tmp_path / "rows.json")], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert "### 20,000 passages (40 questions" in out and "| 10 | 8 |" in out and "| 3 | 1 |" in out, out[-3000:]
+    assert "not split: under 2 x SLICE_MIN = 1,000,000 passages" in out and "one size measured, nothing extrapolated" in out
+    import json
+
+    row = json.loads((tmp_path / "rows.json").read_text())["rows"][0]
+    assert row["passages"] == 20_000 and row["handoff_two_ms"] >= 0 and row["handoff_each_ms"] > 0
+    for k in (3, 10):
+        m = row[f"k{k}"]
+        assert m["work_s1"] == 1.0 and m["threaded_s1_p50"] > 0 and m["search_split_p50"] > 0
+        for s in (1, 2, 4, 8):
+            # the longest slice is no longer than the whole question alone (plus noise), the final threshold cuts work
+            assert 0 < m[f"alone_s{s}_p50"] <= m["alone_s1_p99"] and m[f"model_s{s}_p50"] >= m[f"alone_s{s}_p50"], (k, s, m)
+        assert m["work_s8"] > 1.0  # 8 slices each prime and meet candidates on their own: more work in all
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--queries", "0"], "--queries expects a positive integer, got 0"),
+    (["--slices", "2,4"], "--slices expects positive integers including 1"),
+    (["--slices", "1,0"], "--slices expects positive integers including 1"),
+    (["--sizes", "300"], "--sizes expects corpora of at least 1k passages, got [300]"),
+])
+def test_the_split_benchmark_refuses_bad_options(args, message, capsys):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bm25_split
+
+    with pytest.raises(SystemExit) as stop:
+        bm25_split.parse_args(args)
+    assert stop.value.code == 2 and message in capsys.readouterr().err
