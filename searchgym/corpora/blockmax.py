@@ -56,6 +56,7 @@ scoring (the kernel returns -1).
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -762,6 +763,7 @@ class BlockMaxIndex:
         self._local = threading.local()
         self._pool: ThreadPoolExecutor | None = None  # top_k_split's threads, made on first use
         self._pool_size = 0
+        self._pool_pid = os.getpid()
         self._pool_lock = threading.Lock()
 
     @property
@@ -780,10 +782,10 @@ class BlockMaxIndex:
         """One query's ``(docs [k], scores [k], count)`` with its passages split in ``slices``
         ranges of corpus order, each on its own thread (``"daat"`` only), sharing their thresholds;
         the very same answer as :meth:`top_k_many`. For one query at a time on several cores, what
-        Lucene's ``IndexSearcher`` does with an executor over its index's slices: the work of one
-        query grows a little (each slice primes its own threshold and meets its first candidates
-        before the others' thresholds reach it), its wall time falls as the cores grow
-        (``benchmarks/bm25_split.py``). ``stats`` as in :meth:`top_k_many`, summed over slices.
+        Lucene's ``IndexSearcher`` does with an executor over its index's slices. Every slice starts
+        from the whole corpus's first threshold (:func:`_prime` once, not a priming a slice); the
+        work of one query grows a little (a slice meets candidates before the others' thresholds
+        reach it), its wall time falls as the cores grow (``benchmarks/bm25_split.py``). ``stats`` as in :meth:`top_k_many`, summed over slices.
 
         For measuring what more cores than this machine has would give: ``parallel=False`` runs
         the slices one after the other on the calling thread, each alone (no threshold passed
@@ -840,11 +842,13 @@ class BlockMaxIndex:
         return out_docs, out_scores, int(count)
 
     def _split_pool(self, workers: int) -> ThreadPoolExecutor:
+        """At least ``workers`` threads; a process forked from the one that made the pool (which
+        has none of its threads) makes its own."""
         with self._pool_lock:
-            if self._pool is None or self._pool_size < workers:
-                old = self._pool
+            if self._pool is None or self._pool_size < workers or self._pool_pid != os.getpid():
+                old = self._pool if self._pool_pid == os.getpid() else None
                 self._pool = ThreadPoolExecutor(workers, thread_name_prefix="searchgym-slice")
-                self._pool_size = workers
+                self._pool_size, self._pool_pid = workers, os.getpid()
                 if old is not None:
                     old.shutdown(wait=False)
             return self._pool

@@ -495,3 +495,26 @@ def test_query_threads_must_be_a_positive_integer(zipf, value):
     retriever, _ = zipf
     with pytest.raises(ConfigError, match=r"BM25Retriever expects query_threads to be a positive integer \(1: one thread a query\)"):
         BM25Retriever(retriever.corpus, query_threads=value)
+
+
+@needs_numba
+def test_a_forked_process_splits_on_threads_of_its_own(zipf):
+    """Thread pools are not inherited by a forked child (it has none of the parent's threads):
+    the child makes its own and answers, rather than waiting on threads that are gone; the
+    slices' pool and a batch's."""
+    import multiprocessing
+
+    retriever, vocabulary = zipf
+    engine = retriever.block_max_engine()
+    q = retriever.term_ids(["river castle w3q w8q w20q empire"])[0]
+    queries = queries_of(vocabulary, 40, seed=15)
+    want = ([a.tolist() if hasattr(a, "tolist") else a for a in engine.top_k_split(q, 5, 3)], answers(retriever, queries, 5))
+    assert retriever.n_threads > 1  # the batch went to the retriever's pool: both pools made in this process
+    context = multiprocessing.get_context("fork")
+    answers_out = context.Queue()
+    child = context.Process(target=lambda: answers_out.put(([a.tolist() if hasattr(a, "tolist") else a for a in engine.top_k_split(q, 5, 3)],
+                                                            answers(retriever, queries, 5))))
+    child.start()
+    child.join(120)
+    assert child.exitcode == 0, child.exitcode
+    assert answers_out.get(timeout=10) == want
