@@ -433,7 +433,7 @@ def test_a_split_query_counts_its_work_and_times_its_slices(zipf):
     engine.top_k_many([q], 3, whole)
     seconds = np.zeros(5)
     engine.top_k_split(q, 3, 5, split, parallel=False, seconds=seconds)
-    # each slice primes its own threshold alone: no fewer candidates than the whole, each slice timed
+    # each range alone, its threshold from its own passages only: no fewer candidates than the whole; each range timed
     assert split[0] >= whole[0] > 0 and (seconds > 0).all()
     with pytest.raises(ValueError, match=r"expects seconds to be a float64 array of 5, got float64 \(4,\)"):
         engine.top_k_split(q, 3, 5, seconds=np.zeros(4))
