@@ -38,8 +38,9 @@ trade-off turns around, and this module does what PISA and Lucene do instead:
   where the others read it (any range's k-th best real score is a lower bound of the corpus's
   k-th best). Chosen because a question's essential postings cannot be cut on one core
   (``benchmarks/bm25_floor.py``: ~818,000 at 21M passages even with the final threshold known),
-  but they can be shared between cores; the ranges' work summed grows 1.1-2x, the wall time
-  falls (``benchmarks/bm25_split.py``).
+  but they can be shared between cores; the ranges' time summed is 0.9-1.8x the whole
+  question's (more with more ranges: 2 to 32 at 300k-3M), the wall time falls
+  (``benchmarks/bm25_split.py``).
 
 **Exactness.** A passage's final score is the float32 sum of its term scores **in query
 order**, repeats included: the additions exhaustive scoring makes, so scores are equal bit for
