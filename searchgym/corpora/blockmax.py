@@ -57,14 +57,13 @@ scoring (the kernel returns -1).
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from searchgym.corpora.pruning import BLOCK, block_maxima
+from searchgym.corpora.threads import LazyThreadPool
 
 __all__ = ["BLOCK", "PRIME", "SLICE_MIN", "BlockMaxIndex", "available", "block_maxima"]
 
@@ -762,10 +761,7 @@ class BlockMaxIndex:
                                  f"{int(bptr[-1])} blocks and {len(bmax)} maxima")
         self.bptr, self.bmax, self.blast = blocks
         self._local = threading.local()
-        self._pool: ThreadPoolExecutor | None = None  # top_k_split's threads, made on first use
-        self._pool_size = 0
-        self._pool_pid = os.getpid()
-        self._pool_lock = threading.Lock()
+        self._pool = LazyThreadPool("searchgym-slice")  # top_k_split's threads, made on first use
 
     @property
     def nbytes(self) -> int:
@@ -829,7 +825,7 @@ class BlockMaxIndex:
                 run(i)
         else:
             # the calling thread takes the first slice itself: one hand-off fewer
-            pending = [self._split_pool(slices - 1).submit(run, i) for i in range(1, slices)]
+            pending = [self._pool.get(slices - 1).submit(run, i) for i in range(1, slices)]
             run(0)
             for job in pending:
                 job.result()
@@ -841,18 +837,6 @@ class BlockMaxIndex:
             return out_docs, out_scores, -1
         count = _merge(docs, scores, counts, k, out_docs, out_scores)
         return out_docs, out_scores, int(count)
-
-    def _split_pool(self, workers: int) -> ThreadPoolExecutor:
-        """At least ``workers`` threads; a process forked from the one that made the pool (which
-        has none of its threads) makes its own."""
-        with self._pool_lock:
-            if self._pool is None or self._pool_size < workers or self._pool_pid != os.getpid():
-                old = self._pool if self._pool_pid == os.getpid() else None
-                self._pool = ThreadPoolExecutor(workers, thread_name_prefix="searchgym-slice")
-                self._pool_size, self._pool_pid = workers, os.getpid()
-                if old is not None:
-                    old.shutdown(wait=False)
-            return self._pool
 
     def top_k_many(self, queries: list[list[int]], k: int, stats: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(docs [Q, k] int64, scores [Q, k] float32, counts [Q] int64)``; a count of -1 marks a

@@ -27,6 +27,7 @@ from searchgym.corpora.postings import (
     split_postings,
 )
 from searchgym.corpora.pruning import PRUNE_FROM, prune_top_k
+from searchgym.corpora.threads import LazyThreadPool
 from searchgym.corpora.tokenize import Analyzer, default_analyzer
 from searchgym.corpora.types import Corpus, Hit, Retriever
 from searchgym.error import ConfigError, DataFormatError, UnknownNameError, require
@@ -291,8 +292,7 @@ class BM25Retriever(Retriever):
 
     def _init_runtime(self) -> None:
         """State that is rebuilt rather than pickled: thread pool and per-thread score buffers."""
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_pid = os.getpid()
+        self._pool = LazyThreadPool("searchgym-bm25")
         self._pool_lock = threading.Lock()
         self._local = threading.local()
         self._engine: blockmax.BlockMaxIndex | None = None  # built on first use (block maxima)
@@ -320,7 +320,7 @@ class BM25Retriever(Retriever):
     # ------------------------------------------------------------------ pickling
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for name in ("_pool", "_pool_pid", "_pool_lock", "_local", "analyzer", "_engine", "_query_terms"):
+        for name in ("_pool", "_pool_lock", "_local", "analyzer", "_engine", "_query_terms"):
             state.pop(name, None)
         if self.folder is not None:  # mapped from a folder: the other process maps it too
             for name in ("_index", "_data", "_indices", "_indptr", "_vocab", "_nonoccurrence", "_term_max"):
@@ -403,14 +403,8 @@ class BM25Retriever(Retriever):
         return results
 
     def _thread_pool(self) -> ThreadPoolExecutor:
-        """The batch's threads; a process forked from the one that made them (which has none of
-        them) makes its own rather than waiting on threads that are gone."""
-        if self._pool is None or self._pool_pid != os.getpid():
-            with self._pool_lock:
-                if self._pool is None or self._pool_pid != os.getpid():
-                    self._pool = ThreadPoolExecutor(self.n_threads, thread_name_prefix="searchgym-bm25")
-                    self._pool_pid = os.getpid()
-        return self._pool
+        """The batch's threads (this process's own: see :class:`LazyThreadPool`)."""
+        return self._pool.get(self.n_threads)
 
     def _buffer(self) -> np.ndarray:
         """This thread's score accumulator, all zeros between queries."""
