@@ -43,7 +43,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import engines  # noqa: E402  (the questions and searchgym's index build, shared)
-import scale  # noqa: E402  (the corpus generator)
 
 WIKI18 = 21_000_000
 KS = (3, 10)
@@ -76,18 +75,7 @@ def floor_counts(engine, queries: list[list[int]], k: int, docs: np.ndarray, sco
 
 
 def measure(n: int, args) -> dict:
-    from searchgym.corpora import load_corpus
-    from searchgym.corpora.bm25 import BM25Retriever
-
-    c = scale.prepare_corpus(args.workdir, n, args.seed, 10)
-    folder = args.workdir / f"index-{n}-seed{args.seed}" / "searchgym"
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    engines.SearchGym(c["corpus"], folder, 1)  # builds the index unless engines.py or an earlier run did
-    corpus = load_corpus(c["corpus"])
-    retriever = BM25Retriever.load(folder, corpus, n_threads=1)
-    if not retriever.compiled:
-        raise SystemExit("bm25_floor.py measures the compiled engine: install numba (pip install 'searchgym[fast]')")
-    qs = engines.questions(c["corpus"], args.queries, args.seed + 1)  # engines.py's one-at-a-time questions
+    _, retriever, qs = engines.compiled_index(n, args, "bm25_floor.py")  # engines.py's corpora, index and questions
     queries = [t for t in retriever.term_ids(qs) if t]
     engine = retriever.block_max_engine()
     row: dict = {"passages": n, "questions": len(queries)}
@@ -101,7 +89,7 @@ def measure(n: int, args) -> dict:
             docs, scores, counts = engine.top_k_many(queries, k, stats)
             best = min(best, time.perf_counter() - start)
         engines.log(f"{n:,}: k={k}: counting the floors")
-        floors = floor_counts(engine, queries, k, docs, scores, counts, len(corpus))
+        floors = floor_counts(engine, queries, k, docs, scores, counts, len(retriever.corpus))
         candidates = stats[0] / len(queries)
         row[f"k{k}"] = {"ms": best / len(queries) * 1e3, "candidates": candidates, "lookups": stats[3] / len(queries),
                         "ns_per_candidate": best / max(1, stats[0]) * 1e9, **floors}
@@ -154,8 +142,7 @@ def parse_args(argv=None):
     for name in ("queries", "rounds"):
         if getattr(args, name) < 1:
             p.error(f"--{name} expects a positive integer, got {getattr(args, name)}")
-    if any(n < 1000 for n in args.sizes):
-        p.error(f"--sizes expects corpora of at least 1k passages, got {args.sizes}")
+    engines.check_sizes(p, args.sizes)
     return args
 
 

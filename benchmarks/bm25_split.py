@@ -14,8 +14,9 @@ the generated wiki-18-shaped corpora of ``benchmarks/scale.py`` and the question
   ``BM25Retriever.search([question], k)`` with ``query_threads`` = cores against 1 (what a
   caller sees; the retriever splits only corpora of 2 x ``SLICE_MIN`` passages or more);
 - **each slice alone** (measured one after the other on one core, for S up to 32): the
-  longest slice's time when no threshold passes between slices (each primes its own: an upper
-  bound of one core's share), and when every slice starts from the question's final threshold
+  longest slice's time when no threshold passes between slices (each starts from the whole
+  corpus's first threshold and raises only its own: an upper bound of one core's share), and
+  when every slice starts from the question's final threshold
   (thresholds shared at once: the lower bound); the slices' work summed over the work of the
   whole question in one piece; the answers are checked equal to the engine's on the whole;
 - **on S cores (model)**: question by question, the longest slice alone plus the work around
@@ -29,7 +30,7 @@ Each p50 and p99 is fitted with a line through the sizes measured and **extrapol
 Only searchgym is needed (numba: ``pip install 'searchgym[fast]'``, part of ``make install``);
 corpora and indexes are shared with ``benchmarks/engines.py`` and ``bm25_floor.py``::
 
-    python benchmarks/bm25_split.py --quick                   # ~20 s: 20k passages, 40 questions
+    python benchmarks/bm25_split.py --quick                   # ~6 s: 20k passages, 40 questions
     python benchmarks/bm25_split.py --sizes 300k,1M,3M        # the figures of RESULTS.md
 """
 
@@ -48,7 +49,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bm25_floor  # noqa: E402  (the line to 21M)
 import engines  # noqa: E402  (the questions, searchgym's index build, the run)
-import scale  # noqa: E402  (the corpus generator)
 
 KS = (3, 10)
 SLICES = (1, 2, 4, 8, 16, 32)
@@ -87,22 +87,13 @@ def handoff(engine, repeats: int = 2000) -> dict[str, float]:
 
 
 def measure(n: int, args) -> dict:
-    from searchgym.corpora import load_corpus
     from searchgym.corpora.blockmax import SLICE_MIN
     from searchgym.corpora.bm25 import BM25Retriever
 
-    c = scale.prepare_corpus(args.workdir, n, args.seed, 10)
-    folder = args.workdir / f"index-{n}-seed{args.seed}" / "searchgym"
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    engines.SearchGym(c["corpus"], folder, 1)  # builds the index unless engines.py or an earlier run did
-    corpus = load_corpus(c["corpus"])
+    folder, one, qs = engines.compiled_index(n, args, "bm25_split.py")  # engines.py's corpora, index and questions
     cores = engines.cores()
-    one = BM25Retriever.load(folder, corpus, n_threads=1)
-    if not one.compiled:
-        raise SystemExit("bm25_split.py measures the compiled engine: install numba (pip install 'searchgym[fast]')")
-    split = BM25Retriever.load(folder, corpus, n_threads=1, query_threads=cores)
+    split = BM25Retriever.load(folder, one.corpus, n_threads=1, query_threads=cores)
     split._engine = engine = one.block_max_engine()  # one engine (its block maxima) for both
-    qs = engines.questions(c["corpus"], args.queries, args.seed + 1)  # engines.py's one-at-a-time questions
     kept = [(q, t) for q, t in zip(qs, one.term_ids(qs)) if t]
     qs, queries = [q for q, _ in kept], [t for _, t in kept]
     threaded = [s for s in args.slices if s <= cores]
@@ -246,8 +237,7 @@ def parse_args(argv=None):
         p.error(f"--slices expects positive integers including 1 (the whole question, what the others are compared with), "
                 f"got {args.slices}")
     args.slices = sorted(set(args.slices))
-    if any(n < 1000 for n in args.sizes):
-        p.error(f"--sizes expects corpora of at least 1k passages, got {args.sizes}")
+    engines.check_sizes(p, args.sizes)
     return args
 
 

@@ -511,7 +511,8 @@ def report(rows: list[dict]) -> str:
 
 def size_parser(doc: str, default: list[int]) -> argparse.ArgumentParser:
     """The options every script on the generated corpora has (this one, ``bm25_floor.py``,
-    ``bm25_split.py``): ``--sizes``, ``--workdir``, ``--seed``; each adds its own ``--quick``."""
+    ``bm25_split.py``): ``--sizes``, ``--workdir``, ``--seed``; each adds its own ``--quick``
+    (and checks its sizes with :func:`check_sizes`)."""
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", type=lambda s: [scale.parse_size(x) for x in s.split(",")], default=default,
                    help="corpus sizes, e.g. 300k,1M,3M (default "
@@ -520,6 +521,31 @@ def size_parser(doc: str, default: list[int]) -> argparse.ArgumentParser:
                    help="corpora and indexes (shared with scale.py, engines.py, bm25_floor.py and bm25_split.py)")
     p.add_argument("--seed", type=int, default=0, help="the corpus generator's seed (default 0)")
     return p
+
+
+def check_sizes(p: argparse.ArgumentParser, sizes: list[int], least: int = 1000) -> None:
+    """``p.error`` unless every corpus size is at least ``least`` passages."""
+    if any(n < least for n in sizes):
+        p.error(f"--sizes expects corpora of at least {least // 1000}k passages, got {sizes}")
+
+
+def compiled_index(n: int, args, script: str):
+    """``(folder, retriever, questions)`` for the scripts that time searchgym's compiled engine
+    alone (``bm25_floor.py``, ``bm25_split.py``): the generated corpus of ``n`` passages and
+    searchgym's index of it in ``args.workdir`` (each built unless this script or an earlier run
+    made it), the index loaded on one thread, and ``args.queries`` of this script's one-at-a-time
+    questions. Exits, naming ``script``, when numba is missing."""
+    from searchgym.corpora import load_corpus
+    from searchgym.corpora.bm25 import BM25Retriever
+
+    c = scale.prepare_corpus(args.workdir, n, args.seed, 10)
+    folder = args.workdir / f"index-{n}-seed{args.seed}" / "searchgym"
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    SearchGym(c["corpus"], folder, 1)  # builds the index unless there
+    retriever = BM25Retriever.load(folder, load_corpus(c["corpus"]), n_threads=1)
+    if not retriever.compiled:
+        raise SystemExit(f"{script} measures the compiled engine: install numba (pip install 'searchgym[fast]')")
+    return folder, retriever, questions(c["corpus"], args.queries, args.seed + 1)
 
 
 def parse_args(argv=None):
@@ -576,7 +602,8 @@ def missing_engines(names) -> list[str]:
 def run(args, measure_size, report_rows) -> int:
     """``measure_size(n, args)`` for each of ``args.sizes`` (the rows written to ``args.out``
     after each, so a long run stopped half-way keeps what it measured), then
-    ``report_rows(rows)`` printed between the load averages (shared with ``bm25_floor.py``)."""
+    ``report_rows(rows)`` printed between the load averages (shared with ``bm25_floor.py`` and
+    ``bm25_split.py``)."""
     load = os.getloadavg()
     print(f"load average at the start: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; {cores()} cores", flush=True)
     rows = []

@@ -73,17 +73,21 @@ def test_the_floor_benchmark_counts_what_an_exact_engine_must_do(tmp_path):
     assert row["k10"]["bound"] > row["k3"]["bound"]  # a lower threshold lets more passages reach it
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--queries", "0"], "--queries expects a positive integer, got 0"),
-    (["--rounds", "0"], "--rounds expects a positive integer, got 0"),
-    (["--sizes", "300"], "--sizes expects corpora of at least 1k passages, got [300]"),
+@pytest.mark.parametrize("script, args, message", [
+    ("bm25_floor", ["--queries", "0"], "--queries expects a positive integer, got 0"),
+    ("bm25_floor", ["--rounds", "0"], "--rounds expects a positive integer, got 0"),
+    ("bm25_floor", ["--sizes", "300"], "--sizes expects corpora of at least 1k passages, got [300]"),
+    ("bm25_split", ["--queries", "0"], "--queries expects a positive integer, got 0"),
+    ("bm25_split", ["--slices", "2,4"], "--slices expects positive integers including 1"),
+    ("bm25_split", ["--slices", "1,0"], "--slices expects positive integers including 1"),
+    ("bm25_split", ["--sizes", "300"], "--sizes expects corpora of at least 1k passages, got [300]"),
 ])
-def test_the_floor_benchmark_refuses_bad_options(args, message, capsys):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import bm25_floor
+def test_the_floor_and_split_benchmarks_refuse_bad_options(script, args, message, capsys):
+    import importlib
 
+    sys.path.insert(0, str(ROOT / "benchmarks"))
     with pytest.raises(SystemExit) as stop:
-        bm25_floor.parse_args(args)
+        importlib.import_module(script).parse_args(args)
     assert stop.value.code == 2 and message in capsys.readouterr().err
 
 
@@ -157,18 +161,3 @@ def test_the_split_benchmark_measures_one_question_on_several_threads_and_models
             # around the ranges and the hand-off (neither negative) to the longest range alone
             assert m[f"alone_s{s}_p50"] > 0 and m[f"known_s{s}_p50"] > 0 and m[f"work_s{s}"] > 0, (k, s, m)
             assert m[f"model_s{s}_p50"] >= m[f"alone_s{s}_p50"] and m[f"model_s{s}_p99"] >= m[f"alone_s{s}_p99"], (k, s, m)
-
-
-@pytest.mark.parametrize("args, message", [
-    (["--queries", "0"], "--queries expects a positive integer, got 0"),
-    (["--slices", "2,4"], "--slices expects positive integers including 1"),
-    (["--slices", "1,0"], "--slices expects positive integers including 1"),
-    (["--sizes", "300"], "--sizes expects corpora of at least 1k passages, got [300]"),
-])
-def test_the_split_benchmark_refuses_bad_options(args, message, capsys):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import bm25_split
-
-    with pytest.raises(SystemExit) as stop:
-        bm25_split.parse_args(args)
-    assert stop.value.code == 2 and message in capsys.readouterr().err
